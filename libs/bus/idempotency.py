@@ -1,0 +1,74 @@
+"""Idempotency keys with a bounded lifetime: claim (create with TTL), commit, and a fail-closed bucket."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import msgspec
+import nats.js.errors as jse
+from nats.js import JetStreamContext
+
+from jetcron.bus.kv import translate
+from jetcron.core.errors import IdempotencyStoreFull, Unavailable, WriteConflict
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode, encode
+
+
+class KeyRecord(msgspec.Struct, frozen=True, kw_only=True):
+    state: str
+    """claimed | done"""
+    body_hash: str = ""
+    result: str = ""
+    """What the first writer stored (e.g. the job name a create returned)."""
+    at: datetime | None = None
+
+
+class IdempotencyKeys:
+    """Keys in the idempotency bucket; each write carries its own TTL."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
+        self.stream = f"KV_{s.BUCKET_IDEMPOTENCY}"
+        self.prefix = f"$KV.{s.BUCKET_IDEMPOTENCY}."
+
+    async def get(self, key: str) -> tuple[KeyRecord, int] | None:
+        try:
+            msg = await self.js.get_msg(self.stream, subject=self.prefix + key, direct=False)
+        except jse.NotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"read idempotency key {key}") from exc
+        if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
+            return None
+        return decode(msg.data, KeyRecord), int(msg.seq or 0)
+
+    async def _write(self, key: str, record: KeyRecord, ttl: float, expected: int) -> int:
+        headers = {s.HDR_TTL: str(max(1, math.ceil(ttl))), s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(expected)}
+        try:
+            ack = await self.js.publish(self.prefix + key, encode(record), headers=headers)
+        except Exception as exc:  # noqa: BLE001
+            err = translate(exc, f"idempotency key {key}")
+            if isinstance(err, Unavailable) and "full" in str(err):
+                raise IdempotencyStoreFull(
+                    f"idempotency store is full: refusing new key {key!r} rather than forgetting old ones"
+                ) from exc
+            raise err from exc
+        return int(ack.seq)
+
+    async def claim(self, key: str, record: KeyRecord, ttl: float) -> int | None:
+        """Create the key; None if it already exists (read it to see who has it)."""
+        try:
+            return await self._write(key, record, ttl, expected=0)
+        except WriteConflict:
+            return None
+
+    async def commit(self, key: str, record: KeyRecord, ttl: float, revision: int) -> int:
+        return await self._write(key, record, ttl, expected=revision)
+
+    async def forget(self, key: str, revision: int) -> None:
+        """Drop our own claim (the effect failed) so a later attempt may claim again."""
+        try:
+            await self._write(key, KeyRecord(state="released"), 1, expected=revision)
+        except WriteConflict:
+            pass

@@ -1,0 +1,131 @@
+"""Typed KV stores: revision-checked writes, server error codes translated once into jetcron errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Generic, TypeVar
+
+import msgspec
+import nats.errors
+import nats.js.errors as jse
+from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
+
+from jetcron.core.errors import NotFound, Unavailable, WriteConflict
+from jetcron.wire.codec import decode, encode
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+# 10071/10164: wrong last sequence; 10077: message size; 10047/10048: storage or bytes limit;
+# 10008/10163: cluster not ready (see FIELD_NOTES): retryable.
+_FULL = {10047, 10048, 10026, 10027}
+
+
+def translate(exc: BaseException, what: str) -> Exception:
+    """Map a nats-py error to a jetcron error that says what happened and whether to retry."""
+    if isinstance(exc, jse.KeyWrongLastSequenceError):
+        return WriteConflict(f"{what}: written by someone else first")
+    if isinstance(exc, jse.APIError):
+        if exc.err_code in (10071, 10164):
+            return WriteConflict(f"{what}: written by someone else first")
+        if exc.err_code in _FULL or (exc.description and "maximum" in exc.description.lower()):
+            return Unavailable(f"{what}: storage full ({exc.description}); retry later")
+        return Unavailable(f"{what}: server error {exc.err_code} {exc.description}; retry later")
+    if isinstance(exc, (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError,
+                        nats.errors.ConnectionClosedError, jse.NoStreamResponseError)):
+        return Unavailable(f"{what}: storage did not answer ({type(exc).__name__}); outcome unknown, retry")
+    return Unavailable(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class Store(Generic[T]):
+    """A KV bucket whose values are one msgspec type."""
+
+    def __init__(self, kv: KeyValue, kind: type[T], name: str) -> None:
+        self.kv = kv
+        self.kind = kind
+        self.name = name
+
+    @classmethod
+    async def open(cls, js: JetStreamContext, bucket: str, kind: type[T]) -> Store[T]:
+        return cls(await js.key_value(bucket), kind, bucket)
+
+    async def get(self, key: str) -> tuple[T, int]:
+        """The value and its revision, or NotFound."""
+        try:
+            entry = await self.kv.get(key)
+        except jse.KeyNotFoundError:
+            raise NotFound(self.name.removeprefix("jc_").rstrip("s"), key) from None
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"read {self.name}/{key}") from exc
+        if entry.value is None:
+            raise NotFound(self.name.removeprefix("jc_").rstrip("s"), key)
+        return decode(entry.value, self.kind), int(entry.revision or 0)
+
+    async def maybe(self, key: str) -> tuple[T, int] | None:
+        try:
+            return await self.get(key)
+        except NotFound:
+            return None
+
+    async def create(self, key: str, value: T) -> int:
+        """Write only if the key does not exist (expected revision 0): the fire gate."""
+        try:
+            return int(await self.kv.create(key, encode(value)))
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"create {self.name}/{key}") from exc
+
+    async def update(self, key: str, value: T, revision: int) -> int:
+        """Compare-and-set against `revision`; WriteConflict if someone wrote first."""
+        try:
+            return int(await self.kv.update(key, encode(value), last=revision))
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"update {self.name}/{key}") from exc
+
+    async def put(self, key: str, value: T) -> int:
+        try:
+            return int(await self.kv.put(key, encode(value)))
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"write {self.name}/{key}") from exc
+
+    async def keys(self, pattern: str = ">") -> list[str]:
+        """Keys matching a subject pattern, filtered by the server (nats-py's keys() filters by substring)."""
+        try:
+            watcher = await self.kv.watch(pattern, meta_only=True, ignore_deletes=True)
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"list {self.name}") from exc
+        keys: list[str] = []
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                keys.append(entry.key)
+        finally:
+            await watcher.stop()
+        return keys
+
+    async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
+        """Every current value, then live changes: (key, value or None when deleted, revision).
+
+        A None marks the end of the initial values as (\"\", None, 0).
+        """
+        watcher = await self.kv.watch(pattern)
+        try:
+            while True:
+                try:
+                    entry = await watcher.updates(timeout=3600)
+                except (asyncio.TimeoutError, nats.errors.TimeoutError):
+                    continue
+                if entry is None:
+                    yield "", None, 0
+                    continue
+                if entry.operation in ("DEL", "PURGE") or not entry.value:
+                    yield entry.key, None, int(entry.revision or 0)
+                    continue
+                try:
+                    value = decode(entry.value, self.kind)
+                except msgspec.DecodeError:
+                    continue
+                yield entry.key, value, int(entry.revision or 0)
+        finally:
+            await watcher.stop()

@@ -1,0 +1,123 @@
+"""Leases with fencing: a KV key whose revision is the token, expiry judged by the server (Nats-TTL)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import msgspec
+import nats.js.errors as jse
+from nats.js import JetStreamContext
+
+from jetcron.bus.kv import translate
+from jetcron.core.errors import LeaseLost, WriteConflict
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode, encode
+
+RELEASED_TTL = 1  # seconds a release marker lives; then the key is empty and create() works again
+
+
+class LeaseValue(msgspec.Struct, frozen=True, kw_only=True):
+    holder: str
+    """Who holds it; empty once released or revoked."""
+    attempt: int = 0
+    at: datetime | None = None
+    revoked: str = ""
+    """Set when a third party (cancel, a newer attempt) took the lease away: why."""
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    key: str
+    token: int
+    """The revision of the write that granted or renewed it: the fencing token."""
+    value: LeaseValue
+
+
+def _ttl_header(ttl: float) -> str:
+    # Whole seconds: the header also takes durations, but seconds are what every server version accepts.
+    return str(max(1, math.ceil(ttl)))
+
+
+class Leases:
+    """Acquire, renew, release and revoke leases in the leases bucket by raw, revision-checked publishes.
+
+    nats-py's KeyValue.update() carries no TTL, so a renewal through it would make the lease immortal;
+    each write here carries both Nats-TTL and Nats-Expected-Last-Subject-Sequence (FIELD_NOTES).
+    """
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
+        self.prefix = f"$KV.{s.BUCKET_LEASES}."
+
+    async def _write(self, key: str, value: LeaseValue, ttl: float, expected: int | None) -> int:
+        headers = {s.HDR_TTL: _ttl_header(ttl)}
+        if expected is not None:
+            headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(expected)
+        try:
+            ack = await self.js.publish(self.prefix + key, encode(value), headers=headers)
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"lease {key}") from exc
+        return int(ack.seq)
+
+    async def keys(self, pattern: str) -> list[str]:
+        """Live lease keys matching a subject pattern (expired ones are gone from the stream)."""
+        kv = await self.js.key_value(s.BUCKET_LEASES)
+        watcher = await kv.watch(pattern, meta_only=True, ignore_deletes=True)
+        keys: list[str] = []
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                keys.append(entry.key)
+        finally:
+            await watcher.stop()
+        return keys
+
+    async def read(self, key: str) -> Lease | None:
+        """The live lease, or None when expired, released or never taken."""
+        try:
+            msg = await self.js.get_msg(f"KV_{s.BUCKET_LEASES}", subject=self.prefix + key, direct=False)
+        except jse.NotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc, f"read lease {key}") from exc
+        if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
+            return None
+        # A released or revoked marker comes back with an empty holder: callers read that as free.
+        return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue))
+
+    async def acquire(self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None) -> Lease | None:
+        """Take the lease if nobody holds it; None if somebody does."""
+        value = LeaseValue(holder=holder, attempt=attempt, at=now)
+        try:
+            return Lease(key=key, token=await self._write(key, value, ttl, expected=0), value=value)
+        except WriteConflict:
+            pass
+        current = await self.read(key)
+        if current is None or current.value.holder:
+            # Held (or expired between our write and read: the caller's next try will get it).
+            return None
+        try:  # a released marker is still the last message: take over from it by revision
+            return Lease(key=key, token=await self._write(key, value, ttl, expected=current.token), value=value)
+        except WriteConflict:
+            return None
+
+    async def renew(self, lease: Lease, ttl: float, *, now: datetime | None = None) -> Lease:
+        """Re-arm the expiry; LeaseLost if it expired or someone else wrote it since our token."""
+        value = msgspec.structs.replace(lease.value, at=now)
+        try:
+            token = await self._write(lease.key, value, ttl, expected=lease.token)
+        except WriteConflict:
+            raise LeaseLost(f"lease {lease.key} (token {lease.token}) was lost") from None
+        return Lease(key=lease.key, token=token, value=value)
+
+    async def release(self, lease: Lease) -> None:
+        """Give it up early so the next holder need not wait for the TTL; losing the race is fine."""
+        try:
+            await self._write(lease.key, LeaseValue(holder=""), RELEASED_TTL, expected=lease.token)
+        except WriteConflict:
+            pass
+
+    async def revoke(self, key: str, why: str, ttl: float) -> int:
+        """Take the lease from whoever holds it: their next renewal fails and they stop (fencing)."""
+        return await self._write(key, LeaseValue(holder="", revoked=why), ttl, expected=None)

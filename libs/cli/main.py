@@ -1,0 +1,32 @@
+"""The `jetcron` command: run the system (up, one service each) and talk to it (jobs, runs, agents, ...)."""
+
+from __future__ import annotations
+
+import typer
+
+from jetcron.cli import jobs, runs, services, up
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="jetcron: a distributed job scheduler on NATS JetStream.")
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    nats: str = typer.Option(None, "--nats", envvar="JETCRON_NATS_URL", help="NATS URL (default nats://127.0.0.1:4222)"),
+) -> None:
+    ctx.obj = {"nats": nats}
+
+
+app.command("up")(up.up)
+for name, fn in services.COMMANDS.items():
+    app.command(name, context_settings={"allow_extra_args": False})(fn)
+app.add_typer(jobs.app, name="jobs", help="Create and manage jobs.")
+app.add_typer(runs.app, name="runs", help="Inspect, cancel and read runs.")
+app.add_typer(runs.agents_app, name="agents", help="Registered agents.")
+app.add_typer(runs.dlq_app, name="dlq", help="The dead-letter queue.")
+app.add_typer(runs.tenants_app, name="tenants", help="Tenant quotas and weights.")
+app.add_typer(jobs.schedule_app, name="schedule", help="Schedule tools that need no server.")
+
+
+def main() -> None:
+    app()

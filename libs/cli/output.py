@@ -1,0 +1,54 @@
+"""Printing results: JSON with -o json, a rich table otherwise; errors to stderr with the right exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from jetcron.sdk.client import ApiError
+
+console = Console()
+err_console = Console(stderr=True)
+
+RUN_COLUMNS = ("run_id", "job", "state", "attempt", "agent", "scheduled_at", "started_at", "finished_at",
+               "exit_code", "reason")
+
+
+def run_view(run: dict[str, Any]) -> dict[str, Any]:
+    """The run fields every consumer of `runs list/get -o json` can rely on (plus everything else)."""
+    view = {key: run.get(key) for key in RUN_COLUMNS}
+    view.update({k: v for k, v in run.items() if k not in view and k != "spec"})
+    return view
+
+
+def emit(data: Any, output: str, columns: Sequence[str] = (), rows: Callable[[Any], list[dict[str, Any]]] | None = None,
+         title: str | None = None) -> None:
+    if output == "json":
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        return
+    items = rows(data) if rows else (data if isinstance(data, list) else [data])
+    table = Table(title=title, show_lines=False)
+    for col in columns:
+        table.add_column(col)
+    for item in items:
+        table.add_row(*("" if item.get(c) is None else str(item.get(c)) for c in columns))
+    console.print(table)
+
+
+def fail(exc: Exception) -> NoReturn:
+    if isinstance(exc, ApiError):
+        err_console.print(f"[red]error[/red] ({exc.code}): {exc}")
+        raise typer.Exit(2 if exc.code == "invalid" else 1)
+    err_console.print(f"[red]error[/red]: {exc}")
+    raise typer.Exit(1)
+
+
+def usage(message: str) -> NoReturn:
+    err_console.print(f"[red]usage error[/red]: {message}")
+    raise typer.Exit(2)

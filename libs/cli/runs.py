@@ -1,0 +1,101 @@
+"""`jetcron runs|agents|dlq|tenants ...`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from jetcron.cli.connection import client
+from jetcron.cli.output import RUN_COLUMNS, emit, run_view
+
+app = typer.Typer(no_args_is_help=True)
+agents_app = typer.Typer(no_args_is_help=True)
+dlq_app = typer.Typer(no_args_is_help=True)
+tenants_app = typer.Typer(no_args_is_help=True)
+Output = typer.Option("table", "-o", "--output", help="table or json")
+SHORT = ("run_id", "state", "attempt", "agent", "scheduled_at", "finished_at", "exit_code", "reason")
+
+
+@app.command("list")
+def list_runs(ctx: typer.Context, job: str = typer.Option(None, "--job"), state: str = typer.Option(None, "--state"),
+              limit: int = typer.Option(100, "--limit"), cursor: str = typer.Option(None, "--cursor"),
+              output: str = Output) -> None:
+    """Runs (and skipped occurrences), filtered by job and state."""
+    payload: dict[str, Any] = {"limit": limit}
+    for key, value in (("job", job), ("state", state), ("cursor", cursor)):
+        if value is not None:
+            payload[key] = value
+    with client(ctx) as c:
+        page = c.call("runs.list", payload)
+    emit([run_view(r) for r in page["items"]], output, SHORT)
+
+
+@app.command("get")
+def get(ctx: typer.Context, run_id: str, output: str = Output) -> None:
+    with client(ctx) as c:
+        run = c.call("runs.get", {"run_id": run_id})
+    emit(run_view(run), output, (*RUN_COLUMNS, "trace_id"))
+
+
+@app.command("cancel")
+def cancel(ctx: typer.Context, run_id: str, reason: str = typer.Option(None, "--reason"), output: str = Output) -> None:
+    with client(ctx) as c:
+        run = c.call("runs.cancel", {"run_id": run_id, **({"reason": reason} if reason else {})})
+    emit(run_view(run), output, SHORT)
+
+
+@app.command("logs")
+def logs(ctx: typer.Context, run_id: str, follow: bool = typer.Option(False, "--follow", "-f")) -> None:
+    """Print a run's output; --follow streams it live until the run ends."""
+    with client(ctx) as c:
+        if follow:
+            c.call("runs.get", {"run_id": run_id})  # a clear error for an unknown run before waiting on it
+            for chunk in c.follow_logs(run_id):
+                sys.stdout.buffer.write(chunk)
+            return
+        result = c.call("runs.logs", {"run_id": run_id})
+    sys.stdout.write(result["output"])
+
+
+@agents_app.command("list")
+def agents(ctx: typer.Context, output: str = Output) -> None:
+    with client(ctx) as c:
+        page = c.call("agents.list")
+    emit(page["items"], output, ("agent_id", "cpu", "memory_mb", "gpus", "running", "labels", "limits", "draining"))
+
+
+@dlq_app.command("list")
+def dlq_list(ctx: typer.Context, output: str = Output) -> None:
+    with client(ctx) as c:
+        page = c.call("dlq.list")
+    emit([run_view(r) for r in page["items"]], output, SHORT)
+
+
+@dlq_app.command("replay")
+def dlq_replay(ctx: typer.Context, run_id: str, output: str = Output) -> None:
+    """Run a dead run again as a new run with a fresh attempt series."""
+    with client(ctx) as c:
+        run = c.call("dlq.replay", {"run_id": run_id})
+    emit(run_view(run), output, SHORT)
+
+
+@tenants_app.command("set")
+def tenants_set(ctx: typer.Context, tenant: str, weight: float = typer.Option(None, "--weight"),
+                max_cpu: float = typer.Option(None, "--max-cpu"), max_memory: int = typer.Option(None, "--max-memory"),
+                max_gpus: int = typer.Option(None, "--max-gpus"), output: str = Output) -> None:
+    payload: dict[str, Any] = {"tenant": tenant}
+    for key, value in (("weight", weight), ("max_cpu", max_cpu), ("max_memory_mb", max_memory), ("max_gpus", max_gpus)):
+        if value is not None:
+            payload[key] = value
+    with client(ctx) as c:
+        policy = c.call("tenants.set", payload)
+    emit(policy, output, ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"))
+
+
+@tenants_app.command("list")
+def tenants_list(ctx: typer.Context, output: str = Output) -> None:
+    with client(ctx) as c:
+        page = c.call("tenants.list")
+    emit(page["items"], output, ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"))

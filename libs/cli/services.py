@@ -1,0 +1,44 @@
+"""One command per service: `jetcron api|trigger|placement|tracker|agent` runs it in the foreground."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+
+import typer
+
+from jetcron.config import Settings
+
+MODULES = {"api": "api", "trigger": "trigger", "placement": "placement", "tracker": "run_tracker", "agent": "agent"}
+
+
+def _runner(command: str, module: str) -> Callable[..., None]:
+    def run(
+        ctx: typer.Context,
+        allow_unsafe_storage: bool = typer.Option(False, "--allow-unsafe-storage",
+                                                  help="accept a server that does not fsync before ack (dev only)"),
+        agent_id: str = typer.Option(None, "--id", help="replica or agent id"),
+        sim: bool = typer.Option(False, "--sim", help="agent: execute nothing, report success (scale tests)"),
+    ) -> None:
+        from jetcron.services.runtime import serve
+
+        url = (ctx.find_root().obj or {}).get("nats")
+        overrides: dict[str, object] = {}
+        if url:
+            overrides["nats_url"] = url
+        if allow_unsafe_storage:
+            overrides["allow_unsafe_storage"] = True
+        if agent_id:
+            overrides["agent_id"] = agent_id
+        if sim:
+            overrides["agent_sim"] = True
+        service = importlib.import_module(f"jetcron.services.{module}.service")
+        serve(module, service.main, Settings(**overrides))  # type: ignore[arg-type]
+
+    run.__doc__ = f"Run the {module} service in the foreground (settings from JETCRON_* env)."
+    return run
+
+
+COMMANDS = {command: _runner(command, module) for command, module in MODULES.items()}
+_ = os

@@ -1,0 +1,109 @@
+"""`jetcron up`: the embedded nats-server, every service and N local agents as child processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from jetcron.bus.server import EmbeddedNats
+
+SERVICES = ("api", "trigger", "placement", "run_tracker")
+
+
+class Supervisor:
+    """Children in their own process groups; one Ctrl-C or SIGTERM stops them all (TERM, then KILL)."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.children: dict[str, tuple[list[str], dict[str, str], subprocess.Popen[bytes]]] = {}
+        self.stopping = False
+
+    def start(self, name: str, argv: list[str], extra: dict[str, str]) -> None:
+        log = (self.log_dir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(argv, env={**self.env, **extra}, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
+                                start_new_session=True)
+        log.close()
+        self.children[name] = (argv, extra, proc)
+
+    def restart_dead(self) -> None:
+        for name, (argv, extra, proc) in list(self.children.items()):
+            if proc.poll() is not None and not self.stopping:
+                typer.echo(f"jetcron up: {name} exited with {proc.returncode}; restarting", err=True)
+                self.start(name, argv, extra)
+
+    def stop(self, grace: float = 25.0) -> None:
+        self.stopping = True
+        for _, _, proc in self.children.values():
+            if proc.poll() is None:
+                with _quiet():
+                    os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for _, _, proc in self.children.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with _quiet():
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+class _quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return exc[0] is not None and issubclass(exc[0], (ProcessLookupError, PermissionError))  # type: ignore[arg-type]
+
+
+def up(
+    port: int = typer.Option(4222, "--port", help="NATS client port on 127.0.0.1"),
+    agents: int = typer.Option(2, "--agents", help="local agents to start"),
+    data_dir: Path = typer.Option(Path(".jetcron"), "--data-dir", help="NATS store, logs and agent state"),
+    allow_unsafe_storage: bool = typer.Option(False, "--allow-unsafe-storage",
+                                              help="run NATS without fsync before ack (throwaway dev setups only)"),
+    sim: bool = typer.Option(False, "--sim", help="agents execute nothing and report success (scale tests)"),
+) -> None:
+    """Run everything on this machine until Ctrl-C; restarting on the same --data-dir keeps every job and run."""
+    data_dir = data_dir.resolve()
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    server = EmbeddedNats(data_dir / "nats", port=port, sync_always=not allow_unsafe_storage)
+    try:
+        server.start()
+    except (RuntimeError, TimeoutError) as exc:
+        typer.echo(f"jetcron up: nats-server did not start ({exc}); is port {port} in use?", err=True)
+        raise typer.Exit(1) from None
+    env = {**os.environ, "JETCRON_NATS_URL": server.url, "JETCRON_NATS_MONITOR_URL": server.monitor_url,
+           "JETCRON_DATA_DIR": str(data_dir)}
+    if allow_unsafe_storage:
+        env["JETCRON_ALLOW_UNSAFE_STORAGE"] = "true"
+    if sim:
+        env["JETCRON_AGENT_SIM"] = "true"
+    sup = Supervisor(env, data_dir / "logs")
+    stop = {"flag": False}
+
+    def on_signal(_sig: int, _frame: object) -> None:
+        stop["flag"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for name in SERVICES:
+            sup.start(name, [sys.executable, "-m", f"jetcron.services.{name}"], {})
+        for i in range(1, agents + 1):
+            sup.start(f"agent-{i}", [sys.executable, "-m", "jetcron.services.agent"], {"JETCRON_AGENT_ID": f"agent-{i}"})
+        typer.echo(f"jetcron up: NATS at {server.url} (monitor {server.monitor_url}), "
+                   f"{len(SERVICES)} services and {agents} agents; logs in {data_dir / 'logs'}; Ctrl-C stops all")
+        while not stop["flag"]:
+            time.sleep(0.5)
+            sup.restart_dead()
+    finally:
+        typer.echo("jetcron up: stopping", err=True)
+        sup.stop()
+        server.stop()

@@ -1,0 +1,43 @@
+"""Service settings from JETCRON_* environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JETCRON_", extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    nats_monitor_url: str | None = None
+    """Where to read /varz and /jsz to check fsync; default: the NATS host on port 8222."""
+    allow_unsafe_storage: bool = False
+    replicas: int | None = None
+    """Stream and bucket replicas; default 1 on one node, 3 on a cluster."""
+
+    run_lease_ttl: float = Field(default=10.0, gt=1)
+    leader_lease_ttl: float = Field(default=5.0, gt=1)
+    trigger_shards: int = Field(default=16, ge=1, le=4096)
+    trigger_horizon: float = Field(default=2.0, ge=0)
+    """Seconds ahead an occurrence is recorded and handed to placement (herd staging)."""
+    min_interval: float = Field(default=1.0, gt=0)
+    assign_stall: float = Field(default=30.0, gt=0)
+    """An assignment not started after this many seconds is re-dispatched."""
+    heartbeat: float = Field(default=2.0, gt=0)
+    agent_id: str | None = None
+    agent_cpu: float | None = None
+    agent_memory_mb: int | None = None
+    agent_labels: str = ""
+    """comma-separated key=value labels, e.g. zone=eu,leaf=l1"""
+    agent_slots: int = Field(default=64, ge=1)
+    agent_sim: bool = False
+    """Execute nothing and report success (scale tests only)."""
+    log_cap_bytes: int = Field(default=1_048_576, ge=1024)
+    drain_grace: float = Field(default=20.0, ge=0)
+    kill_grace: float = Field(default=5.0, ge=0)
+    metrics_port: int | None = None
+    data_dir: str = ".jetcron"
+    """Where the agent keeps its list of child process groups (to kill strays after a crash)."""
+    fault: str | None = None
+    """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""

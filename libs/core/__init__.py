@@ -1,0 +1,1 @@
+"""Pure decisions, no I/O: models, run state, schedules, placement, retry, ids."""

@@ -1,0 +1,250 @@
+"""Schedules as pure functions: validation and the nominal fire times, DST rules included."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from itertools import islice, pairwise
+from zoneinfo import ZoneInfo, available_timezones
+
+import msgspec
+from croniter import CroniterBadDateError, CroniterError, croniter
+from jetcron.core.errors import InvalidSpec
+from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
+
+__all__ = ["CronExpr", "Occurrence", "every_index", "next_fires", "occurrences", "parse_cron",
+           "validate_schedule", "zone"]
+
+_ALIASES = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
+            "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *"}
+_MAX_CRON_CHARS = 200
+# Enough to reach Feb 29 across a skipped century leap year (2096 -> 2104) and any nth weekday.
+_MAX_YEARS_BETWEEN_MATCHES = 30
+_SECOND, _US = timedelta(seconds=1), timedelta(microseconds=1)
+_BAD_CRON = (CroniterError, ValueError, KeyError, IndexError, TypeError, OverflowError)
+
+
+class Occurrence(msgspec.Struct, frozen=True, kw_only=True):
+    """One nominal fire time of a schedule."""
+
+    at: datetime
+    """The nominal instant, UTC: unique per schedule, so it can name the run."""
+    skipped: str | None = None
+    """Why this occurrence does not run (a DST gap under on_gap=skip), or None."""
+
+
+class CronExpr(msgspec.Struct, frozen=True, kw_only=True):
+    """A parsed cron expression, in croniter's field order (seconds last)."""
+
+    text: str
+    croniter_form: str
+    seconds: tuple[int, ...]
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+
+    @property
+    def wildcard_hour(self) -> bool:
+        """Every hour matches: such a job runs in both passes of a fall-back fold, as in Vixie cron."""
+        return len(self.hours) == 24
+
+    @property
+    def shortest_gap_seconds(self) -> int:
+        """The shortest wall-clock gap between two fires; assumes consecutive days can both fire."""
+        s, m, h = self.seconds, self.minutes, self.hours
+        span_s = s[-1] - s[0]
+        span_ms = (m[-1] - m[0]) * 60 + span_s
+        gaps = [86400 - (h[-1] - h[0]) * 3600 - span_ms]
+        gaps += [b - a for a, b in pairwise(s)]
+        gaps += [(b - a) * 60 - span_s for a, b in pairwise(m)]
+        gaps += [(b - a) * 3600 - span_ms for a, b in pairwise(h)]
+        return min(gaps)
+
+
+_known_zones = functools.cache(lambda: frozenset(available_timezones()))  # a directory walk: once
+
+
+def zone(tz: str, field: str = "schedule.tz") -> ZoneInfo:
+    """An IANA zone from the installed tzdata; ZoneInfo alone accepts 'Factory' and 'localtime'."""
+    if not isinstance(tz, str) or tz != tz.strip() or not tz or ".." in tz or tz.startswith("/"):
+        raise InvalidSpec(field, tz, "not an IANA time zone name")
+    if tz in ("Factory", "localtime") or tz not in _known_zones():
+        raise InvalidSpec(field, tz, "unknown time zone (expected an IANA name such as 'Europe/Berlin')")
+    return ZoneInfo(tz)
+
+
+def _values(field: Sequence[object], full: range) -> tuple[int, ...]:
+    return tuple(full) if field == ["*"] else tuple(sorted(v for v in field if isinstance(v, int)))
+
+
+def parse_cron(expr: str, field: str = "schedule.cron") -> CronExpr:
+    """5 fields, 6 with seconds FIRST (as NATS and Dkron write it), or an @alias."""
+    if not isinstance(expr, str) or len(expr) > _MAX_CRON_CHARS:
+        raise InvalidSpec(field, expr, f"must be a string of at most {_MAX_CRON_CHARS} characters")
+    text = expr.strip()
+    parts = _ALIASES.get(text.lower(), text).split()
+    if text.startswith("@") and text.lower() not in _ALIASES:
+        raise InvalidSpec(field, expr, f"unknown alias (known: {', '.join(_ALIASES)})")
+    if len(parts) not in (5, 6):
+        raise InvalidSpec(field, expr, "expected 5 fields, or 6 with seconds first")
+    form = " ".join(parts[1:] + parts[:1]) if len(parts) == 6 else " ".join(parts)
+    try:
+        expanded = croniter(form, datetime(2000, 1, 1)).expanded
+    except _BAD_CRON as exc:
+        raise InvalidSpec(field, expr, f"not a valid cron expression: {exc}") from exc
+    seconds = _values(expanded[5], range(60)) if len(parts) == 6 else (0,)
+    minutes, hours = _values(expanded[0], range(60)), _values(expanded[1], range(24))
+    return CronExpr(text=expr, croniter_form=form, seconds=seconds, minutes=minutes, hours=hours)
+
+
+def _aware(value: datetime | None, field: str) -> None:
+    if value is None or value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidSpec(field, value, "must be an ISO 8601 instant with a UTC offset")
+    if not 2000 <= value.astimezone(UTC).year <= 2200:
+        raise InvalidSpec(field, value, "must lie between the years 2000 and 2200")
+
+
+# (required, optional) fields per kind; any other kind's field set is a mistake worth reporting.
+_KIND_FIELDS: dict[ScheduleKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    ScheduleKind.NOW: ((), ()), ScheduleKind.AT: (("at",), ()),
+    ScheduleKind.EVERY: (("every_seconds",), ("anchor",)), ScheduleKind.CRON: (("cron",), ()),
+}
+
+
+def validate_schedule(schedule: Schedule, *, created_at: datetime, min_interval_seconds: float = 1.0) -> None:
+    """Raise InvalidSpec unless the schedule is complete, consistent and can fire."""
+    _aware(created_at, "created_at")
+    tz = zone(schedule.tz)
+    required, optional = _KIND_FIELDS[schedule.kind]
+    for name in ("at", "every_seconds", "anchor", "cron"):
+        value, kind = getattr(schedule, name), schedule.kind.value
+        if value is None and name in required:
+            raise InvalidSpec(f"schedule.{name}", value, f"required for kind={kind}")
+        if value is not None and name not in required + optional:
+            raise InvalidSpec(f"schedule.{name}", value, f"not allowed for kind={kind}")
+    for name in ("at", "anchor"):
+        if getattr(schedule, name) is not None:
+            _aware(getattr(schedule, name), f"schedule.{name}")
+    if schedule.kind is ScheduleKind.EVERY:
+        every = schedule.every_seconds
+        if isinstance(every, bool) or not isinstance(every, int | float) or not math.isfinite(every):
+            raise InvalidSpec("schedule.every_seconds", every, "must be a finite number of seconds")
+        if not max(min_interval_seconds, 1e-6) <= every <= 366 * 86400:
+            raise InvalidSpec("schedule.every_seconds", every,
+                              f"must be between {min_interval_seconds:g} s and 366 days")
+    elif schedule.kind is ScheduleKind.CRON:
+        expr = parse_cron(schedule.cron or "")
+        if expr.shortest_gap_seconds < min_interval_seconds:
+            raise InvalidSpec("schedule.cron", schedule.cron,
+                              f"fires more often than every {min_interval_seconds:g} s")
+        start = created_at.astimezone(tz).replace(tzinfo=None)
+        try:  # croniter gives up after a bounded number of years: a search that cannot hang
+            croniter(expr.croniter_form, start, max_years_between_matches=_MAX_YEARS_BETWEEN_MATCHES
+                     ).get_next(datetime)
+        except CroniterBadDateError as exc:
+            raise InvalidSpec("schedule.cron", schedule.cron, "can never fire") from exc
+
+
+def occurrences(schedule: Schedule, after: datetime, *, created_at: datetime) -> Iterator[Occurrence]:
+    """Nominal occurrences strictly after `after`, increasing, lazily (endless for every and cron)."""
+    if schedule.kind is ScheduleKind.NOW:
+        single: datetime | None = created_at
+    elif schedule.kind is ScheduleKind.AT:
+        single = schedule.at
+    elif schedule.kind is ScheduleKind.EVERY:
+        return _every(schedule, after, created_at)
+    else:
+        return _unique(_cron(parse_cron(schedule.cron or ""), schedule, after), after)
+    return iter([Occurrence(at=single.astimezone(UTC))] if single is not None and single > after else [])
+
+
+def next_fires(schedule: Schedule, after: datetime, count: int, *, created_at: datetime) -> list[Occurrence]:
+    return list(islice(occurrences(schedule, after, created_at=created_at), count))
+
+
+def every_index(schedule: Schedule, instant: datetime, *, created_at: datetime) -> tuple[datetime, int, int]:
+    """(anchor, interval in µs, index of the first occurrence strictly after `instant`): no iteration."""
+    anchor = (schedule.anchor or created_at).astimezone(UTC)
+    step = max(1, round((schedule.every_seconds or 0.0) * 1_000_000))
+    elapsed = (instant - anchor) // _US
+    return anchor, step, elapsed // step + 1 if elapsed >= 0 else 0
+
+
+def _every(schedule: Schedule, after: datetime, created_at: datetime) -> Iterator[Occurrence]:
+    anchor, step, k = every_index(schedule, after, created_at=created_at)
+    while True:
+        try:  # integer microseconds: no float drift however far from the anchor
+            at = anchor + timedelta(microseconds=k * step)
+        except OverflowError:
+            return
+        yield Occurrence(at=at)
+        k += 1
+
+
+def _resolve(wall: datetime, tz: ZoneInfo) -> tuple[str, datetime, datetime]:
+    """('plain'|'fold'|'gap', first, second) for a naive local wall time."""
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
+    if first <= second:
+        return ("plain" if first == second else "fold"), first, second
+    # In a gap zoneinfo's fold=1 lands before the transition and fold=0 after: bisect to it.
+    # Whole seconds: transitions fall on them, and the result must be an exact instant.
+    lo, hi, before = 0, (first - second) // _SECOND, second.astimezone(tz).utcoffset()
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if (second + mid * _SECOND).astimezone(tz).utcoffset() == before else (lo, mid)
+    return "gap", second + hi * _SECOND, second + hi * _SECOND
+
+
+def _start_wall(after: datetime, tz: ZoneInfo) -> datetime:
+    # A wall time w fires at u with w = u + offset(u); starting from the smallest offset of the
+    # next two days keeps the second pass of a coming fold, which lies behind after's own wall time.
+    offsets = [(after + timedelta(hours=h)).astimezone(tz).utcoffset() or timedelta() for h in range(49)]
+    start = (after + min(offsets)).replace(tzinfo=None, microsecond=0)
+    return start - _SECOND
+
+
+def _cron(expr: CronExpr, schedule: Schedule, after: datetime) -> Iterator[Occurrence]:
+    """croniter's local wall times mapped to UTC under the gap and fold rules, in UTC order."""
+    tz = zone(schedule.tz)
+    walls = croniter(expr.croniter_form, _start_wall(after, tz),
+                     max_years_between_matches=_MAX_YEARS_BETWEEN_MATCHES)
+    both = expr.wildcard_hour or schedule.on_fold is FoldPolicy.BOTH
+    second_passes: list[datetime] = []  # heap: fold repeats wait until the wall-time stream passes them
+    while True:
+        try:
+            wall = walls.get_next(datetime)
+        except _BAD_CRON:  # beyond croniter's search bound or year 9999: the schedule has ended
+            break
+        kind, first, second = _resolve(wall, tz)
+        skipped = None
+        if kind == "gap" and schedule.on_gap is GapPolicy.SKIP:
+            shown = f"{wall:%H:%M:%S}" if wall.second else f"{wall:%H:%M}"
+            skipped = f"dst gap: {shown} does not exist in {schedule.tz} on {wall:%Y-%m-%d}"
+        elif kind == "fold" and both:
+            heapq.heappush(second_passes, second)
+        elif kind == "fold" and schedule.on_fold is FoldPolicy.LAST:
+            first = second
+        while second_passes and second_passes[0] <= first:
+            yield Occurrence(at=heapq.heappop(second_passes))
+        yield Occurrence(at=first, skipped=skipped)
+    while second_passes:
+        yield Occurrence(at=heapq.heappop(second_passes))
+
+
+def _unique(stream: Iterator[Occurrence], after: datetime) -> Iterator[Occurrence]:
+    """Strictly after `after`, strictly increasing: gap times shifted onto one instant become one."""
+    pending: Occurrence | None = None
+    for occ in stream:
+        if occ.at <= after:
+            continue
+        if pending is None or occ.at > pending.at:
+            if pending is not None:
+                yield pending
+            pending = occ
+        elif occ.at == pending.at and pending.skipped is not None and occ.skipped is None:
+            pending = occ  # a real fire and a skipped gap time share the instant: the fire wins
+    if pending is not None:
+        yield pending

@@ -1,0 +1,92 @@
+"""The one error hierarchy: every jetcron error names the thing it is about."""
+
+from __future__ import annotations
+
+
+class JetcronError(Exception):
+    """Root of every error jetcron raises on purpose."""
+
+    code = "error"
+    retryable = False
+
+
+class InvalidSpec(JetcronError, ValueError):
+    """A user-controlled field failed validation; nothing was stored."""
+
+    code = "invalid"
+
+    def __init__(self, field: str, value: object, problem: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        shown = repr(value)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        super().__init__(f"{field}: {problem} (got {shown})")
+
+
+class NotFound(JetcronError, LookupError):
+    """A job, run or agent does not exist."""
+
+    code = "not_found"
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"{kind} {name!r} not found")
+
+
+class Conflict(JetcronError):
+    """The request clashes with stored state (name taken, idempotency key reused, wrong state)."""
+
+    code = "conflict"
+
+
+class IllegalTransition(JetcronError):
+    """The run state machine refused an event in the run's current state."""
+
+    code = "illegal_transition"
+
+    def __init__(self, run_id: str, from_state: str, to_state: str, why: str = "") -> None:
+        self.run_id = run_id
+        self.from_state = from_state
+        self.to_state = to_state
+        detail = f": {why}" if why else ""
+        super().__init__(f"run {run_id}: illegal transition {from_state} -> {to_state}{detail}")
+
+
+class StaleReport(IllegalTransition):
+    """A report carries an older attempt or fencing token than the run record."""
+
+    code = "stale"
+
+
+class Unavailable(JetcronError):
+    """Storage or a dependency is unavailable or full; safe to retry, nothing was stored."""
+
+    code = "unavailable"
+    retryable = True
+
+
+class UnsafeServer(JetcronError):
+    """The NATS server does not meet jetcron's durability requirements."""
+
+    code = "unsafe_server"
+
+
+class IdempotencyStoreFull(Unavailable):
+    """The idempotency bucket refused a new key; fail closed rather than forget old keys."""
+
+    code = "idempotency_full"
+
+
+class WriteConflict(Conflict):
+    """A revision-checked write lost: someone else wrote first (or the key already exists)."""
+
+    code = "write_conflict"
+
+
+class LeaseLost(JetcronError):
+    """A lease renewal failed: it expired or another holder took it; stop acting on it."""
+
+    code = "lease_lost"

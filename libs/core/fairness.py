@@ -1,0 +1,252 @@
+"""The order waiting runs are tried in: priority with ageing, then deficit round-robin across tenants."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from bisect import bisect_right, insort
+from collections.abc import Generator, Iterator
+from datetime import datetime, timedelta
+
+from jetcron.core.agents_index import to_mcpu
+from jetcron.core.errors import InvalidSpec
+from jetcron.core.models import TenantPolicy
+from jetcron.core.placement import Demand
+
+__all__ = ["FairQueue"]
+
+LEVELS = 4
+# One placement costs one unit of deficit: fairness is counted in placements, quotas cap resources.
+COST = 1.0
+_LAST = 1 << 62  # sorts after every sequence number, so a bisect probe includes equal times
+
+_Entry = tuple[datetime, int, str]
+
+
+class FairQueue:
+    """Waiting demands in service order.
+
+    The caller's loop::
+
+        for d in q.candidates(now):
+            if reason := q.quota_block(d):
+                continue                      # stays queued; show `reason`
+            result = cluster.place(d)
+            if isinstance(result, Placement):
+                q.remove(d.run_id)
+                q.charge(d)                   # before asking for the next candidate
+
+    Deficits move only when a demand is charged right after candidates() offered it, so a
+    skipped demand (quota, no room) costs its tenant nothing, and charges made elsewhere
+    (re-counting running work after a restart) do not disturb the round-robin. A tenant keeps
+    its turn across passes until its deficit is spent; only then does it go to the back.
+    """
+
+    def __init__(
+        self, policies: dict[str, TenantPolicy] | None = None, quantum: float = 1.0,
+        ageing_seconds: float = 300.0,
+    ) -> None:
+        if not (math.isfinite(quantum) and quantum > 0):
+            raise InvalidSpec("quantum", quantum, "must be a positive number")
+        if not (math.isfinite(ageing_seconds) and ageing_seconds > 0):
+            raise InvalidSpec("ageing_seconds", ageing_seconds, "must be a positive number")
+        self._quantum = quantum
+        self._ageing = timedelta(seconds=ageing_seconds)
+        self._policies: dict[str, TenantPolicy] = {}
+        for policy in (policies or {}).values():
+            self.set_policy(policy)
+        self._items: dict[str, tuple[Demand, _Entry]] = {}
+        self._queues: dict[tuple[str, int], list[_Entry]] = {}
+        self._per_tenant: dict[str, int] = {}
+        self._seq = itertools.count()
+        # Insertion-ordered: the first tenant has the turn.
+        self._ring: dict[str, None] = {}
+        self._deficit: dict[tuple[int, str], float] = {}
+        self._usage: dict[str, tuple[int, int, int]] = {}
+        self._charged: dict[str, tuple[str, int, int, int]] = {}
+        self._offered: tuple[int, str, str] | None = None
+        self._served = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._items
+
+    def waiting(self, tenant: str) -> int:
+        """How many demands of the tenant are queued."""
+        return self._per_tenant.get(tenant, 0)
+
+    def set_policy(self, policy: TenantPolicy) -> None:
+        if not (math.isfinite(policy.weight) and policy.weight > 0):
+            raise InvalidSpec("weight", policy.weight, f"tenant {policy.tenant}: must be a positive number")
+        self._policies[policy.tenant] = policy
+
+    def push(self, demand: Demand) -> None:
+        """Queue a demand; pushing a run already queued keeps its original place."""
+        if demand.run_id in self._items:
+            return
+        entry = (demand.enqueued_at, next(self._seq), demand.run_id)
+        self._items[demand.run_id] = (demand, entry)
+        insort(self._queues.setdefault((demand.tenant, demand.priority.rank), []), entry)
+        self._per_tenant[demand.tenant] = self._per_tenant.get(demand.tenant, 0) + 1
+        self._ring.setdefault(demand.tenant, None)
+
+    def remove(self, run_id: str) -> None:
+        """Drop a placed or cancelled demand; unknown ids are ignored."""
+        item = self._items.pop(run_id, None)
+        if item is None:
+            return
+        demand, entry = item
+        key = (demand.tenant, demand.priority.rank)
+        queue = self._queues[key]
+        del queue[bisect_right(queue, entry) - 1]
+        if not queue:
+            del self._queues[key]
+        self._per_tenant[demand.tenant] -= 1
+        if not self._per_tenant[demand.tenant]:
+            # An idle tenant forfeits its deficit, as in DRR: it cannot bank credit while away.
+            del self._per_tenant[demand.tenant]
+            self._ring.pop(demand.tenant, None)
+            for level in range(LEVELS):
+                self._deficit.pop((level, demand.tenant), None)
+
+    def level(self, demand: Demand, now: datetime) -> int:
+        """Effective priority rank: one level up per ageing period waited, never above critical."""
+        promoted = max(0, (now - demand.enqueued_at) // self._ageing)
+        return max(0, demand.priority.rank - promoted)
+
+    def candidates(self, now: datetime) -> Iterator[Demand]:
+        """Every queued demand once, in service order (see the class docstring)."""
+        try:
+            for level in range(LEVELS):
+                streams = {t: s for t in self._ring if (s := self._stream(t, level, now)) is not None}
+                order = list(streams)
+                while order:
+                    alive = []
+                    for tenant in order:
+                        if (yield from self._visit(level, tenant, streams[tenant])):
+                            alive.append(tenant)
+                    order = alive
+        finally:
+            # A caller that stops early must not leave an offer open for a later, unrelated charge.
+            self._offered = None
+
+    def _visit(self, level: int, tenant: str, stream: Iterator[_Entry]) -> Generator[Demand, None, bool]:
+        """One DRR turn: offer demands while the deficit lasts, stop at the first one passed over.
+
+        Returns whether the tenant still has demands to offer in this pass.
+        """
+        key = (level, tenant)
+        deficit = self._deficit.get(key, 0.0)
+        if deficit < COST:
+            # Refill only when short, so a tenant passed over for many turns cannot bank a burst.
+            deficit = self._deficit[key] = deficit + self._quantum * self._weight(tenant)
+            if deficit < COST:
+                self._to_back(tenant)
+                return True
+        alive = True
+        while self._deficit.get(key, 0.0) >= COST:
+            entry = next(stream, None)
+            if entry is None:
+                alive = False
+                break
+            item = self._items.get(entry[2])
+            if item is None:
+                continue
+            self._offered, self._served = (level, tenant, entry[2]), False
+            yield item[0]
+            self._offered = None
+            if not self._served:
+                break
+        return alive
+
+    def _to_back(self, tenant: str) -> None:
+        if tenant in self._ring:
+            del self._ring[tenant]
+            self._ring[tenant] = None
+
+    def _stream(self, tenant: str, level: int, now: datetime) -> Iterator[_Entry] | None:
+        """The tenant's demands whose effective level is `level`, oldest first."""
+        segments = []
+        for rank in range(level, LEVELS):
+            queue = self._queues.get((tenant, rank))
+            if not queue:
+                continue
+            promoted = rank - level
+            # Waiting in [promoted, promoted + 1) ageing periods puts a demand of `rank` at `level`.
+            lo = 0 if level == 0 else _upto(queue, now - self._ageing * (promoted + 1))
+            hi = len(queue) if promoted == 0 else _upto(queue, now - self._ageing * promoted)
+            if lo < hi:
+                segments.append(queue[lo:hi])
+        if not segments:
+            return None
+        return iter(segments[0]) if len(segments) == 1 else heapq.merge(*segments)
+
+    def _weight(self, tenant: str) -> float:
+        policy = self._policies.get(tenant)
+        return 1.0 if policy is None else policy.weight
+
+    def quota_block(self, demand: Demand) -> str | None:
+        """None if placing the demand keeps its tenant within quota, else why not."""
+        policy = self._policies.get(demand.tenant)
+        if policy is None:
+            return None
+        used, need = self._usage.get(demand.tenant, (0, 0, 0)), _amounts(demand)
+        limits = (
+            (None if policy.max_cpu is None else to_mcpu(policy.max_cpu), 1000, "cpu"),
+            (policy.max_memory_mb, 1, "MB memory"),
+            (policy.max_gpus, 1, "gpus"),
+        )
+        for (limit, scale, unit), u, n in zip(limits, used, need, strict=True):
+            if limit is not None and u + n > limit:
+                return (f"quota: tenant {demand.tenant} at {_num(u / scale)}/{_num(limit / scale)} {unit}"
+                        f" (this run needs {_num(n / scale)})")
+        return None
+
+    def charge(self, demand: Demand) -> None:
+        """Count a placed demand against its tenant's quota; charging a run twice counts it once."""
+        if self._offered is not None and self._offered[2] == demand.run_id:
+            level, tenant, _ = self._offered
+            if tenant in self._ring:
+                # A tenant whose last demand this was has left the ring and forfeits its deficit.
+                left = self._deficit[(level, tenant)] = self._deficit.get((level, tenant), 0.0) - COST
+                if left < COST:
+                    # Turn spent: to the back, here rather than in the pass, which may be abandoned.
+                    self._to_back(tenant)
+            self._served = True
+        if demand.run_id in self._charged:
+            return
+        amounts = _amounts(demand)
+        self._charged[demand.run_id] = (demand.tenant, *amounts)
+        used = self._usage.get(demand.tenant, (0, 0, 0))
+        self._usage[demand.tenant] = (used[0] + amounts[0], used[1] + amounts[1], used[2] + amounts[2])
+
+    def refund(self, demand: Demand) -> None:
+        """Give back what charge() counted for this run (finished, cancelled, lost)."""
+        charged = self._charged.pop(demand.run_id, None)
+        if charged is None:
+            return
+        tenant, mcpu, mem, gpus = charged
+        used = self._usage[tenant]
+        self._usage[tenant] = (used[0] - mcpu, used[1] - mem, used[2] - gpus)
+
+    def usage(self, tenant: str) -> tuple[float, int, int]:
+        """The tenant's charged cpu, memory in MB and GPUs."""
+        mcpu, mem, gpus = self._usage.get(tenant, (0, 0, 0))
+        return mcpu / 1000, mem, gpus
+
+
+def _upto(queue: list[_Entry], at: datetime) -> int:
+    """How many entries were enqueued at or before `at`."""
+    return bisect_right(queue, (at, _LAST, ""))
+
+
+def _amounts(d: Demand) -> tuple[int, int, int]:
+    res = d.resources
+    return to_mcpu(res.cpu) * res.hosts, res.memory_mb * res.hosts, res.gpus * res.hosts
+
+
+def _num(x: float) -> str:
+    return f"{x:.3f}".rstrip("0").rstrip(".")

@@ -1,0 +1,273 @@
+"""Domain models: the user's job spec and the stored job and run records."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+import msgspec
+
+from jetcron.core.run_state import RunState
+
+__all__ = [
+    "AgentInfo", "AttemptRecord", "FoldPolicy", "GapPolicy", "JitterPolicy", "JobRecord", "JobSpec",
+    "JobStatus", "MisfireKind", "MisfirePolicy", "OverlapPolicy", "Priority", "Resources",
+    "RetryPolicy", "Run", "RunState", "Schedule", "ScheduleKind", "TenantPolicy",
+]
+
+
+class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """User-written structures: a misspelt field must fail, not vanish."""
+
+
+class _Record(msgspec.Struct, frozen=True, kw_only=True):
+    """Stored and exchanged records: tolerate unknown fields for rolling upgrades."""
+
+
+class ScheduleKind(enum.StrEnum):
+    NOW = "now"
+    """Run once, as soon as the job is stored."""
+    AT = "at"
+    """Run once at a given instant."""
+    EVERY = "every"
+    """Run on a fixed interval from an anchor."""
+    CRON = "cron"
+    """Run on a cron expression in the schedule's time zone."""
+
+
+class GapPolicy(enum.StrEnum):
+    SHIFT = "shift"
+    """A time inside a spring-forward gap runs at the first valid instant after it."""
+    SKIP = "skip"
+    """A time inside a spring-forward gap is recorded as skipped."""
+
+
+class FoldPolicy(enum.StrEnum):
+    FIRST = "first"
+    """A fixed-hour time in a fall-back fold runs once, in the first (daylight) pass."""
+    LAST = "last"
+    """A fixed-hour time in a fall-back fold runs once, in the second (standard) pass."""
+    BOTH = "both"
+    """A fixed-hour time in a fall-back fold runs in both passes."""
+
+
+class MisfireKind(enum.StrEnum):
+    SKIP = "skip"
+    """Missed occurrences are recorded as skipped."""
+    LATEST = "latest"
+    """Only the latest missed occurrence runs, late; the others are recorded as skipped."""
+    ALL = "all"
+    """Every missed occurrence runs, up to max_catchup; the rest are recorded as skipped."""
+
+
+class OverlapPolicy(enum.StrEnum):
+    ALLOW = "allow"
+    """Start the new run even though an earlier one is still active."""
+    SKIP = "skip"
+    """Record the new occurrence as skipped while an earlier run is active."""
+    BUFFER_ONE = "buffer_one"
+    """Keep at most one waiting occurrence; start it when the active run ends."""
+    CANCEL_PREVIOUS = "cancel_previous"
+    """Cancel the active run and start the new one."""
+
+
+class Priority(enum.StrEnum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 is served first."""
+        return _PRIORITY_RANK[self]
+
+
+_PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
+
+
+class JobStatus(enum.StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DELETED = "deleted"
+
+
+class Schedule(_Spec, kw_only=True):
+    """When a job runs."""
+
+    kind: ScheduleKind = ScheduleKind.NOW
+    at: datetime | None = None
+    """For kind=at: the instant (ISO 8601 with an offset)."""
+    every_seconds: float | None = None
+    """For kind=every: the interval in seconds."""
+    anchor: datetime | None = None
+    """For kind=every: an instant the interval is aligned to (default: the job's creation)."""
+    cron: str | None = None
+    """For kind=cron: 5 fields, 6 with seconds first, or an @alias."""
+    tz: str = "UTC"
+    """IANA time zone the cron expression is read in."""
+    on_gap: GapPolicy = GapPolicy.SHIFT
+    on_fold: FoldPolicy = FoldPolicy.FIRST
+
+
+class Resources(_Spec, kw_only=True):
+    """What one run needs on each host it runs on."""
+
+    cpu: float = 0.1
+    """CPU cores."""
+    memory_mb: int = 64
+    gpus: int = 0
+    """GPUs per host."""
+    gpu_model: str | None = None
+    hosts: int = 1
+    """More than one makes a gang: all hosts under one leaf switch, all or nothing."""
+
+
+class RetryPolicy(_Spec, kw_only=True):
+    """How failed attempts are retried."""
+
+    max_attempts: int = 3
+    """Attempts in all, the first included."""
+    initial_seconds: float = 1.0
+    multiplier: float = 2.0
+    max_delay_seconds: float = 300.0
+    jitter: float = 0.1
+    """Fraction of each delay added at random (0..1)."""
+    non_retryable_exit_codes: list[int] = msgspec.field(default_factory=list)
+
+
+class MisfirePolicy(_Spec, kw_only=True):
+    """What happens to occurrences missed while the trigger was down or the job paused."""
+
+    kind: MisfireKind = MisfireKind.LATEST
+    catchup_window_seconds: float = 3600.0
+    """Occurrences older than this (against now) are skipped whatever the kind."""
+    max_catchup: int = 10
+    grace_seconds: float = 5.0
+    """An occurrence fired this late still counts as on time."""
+
+
+class JitterPolicy(_Spec, kw_only=True):
+    """Spread runs that share a fire time."""
+
+    window_seconds: float = 0.0
+    """A deterministic offset in [0, window) derived from the job name."""
+    random_seconds: float = 0.0
+    """An extra random offset in [0, random) drawn per occurrence."""
+
+
+class JobSpec(_Spec, kw_only=True):
+    """A job as a user writes it."""
+
+    name: str
+    command: list[str]
+    """argv, executed without a shell."""
+    schedule: Schedule = msgspec.field(default_factory=Schedule)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    image: str | None = None
+    """Run inside this container image (needs an agent with docker or podman)."""
+    resources: Resources = msgspec.field(default_factory=Resources)
+    retry: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    timeout_seconds: float | None = None
+    misfire: MisfirePolicy = msgspec.field(default_factory=MisfirePolicy)
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    jitter: JitterPolicy = msgspec.field(default_factory=JitterPolicy)
+    priority: Priority = Priority.NORMAL
+    tenant: str = "default"
+    depends_on: list[str] = msgspec.field(default_factory=list)
+    require: dict[str, str] = msgspec.field(default_factory=dict)
+    """Agent labels that must match (zone, rack, leaf, ...)."""
+
+
+class JobRecord(_Record, kw_only=True):
+    """A stored job: the spec plus status."""
+
+    spec: JobSpec
+    status: JobStatus = JobStatus.ACTIVE
+    version: int = 1
+    created_at: datetime
+    updated_at: datetime
+    body_hash: str = ""
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+class AttemptRecord(_Record, kw_only=True):
+    """What happened to one attempt."""
+
+    attempt: int
+    agent: str | None = None
+    token: int = 0
+    outcome: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class Run(_Record, kw_only=True):
+    """One occurrence of a job: the unit that is placed, executed and recorded."""
+
+    run_id: str
+    job: str
+    tenant: str = "default"
+    state: RunState
+    attempt: int = 1
+    scheduled_at: datetime
+    """The nominal fire time."""
+    due_at: datetime
+    """When it should start: nominal time plus jitter, or the retry time."""
+    created_at: datetime
+    spec: JobSpec | None = None
+    """The job spec as it was when the run was created (None for skipped records)."""
+    agent: str | None = None
+    agents: list[str] = msgspec.field(default_factory=list)
+    """For gangs: every host of the gang."""
+    token: int = 0
+    """The fencing token (run lease revision) of the current attempt."""
+    assigned_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    outcome: str = ""
+    reason: str = ""
+    flow_id: str = ""
+    """The root occurrence of a DAG flow this run belongs to."""
+    after: str = ""
+    """For a waiting run: the run it waits for (overlap buffer_one)."""
+    trace_id: str = ""
+    history: list[AttemptRecord] = msgspec.field(default_factory=list)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across every attempt of this run."""
+        return f"run:{self.run_id}"
+
+
+class AgentInfo(_Record, kw_only=True):
+    """An agent as it advertises itself in the agents bucket."""
+
+    agent_id: str
+    host: str = ""
+    cpu: float
+    memory_mb: int
+    gpus: int = 0
+    gpu_model: str | None = None
+    gpu_indices: list[int] = msgspec.field(default_factory=list)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    capabilities: list[str] = msgspec.field(default_factory=list)
+    limits: str = "rlimit"
+    """How resource limits are enforced: cgroup2 or rlimit."""
+    running: int = 0
+    draining: bool = False
+    heartbeat_at: datetime
+    started_at: datetime
+
+
+class TenantPolicy(_Spec, kw_only=True):
+    """Quotas and weight for one tenant."""
+
+    tenant: str
+    weight: float = 1.0
+    max_cpu: float | None = None
+    max_memory_mb: int | None = None
+    max_gpus: int | None = None

@@ -1,0 +1,246 @@
+"""Trigger decisions as plans: which occurrences to record, when they start, overlap and backfill."""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections import deque
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import msgspec
+from jetcron.core.cron import Occurrence, every_index, occurrences
+from jetcron.core.errors import InvalidSpec
+from jetcron.core.ids import stable_fraction
+from jetcron.core.models import JitterPolicy, JobSpec, MisfireKind, OverlapPolicy, Schedule, ScheduleKind
+
+__all__ = ["FirePlan", "OverlapAction", "PlannedFire", "decide_overlap", "jitter_offset", "plan_backfill",
+           "plan_fires"]
+
+_US = timedelta(microseconds=1)
+# Counting occurrences older than the catch-up window stops here; past it the last one is bisected for.
+_COUNT_CAP = 1000
+
+
+class PlannedFire(msgspec.Struct, frozen=True, kw_only=True):
+    """One occurrence to record: a run to create, or a skipped record."""
+
+    nominal: datetime
+    """UTC nominal fire time: the run's identity."""
+    due_at: datetime
+    """When the run should start: nominal plus jitter, or now when it runs late."""
+    skip_reason: str | None = None
+    """Why it is recorded as skipped ('misfire: ...', 'dst gap: ...', 'paused'), or None to run."""
+
+
+class FirePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What plan_fires decided; the trigger service records the fires, then stores the cursor."""
+
+    fires: list[PlannedFire]
+    """In nominal order: runs to create and skipped records."""
+    cursor: datetime | None
+    """The last nominal covered by this plan (the new resume point), or the old cursor."""
+    next_wake: datetime | None
+    """When to call plan_fires next for this job; None: never again."""
+    done: bool
+    """The schedule will never fire again."""
+
+
+class OverlapAction(enum.StrEnum):
+    START = "start"
+    """Start the new run now."""
+    SKIP = "skip"
+    """Record the new run as skipped."""
+    BUFFER = "buffer"
+    """Hold the new run until the active one ends."""
+    CANCEL_PREVIOUS = "cancel_previous"
+    """Cancel the active run, then start the new one."""
+
+
+def decide_overlap(policy: OverlapPolicy, active: int, buffered: int) -> OverlapAction:
+    """What to do with a due run while `active` runs of the job go on and `buffered` wait."""
+    if not active or policy is OverlapPolicy.ALLOW:
+        return OverlapAction.START
+    if policy is OverlapPolicy.CANCEL_PREVIOUS:
+        return OverlapAction.CANCEL_PREVIOUS
+    if policy is OverlapPolicy.BUFFER_ONE and buffered == 0:
+        return OverlapAction.BUFFER
+    return OverlapAction.SKIP
+
+
+def _fixed_offset(job_name: str, jitter: JitterPolicy) -> float:
+    return stable_fraction(job_name) * jitter.window_seconds
+
+
+def jitter_offset(job_name: str, jitter: JitterPolicy, rng: random.Random) -> float:
+    """Seconds after the nominal time: a per-name fixed part that spreads herds, plus a random part."""
+    extra = rng.random() * jitter.random_seconds if jitter.random_seconds > 0 else 0.0
+    return _fixed_offset(job_name, jitter) + extra
+
+
+def _first_after(schedule: Schedule, after: datetime, created_at: datetime) -> datetime | None:
+    occ = next(occurrences(schedule, after, created_at=created_at), None)
+    return occ.at if occ is not None else None
+
+
+def _older(schedule: Schedule, after: datetime, before: datetime,
+           created_at: datetime) -> tuple[int | None, datetime | None]:
+    """(count, last) of the occurrences in (after, before); count None when above _COUNT_CAP."""
+    if schedule.kind is ScheduleKind.EVERY:  # pure arithmetic, however long the outage
+        anchor, step, first = every_index(schedule, after, created_at=created_at)
+        elapsed = (before - anchor) // _US
+        last = (elapsed - 1) // step if elapsed > 0 else -1
+        return (last - first + 1, anchor + last * step * _US) if last >= first else (0, None)
+    count, found = 0, None
+    for occ in occurrences(schedule, after, created_at=created_at):
+        if occ.at >= before:
+            return count, found
+        if count == _COUNT_CAP:
+            break
+        count, found = count + 1, occ.at
+    if found is None or count < _COUNT_CAP:
+        return count, found
+    lo, hi = found, before  # bisect: each probe is one next(), never a walk through the outage
+    while True:
+        nxt = _first_after(schedule, lo, created_at)
+        if nxt is None or nxt >= before:
+            return None, lo
+        mid = nxt + (hi - nxt) / 2
+        probe = _first_after(schedule, mid, created_at)
+        lo, hi = (probe, hi) if probe is not None and probe < before else (nxt, mid)
+
+
+class _Ahead:
+    """The occurrence stream with look-ahead: whether a missed one is among the latest needs the next."""
+
+    def __init__(self, source: Iterator[Occurrence], late_line: datetime, paused_until: datetime | None):
+        self._source, self._buf = source, deque[Occurrence]()
+        self._late_line, self._paused_until = late_line, paused_until
+
+    def peek(self, i: int = 0) -> Occurrence | None:
+        while len(self._buf) <= i:
+            occ = next(self._source, None)
+            if occ is None:
+                return None
+            self._buf.append(occ)
+        return self._buf[i]
+
+    def pop(self) -> None:
+        self._buf.popleft()
+
+    def paused(self, occ: Occurrence) -> bool:
+        return self._paused_until is not None and occ.at < self._paused_until
+
+    def missed_after_head(self, keep: int) -> int:
+        """Missed runnable occurrences after the head, counted up to `keep`."""
+        count, i = 0, 1
+        while count < keep:
+            occ = self.peek(i)
+            if occ is None or occ.at >= self._late_line:
+                break  # occurrences increase: none later is missed either
+            if occ.skipped is None and not self.paused(occ):
+                count += 1
+            i += 1
+        return count
+
+
+def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, now: datetime,
+               horizon_seconds: float, rng: random.Random, paused_until: datetime | None = None,
+               limit: int = 1000) -> FirePlan:
+    """Decide the occurrences after `cursor` whose fixed-jitter due time is within now + horizon.
+
+    On time (nominal >= now - grace): runs at nominal + jitter. Missed: `skip` records all
+    skipped; `latest` runs only the last missed; `all` runs the last `max_catchup` missed; those
+    that run are due now. Occurrences older than the catch-up window are never walked one by
+    one: they become ONE skipped record per plan, at the nominal of the last of them, with the
+    count in its reason ("more than 1000" when counting would mean walking a long outage); the
+    ledger has a record for every nominal inside the window only. Occurrences before
+    `paused_until` are recorded skipped "paused" as they come due (misfire rules are for a trigger
+    that was down); a kind=now job waits for the pause to end and then always runs. Missed-ness
+    depends on each occurrence and its successors only, so a plan cut short by `limit` continues
+    the same way in the next call.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1 (got {limit})")
+    schedule, misfire = spec.schedule, spec.misfire
+    is_now = schedule.kind is ScheduleKind.NOW
+    fixed = timedelta(seconds=0.0 if is_now else _fixed_offset(spec.name, spec.jitter))
+    late_line = now - timedelta(seconds=misfire.grace_seconds)
+    window_start = now - timedelta(seconds=misfire.catchup_window_seconds)
+    # A new job resumes just before its creation, or before its one-off instant if that is earlier.
+    first = schedule.at if schedule.kind is ScheduleKind.AT and schedule.at is not None else created_at
+    after = cursor if cursor is not None else min(created_at, first) - _US
+    fires: list[PlannedFire] = []
+    if not is_now and after < window_start:
+        count, last = _older(schedule, after, window_start, created_at)
+        if last is not None:
+            late = int((now - last).total_seconds())
+            shown = f"more than {_COUNT_CAP}" if count is None else str(count)
+            reason = (f"misfire: {shown} occurrences older than the catch-up window skipped" if count != 1
+                      else f"misfire: outside catch-up window (missed by {late}s)")
+            fires.append(PlannedFire(nominal=last, due_at=last, skip_reason=reason))
+            after = last
+    ahead = _Ahead(occurrences(schedule, after, created_at=created_at), late_line, paused_until)
+    next_wake: datetime | None = None
+    while (occ := ahead.peek()) is not None:
+        if occ.at + fixed > now + timedelta(seconds=horizon_seconds):
+            next_wake = occ.at + fixed - timedelta(seconds=horizon_seconds)
+            break
+        if len(fires) >= limit:
+            next_wake = now
+            break
+        if is_now and paused_until is not None and now < paused_until:
+            next_wake = paused_until
+            break
+        fires.append(_decide(spec, occ, ahead, now=now, late_line=late_line, rng=rng))
+        ahead.pop()
+    return FirePlan(fires=fires, cursor=fires[-1].nominal if fires else cursor, next_wake=next_wake,
+                    done=ahead.peek() is None)
+
+
+def _decide(spec: JobSpec, occ: Occurrence, ahead: _Ahead, *, now: datetime, late_line: datetime,
+            rng: random.Random) -> PlannedFire:
+    def skip(reason: str) -> PlannedFire:
+        return PlannedFire(nominal=occ.at, due_at=occ.at, skip_reason=reason)
+
+    if occ.skipped is not None:
+        return skip(occ.skipped)
+    is_now = spec.schedule.kind is ScheduleKind.NOW
+    if ahead.paused(occ) and not is_now:
+        return skip("paused")
+    if occ.at >= late_line:
+        offset = 0.0 if is_now else jitter_offset(spec.name, spec.jitter, rng)
+        return PlannedFire(nominal=occ.at, due_at=occ.at + timedelta(seconds=offset))
+    policy, late = spec.misfire, int((now - occ.at).total_seconds())
+    if is_now:
+        return PlannedFire(nominal=occ.at, due_at=now)
+    if policy.kind is MisfireKind.SKIP:
+        return skip(f"misfire: missed by {late}s (policy skip)")
+    keep = 1 if policy.kind is MisfireKind.LATEST else policy.max_catchup
+    if ahead.missed_after_head(keep) < keep:
+        return PlannedFire(nominal=occ.at, due_at=now)
+    if policy.kind is MisfireKind.LATEST:
+        return skip(f"misfire: missed by {late}s (policy latest: a later missed occurrence runs)")
+    return skip(f"misfire: missed by {late}s (policy all: beyond max_catchup={keep})")
+
+
+def plan_backfill(spec: JobSpec, *, created_at: datetime, start: datetime, end: datetime, now: datetime,
+                  limit: int) -> list[PlannedFire]:
+    """Every occurrence with start <= nominal < end, due at its nominal (the caller may move it)."""
+    for name, value in (("backfill.start", start), ("backfill.end", end)):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidSpec(name, value, "must be an instant with a UTC offset")
+    if start >= end:
+        raise InvalidSpec("backfill", f"{start.isoformat()}..{end.isoformat()}", "start must be before end")
+    if end > now:
+        raise InvalidSpec("backfill.end", end.isoformat(), f"must not be after now ({now.isoformat()})")
+    fires: list[PlannedFire] = []
+    for occ in occurrences(spec.schedule, start - _US, created_at=created_at):
+        if occ.at >= end:
+            break
+        if len(fires) >= limit:
+            raise InvalidSpec("backfill", f"{start.isoformat()}..{end.isoformat()}",
+                              f"the range holds more than {limit} occurrences")
+        fires.append(PlannedFire(nominal=occ.at, due_at=occ.at, skip_reason=occ.skipped))
+    return fires
+

@@ -1,0 +1,1 @@
+"""The jetcron SDK: an async Client, a sync facade, and once() for side effects."""

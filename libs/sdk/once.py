@@ -1,0 +1,83 @@
+"""once(key, ttl): a job's guard for its own side effects, on the idempotency bucket (claim, then commit).
+
+    from jetcron import once
+    with once(os.environ["JETCRON_IDEMPOTENCY_KEY"] + ":welcome-email") as first:
+        if first:
+            send_email()
+
+The body runs only for the first attempt that claims the key; a later attempt of the same run (a
+retry, a re-dispatch after an agent died) sees the committed key and skips it. If the body raises,
+the claim is dropped so a later attempt can try again. If the bucket is full, IdempotencyStoreFull
+is raised: the store never forgets old keys to make room, because forgetting would allow a second
+email.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime
+
+from jetcron.core.errors import Conflict
+
+DEFAULT_TTL = 7 * 86400.0
+CLAIM_TTL = 600.0
+
+
+class AlreadyClaimed(Conflict):
+    """Another attempt holds the claim right now (it has not committed or given up yet)."""
+
+
+@asynccontextmanager
+async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None = None,
+                     claim_ttl: float = CLAIM_TTL) -> AsyncIterator[bool]:
+    """Yield True if this caller should perform the effect, False if it was already done."""
+    from jetcron.bus.connect import connect
+    from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
+
+    safe = "once." + "".join(c if c.isalnum() or c in "-_=" else "_" for c in key)[:200]
+    url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
+    nc, _ = await connect(url, name="jetcron-once", check=False)
+    try:
+        keys = IdempotencyKeys(nc.jetstream())
+        now = datetime.now(UTC)
+        revision = await keys.claim(safe, KeyRecord(state="claimed", at=now), claim_ttl)
+        if revision is None:
+            existing = await keys.get(safe)
+            if existing is not None and existing[0].state == "done":
+                yield False
+                return
+            if existing is not None and existing[0].state == "claimed":
+                raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
+            # Released or expired between our create and read: claim again.
+            revision = await keys.claim(safe, KeyRecord(state="claimed", at=now), claim_ttl)
+            if revision is None:
+                raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
+        try:
+            yield True
+        except BaseException:
+            await keys.forget(safe, revision)
+            raise
+        await keys.commit(safe, KeyRecord(state="done", at=datetime.now(UTC)), ttl, revision)
+    finally:
+        await nc.close()
+
+
+@contextmanager
+def once(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None = None,
+         claim_ttl: float = CLAIM_TTL) -> Iterator[bool]:
+    """The synchronous form of once_async(), for plain job scripts."""
+    loop = asyncio.new_event_loop()
+    manager = once_async(key, ttl, nats_url=nats_url, claim_ttl=claim_ttl)
+    try:
+        first = loop.run_until_complete(manager.__aenter__())
+        try:
+            yield first
+        except BaseException as exc:
+            loop.run_until_complete(manager.__aexit__(type(exc), exc, exc.__traceback__))
+            raise
+        loop.run_until_complete(manager.__aexit__(None, None, None))
+    finally:
+        loop.close()

@@ -1,0 +1,29 @@
+"""Every Prometheus metric jetcron exports, in one place (base units, no run or job ids as labels)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+
+API_REQUESTS = Counter("jetcron_api_requests_total", "API requests by verb and outcome", ["verb", "outcome"])
+QUEUE_DEPTH = Gauge("jetcron_queue_depth", "Runs waiting for placement, by priority", ["priority"])
+RUN_WAIT = Histogram("jetcron_run_wait_seconds", "Due time to process start", buckets=_LATENCY)
+FIRE_LATENESS = Histogram("jetcron_fire_lateness_seconds", "Nominal fire time to run recorded", buckets=_LATENCY)
+OCCURRENCES = Counter("jetcron_occurrences_total", "Occurrences recorded by the trigger", ["result"])
+FIRE_GATE_DUPLICATES = Counter("jetcron_fire_gate_duplicates_total", "Second firings stopped by the KV-create gate")
+RUNS_FINISHED = Counter("jetcron_runs_finished_total", "Runs reaching a terminal state", ["outcome"])
+RETRIES = Counter("jetcron_retries_total", "Attempts scheduled after a failure or loss")
+DEAD_LETTERED = Counter("jetcron_dead_lettered_total", "Runs sent to the dead-letter stream")
+LEASES_EXPIRED = Counter("jetcron_leases_expired_total", "Run leases found expired (runs declared lost)")
+REPORTS_DROPPED = Counter("jetcron_reports_dropped_total", "Stale or duplicate reports dropped", ["reason"])
+TAKEOVERS = Counter("jetcron_takeovers_total", "Leader or shard leases taken over", ["kind"])
+TAKEOVER_DURATION = Histogram("jetcron_takeover_duration_seconds", "Lease won to ready to serve", ["kind"],
+                              buckets=_LATENCY)
+HEARTBEAT_FAILURES = Counter("jetcron_agent_heartbeat_failures_total", "Agent heartbeats that failed to write")
+PLACEMENTS = Counter("jetcron_placements_total", "Placement decisions", ["result"])
+REDRIVES = Counter("jetcron_redrives_total", "Runs re-driven by the reconciler", ["step"])
+AGENT_RUNNING = Gauge("jetcron_agent_running_runs", "Runs executing on this agent")
+AGENT_FREE_CPU = Gauge("jetcron_agent_free_cpu", "Unreserved CPU cores on this agent")
+AGENT_FREE_MEMORY = Gauge("jetcron_agent_free_memory_bytes", "Unreserved memory on this agent")
+AGENT_FREE_GPUS = Gauge("jetcron_agent_free_gpus", "Unassigned GPUs on this agent")

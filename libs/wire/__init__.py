@@ -1,0 +1,1 @@
+"""Wire formats: subjects, messages, codec and JSON Schema export."""

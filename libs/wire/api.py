@@ -1,0 +1,48 @@
+"""The API's reply envelope and the shapes its clients read back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from jetcron.core.errors import InvalidSpec, JetcronError
+
+
+class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
+    code: str
+    message: str
+    field: str | None = None
+    value: str | None = None
+    retryable: bool = False
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    ok: bool
+    result: Any = None
+    error: ErrorBody | None = None
+
+
+def error_reply(exc: Exception) -> Reply:
+    if isinstance(exc, InvalidSpec):
+        return Reply(ok=False, error=ErrorBody(code=exc.code, message=str(exc), field=exc.field,
+                                               value=str(exc.value)[:200]))
+    if isinstance(exc, JetcronError):
+        return Reply(ok=False, error=ErrorBody(code=exc.code, message=str(exc), retryable=exc.retryable))
+    return Reply(ok=False, error=ErrorBody(code="internal", message=f"{type(exc).__name__}: {exc}", retryable=True))
+
+
+class Page(msgspec.Struct, frozen=True, kw_only=True):
+    items: list[Any]
+    next_cursor: str | None = None
+
+
+class FireTime(msgspec.Struct, frozen=True, kw_only=True):
+    local: str
+    utc: str
+    skipped: str | None = None
+
+
+class JobView(msgspec.Struct, frozen=True, kw_only=True):
+    job: Any
+    next_fires: list[FireTime] = msgspec.field(default_factory=list)

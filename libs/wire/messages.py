@@ -1,0 +1,126 @@
+"""Messages between services: commands are imperative, events past tense; tolerant of new fields."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from jetcron.core.models import JobSpec, Priority, Resources, Run
+
+
+class _Msg(msgspec.Struct, frozen=True, kw_only=True):
+    """Inter-service messages ignore unknown fields so services can be upgraded one at a time."""
+
+
+class PlaceRun(_Msg, kw_only=True):
+    """Command to placement: find an agent for this attempt."""
+
+    run_id: str
+    attempt: int
+    job: str
+    tenant: str
+    priority: Priority
+    resources: Resources
+    require: dict[str, str] = msgspec.field(default_factory=dict)
+    needs: list[str] = msgspec.field(default_factory=list)
+    due_at: datetime
+
+
+class AssignRun(_Msg, kw_only=True):
+    """Command to one agent: run this attempt."""
+
+    run_id: str
+    attempt: int
+    job: str
+    agent: str
+    spec: JobSpec
+    scheduled_at: datetime
+    due_at: datetime
+    gpu_indices: list[int] = msgspec.field(default_factory=list)
+    gang: list[str] = msgspec.field(default_factory=list)
+    """Every agent of a gang, this one included; empty for a single-host run."""
+
+
+class CancelRun(_Msg, kw_only=True):
+    """Command to one agent (core NATS): stop this attempt now."""
+
+    run_id: str
+    attempt: int
+    reason: str = "cancelled"
+
+
+class RunStarted(_Msg, kw_only=True):
+    """Event: an agent holds the run lease (token) and started the process."""
+
+    run_id: str
+    attempt: int
+    token: int
+    agent: str
+    pid: int = 0
+    at: datetime
+
+
+class RunFinished(_Msg, kw_only=True):
+    """Event: the attempt's process ended (or never started)."""
+
+    run_id: str
+    attempt: int
+    token: int
+    agent: str
+    outcome: str
+    """succeeded | failed | timed_out | start_failed | cancelled"""
+    exit_code: int | None = None
+    reason: str = ""
+    at: datetime
+
+
+class RunHandedBack(_Msg, kw_only=True):
+    """Event: a draining agent stopped the attempt and gives it back for re-dispatch."""
+
+    run_id: str
+    attempt: int
+    token: int
+    agent: str
+    reason: str = ""
+    at: datetime
+
+
+class DeadLettered(_Msg, kw_only=True):
+    """A run that exhausted its attempts, with its history; replayable."""
+
+    run_id: str
+    job: str
+    reason: str
+    run: bytes
+    """The run record as stored (JSON)."""
+    at: datetime
+
+
+EVENT_KINDS: dict[str, type[_Msg]] = {
+    "started": RunStarted,
+    "finished": RunFinished,
+    "handed_back": RunHandedBack,
+}
+
+
+class Cursor(_Msg, kw_only=True):
+    """The trigger's resume point for one job: the last nominal fire time it recorded."""
+
+    job: str
+    last: datetime | None = None
+    version: int = 0
+    """The job version the cursor was computed for."""
+    last_run: str = ""
+    """The run id of the last occurrence that was started (for the overlap policy)."""
+
+
+def place_run_for(run: Run) -> PlaceRun:
+    """The placement command for a run's current attempt."""
+    spec = run.spec
+    assert spec is not None, "skipped records are never placed"
+    return PlaceRun(
+        run_id=run.run_id, attempt=run.attempt, job=run.job, tenant=run.tenant, priority=spec.priority,
+        resources=spec.resources, require=dict(spec.require), needs=["container"] if spec.image else [],
+        due_at=run.due_at,
+    )

@@ -1,0 +1,123 @@
+"""The only home of subjects, streams, consumers, buckets and headers: build_*/parse_* pairs."""
+
+from __future__ import annotations
+
+from jetcron.core.models import Priority
+
+PREFIX = "jc"
+
+# Streams
+STREAM_PLACE = "JC_PLACE"
+STREAM_ASSIGN = "JC_ASSIGN"
+STREAM_EVENTS = "JC_EVENTS"
+STREAM_LOGS = "JC_LOGS"
+STREAM_DLQ = "JC_DLQ"
+
+# KV buckets
+BUCKET_JOBS = "jc_jobs"
+BUCKET_RUNS = "jc_runs"
+BUCKET_CURSORS = "jc_cursors"
+BUCKET_LEASES = "jc_leases"
+BUCKET_AGENTS = "jc_agents"
+BUCKET_IDEMPOTENCY = "jc_idem"
+BUCKET_TENANTS = "jc_tenants"
+OBJECT_CHECKPOINTS = "jc_checkpoints"
+
+# Durable consumers
+CONSUMER_PLACEMENT = "placement"
+CONSUMER_TRACKER = "run_tracker"
+
+# Headers
+HDR_MSG_ID = "Nats-Msg-Id"
+HDR_TTL = "Nats-TTL"
+HDR_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+HDR_TRACEPARENT = "traceparent"
+HDR_LOG_STREAM = "Jc-Log-Stream"
+HDR_LOG_END = "Jc-Log-End"
+
+API_SERVICE = "jetcron"
+API_GROUP = f"{PREFIX}.api"
+API_QUEUE = "jetcron-api"
+
+
+def place_subject(priority: Priority) -> str:
+    return f"{PREFIX}.place.{priority.value}"
+
+
+PLACE_ALL = f"{PREFIX}.place.>"
+
+
+def assign_subject(agent_id: str) -> str:
+    return f"{PREFIX}.assign.{agent_id}"
+
+
+ASSIGN_ALL = f"{PREFIX}.assign.>"
+
+
+def parse_assign_subject(subject: str) -> str:
+    return subject.split(".", 2)[2]
+
+
+def assign_consumer(agent_id: str) -> str:
+    return f"agent_{agent_id}"
+
+
+def event_subject(kind: str) -> str:
+    return f"{PREFIX}.event.{kind}"
+
+
+EVENTS_ALL = f"{PREFIX}.event.>"
+
+
+def logs_subject(run_id: str) -> str:
+    return f"{PREFIX}.logs.{run_id}"
+
+
+LOGS_ALL = f"{PREFIX}.logs.>"
+
+
+def dlq_subject(job: str) -> str:
+    return f"{PREFIX}.dlq.{job}"
+
+
+DLQ_ALL = f"{PREFIX}.dlq.>"
+
+
+def control_subject(agent_id: str) -> str:
+    """Core NATS (not stored): cancel a run on one agent now; the lease revoke is the durable path."""
+    return f"{PREFIX}.ctl.{agent_id}"
+
+
+def api_subject(verb: str) -> str:
+    return f"{API_GROUP}.{verb}"
+
+
+def msg_id(run_id: str, attempt: int, step: str) -> str:
+    """Nats-Msg-Id for a publish about one attempt: a new attempt gets a new id (see FIELD_NOTES)."""
+    return f"{run_id}/{attempt}/{step}"
+
+
+# KV keys
+def run_lease_key(run_id: str) -> str:
+    return f"run.{run_id}"
+
+
+def shard_lease_key(shard: int) -> str:
+    return f"trigger.shard.{shard}"
+
+
+def trigger_member_key(replica: str) -> str:
+    return f"trigger.member.{replica}"
+
+
+TRIGGER_MEMBERS = "trigger.member.*"
+PLACEMENT_LEADER_KEY = "placement.leader"
+TRACKER_LEADER_KEY = "tracker.leader"
+
+
+def idempotency_key(scope: str, key: str) -> str:
+    return f"{scope}.{key}"
+
+
+def runs_of_job_filter(job: str) -> str:
+    return f"{job}.>"

@@ -1,0 +1,1 @@
+"""jetcron services: each a process that wires core decisions to the bus."""

@@ -1,0 +1,1 @@
+"""The agent service: one per host; takes assigned runs, holds their leases, executes, reports."""

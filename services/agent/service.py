@@ -1,0 +1,137 @@
+"""The agent: advertise this host, take assignments under a run lease, execute, report; drain on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from pathlib import Path
+
+from nats.aio.msg import Msg
+
+from jetcron.bus.consume import Drop, pull_loop
+from jetcron.bus.topology import ensure_agent_consumer
+from jetcron.core.errors import JetcronError
+from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.host import describe
+from jetcron.services.agent.strays import StrayGuard
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
+from jetcron.wire.messages import AssignRun, CancelRun
+
+
+class Agent:
+    def __init__(self, ctx: Context, agent_id: str) -> None:
+        self.ctx = ctx
+        self.agent_id = agent_id
+        self.attempts: dict[str, Attempt] = {}
+        self.draining = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.started_at = ctx.clock.now()
+        self.strays = StrayGuard(Path(ctx.settings.data_dir) / f"agent-{agent_id}.pgids", agent_id)
+
+    def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
+        env.update(cmd.spec.env)
+        env.update({
+            "JETCRON_RUN_ID": cmd.run_id, "JETCRON_ATTEMPT": str(cmd.attempt),
+            "JETCRON_IDEMPOTENCY_KEY": f"run:{cmd.run_id}", "JETCRON_SCHEDULED_AT": cmd.scheduled_at.isoformat(),
+            "JETCRON_FENCING_TOKEN": str(token), "JETCRON_JOB": cmd.job, "JETCRON_AGENT_ID": self.agent_id,
+            "JETCRON_NATS_URL": self.ctx.settings.nats_url,
+        })
+        if cmd.gpu_indices:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in cmd.gpu_indices)
+        return env
+
+    async def take(self, msg: Msg) -> None:
+        """Consumer handler: acquire the run lease, start the attempt in the background, ack."""
+        try:
+            cmd = decode(msg.data, AssignRun)
+        except Exception as exc:
+            raise Drop(f"undecodable AssignRun: {exc}") from exc
+        if cmd.run_id in self.attempts:
+            return  # duplicate delivery of a run we are already running
+        lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id,
+                                              self.ctx.settings.run_lease_ttl, attempt=cmd.attempt,
+                                              now=self.ctx.clock.now())
+        if lease is None:
+            # Someone holds this run's lease: a stale assignment; the run record decides, not us.
+            self.ctx.log.info("assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt)
+            return
+        trace_id = msg.headers.get("traceparent", "").split("-")[1] if msg.headers and msg.headers.get(
+            "traceparent", "").count("-") == 3 else ""
+        attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), trace_id, self.strays)
+        self.attempts[cmd.run_id] = attempt
+        metrics.AGENT_RUNNING.set(len(self.attempts))
+        self._tasks.add(task := asyncio.create_task(self._run(attempt)))
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, attempt: Attempt) -> None:
+        try:
+            await attempt.run()
+        except JetcronError as exc:
+            self.ctx.log.warning("attempt failed to report", run_id=attempt.cmd.run_id, error=str(exc))
+        except Exception:
+            self.ctx.log.exception("attempt crashed", run_id=attempt.cmd.run_id)
+        finally:
+            self.attempts.pop(attempt.cmd.run_id, None)
+            metrics.AGENT_RUNNING.set(len(self.attempts))
+
+    async def on_control(self, msg: Msg) -> None:
+        with contextlib.suppress(Exception):
+            cmd = decode(msg.data, CancelRun)
+            attempt = self.attempts.get(cmd.run_id)
+            if attempt is not None and attempt.cmd.attempt == cmd.attempt and attempt.execution is not None:
+                attempt.fenced = True
+                attempt.execution.stop(cmd.reason)
+
+    async def heartbeat(self) -> None:
+        while not self.ctx.stop.is_set():
+            info = describe(self.ctx.settings, self.agent_id, self.started_at, self.ctx.clock.now(),
+                            len(self.attempts), self.draining)
+            try:
+                await self.ctx.agents.put(self.agent_id, info)
+            except JetcronError:
+                metrics.HEARTBEAT_FAILURES.inc()
+            metrics.AGENT_FREE_CPU.set(info.cpu)
+            metrics.AGENT_FREE_MEMORY.set(info.memory_mb * 2**20)
+            metrics.AGENT_FREE_GPUS.set(info.gpus)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ctx.stop.wait(), timeout=self.ctx.settings.heartbeat)
+
+    async def drain(self) -> None:
+        """Take nothing new; let running attempts finish within the grace period, then hand them back."""
+        self.draining = True
+        deadline = asyncio.get_running_loop().time() + self.ctx.settings.drain_grace
+        while self.attempts and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        for attempt in list(self.attempts.values()):
+            with contextlib.suppress(JetcronError):
+                await attempt.hand_back("agent draining")
+        while self.attempts:
+            await asyncio.sleep(0.05)
+
+
+async def main(ctx: Context) -> None:
+    agent = Agent(ctx, ctx.settings.agent_id or socket.gethostname().split(".")[0])
+    agent.strays.kill_leftovers()
+    await agent.strays.start_reaper(sys.executable)
+    durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
+    control = await ctx.nc.subscribe(s.control_subject(agent.agent_id), cb=agent.on_control)
+    consume_stop = asyncio.Event()
+    tasks = [asyncio.create_task(agent.heartbeat()),
+             asyncio.create_task(pull_loop(ctx.js, s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
+                                           batch=64, concurrency=ctx.settings.agent_slots))]
+    ctx.log.info("agent ready", agent=agent.agent_id)
+    await ctx.stop.wait()
+    consume_stop.set()
+    await agent.drain()
+    await control.unsubscribe()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    with contextlib.suppress(JetcronError):
+        await ctx.agents.kv.delete(agent.agent_id)
+    await agent.strays.stop_reaper()

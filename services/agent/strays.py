@@ -1,0 +1,69 @@
+"""No orphans: a reaper kills our process groups if we die; a restart kills groups left from an earlier life."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+
+class StrayGuard:
+    def __init__(self, path: Path, agent_id: str) -> None:
+        self.path = path
+        self.agent_id = agent_id
+        self.groups: set[int] = set()
+        self.reaper: asyncio.subprocess.Process | None = None
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(f"{g}\n" for g in sorted(self.groups)))
+        tmp.replace(self.path)
+
+    def _ours(self, pgid: int) -> bool:
+        """Only kill a group whose leader still carries our agent id (pids get reused)."""
+        try:
+            environ = Path(f"/proc/{pgid}/environ").read_bytes()
+        except OSError:
+            return False
+        return f"JETCRON_AGENT_ID={self.agent_id}".encode() in environ.split(b"\0")
+
+    def kill_leftovers(self) -> list[int]:
+        killed: list[int] = []
+        if self.path.exists():
+            for line in self.path.read_text().split():
+                pgid = int(line)
+                if self._ours(pgid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pgid, signal.SIGKILL)
+                        killed.append(pgid)
+        self.groups.clear()
+        self._save()
+        return killed
+
+    async def start_reaper(self, python: str) -> None:
+        self.reaper = await asyncio.create_subprocess_exec(
+            python, "-m", "jetcron.services.agent.reaper", stdin=asyncio.subprocess.PIPE, start_new_session=True)
+
+    def _tell(self, line: str) -> None:
+        if self.reaper is not None and self.reaper.stdin is not None:
+            with contextlib.suppress(Exception):
+                self.reaper.stdin.write(line.encode())
+
+    def add(self, pgid: int) -> None:
+        self.groups.add(pgid)
+        self._tell(f"+{pgid}\n")
+        self._save()
+
+    def remove(self, pgid: int) -> None:
+        self.groups.discard(pgid)
+        self._tell(f"-{pgid}\n")
+        self._save()
+
+    async def stop_reaper(self) -> None:
+        if self.reaper is not None and self.reaper.stdin is not None:
+            self.reaper.stdin.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.reaper.wait(), timeout=5)

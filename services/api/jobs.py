@@ -1,0 +1,194 @@
+"""Job verbs: create, update, get, list, pause, resume, delete, trigger, backfill."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, timedelta
+from typing import Any
+
+import msgspec
+
+from jetcron.bus.dispatch import dispatch
+from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
+from jetcron.core import cron, triggers
+from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
+from jetcron.core.ids import JOB_NAME_RE, body_hash, manual_run_id, run_id
+from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
+from jetcron.core.validate import decode_spec, validate_spec
+from jetcron.services.api.requests import body, instant, integer, text
+from jetcron.services.runtime import Context
+from jetcron.telemetry.tracing import current_trace_id
+from jetcron.wire.api import FireTime, JobView, Page
+from jetcron.wire.codec import encode
+
+IDEMPOTENCY_TTL = 86400.0
+
+
+class Jobs:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.keys = IdempotencyKeys(ctx.js)
+
+    async def _graph(self, spec: JobSpec) -> dict[str, tuple[str, list[str]]]:
+        """The stored jobs reachable upstream of `spec` (what a cycle check needs), read breadth-first."""
+        graph: dict[str, tuple[str, list[str]]] = {}
+        todo = list(spec.depends_on)
+        while todo and len(graph) < 1000:
+            name = todo.pop()
+            if name in graph or name == spec.name or not JOB_NAME_RE.match(name):
+                continue
+            found = await self.ctx.jobs.maybe(name)
+            if found is None or found[0].status is JobStatus.DELETED:
+                continue
+            graph[name] = (found[0].spec.tenant, list(found[0].spec.depends_on))
+            todo.extend(found[0].spec.depends_on)
+        return graph
+
+    async def _validated(self, raw: Any) -> tuple[JobSpec, str]:
+        if not isinstance(raw, dict):
+            raise InvalidSpec("spec", raw, "must be a JSON object")
+        spec = decode_spec(raw)
+        validate_spec(spec, now=self.ctx.clock.now(), jobs=await self._graph(spec),
+                      min_interval_seconds=self.ctx.settings.min_interval)
+        return spec, body_hash(encode(spec))
+
+    async def _job(self, name: str | None) -> tuple[JobRecord, int]:
+        if name is None or not JOB_NAME_RE.match(name):
+            raise InvalidSpec("name", name, "is not a valid job name")
+        record, revision = await self.ctx.jobs.get(name)
+        if record.status is JobStatus.DELETED:
+            raise NotFound("job", name)
+        return record, revision
+
+    async def create(self, data: bytes) -> JobRecord:
+        req = body(data, {"spec", "idempotency_key"}, {"spec"})
+        spec, digest = await self._validated(req["spec"])
+        key = text(req, "idempotency_key", limit=128)
+        claim: int | None = None
+        if key is not None:
+            if not key or not all(c.isalnum() or c in "-_" for c in key):
+                raise InvalidSpec("idempotency_key", key, "must be 1-128 letters, digits, '-' or '_'")
+            existing = await self.keys.get(f"create.{key}")
+            if existing is not None and existing[0].state != "released":
+                if existing[0].body_hash != digest:
+                    raise Conflict(f"idempotency key {key!r} was already used with a different body")
+                found = await self.ctx.jobs.maybe(spec.name)
+                if found is not None:
+                    return found[0]
+                claim = existing[1]
+            else:
+                claim = await self.keys.claim(f"create.{key}", KeyRecord(state="claimed", body_hash=digest), IDEMPOTENCY_TTL)
+                if claim is None:
+                    raise Conflict(f"idempotency key {key!r} is being used by a concurrent request; retry")
+        now = self.ctx.clock.now()
+        record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest)
+        try:
+            await self.ctx.jobs.create(spec.name, record)
+        except WriteConflict:
+            old, revision = await self.ctx.jobs.get(spec.name)
+            if old.status is not JobStatus.DELETED:
+                if key is not None and old.body_hash == digest:
+                    return old
+                raise Conflict(f"job {spec.name!r} already exists (use update)") from None
+            record = msgspec.structs.replace(record, version=old.version + 1)
+            await self.ctx.jobs.update(spec.name, record, revision)
+        if key is not None and claim is not None:
+            await self.keys.commit(f"create.{key}", KeyRecord(state="done", body_hash=digest, result=spec.name),
+                                   IDEMPOTENCY_TTL, claim)
+        return record
+
+    async def update(self, data: bytes) -> JobRecord:
+        req = body(data, {"spec"}, {"spec"})
+        spec, digest = await self._validated(req["spec"])
+        old, revision = await self._job(spec.name)
+        record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
+                                         body_hash=digest)
+        await self.ctx.jobs.update(spec.name, record, revision)
+        return record
+
+    async def get(self, data: bytes) -> JobView:
+        req = body(data, {"name", "count"}, {"name"})
+        record, _ = await self._job(text(req, "name"))
+        count = integer(req, "count", 5, 0, 100)
+        zone = cron.zone(record.spec.schedule.tz)
+        upcoming = cron.next_fires(record.spec.schedule, self.ctx.clock.now(), count, created_at=record.created_at)
+        fires = [FireTime(local=o.at.astimezone(zone).isoformat(), utc=o.at.astimezone(UTC).isoformat(),
+                          skipped=o.skipped) for o in upcoming]
+        return JobView(job=record, next_fires=fires)
+
+    async def list(self, data: bytes) -> Page:
+        req = body(data, {"cursor", "limit", "include_deleted"})
+        limit = integer(req, "limit", 100, 1, 1000)
+        after = text(req, "cursor") or ""
+        names = sorted(k for k in await self.ctx.jobs.keys() if k > after)
+        items: list[JobRecord] = []
+        for name in names:
+            found = await self.ctx.jobs.maybe(name)
+            if found is None or (found[0].status is JobStatus.DELETED and not req.get("include_deleted")):
+                continue
+            items.append(found[0])
+            if len(items) == limit:
+                break
+        more = bool(items) and items[-1].spec.name != names[-1] and len(items) == limit
+        return Page(items=items, next_cursor=items[-1].spec.name if more else None)
+
+    async def _set_status(self, data: bytes, status: JobStatus) -> JobRecord:
+        req = body(data, {"name"}, {"name"})
+        for _ in range(5):
+            record, revision = await self._job(text(req, "name"))
+            new = msgspec.structs.replace(record, status=status, version=record.version + 1,
+                                          updated_at=self.ctx.clock.now())
+            try:
+                await self.ctx.jobs.update(record.spec.name, new, revision)
+                return new
+            except WriteConflict:
+                continue
+        raise Conflict(f"job {record.spec.name!r} is changing concurrently; retry")
+
+    async def pause(self, data: bytes) -> JobRecord:
+        return await self._set_status(data, JobStatus.PAUSED)
+
+    async def resume(self, data: bytes) -> JobRecord:
+        return await self._set_status(data, JobStatus.ACTIVE)
+
+    async def delete(self, data: bytes) -> JobRecord:
+        return await self._set_status(data, JobStatus.DELETED)
+
+    async def trigger(self, data: bytes) -> Run:
+        req = body(data, {"name", "key"}, {"name"})
+        record, _ = await self._job(text(req, "name"))
+        key = text(req, "key", limit=128) or secrets.token_hex(8)
+        now = self.ctx.clock.now()
+        # A retried request with the same key must hit the same run id: keep the time out of it then.
+        stamp = now if "key" not in req else record.created_at
+        run = Run(run_id=manual_run_id(record.spec.name, stamp, key), job=record.spec.name, tenant=record.spec.tenant,
+                  state=RunState.SCHEDULED, scheduled_at=now, due_at=now, created_at=now, spec=record.spec,
+                  flow_id="", trace_id=current_trace_id())
+        return await self._record(run)
+
+    async def _record(self, run: Run) -> Run:
+        try:
+            await self.ctx.runs.create(run.run_id, run)
+        except WriteConflict:
+            existing, _ = await self.ctx.runs.get(run.run_id)
+            return existing
+        await dispatch(self.ctx.js, run)
+        return run
+
+    async def backfill(self, data: bytes) -> Page:
+        req = body(data, {"name", "from", "to", "limit"}, {"name", "from", "to"})
+        record, _ = await self._job(text(req, "name"))
+        start, end = instant(req, "from"), instant(req, "to")
+        now = self.ctx.clock.now()
+        limit = integer(req, "limit", 1000, 1, 10000)
+        planned = triggers.plan_backfill(record.spec, created_at=record.created_at, start=start, end=end,
+                                         now=now, limit=limit)
+        created: list[Run] = []
+        for i, fire in enumerate(planned):
+            # Spread the backfill: one occurrence every 10 ms, so a long range does not land as a herd.
+            due = now + timedelta(milliseconds=10 * i)
+            run = Run(run_id=run_id(record.spec.name, fire.nominal), job=record.spec.name, tenant=record.spec.tenant,
+                      state=RunState.SCHEDULED, scheduled_at=fire.nominal, due_at=due, created_at=now,
+                      spec=record.spec, reason="backfill", trace_id=current_trace_id())
+            created.append(await self._record(run))
+        return Page(items=created)

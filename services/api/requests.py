@@ -1,0 +1,51 @@
+"""Reading request bodies strictly: known keys only, typed fields, errors that name the field."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from jetcron.core.errors import InvalidSpec
+from jetcron.core.validate import parse_json_object
+
+
+def body(data: bytes, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    parsed = parse_json_object(data or b"{}")
+    for key in parsed:
+        if key not in allowed:
+            raise InvalidSpec(key, parsed[key], f"unknown field (expected one of {', '.join(sorted(allowed))})")
+    for key in required:
+        if key not in parsed:
+            raise InvalidSpec(key, None, "is required")
+    return parsed
+
+
+def text(data: dict[str, Any], key: str, *, default: str | None = None, limit: int = 256) -> str | None:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidSpec(key, value, "must be a string")
+    if len(value) > limit or "\x00" in value:
+        raise InvalidSpec(key, value, f"must be at most {limit} characters without NUL")
+    return value
+
+
+def integer(data: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidSpec(key, value, f"must be an integer from {lo} to {hi}")
+    return value
+
+
+def instant(data: dict[str, Any], key: str) -> datetime:
+    value = text(data, key)
+    if value is None:
+        raise InvalidSpec(key, None, "is required")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidSpec(key, value, "is not an ISO 8601 instant") from None
+    if parsed.tzinfo is None:
+        raise InvalidSpec(key, value, "needs a UTC offset (e.g. 2026-01-01T00:00:00Z)")
+    return parsed

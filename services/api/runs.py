@@ -1,0 +1,149 @@
+"""Run verbs: get, list, cancel, logs; agents list; dead-letter list and replay; tenants."""
+
+from __future__ import annotations
+
+import msgspec
+
+from jetcron.bus.control import cancel_run
+from jetcron.bus.dispatch import dispatch
+from jetcron.bus.logs import read_chunks
+from jetcron.core.errors import Conflict, InvalidSpec, WriteConflict
+from jetcron.core.ids import RUN_ID_RE, TENANT_RE, job_of, replay_run_id
+from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
+from jetcron.services.api.requests import body, integer, text
+from jetcron.services.runtime import Context
+from jetcron.wire import subjects as s
+from jetcron.wire.api import Page
+
+STATES = {st.value for st in RunState}
+
+
+class Runs:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def _run_id(self, value: str | None) -> str:
+        if value is None or not RUN_ID_RE.match(value):
+            raise InvalidSpec("run_id", value, "is not a run id (JOB.YYYYMMDDTHHMMSSmmmZ)")
+        return value
+
+    async def get(self, data: bytes) -> Run:
+        req = body(data, {"run_id"}, {"run_id"})
+        run, _ = await self.ctx.runs.get(self._run_id(text(req, "run_id")))
+        return run
+
+    async def list(self, data: bytes) -> Page:
+        req = body(data, {"job", "state", "cursor", "limit"})
+        job = text(req, "job")
+        state = text(req, "state")
+        if state is not None and state not in STATES:
+            raise InvalidSpec("state", state, f"must be one of {', '.join(sorted(STATES))}")
+        limit = integer(req, "limit", 100, 1, 1000)
+        after = text(req, "cursor") or ""
+        if job is not None and not TENANT_RE.match(job):
+            raise InvalidSpec("job", job, "is not a valid job name")
+        keys = sorted(k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">") if k > after)
+        items: list[Run] = []
+        last = None
+        for key in keys:
+            last = key
+            found = await self.ctx.runs.maybe(key)
+            if found is None or (state is not None and found[0].state != state):
+                continue
+            items.append(found[0])
+            if len(items) == limit:
+                break
+        more = last is not None and last != keys[-1]
+        return Page(items=items, next_cursor=last if more else None)
+
+    async def cancel(self, data: bytes) -> Run:
+        req = body(data, {"run_id", "reason"}, {"run_id"})
+        return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, self._run_id(text(req, "run_id")),
+                                text(req, "reason") or "cancelled by user", self.ctx.clock.now(),
+                                self.ctx.settings.run_lease_ttl)
+
+    async def logs(self, data: bytes) -> dict[str, object]:
+        req = body(data, {"run_id", "limit_bytes"}, {"run_id"})
+        run_id = self._run_id(text(req, "run_id"))
+        limit = integer(req, "limit_bytes", 1_048_576, 1, 8_388_608)
+        out: list[str] = []
+        size = 0
+        done = False
+        async for _stream, chunk, end in read_chunks(self.ctx.js, run_id):
+            if end:
+                done = True
+                break
+            size += len(chunk)
+            if size > limit:
+                break
+            out.append(chunk.decode("utf-8", "replace"))
+        return {"run_id": run_id, "output": "".join(out), "complete": done}
+
+    async def agents(self, data: bytes) -> Page:
+        body(data, set())
+        items: list[AgentInfo] = []
+        for key in sorted(await self.ctx.agents.keys()):
+            found = await self.ctx.agents.maybe(key)
+            if found is not None:
+                items.append(found[0])
+        return Page(items=items)
+
+    async def dlq_list(self, data: bytes) -> Page:
+        req = body(data, {"limit"})
+        limit = integer(req, "limit", 100, 1, 1000)
+        keys = sorted(await self.ctx.runs.keys())
+        items: list[Run] = []
+        for key in keys:
+            found = await self.ctx.runs.maybe(key)
+            if found is not None and found[0].state is RunState.DEAD:
+                items.append(found[0])
+                if len(items) == limit:
+                    break
+        return Page(items=items)
+
+    async def dlq_replay(self, data: bytes) -> Run:
+        req = body(data, {"run_id"}, {"run_id"})
+        run_id = self._run_id(text(req, "run_id"))
+        run, _ = await self.ctx.runs.get(run_id)
+        if run.state not in (RunState.DEAD, RunState.FAILED):
+            raise Conflict(f"run {run_id} is {run.state}, only dead or failed runs can be replayed")
+        now = self.ctx.clock.now()
+        for n in range(1, 100):
+            replay = msgspec.structs.replace(
+                run, run_id=replay_run_id(run_id, n), state=RunState.SCHEDULED, attempt=1, due_at=now, created_at=now,
+                agent=None, agents=[], token=0, assigned_at=None, started_at=None, finished_at=None, exit_code=None,
+                outcome="", reason=f"replay {n} of {run_id}", history=[],
+            )
+            try:
+                await self.ctx.runs.create(replay.run_id, replay)
+            except WriteConflict:
+                continue
+            await dispatch(self.ctx.js, replay)
+            return replay
+        raise Conflict(f"run {run_id} was replayed too many times")
+
+    async def tenants_set(self, data: bytes) -> TenantPolicy:
+        req = body(data, {"tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"}, {"tenant"})
+        try:
+            policy = msgspec.convert(req, TenantPolicy)
+        except msgspec.ValidationError as exc:
+            raise InvalidSpec("tenant", req, str(exc)) from None
+        if not TENANT_RE.match(policy.tenant):
+            raise InvalidSpec("tenant", policy.tenant, "must be 1-63 letters, digits, '-' or '_'")
+        if not 0 < policy.weight <= 1000:
+            raise InvalidSpec("weight", policy.weight, "must be > 0 and <= 1000")
+        for name in ("max_cpu", "max_memory_mb", "max_gpus"):
+            value = getattr(policy, name)
+            if value is not None and not 0 <= value <= 10**9:
+                raise InvalidSpec(name, value, "must be >= 0")
+        await self.ctx.tenants.put(policy.tenant, policy)
+        return policy
+
+    async def tenants_list(self, data: bytes) -> Page:
+        body(data, set())
+        items = [found[0] for key in sorted(await self.ctx.tenants.keys())
+                 if (found := await self.ctx.tenants.maybe(key)) is not None]
+        return Page(items=items)
+
+
+__all__ = ["Runs", "job_of"]

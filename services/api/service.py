@@ -1,0 +1,61 @@
+"""The api service: a nats.micro service in a queue group; each verb validates, stores, then answers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from nats import micro
+from nats.micro.request import Request
+
+from jetcron.services.api.jobs import Jobs
+from jetcron.services.api.runs import Runs
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.telemetry.tracing import extract_context, tracer
+from jetcron.wire import subjects as s
+from jetcron.wire.api import Reply, error_reply
+from jetcron.wire.codec import encode
+
+log = structlog.get_logger("jetcron.api")
+_tracer = tracer("api")
+
+
+def endpoint(verb: str, op: Callable[[bytes], Awaitable[Any]]) -> Callable[[Request], Awaitable[None]]:
+    """One place turns results and errors into replies: nothing is answered 'accepted' before it is stored."""
+
+    async def handle(request: Request) -> None:
+        with _tracer.start_as_current_span(f"api {verb}", context=extract_context(request.headers),
+                                           attributes={"messaging.system": "nats", "rpc.method": verb}):
+            try:
+                reply = Reply(ok=True, result=await op(request.data))
+                metrics.API_REQUESTS.labels(verb=verb, outcome="ok").inc()
+            except Exception as exc:  # noqa: BLE001 - every error becomes a reply, never a crash
+                reply = error_reply(exc)
+                outcome = reply.error.code if reply.error else "error"
+                metrics.API_REQUESTS.labels(verb=verb, outcome=outcome).inc()
+                if outcome == "internal":
+                    log.exception("api verb failed", verb=verb)
+            await request.respond(encode(reply))
+
+    return handle
+
+
+async def main(ctx: Context) -> None:
+    jobs, runs = Jobs(ctx), Runs(ctx)
+    verbs: dict[str, Callable[[bytes], Awaitable[Any]]] = {
+        "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,
+        "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
+        "jobs.trigger": jobs.trigger, "jobs.backfill": jobs.backfill,
+        "runs.get": runs.get, "runs.list": runs.list, "runs.cancel": runs.cancel, "runs.logs": runs.logs,
+        "agents.list": runs.agents, "dlq.list": runs.dlq_list, "dlq.replay": runs.dlq_replay,
+        "tenants.set": runs.tenants_set, "tenants.list": runs.tenants_list,
+    }
+    service = await micro.add_service(ctx.nc, name=s.API_SERVICE, version="0.1.0",
+                                      description="jetcron job scheduler API", queue_group=s.API_QUEUE)
+    for verb, op in verbs.items():
+        await service.add_endpoint(name=verb.replace(".", "_"), subject=s.api_subject(verb), handler=endpoint(verb, op))
+    ctx.log.info("api ready", verbs=len(verbs))
+    await ctx.stop.wait()
+    await service.stop()

@@ -1,0 +1,1 @@
+"""The placement service: decides where and in what order runs go."""

@@ -1,0 +1,201 @@
+"""The placement service: the leader takes due runs, orders them fairly, fits them, and assigns them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from datetime import datetime, timedelta
+
+from nats.aio.msg import Msg
+
+from jetcron.bus.consume import Drop, Hold, pull_loop
+from jetcron.bus.lease import Lease
+from jetcron.bus.publish import publish
+from jetcron.core.errors import JetcronError, LeaseLost, NotFound, WriteConflict
+from jetcron.core.placement import Demand, Placement
+from jetcron.core.run_state import RunEvent
+from jetcron.core.runs import Change, apply
+from jetcron.services.placement.view import View
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.telemetry.tracing import context_from_trace_id, tracer
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
+from jetcron.wire.messages import AssignRun, PlaceRun
+
+LEAD = timedelta(seconds=1.0)  # assign this far ahead of due_at so the agent starts on time
+_tracer = tracer("placement")
+
+
+class Placer:
+    def __init__(self, ctx: Context, view: View) -> None:
+        self.ctx = ctx
+        self.view = view
+        self.held: dict[str, tuple[PlaceRun, Msg, str]] = {}
+
+    async def take(self, msg: Msg) -> None:
+        """Consumer handler: keep the message unacked while the run waits; ack once it is assigned."""
+        try:
+            cmd = decode(msg.data, PlaceRun)
+        except Exception as exc:
+            raise Drop(f"undecodable PlaceRun: {exc}") from exc
+        if cmd.run_id in self.held:
+            old = self.held[cmd.run_id]
+            if old[0].attempt >= cmd.attempt:
+                return  # a duplicate delivery: ack it, the held one stands
+            self.view.queue.remove(cmd.run_id)
+            with contextlib.suppress(Exception):
+                await old[1].ack()
+        self.held[cmd.run_id] = (cmd, msg, "")
+        self.view.queue.push(Demand(run_id=cmd.run_id, tenant=cmd.tenant, priority=cmd.priority,
+                                    resources=cmd.resources, require=cmd.require, needs=cmd.needs,
+                                    enqueued_at=self.ctx.clock.now()))
+        metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).inc()
+        self.view.changed.set()
+        raise Hold()
+
+    async def _forget(self, run_id: str) -> None:
+        cmd, msg, _ = self.held.pop(run_id)
+        self.view.queue.remove(run_id)
+        metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
+        with contextlib.suppress(Exception):
+            await msg.ack()
+
+    async def _assign(self, cmd: PlaceRun, placement: Placement, now: datetime) -> bool:
+        """CAS scheduled -> assigned, then one AssignRun per host; False if the run moved on."""
+        try:
+            run, revision = await self.ctx.runs.get(cmd.run_id)
+            new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents), now)
+            if run.attempt != cmd.attempt:
+                return False
+            await self.ctx.runs.update(run.run_id, new, revision)
+        except (NotFound, WriteConflict, JetcronError):
+            return False
+        assert new.spec is not None
+        with _tracer.start_as_current_span("placement assign", context=context_from_trace_id(run.trace_id),
+                                           attributes={"messaging.system": "nats", "jetcron.run_id": run.run_id}):
+            for agent in placement.agents:
+                await publish(self.ctx.js, s.assign_subject(agent), AssignRun(
+                    run_id=run.run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec,
+                    scheduled_at=run.scheduled_at, due_at=run.due_at, gpu_indices=placement.gpu_indices.get(agent, []),
+                    gang=placement.agents if len(placement.agents) > 1 else []),
+                    msg_id=s.msg_id(run.run_id, run.attempt, f"assign.{agent}"))
+        return True
+
+    async def _note_waiting(self, run_id: str, reason: str, now: datetime) -> None:
+        cmd, msg, shown = self.held[run_id]
+        if reason == shown:
+            return
+        self.held[run_id] = (cmd, msg, reason)
+        with contextlib.suppress(JetcronError):
+            run, revision = await self.ctx.runs.get(run_id)
+            if run.attempt == cmd.attempt:
+                await self.ctx.runs.update(run_id, apply(run, Change(event=RunEvent.WAIT, reason=reason), now),
+                                           revision)
+
+    async def place_once(self) -> None:
+        now = self.ctx.clock.now()
+        view = self.view
+        for demand in list(view.queue.candidates(now)):
+            held = self.held.get(demand.run_id)
+            if held is None:
+                view.queue.remove(demand.run_id)
+                continue
+            cmd = held[0]
+            if cmd.due_at - LEAD > now:
+                continue
+            if (blocked := view.queue.quota_block(demand)) is not None:
+                await self._note_waiting(demand.run_id, blocked, now)
+                continue
+            result = view.cluster.place(demand)
+            if not isinstance(result, Placement):
+                metrics.PLACEMENTS.labels(result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
+                await self._note_waiting(demand.run_id, result.reason, now)
+                continue
+            view.queue.remove(demand.run_id)
+            view.queue.charge(demand)
+            if await self._assign(cmd, result, now):
+                view.placed[demand.run_id] = demand
+                metrics.PLACEMENTS.labels(result="placed").inc()
+            else:
+                view.cluster.release(demand.run_id)
+                view.queue.refund(demand)
+            self.held.pop(demand.run_id, None)
+            metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
+            with contextlib.suppress(Exception):
+                await held[1].ack()
+
+    async def keep_alive(self) -> None:
+        """Tell the server the held messages are still being worked on, so they are not redelivered."""
+        while not self.ctx.stop.is_set():
+            await asyncio.sleep(5)
+            for _, msg, _ in list(self.held.values()):
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()
+
+    async def loop(self) -> None:
+        while not self.ctx.stop.is_set():
+            self.view.changed.clear()
+            await self.place_once()
+            waits = [c.due_at - LEAD for c, _, _ in self.held.values()]
+            nearest = min(waits, default=None)
+            delay = 0.5 if nearest is None else max(0.005, min(0.5, (nearest - self.ctx.clock.now()).total_seconds()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.view.changed.wait(), timeout=delay)
+
+
+async def lead(ctx: Context, view: View) -> None:
+    """Hold the leader lease; while held, consume and place. A standby keeps its view warm meanwhile."""
+    me = f"placement-{secrets.token_hex(4)}"
+    ttl = ctx.settings.leader_lease_ttl
+    while not ctx.stop.is_set():
+        lease = await ctx.leases.acquire(s.PLACEMENT_LEADER_KEY, me, ttl)
+        if lease is None:
+            await asyncio.sleep(ttl / 3)
+            continue
+        started = time.monotonic()
+        metrics.TAKEOVERS.labels(kind="placement_leader").inc()
+        ctx.log.info("placement leader", replica=me)
+        placer = Placer(ctx, view)
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(t) for t in (
+            pull_loop(ctx.js, s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
+            placer.loop(), placer.keep_alive())]
+        metrics.TAKEOVER_DURATION.labels(kind="placement_leader").observe(time.monotonic() - started)
+        await _hold(ctx, lease, ttl)
+        stop.set()
+        for task in tasks[1:]:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        view.queue = type(view.queue)()
+
+
+async def _hold(ctx: Context, lease: Lease, ttl: float) -> None:
+    renewed = time.monotonic()
+    while not ctx.stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stop.wait(), timeout=ttl / 3)
+        if ctx.stop.is_set():
+            await ctx.leases.release(lease)
+            return
+        try:
+            lease = await ctx.leases.renew(lease, ttl)
+            renewed = time.monotonic()
+        except LeaseLost:
+            ctx.log.warning("placement leadership lost")
+            return
+        except JetcronError:
+            if time.monotonic() - renewed > ttl * 2 / 3:
+                return  # self-fence: stop acting before the lease can have expired on the server
+
+
+async def main(ctx: Context) -> None:
+    view = View(ctx)
+    tasks = [asyncio.create_task(t) for t in (view.watch_agents(), view.watch_tenants(), view.expire_agents(),
+                                              view.watch_endings())]
+    await lead(ctx, view)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

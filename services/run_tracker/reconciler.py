@@ -1,0 +1,94 @@
+"""The reconciler: the queue is a hint, the run record is the truth. Re-drive runs whose step stalled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timedelta
+
+from jetcron.bus.dispatch import dispatch
+from jetcron.core.errors import JetcronError
+from jetcron.core.models import Run, RunState
+from jetcron.core.run_state import RunEvent
+from jetcron.core.runs import Change
+from jetcron.services.run_tracker.records import Records
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.wire import subjects as s
+
+REDRIVE_EVERY = timedelta(seconds=30)
+
+
+class Reconciler:
+    """Keeps an index of non-terminal runs from the runs watch (no scans) and checks each on its own clock."""
+
+    def __init__(self, ctx: Context, records: Records) -> None:
+        self.ctx = ctx
+        self.records = records
+        self.active: dict[str, Run] = {}
+        self.missing_lease: dict[str, datetime] = {}
+        self.checked: dict[str, datetime] = {}
+        self.synced = asyncio.Event()
+
+    async def watch(self) -> None:
+        async for run_id, run, _ in self.ctx.runs.watch():
+            if not run_id:
+                self.synced.set()
+                continue
+            if run is None or run.state.terminal:
+                self.active.pop(run_id, None)
+                self.missing_lease.pop(run_id, None)
+                self.checked.pop(run_id, None)
+            else:
+                old = self.active.get(run_id)
+                if old is None or old.state != run.state or old.attempt != run.attempt:
+                    self.missing_lease.pop(run_id, None)
+                self.active[run_id] = run
+
+    async def sweep(self, now: datetime) -> None:
+        ttl = self.ctx.settings.run_lease_ttl
+        for run in list(self.active.values()):
+            with contextlib.suppress(JetcronError):
+                await self._check(run, now, ttl)
+
+    async def _check(self, run: Run, now: datetime, ttl: float) -> None:
+        if run.state is RunState.RETRY_WAIT and run.due_at <= now:
+            await self._change(run, Change(event=RunEvent.RETRY))
+        elif run.state is RunState.SCHEDULED and now - run.due_at > REDRIVE_EVERY:
+            last = self.checked.get(run.run_id)
+            if last is None or now - last > REDRIVE_EVERY:
+                self.checked[run.run_id] = now
+                metrics.REDRIVES.labels(step="scheduled").inc()
+                await dispatch(self.ctx.js, run, redrive=int((now - run.due_at) / REDRIVE_EVERY))
+        elif run.state is RunState.ASSIGNED and run.assigned_at is not None:
+            stall = timedelta(seconds=self.ctx.settings.assign_stall) + max(run.due_at - run.assigned_at, timedelta())
+            if now - run.assigned_at > stall and await self._lease_gone(run, now, ttl):
+                metrics.REDRIVES.labels(step="assigned").inc()
+                await self._change(run, Change(event=RunEvent.LOSE, reason="assignment not started in time"))
+        elif run.state is RunState.RUNNING and await self._lease_gone(run, now, ttl):
+            metrics.LEASES_EXPIRED.inc()
+            await self._change(run, Change(event=RunEvent.LOSE, reason=f"lease expired on {run.agent}: agent lost"))
+        elif run.state is RunState.WAITING and run.after and run.after not in self.active:
+            found = await self.ctx.runs.maybe(run.after)
+            if found is None or found[0].state.terminal:
+                await self._change(run, Change(event=RunEvent.RELEASE))
+
+    async def _lease_gone(self, run: Run, now: datetime, ttl: float) -> bool:
+        """Gone on two looks at least TTL/2 apart: a finish report in flight gets time to land first."""
+        last = self.checked.get(run.run_id)
+        if last is not None and now - last < timedelta(seconds=ttl / 4):
+            return False
+        self.checked[run.run_id] = now
+        lease = await self.ctx.leases.read(s.run_lease_key(run.run_id))
+        if lease is not None and lease.value.holder:
+            self.missing_lease.pop(run.run_id, None)
+            return False
+        first = self.missing_lease.setdefault(run.run_id, now)
+        return now - first >= timedelta(seconds=ttl / 2)
+
+    async def _change(self, seen: Run, change: Change) -> None:
+        def make(run: Run) -> Change | None:
+            # Act only if the run is still where we saw it; otherwise someone else moved it on.
+            return change if (run.state, run.attempt) == (seen.state, seen.attempt) else None
+
+        await self.records.change(seen.run_id, make)

@@ -1,0 +1,75 @@
+"""Apply a change to a stored run by compare-and-set, then carry out what the new state implies."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from jetcron.bus.dispatch import dispatch
+from jetcron.bus.publish import publish
+from jetcron.core import retry
+from jetcron.core.errors import Conflict, WriteConflict
+from jetcron.core.models import Run, RunState
+from jetcron.core.runs import Change, apply
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+from jetcron.wire.messages import DeadLettered
+
+MAX_CAS_TRIES = 8
+
+
+class Records:
+    """Every tracker write goes through here: read, decide with apply(), CAS, then side effects."""
+
+    def __init__(self, ctx: Context, rng: random.Random, on_terminal: Callable[[Run], object] | None = None) -> None:
+        self.ctx = ctx
+        self.rng = rng
+        self.on_terminal = on_terminal
+
+    def with_retry(self, run: Run, change: Change) -> Change:
+        """Fill in the retry decision for failure-like events (pure, from the run's history)."""
+        from jetcron.core.run_state import RunEvent
+
+        if change.event is RunEvent.FAIL or (change.event is RunEvent.LOSE and run.state is RunState.RUNNING):
+            outcome = change.outcome or ("lost" if change.event is RunEvent.LOSE else "failed")
+            decision = retry.decide(run, outcome, change.exit_code, self.rng)
+            return Change(**{**{f: getattr(change, f) for f in change.__struct_fields__}, "retry": decision,
+                             "outcome": outcome})
+        return change
+
+    async def change(self, run_id: str, make: Callable[[Run], Change | None]) -> Run | None:
+        """CAS loop; `make` sees the fresh run each try and may return None to give up quietly."""
+        for _ in range(MAX_CAS_TRIES):
+            run, revision = await self.ctx.runs.get(run_id)
+            change = make(run)
+            if change is None:
+                return None
+            new = apply(run, self.with_retry(run, change), self.ctx.clock.now())
+            try:
+                await self.ctx.runs.update(run_id, new, revision)
+            except WriteConflict:
+                continue
+            await self.after(run, new)
+            return new
+        raise Conflict(f"run {run_id}: too many concurrent writers")
+
+    async def after(self, old: Run, new: Run) -> None:
+        """Side effects that follow a successful write; each is idempotent (message ids, KV create)."""
+        if new.state is RunState.SCHEDULED and new.attempt > old.attempt:
+            metrics.RETRIES.inc()
+            await dispatch(self.ctx.js, new)
+        elif new.state is RunState.SCHEDULED and old.state is RunState.WAITING:
+            await dispatch(self.ctx.js, new)
+        if new.state is RunState.DEAD:
+            metrics.DEAD_LETTERED.inc()
+            await publish(self.ctx.js, s.dlq_subject(new.job), DeadLettered(
+                run_id=new.run_id, job=new.job, reason=new.reason, run=encode(new), at=self.ctx.clock.now()),
+                msg_id=s.msg_id(new.run_id, new.attempt, "dlq"))
+        if new.state.terminal and not old.state.terminal:
+            metrics.RUNS_FINISHED.labels(outcome=new.state.value).inc()
+            if self.on_terminal is not None:
+                result = self.on_terminal(new)
+                if hasattr(result, "__await__"):
+                    await result  # type: ignore[misc]

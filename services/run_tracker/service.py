@@ -1,0 +1,65 @@
+"""The run tracker: apply agent events by CAS; the reconciler leader re-drives stalled runs and retries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+
+from jetcron.bus.consume import pull_loop
+from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.services.run_tracker.events import EventHandler
+from jetcron.services.run_tracker.flows import Flows
+from jetcron.services.run_tracker.reconciler import Reconciler
+from jetcron.services.run_tracker.records import Records
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.wire import subjects as s
+
+SWEEP_SECONDS = 0.5
+
+
+async def reconcile_as_leader(ctx: Context, reconciler: Reconciler) -> None:
+    """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work)."""
+    me = f"tracker-{secrets.token_hex(4)}"
+    ttl = ctx.settings.leader_lease_ttl
+    lease = None
+    await reconciler.synced.wait()
+    while not ctx.stop.is_set():
+        try:
+            if lease is None:
+                lease = await ctx.leases.acquire(s.TRACKER_LEADER_KEY, me, ttl)
+                if lease is not None:
+                    metrics.TAKEOVERS.labels(kind="tracker_leader").inc()
+            else:
+                lease = await ctx.leases.renew(lease, ttl)
+        except LeaseLost:
+            lease = None
+        except JetcronError as exc:
+            ctx.log.warning("tracker lease error", error=str(exc))
+        if lease is not None:
+            await reconciler.sweep(ctx.clock.now())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stop.wait(), timeout=SWEEP_SECONDS)
+    if lease is not None:
+        with contextlib.suppress(JetcronError):
+            await ctx.leases.release(lease)
+
+
+async def main(ctx: Context) -> None:
+    flows = Flows(ctx)
+    records = Records(ctx, random.Random(), on_terminal=flows.on_terminal)
+    handler = EventHandler(records)
+    reconciler = Reconciler(ctx, records)
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(t) for t in (
+        flows.watch_jobs(), reconciler.watch(),
+        pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
+        reconcile_as_leader(ctx, reconciler))]
+    ctx.log.info("run tracker ready")
+    await ctx.stop.wait()
+    stop.set()
+    for task in tasks[:2]:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

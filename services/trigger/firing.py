@@ -1,0 +1,92 @@
+"""Carry out one job's FirePlan: record each occurrence (the KV-create fire gate), dispatch, then the cursor."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+
+import structlog
+
+from jetcron.bus.control import cancel_run
+from jetcron.bus.dispatch import dispatch
+from jetcron.core import triggers
+from jetcron.core.errors import NotFound, WriteConflict
+from jetcron.core.ids import run_id
+from jetcron.core.models import JobRecord, OverlapPolicy, Run, RunState
+from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.telemetry.tracing import current_trace_id, tracer
+from jetcron.wire.messages import Cursor
+
+log = structlog.get_logger("jetcron.trigger")
+_tracer = tracer("trigger")
+
+
+class Firer:
+    def __init__(self, ctx: Context, rng: random.Random) -> None:
+        self.ctx = ctx
+        self.rng = rng
+
+    async def fire(self, record: JobRecord, cursor: tuple[Cursor, int] | None,
+                   now: datetime) -> tuple[FirePlan, tuple[Cursor, int] | None]:
+        """Plan and record everything due for one job; the cursor moves only past what was recorded."""
+        spec = record.spec
+        plan = triggers.plan_fires(spec, created_at=record.created_at, cursor=cursor[0].last if cursor else None,
+                                   now=now, horizon_seconds=self.ctx.settings.trigger_horizon, rng=self.rng)
+        last_run = cursor[0].last_run if cursor else ""
+        for fire in plan.fires:
+            last_run = await self._record(record, fire, now, last_run)
+        if plan.cursor is not None and (cursor is None or plan.cursor != cursor[0].last):
+            new = Cursor(job=spec.name, last=plan.cursor, version=record.version, last_run=last_run)
+            if cursor is None:
+                revision = await self.ctx.cursors.create(spec.name, new)
+            else:
+                revision = await self.ctx.cursors.update(spec.name, new, cursor[1])
+            cursor = (new, revision)
+        return plan, cursor
+
+    async def _overlap(self, record: JobRecord, last_run: str) -> tuple[OverlapAction, str]:
+        if record.spec.overlap is OverlapPolicy.ALLOW or not last_run:
+            return OverlapAction.START, ""
+        try:
+            previous, _ = await self.ctx.runs.get(last_run)
+        except NotFound:
+            return OverlapAction.START, ""
+        active = 0 if previous.state.terminal else 1
+        buffered = 1 if previous.state is RunState.WAITING else 0
+        return triggers.decide_overlap(record.spec.overlap, active, buffered), previous.run_id
+
+    async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str) -> str:
+        spec = record.spec
+        rid = run_id(spec.name, fire.nominal)
+        with _tracer.start_as_current_span("trigger fire", attributes={
+                "messaging.system": "nats", "messaging.operation": "publish", "jetcron.run_id": rid}):
+            state, reason, after = RunState.SCHEDULED, "", ""
+            if fire.skip_reason is not None:
+                state, reason = RunState.SKIPPED, fire.skip_reason
+            else:
+                action, previous = await self._overlap(record, last_run)
+                if action is OverlapAction.SKIP:
+                    state, reason = RunState.SKIPPED, f"overlap: {previous} still active (policy {spec.overlap})"
+                elif action is OverlapAction.BUFFER:
+                    state, reason, after = RunState.WAITING, f"overlap: waiting for {previous}", previous
+                elif action is OverlapAction.CANCEL_PREVIOUS:
+                    await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, previous,
+                                     f"overlap: superseded by {rid}", now, self.ctx.settings.run_lease_ttl)
+            run = Run(run_id=rid, job=spec.name, tenant=spec.tenant, state=state, scheduled_at=fire.nominal,
+                      due_at=fire.due_at, created_at=now, spec=spec if state is not RunState.SKIPPED else None,
+                      reason=reason, after=after, flow_id=rid, trace_id=current_trace_id(),
+                      finished_at=now if state is RunState.SKIPPED else None,
+                      outcome="skipped" if state is RunState.SKIPPED else "")
+            try:
+                await self.ctx.runs.create(rid, run)
+            except WriteConflict:
+                # The fire gate: another replica (or our earlier life) already recorded this occurrence.
+                metrics.FIRE_GATE_DUPLICATES.inc()
+                return rid if state is not RunState.SKIPPED else last_run
+            metrics.OCCURRENCES.labels(result=state.value).inc()
+            metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))
+            if state is RunState.SCHEDULED:
+                await dispatch(self.ctx.js, run)
+            return rid if state is not RunState.SKIPPED else last_run

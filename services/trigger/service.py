@@ -1,0 +1,114 @@
+"""The trigger service: keep a warm index of every job, hold a fair share of shards, fire what is due."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+from datetime import datetime, timedelta
+
+from jetcron.core.due_index import DueIndex
+from jetcron.core.errors import JetcronError
+from jetcron.core.models import JobRecord, JobStatus
+from jetcron.services.runtime import Context
+from jetcron.services.trigger.firing import Firer
+from jetcron.services.trigger.shards import ShardOwner
+from jetcron.wire.messages import Cursor
+
+
+class Trigger:
+    def __init__(self, ctx: Context, replica: str) -> None:
+        self.ctx = ctx
+        self.replica = replica
+        self.index = DueIndex(ctx.settings.trigger_shards)
+        self.jobs: dict[str, JobRecord] = {}
+        self.cursors: dict[str, tuple[Cursor, int]] = {}
+        self.owner = ShardOwner(ctx.leases, replica, ctx.settings.trigger_shards, ctx.settings.leader_lease_ttl)
+        self.firer = Firer(ctx, random.Random())
+        self.wake = asyncio.Event()
+        self.synced = asyncio.Event()
+
+    def _fireable(self, record: JobRecord) -> bool:
+        # Dependent jobs are started by their upstreams (DAG release), not by their own schedule.
+        return record.status is JobStatus.ACTIVE and not record.spec.depends_on
+
+    async def watch_jobs(self) -> None:
+        async for name, record, _ in self.ctx.jobs.watch():
+            if not name:
+                self.synced.set()
+                continue
+            if record is None or not self._fireable(record):
+                self.jobs.pop(name, None)
+                self.index.remove(name)
+            else:
+                self.jobs[name] = record
+                self.index.set(name, self.ctx.clock.now())  # re-plan: a changed schedule applies from the next fire
+            self.wake.set()
+
+    async def watch_cursors(self) -> None:
+        async for name, cursor, revision in self.ctx.cursors.watch():
+            if name and cursor is not None:
+                known = self.cursors.get(name)
+                if known is None or known[1] < revision:
+                    self.cursors[name] = (cursor, revision)
+
+    async def keep_shards(self) -> None:
+        while not self.ctx.stop.is_set():
+            try:
+                if await self.owner.balance():
+                    self.wake.set()
+            except JetcronError as exc:
+                self.ctx.log.warning("shard balance failed", error=str(exc))
+            await _sleep_or(self.ctx.stop, self.ctx.settings.leader_lease_ttl / 3)
+        await self.owner.release_all()
+
+    async def _fire_one(self, name: str, now: datetime) -> None:
+        record = self.jobs.get(name)
+        if record is None:
+            return
+        try:
+            plan, cursor = await self.firer.fire(record, self.cursors.get(name), now)
+        except JetcronError as exc:
+            # Nothing past the failure was recorded and the cursor did not move: try again shortly.
+            self.ctx.log.warning("fire failed; will retry", job=name, error=str(exc))
+            self.cursors.pop(name, None)
+            found = await self.ctx.cursors.maybe(name)
+            if found is not None:
+                self.cursors[name] = found
+            self.index.set(name, now + timedelta(seconds=1))
+            return
+        if cursor is not None:
+            self.cursors[name] = cursor
+        if not plan.done and plan.next_wake is not None:
+            self.index.set(name, plan.next_wake)
+
+    async def fire_loop(self) -> None:
+        await self.synced.wait()
+        while not self.ctx.stop.is_set():
+            now = self.ctx.clock.now()
+            shards = self.owner.shard_ids
+            due = [job for shard in shards for job in self.index.pop_due(shard, now)]
+            for start in range(0, len(due), 64):
+                await asyncio.gather(*(self._fire_one(job, now) for job in due[start:start + 64]))
+            nxt = self.index.next_wake(shards)
+            delay = 1.0 if nxt is None else max(0.0, min(1.0, (nxt - self.ctx.clock.now()).total_seconds()))
+            self.wake.clear()
+            await _sleep_or(self.wake, delay)
+
+
+async def _sleep_or(event: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(event.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
+
+
+async def main(ctx: Context) -> None:
+    trigger = Trigger(ctx, ctx.settings.agent_id or f"trigger-{secrets.token_hex(4)}")
+    tasks = [asyncio.create_task(c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
+                                              trigger.fire_loop())]
+    ctx.log.info("trigger ready", replica=trigger.replica, shards=ctx.settings.trigger_shards)
+    await ctx.stop.wait()
+    for task in tasks[:2] + tasks[3:]:
+        task.cancel()
+    await asyncio.gather(tasks[2], return_exceptions=True)
