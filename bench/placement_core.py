@@ -31,7 +31,8 @@ def agents(rng: random.Random) -> list[AgentInfo]:
     for i in range(AGENTS):
         gpu = i % 5 == 0
         out.append(AgentInfo(
-            agent_id=f"agent-{i}", cpu=rng.choice([16, 32, 64]), memory_mb=rng.choice([65536, 131072, 262144]),
+            agent_id=f"agent-{i}", cpu=rng.choice([16, 32, 64]),
+            memory_mb=rng.choice([65536, 131072, 262144]),
             gpus=8 if gpu else 0, gpu_model=rng.choice(["A100", "H100"]) if gpu else None,
             labels={"zone": f"zone-{i % 3}", "rack": f"rack-{i // 40}", "leaf": f"leaf-{i // 32}"},
             capabilities=["docker"] if i % 4 else [], heartbeat_at=T0, started_at=T0,
@@ -48,8 +49,8 @@ def demands(rng: random.Random, n: int) -> list[Demand]:
         needs = ["docker"] if 0.15 <= roll < 0.2 else []
         out.append(Demand(
             run_id=f"run-{i}", tenant=rng.choice(TENANTS), priority=rng.choice(list(Priority)),
-            resources=Resources(cpu=rng.choice([0.5, 1, 2, 4, 8]), memory_mb=rng.choice([512, 2048, 8192, 16384]),
-                                gpus=gpus),
+            resources=Resources(cpu=rng.choice([0.5, 1, 2, 4, 8]),
+                                memory_mb=rng.choice([512, 2048, 8192, 16384]), gpus=gpus),
             require=require, needs=needs, enqueued_at=T0 + timedelta(milliseconds=i),
         ))
     return out

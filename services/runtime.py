@@ -84,7 +84,7 @@ def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Setti
         finally:
             try:
                 await ctx.nc.drain()
-            except Exception:  # noqa: BLE001 - closing on the way out must not hide the real error
+            except Exception:
                 await ctx.nc.close()
 
     asyncio.run(runner())

@@ -77,12 +77,12 @@ async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Ha
     while stop is None or not stop.is_set():
         try:
             msgs = await sub.fetch(batch, timeout=1.0)
-        except (asyncio.TimeoutError, nats.errors.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             continue
         except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
             await asyncio.sleep(0.5)
             continue
-        except Exception as exc:  # noqa: BLE001 - a server hiccup must not kill the service
+        except Exception as exc:
             log.warning("fetch failed", stream=stream, error=str(exc))
             await asyncio.sleep(0.5)
             continue

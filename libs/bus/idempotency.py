@@ -37,7 +37,7 @@ class IdempotencyKeys:
             msg = await self.js.get_msg(self.stream, subject=self.prefix + key, direct=False)
         except jse.NotFoundError:
             return None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"read idempotency key {key}") from exc
         if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
             return None
@@ -47,7 +47,7 @@ class IdempotencyKeys:
         headers = {s.HDR_TTL: str(max(1, math.ceil(ttl))), s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(expected)}
         try:
             ack = await self.js.publish(self.prefix + key, encode(record), headers=headers)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             err = translate(exc, f"idempotency key {key}")
             if isinstance(err, Unavailable) and "full" in str(err):
                 raise IdempotencyStoreFull(

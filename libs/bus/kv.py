@@ -56,7 +56,7 @@ class Store(Generic[T]):
             entry = await self.kv.get(key)
         except jse.KeyNotFoundError:
             raise NotFound(self.name.removeprefix("jc_").rstrip("s"), key) from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"read {self.name}/{key}") from exc
         if entry.value is None:
             raise NotFound(self.name.removeprefix("jc_").rstrip("s"), key)
@@ -72,27 +72,27 @@ class Store(Generic[T]):
         """Write only if the key does not exist (expected revision 0): the fire gate."""
         try:
             return int(await self.kv.create(key, encode(value)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"create {self.name}/{key}") from exc
 
     async def update(self, key: str, value: T, revision: int) -> int:
         """Compare-and-set against `revision`; WriteConflict if someone wrote first."""
         try:
             return int(await self.kv.update(key, encode(value), last=revision))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"update {self.name}/{key}") from exc
 
     async def put(self, key: str, value: T) -> int:
         try:
             return int(await self.kv.put(key, encode(value)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"write {self.name}/{key}") from exc
 
     async def keys(self, pattern: str = ">") -> list[str]:
         """Keys matching a subject pattern, filtered by the server (nats-py's keys() filters by substring)."""
         try:
             watcher = await self.kv.watch(pattern, meta_only=True, ignore_deletes=True)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"list {self.name}") from exc
         keys: list[str] = []
         try:
@@ -101,7 +101,7 @@ class Store(Generic[T]):
                     break
                 keys.append(entry.key)
         finally:
-            await watcher.stop()
+            await watcher.stop()  # type: ignore[no-untyped-call]
         return keys
 
     async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
@@ -113,8 +113,8 @@ class Store(Generic[T]):
         try:
             while True:
                 try:
-                    entry = await watcher.updates(timeout=3600)
-                except (asyncio.TimeoutError, nats.errors.TimeoutError):
+                    entry = await watcher.updates(timeout=3600)  # type: ignore[no-untyped-call]
+                except (TimeoutError, nats.errors.TimeoutError):
                     continue
                 if entry is None:
                     yield "", None, 0
@@ -128,4 +128,4 @@ class Store(Generic[T]):
                     continue
                 yield entry.key, value, int(entry.revision or 0)
         finally:
-            await watcher.stop()
+            await watcher.stop()  # type: ignore[no-untyped-call]

@@ -55,7 +55,7 @@ class Leases:
             headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(expected)
         try:
             ack = await self.js.publish(self.prefix + key, encode(value), headers=headers)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"lease {key}") from exc
         return int(ack.seq)
 
@@ -70,7 +70,7 @@ class Leases:
                     break
                 keys.append(entry.key)
         finally:
-            await watcher.stop()
+            await watcher.stop()  # type: ignore[no-untyped-call]
         return keys
 
     async def read(self, key: str) -> Lease | None:
@@ -79,7 +79,7 @@ class Leases:
             msg = await self.js.get_msg(f"KV_{s.BUCKET_LEASES}", subject=self.prefix + key, direct=False)
         except jse.NotFoundError:
             return None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise translate(exc, f"read lease {key}") from exc
         if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
             return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import nats.errors
@@ -21,7 +20,7 @@ async def read_chunks(js: JetStreamContext, run_id: str, *, follow: bool = False
         while True:
             try:
                 msg = await sub.next_msg(timeout=idle)
-            except (asyncio.TimeoutError, nats.errors.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError):
                 if follow:
                     continue
                 return

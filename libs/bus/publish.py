@@ -21,6 +21,6 @@ async def publish(js: JetStreamContext, subject: str, message: Any, *, msg_id: s
     payload = message if isinstance(message, bytes) else encode(message)
     try:
         ack = await js.publish(subject, payload, headers=hdrs or None)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise translate(exc, f"publish {subject}") from exc
     return int(ack.seq)

@@ -80,7 +80,7 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
 def start_node(node: ServerNode) -> None:
     node.log_path = node.store_dir.parent / f"{node.name}.log"
     log = node.log_path.open("ab")
-    node.process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+    node.process = subprocess.Popen(
         [nats_server_binary(), "-c", str(node.config_path)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
@@ -96,7 +96,7 @@ def wait_healthy(node: ServerNode, timeout: float = 30.0, *, js_only: bool = Tru
         if node.process is not None and node.process.poll() is not None:
             raise RuntimeError(f"nats-server {node.name} exited with {node.process.returncode}; see {node.log_path}")
         try:
-            with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - loopback monitor URL
+            with urllib.request.urlopen(url, timeout=1) as resp:
                 if resp.status == 200:
                     return
         except OSError as exc:

@@ -112,7 +112,7 @@ async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Li
     for bucket in bucket_configs(replicas, limits):
         try:
             await js.key_value(bucket.bucket)
-        except Exception:  # noqa: BLE001 - nats-py raises BucketNotFoundError or NotFoundError by version
+        except Exception:
             await js.create_key_value(bucket)
     for stream_name, consumer in consumer_configs():
         await js.add_consumer(stream_name, consumer)

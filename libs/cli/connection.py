@@ -17,7 +17,7 @@ def client(ctx: typer.Context) -> Iterator[SyncClient]:
     url = (ctx.find_root().obj or {}).get("nats")
     try:
         c = SyncClient(url)
-    except Exception as exc:  # noqa: BLE001 - no server: say so plainly
+    except Exception as exc:
         fail(RuntimeError(f"cannot connect to NATS at {url or 'nats://127.0.0.1:4222'}: {exc}"))
     try:
         yield c

@@ -27,18 +27,47 @@ Output = typer.Option("table", "-o", "--output", help="table or json")
 def _job_row(record: dict[str, Any]) -> dict[str, Any]:
     spec = record["spec"]
     sched = spec.get("schedule", {})
-    what = sched.get("cron") or (f"every {sched['every_seconds']:g}s" if sched.get("every_seconds") else None) \
-        or sched.get("at") or sched.get("kind", "now")
-    return {"name": spec["name"], "status": record.get("status"), "schedule": what, "version": record.get("version"),
-            "tenant": spec.get("tenant"), "priority": spec.get("priority")}
+    what = (
+        sched.get("cron")
+        or (f"every {sched['every_seconds']:g}s" if sched.get("every_seconds") else None)
+        or sched.get("at")
+        or sched.get("kind", "now")
+    )
+    return {
+        "name": spec["name"],
+        "status": record.get("status"),
+        "schedule": what,
+        "version": record.get("version"),
+        "tenant": spec.get("tenant"),
+        "priority": spec.get("priority"),
+    }
 
 
-def _spec_from_flags(name: str, command: list[str], at: str | None, every: str | None, cron_expr: str | None,
-                     tz: str, cpu: float | None, memory: int | None, max_attempts: int | None, timeout: float | None,
-                     backoff_initial: str | None, backoff_max: str | None, backoff_multiplier: float | None,
-                     env: list[str], priority: str | None, tenant: str | None, depends_on: list[str],
-                     require: list[str], overlap: str | None, misfire: str | None, on_gap: str | None,
-                     on_fold: str | None, gpus: int | None) -> dict[str, Any]:
+def _spec_from_flags(
+    name: str,
+    command: list[str],
+    at: str | None,
+    every: str | None,
+    cron_expr: str | None,
+    tz: str,
+    cpu: float | None,
+    memory: int | None,
+    max_attempts: int | None,
+    timeout: float | None,
+    backoff_initial: str | None,
+    backoff_max: str | None,
+    backoff_multiplier: float | None,
+    env: list[str],
+    priority: str | None,
+    tenant: str | None,
+    depends_on: list[str],
+    require: list[str],
+    overlap: str | None,
+    misfire: str | None,
+    on_gap: str | None,
+    on_fold: str | None,
+    gpus: int | None,
+) -> dict[str, Any]:
     if sum(x is not None for x in (at, every, cron_expr)) > 1:
         usage("give at most one of --at, --every, --cron")
     now = datetime.now(UTC)
@@ -57,10 +86,16 @@ def _spec_from_flags(name: str, command: list[str], at: str | None, every: str |
     resources = {k: v for k, v in (("cpu", cpu), ("memory_mb", memory), ("gpus", gpus)) if v is not None}
     if resources:
         spec["resources"] = resources
-    retry = {k: v for k, v in (("max_attempts", max_attempts),
-                               ("initial_seconds", duration(backoff_initial, "retry.initial_seconds") if backoff_initial else None),
-                               ("max_delay_seconds", duration(backoff_max, "retry.max_delay_seconds") if backoff_max else None),
-                               ("multiplier", backoff_multiplier)) if v is not None}
+    retry = {
+        k: v
+        for k, v in (
+            ("max_attempts", max_attempts),
+            ("initial_seconds", duration(backoff_initial, "retry.initial_seconds") if backoff_initial else None),
+            ("max_delay_seconds", duration(backoff_max, "retry.max_delay_seconds") if backoff_max else None),
+            ("multiplier", backoff_multiplier),
+        )
+        if v is not None
+    }
     if retry:
         spec["retry"] = retry
     if timeout is not None:
@@ -86,38 +121,34 @@ def _pair(text: str, field: str) -> tuple[str, str]:
     return key, value
 
 
-def _spec_options(fn: Any) -> Any:
-    return fn
-
-
 @app.command("create")
 def create(
     ctx: typer.Context,
-    name: str = typer.Argument(None, help="job name"),
-    command: list[str] = typer.Argument(None, help="argv after --"),
-    file: Path = typer.Option(None, "-f", "--file", help="a JSON job spec"),
-    at: str = typer.Option(None, "--at", help="now, +30s or an ISO 8601 instant"),
-    every: str = typer.Option(None, "--every", help="interval, e.g. 5m"),
-    cron_expr: str = typer.Option(None, "--cron", help="cron expression (5 fields, or 6 with seconds first)"),
+    name: str | None = typer.Argument(None, help="job name"),
+    command: list[str] | None = typer.Argument(None, help="argv after --"),
+    file: Path | None = typer.Option(None, "-f", "--file", help="a JSON job spec"),
+    at: str | None = typer.Option(None, "--at", help="now, +30s or an ISO 8601 instant"),
+    every: str | None = typer.Option(None, "--every", help="interval, e.g. 5m"),
+    cron_expr: str | None = typer.Option(None, "--cron", help="cron expression (5 fields, or 6 with seconds first)"),
     tz: str = typer.Option("UTC", "--tz"),
-    cpu: float = typer.Option(None, "--cpu"),
-    memory: int = typer.Option(None, "--memory", help="MB"),
-    gpus: int = typer.Option(None, "--gpus"),
-    max_attempts: int = typer.Option(None, "--max-attempts"),
-    timeout: float = typer.Option(None, "--timeout", help="seconds"),
-    backoff_initial: str = typer.Option(None, "--backoff-initial"),
-    backoff_max: str = typer.Option(None, "--backoff-max"),
-    backoff_multiplier: float = typer.Option(None, "--backoff-multiplier"),
+    cpu: float | None = typer.Option(None, "--cpu"),
+    memory: int | None = typer.Option(None, "--memory", help="MB"),
+    gpus: int | None = typer.Option(None, "--gpus"),
+    max_attempts: int | None = typer.Option(None, "--max-attempts"),
+    timeout: float | None = typer.Option(None, "--timeout", help="seconds"),
+    backoff_initial: str | None = typer.Option(None, "--backoff-initial"),
+    backoff_max: str | None = typer.Option(None, "--backoff-max"),
+    backoff_multiplier: float | None = typer.Option(None, "--backoff-multiplier"),
     env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE"),
-    priority: str = typer.Option(None, "--priority"),
-    tenant: str = typer.Option(None, "--tenant"),
+    priority: str | None = typer.Option(None, "--priority"),
+    tenant: str | None = typer.Option(None, "--tenant"),
     depends_on: list[str] = typer.Option([], "--depends-on"),
     require: list[str] = typer.Option([], "--require", help="label=value"),
-    overlap: str = typer.Option(None, "--overlap"),
-    misfire: str = typer.Option(None, "--misfire"),
-    on_gap: str = typer.Option(None, "--on-gap"),
-    on_fold: str = typer.Option(None, "--on-fold"),
-    idempotency_key: str = typer.Option(None, "--idempotency-key"),
+    overlap: str | None = typer.Option(None, "--overlap"),
+    misfire: str | None = typer.Option(None, "--misfire"),
+    on_gap: str | None = typer.Option(None, "--on-gap"),
+    on_fold: str | None = typer.Option(None, "--on-fold"),
+    idempotency_key: str | None = typer.Option(None, "--idempotency-key"),
     output: str = Output,
     verb: str = typer.Option("jobs.create", hidden=True),
 ) -> None:
@@ -131,9 +162,31 @@ def create(
         else:
             if not name or not command:
                 usage("give NAME and a command after --, or -f spec.json")
-            spec = _spec_from_flags(name, list(command), at, every, cron_expr, tz, cpu, memory, max_attempts, timeout,
-                                    backoff_initial, backoff_max, backoff_multiplier, env, priority, tenant,
-                                    depends_on, require, overlap, misfire, on_gap, on_fold, gpus)
+            spec = _spec_from_flags(
+                name,
+                list(command),
+                at,
+                every,
+                cron_expr,
+                tz,
+                cpu,
+                memory,
+                max_attempts,
+                timeout,
+                backoff_initial,
+                backoff_max,
+                backoff_multiplier,
+                env,
+                priority,
+                tenant,
+                depends_on,
+                require,
+                overlap,
+                misfire,
+                on_gap,
+                on_fold,
+                gpus,
+            )
     except InvalidSpec as exc:
         usage(str(exc))
     payload: dict[str, Any] = {"spec": spec}
@@ -147,23 +200,67 @@ def create(
 
 
 @app.command("update", context_settings={"ignore_unknown_options": False})
-def update(ctx: typer.Context, name: str = typer.Argument(...), command: list[str] = typer.Argument(None),
-           file: Path = typer.Option(None, "-f", "--file"), at: str = typer.Option(None, "--at"),
-           every: str = typer.Option(None, "--every"), cron_expr: str = typer.Option(None, "--cron"),
-           tz: str = typer.Option("UTC", "--tz"), max_attempts: int = typer.Option(None, "--max-attempts"),
-           timeout: float = typer.Option(None, "--timeout"), output: str = Output) -> None:
+def update(
+    ctx: typer.Context,
+    name: str = typer.Argument(...),
+    command: list[str] | None = typer.Argument(None),
+    file: Path | None = typer.Option(None, "-f", "--file"),
+    at: str | None = typer.Option(None, "--at"),
+    every: str | None = typer.Option(None, "--every"),
+    cron_expr: str | None = typer.Option(None, "--cron"),
+    tz: str = typer.Option("UTC", "--tz"),
+    max_attempts: int | None = typer.Option(None, "--max-attempts"),
+    timeout: float | None = typer.Option(None, "--timeout"),
+    output: str = Output,
+) -> None:
     """Replace a job's spec; takes effect from the next occurrence."""
-    create(ctx, name, command, file, at, every, cron_expr, tz, None, None, None, max_attempts, timeout, None, None,
-           None, [], None, None, [], [], None, None, None, None, None, output, "jobs.update")
+    create(
+        ctx,
+        name,
+        command,
+        file,
+        at,
+        every,
+        cron_expr,
+        tz,
+        None,
+        None,
+        None,
+        max_attempts,
+        timeout,
+        None,
+        None,
+        None,
+        [],
+        None,
+        None,
+        [],
+        [],
+        None,
+        None,
+        None,
+        None,
+        None,
+        output,
+        "jobs.update",
+    )
 
 
 @app.command("list")
-def list_jobs(ctx: typer.Context, limit: int = typer.Option(100, "--limit"), cursor: str = typer.Option(None, "--cursor"),
-              output: str = Output) -> None:
+def list_jobs(
+    ctx: typer.Context,
+    limit: int = typer.Option(100, "--limit"),
+    cursor: str | None = typer.Option(None, "--cursor"),
+    output: str = Output,
+) -> None:
     with client(ctx) as c:
         page = c.call("jobs.list", {"limit": limit, **({"cursor": cursor} if cursor else {})})
-    emit(page["items"] if output == "json" else page, output, JOB_COLUMNS,
-         rows=lambda p: [_job_row(r) for r in p["items"]])
+    emit(
+        page["items"] if output == "json" else page,
+        output,
+        JOB_COLUMNS,
+        rows=lambda p: [_job_row(r) for r in p["items"]],
+    )
 
 
 @app.command("get")
@@ -193,8 +290,12 @@ for _verb in ("pause", "resume", "delete"):
 
 
 @app.command("trigger")
-def trigger(ctx: typer.Context, name: str, key: str = typer.Option(None, "--key", help="request key (idempotent)"),
-            output: str = Output) -> None:
+def trigger(
+    ctx: typer.Context,
+    name: str,
+    key: str | None = typer.Option(None, "--key", help="request key (idempotent)"),
+    output: str = Output,
+) -> None:
     """Run a job now, outside its schedule."""
     with client(ctx) as c:
         run = c.call("jobs.trigger", {"name": name, **({"key": key} if key else {})})
@@ -202,12 +303,21 @@ def trigger(ctx: typer.Context, name: str, key: str = typer.Option(None, "--key"
 
 
 @app.command("backfill")
-def backfill(ctx: typer.Context, name: str, start: str = typer.Option(..., "--from"), end: str = typer.Option(..., "--to"),
-             output: str = Output) -> None:
+def backfill(
+    ctx: typer.Context,
+    name: str,
+    start: str = typer.Option(..., "--from"),
+    end: str = typer.Option(..., "--to"),
+    output: str = Output,
+) -> None:
     """Create runs for the past occurrences in [--from, --to)."""
     now = datetime.now(UTC)
     try:
-        payload = {"name": name, "from": instant(start, now, "from").isoformat(), "to": instant(end, now, "to").isoformat()}
+        payload = {
+            "name": name,
+            "from": instant(start, now, "from").isoformat(),
+            "to": instant(end, now, "to").isoformat(),
+        }
     except InvalidSpec as exc:
         usage(str(exc))
     with client(ctx) as c:
@@ -228,10 +338,14 @@ def graph(ctx: typer.Context, name: str) -> None:
 
 @schedule_app.command("preview")
 def preview(
-    cron_expr: str = typer.Option(None, "--cron"), every: str = typer.Option(None, "--every"),
-    tz: str = typer.Option("UTC", "--tz"), on_gap: str = typer.Option("shift", "--on-gap"),
-    on_fold: str = typer.Option("first", "--on-fold"), start: str = typer.Option(..., "--from"),
-    count: int = typer.Option(10, "--count"), output: str = Output,
+    cron_expr: str | None = typer.Option(None, "--cron"),
+    every: str | None = typer.Option(None, "--every"),
+    tz: str = typer.Option("UTC", "--tz"),
+    on_gap: str = typer.Option("shift", "--on-gap"),
+    on_fold: str = typer.Option("first", "--on-fold"),
+    start: str = typer.Option(..., "--from"),
+    count: int = typer.Option(10, "--count"),
+    output: str = Output,
 ) -> None:
     """The next N fire times from any instant, computed by the same code the trigger uses (no server)."""
     if (cron_expr is None) == (every is None):
@@ -240,12 +354,16 @@ def preview(
         usage(f"--count must be from 1 to 10000 (got {count})")
     try:
         after = instant(start, datetime.now(UTC), "from")
-        raw: dict[str, Any] = {"kind": "cron", "cron": cron_expr} if cron_expr else \
-            {"kind": "every", "every_seconds": duration(every or "", "every"), "anchor": after.isoformat()}
+        raw: dict[str, Any] = (
+            {"kind": "cron", "cron": cron_expr}
+            if cron_expr
+            else {"kind": "every", "every_seconds": duration(every or "", "every"), "anchor": after.isoformat()}
+        )
         schedule = msgspec.convert({**raw, "tz": tz, "on_gap": on_gap, "on_fold": on_fold}, Schedule, strict=False)
         cron.validate_schedule(schedule, created_at=after)
-        fires = cron.next_fires(schedule, after - (datetime.resolution if every else datetime.resolution * 0), count,
-                                created_at=after)
+        fires = cron.next_fires(
+            schedule, after - (datetime.resolution if every else datetime.resolution * 0), count, created_at=after
+        )
     except (InvalidSpec, msgspec.ValidationError) as exc:
         usage(str(exc))
     zone = cron.zone(tz)

@@ -6,13 +6,17 @@ import typer
 
 from jetcron.cli import jobs, runs, services, up
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="jetcron: a distributed job scheduler on NATS JetStream.")
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="jetcron: a distributed job scheduler on NATS JetStream."
+)
 
 
 @app.callback()
 def root(
     ctx: typer.Context,
-    nats: str = typer.Option(None, "--nats", envvar="JETCRON_NATS_URL", help="NATS URL (default nats://127.0.0.1:4222)"),
+    nats: str = typer.Option(
+        None, "--nats", envvar="JETCRON_NATS_URL", help="NATS URL (default nats://127.0.0.1:4222)"
+    ),
 ) -> None:
     ctx.obj = {"nats": nats}
 

@@ -16,8 +16,18 @@ from jetcron.sdk.client import ApiError
 console = Console()
 err_console = Console(stderr=True)
 
-RUN_COLUMNS = ("run_id", "job", "state", "attempt", "agent", "scheduled_at", "started_at", "finished_at",
-               "exit_code", "reason")
+RUN_COLUMNS = (
+    "run_id",
+    "job",
+    "state",
+    "attempt",
+    "agent",
+    "scheduled_at",
+    "started_at",
+    "finished_at",
+    "exit_code",
+    "reason",
+)
 
 
 def run_view(run: dict[str, Any]) -> dict[str, Any]:
@@ -27,8 +37,13 @@ def run_view(run: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def emit(data: Any, output: str, columns: Sequence[str] = (), rows: Callable[[Any], list[dict[str, Any]]] | None = None,
-         title: str | None = None) -> None:
+def emit(
+    data: Any,
+    output: str,
+    columns: Sequence[str] = (),
+    rows: Callable[[Any], list[dict[str, Any]]] | None = None,
+    title: str | None = None,
+) -> None:
     if output == "json":
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return

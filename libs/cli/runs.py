@@ -19,9 +19,14 @@ SHORT = ("run_id", "state", "attempt", "agent", "scheduled_at", "finished_at", "
 
 
 @app.command("list")
-def list_runs(ctx: typer.Context, job: str = typer.Option(None, "--job"), state: str = typer.Option(None, "--state"),
-              limit: int = typer.Option(100, "--limit"), cursor: str = typer.Option(None, "--cursor"),
-              output: str = Output) -> None:
+def list_runs(
+    ctx: typer.Context,
+    job: str | None = typer.Option(None, "--job"),
+    state: str | None = typer.Option(None, "--state"),
+    limit: int = typer.Option(100, "--limit"),
+    cursor: str | None = typer.Option(None, "--cursor"),
+    output: str = Output,
+) -> None:
     """Runs (and skipped occurrences), filtered by job and state."""
     payload: dict[str, Any] = {"limit": limit}
     for key, value in (("job", job), ("state", state), ("cursor", cursor)):
@@ -40,7 +45,9 @@ def get(ctx: typer.Context, run_id: str, output: str = Output) -> None:
 
 
 @app.command("cancel")
-def cancel(ctx: typer.Context, run_id: str, reason: str = typer.Option(None, "--reason"), output: str = Output) -> None:
+def cancel(
+    ctx: typer.Context, run_id: str, reason: str | None = typer.Option(None, "--reason"), output: str = Output
+) -> None:
     with client(ctx) as c:
         run = c.call("runs.cancel", {"run_id": run_id, **({"reason": reason} if reason else {})})
     emit(run_view(run), output, SHORT)
@@ -82,9 +89,15 @@ def dlq_replay(ctx: typer.Context, run_id: str, output: str = Output) -> None:
 
 
 @tenants_app.command("set")
-def tenants_set(ctx: typer.Context, tenant: str, weight: float = typer.Option(None, "--weight"),
-                max_cpu: float = typer.Option(None, "--max-cpu"), max_memory: int = typer.Option(None, "--max-memory"),
-                max_gpus: int = typer.Option(None, "--max-gpus"), output: str = Output) -> None:
+def tenants_set(
+    ctx: typer.Context,
+    tenant: str,
+    weight: float | None = typer.Option(None, "--weight"),
+    max_cpu: float | None = typer.Option(None, "--max-cpu"),
+    max_memory: int | None = typer.Option(None, "--max-memory"),
+    max_gpus: int | None = typer.Option(None, "--max-gpus"),
+    output: str = Output,
+) -> None:
     payload: dict[str, Any] = {"tenant": tenant}
     for key, value in (("weight", weight), ("max_cpu", max_cpu), ("max_memory_mb", max_memory), ("max_gpus", max_gpus)):
         if value is not None:

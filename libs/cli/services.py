@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 
 import typer
@@ -16,9 +15,10 @@ MODULES = {"api": "api", "trigger": "trigger", "placement": "placement", "tracke
 def _runner(command: str, module: str) -> Callable[..., None]:
     def run(
         ctx: typer.Context,
-        allow_unsafe_storage: bool = typer.Option(False, "--allow-unsafe-storage",
-                                                  help="accept a server that does not fsync before ack (dev only)"),
-        agent_id: str = typer.Option(None, "--id", help="replica or agent id"),
+        allow_unsafe_storage: bool = typer.Option(
+            False, "--allow-unsafe-storage", help="accept a server that does not fsync before ack (dev only)"
+        ),
+        agent_id: str | None = typer.Option(None, "--id", help="replica or agent id"),
         sim: bool = typer.Option(False, "--sim", help="agent: execute nothing, report success (scale tests)"),
     ) -> None:
         from jetcron.services.runtime import serve
@@ -41,4 +41,3 @@ def _runner(command: str, module: str) -> Callable[..., None]:
 
 
 COMMANDS = {command: _runner(command, module) for command, module in MODULES.items()}
-_ = os

@@ -27,8 +27,9 @@ class Supervisor:
 
     def start(self, name: str, argv: list[str], extra: dict[str, str]) -> None:
         log = (self.log_dir / f"{name}.log").open("ab")
-        proc = subprocess.Popen(argv, env={**self.env, **extra}, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, env={**self.env, **extra}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         self.children[name] = (argv, extra, proc)
 
@@ -66,8 +67,9 @@ def up(
     port: int = typer.Option(4222, "--port", help="NATS client port on 127.0.0.1"),
     agents: int = typer.Option(2, "--agents", help="local agents to start"),
     data_dir: Path = typer.Option(Path(".jetcron"), "--data-dir", help="NATS store, logs and agent state"),
-    allow_unsafe_storage: bool = typer.Option(False, "--allow-unsafe-storage",
-                                              help="run NATS without fsync before ack (throwaway dev setups only)"),
+    allow_unsafe_storage: bool = typer.Option(
+        False, "--allow-unsafe-storage", help="run NATS without fsync before ack (throwaway dev setups only)"
+    ),
     sim: bool = typer.Option(False, "--sim", help="agents execute nothing and report success (scale tests)"),
 ) -> None:
     """Run everything on this machine until Ctrl-C; restarting on the same --data-dir keeps every job and run."""
@@ -79,8 +81,12 @@ def up(
     except (RuntimeError, TimeoutError) as exc:
         typer.echo(f"jetcron up: nats-server did not start ({exc}); is port {port} in use?", err=True)
         raise typer.Exit(1) from None
-    env = {**os.environ, "JETCRON_NATS_URL": server.url, "JETCRON_NATS_MONITOR_URL": server.monitor_url,
-           "JETCRON_DATA_DIR": str(data_dir)}
+    env = {
+        **os.environ,
+        "JETCRON_NATS_URL": server.url,
+        "JETCRON_NATS_MONITOR_URL": server.monitor_url,
+        "JETCRON_DATA_DIR": str(data_dir),
+    }
     if allow_unsafe_storage:
         env["JETCRON_ALLOW_UNSAFE_STORAGE"] = "true"
     if sim:
@@ -97,9 +103,13 @@ def up(
         for name in SERVICES:
             sup.start(name, [sys.executable, "-m", f"jetcron.services.{name}"], {})
         for i in range(1, agents + 1):
-            sup.start(f"agent-{i}", [sys.executable, "-m", "jetcron.services.agent"], {"JETCRON_AGENT_ID": f"agent-{i}"})
-        typer.echo(f"jetcron up: NATS at {server.url} (monitor {server.monitor_url}), "
-                   f"{len(SERVICES)} services and {agents} agents; logs in {data_dir / 'logs'}; Ctrl-C stops all")
+            sup.start(
+                f"agent-{i}", [sys.executable, "-m", "jetcron.services.agent"], {"JETCRON_AGENT_ID": f"agent-{i}"}
+            )
+        typer.echo(
+            f"jetcron up: NATS at {server.url} (monitor {server.monitor_url}), "
+            f"{len(SERVICES)} services and {agents} agents; logs in {data_dir / 'logs'}; Ctrl-C stops all"
+        )
         while not stop["flag"]:
             time.sleep(0.5)
             sup.restart_dead()

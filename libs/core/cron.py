@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 import msgspec
 from croniter import CroniterBadDateError, CroniterError, croniter
+
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import heapq
 from datetime import datetime
 
@@ -50,7 +51,7 @@ class DueIndex:
                 out.append(job)
         return out
 
-    def next_wake(self, shards: set[int]) -> datetime | None:
+    def next_wake(self, shards: builtins.set[int]) -> datetime | None:
         best: datetime | None = None
         for shard in shards:
             heap = self._heaps[shard]

@@ -19,7 +19,8 @@ __all__ = ["FairQueue"]
 LEVELS = 4
 # One placement costs one unit of deficit: fairness is counted in placements, quotas cap resources.
 COST = 1.0
-_LAST = 1 << 62  # sorts after every sequence number, so a bisect probe includes equal times
+_LAST = 1 << 62
+_DONE, _SHORT, _ALIVE = "done", "short", "alive"  # sorts after every sequence number, so a bisect probe includes equal times
 
 _Entry = tuple[datetime, int, str]
 
@@ -124,19 +125,24 @@ class FairQueue:
                 streams = {t: s for t in self._ring if (s := self._stream(t, level, now)) is not None}
                 order = list(streams)
                 while order:
-                    alive = []
+                    alive, short = [], 0
                     for tenant in order:
-                        if (yield from self._visit(level, tenant, streams[tenant])):
+                        turn = yield from self._visit(level, tenant, streams[tenant])
+                        if turn != _DONE:
                             alive.append(tenant)
+                        short += turn == _SHORT
                     order = alive
+                    if order and short == len(order):
+                        self._fast_forward(level, order)
         finally:
             # A caller that stops early must not leave an offer open for a later, unrelated charge.
             self._offered = None
 
-    def _visit(self, level: int, tenant: str, stream: Iterator[_Entry]) -> Generator[Demand, None, bool]:
+    def _visit(self, level: int, tenant: str, stream: Iterator[_Entry]) -> Generator[Demand, None, str]:
         """One DRR turn: offer demands while the deficit lasts, stop at the first one passed over.
 
-        Returns whether the tenant still has demands to offer in this pass.
+        Returns _DONE when the tenant has nothing left to offer in this pass, _SHORT when its
+        deficit was too small to offer anything, else _ALIVE.
         """
         key = (level, tenant)
         deficit = self._deficit.get(key, 0.0)
@@ -145,13 +151,11 @@ class FairQueue:
             deficit = self._deficit[key] = deficit + self._quantum * self._weight(tenant)
             if deficit < COST:
                 self._to_back(tenant)
-                return True
-        alive = True
+                return _SHORT
         while self._deficit.get(key, 0.0) >= COST:
             entry = next(stream, None)
             if entry is None:
-                alive = False
-                break
+                return _DONE
             item = self._items.get(entry[2])
             if item is None:
                 continue
@@ -160,7 +164,14 @@ class FairQueue:
             self._offered = None
             if not self._served:
                 break
-        return alive
+        return _ALIVE
+
+    def _fast_forward(self, level: int, tenants: list[str]) -> None:
+        """Skip the empty rounds small weights would need: credit all until one can be served next."""
+        grant = {t: self._quantum * self._weight(t) for t in tenants}
+        rounds = min(math.ceil((COST - self._deficit.get((level, t), 0.0)) / grant[t]) for t in tenants)
+        for t in tenants:
+            self._deficit[(level, t)] = self._deficit.get((level, t), 0.0) + (rounds - 1) * grant[t]
 
     def _to_back(self, tenant: str) -> None:
         if tenant in self._ring:

@@ -92,7 +92,7 @@ class JobStatus(enum.StrEnum):
     DELETED = "deleted"
 
 
-class Schedule(_Spec, kw_only=True):
+class Schedule(_Spec, frozen=True, kw_only=True):
     """When a job runs."""
 
     kind: ScheduleKind = ScheduleKind.NOW
@@ -110,7 +110,7 @@ class Schedule(_Spec, kw_only=True):
     on_fold: FoldPolicy = FoldPolicy.FIRST
 
 
-class Resources(_Spec, kw_only=True):
+class Resources(_Spec, frozen=True, kw_only=True):
     """What one run needs on each host it runs on."""
 
     cpu: float = 0.1
@@ -123,7 +123,7 @@ class Resources(_Spec, kw_only=True):
     """More than one makes a gang: all hosts under one leaf switch, all or nothing."""
 
 
-class RetryPolicy(_Spec, kw_only=True):
+class RetryPolicy(_Spec, frozen=True, kw_only=True):
     """How failed attempts are retried."""
 
     max_attempts: int = 3
@@ -136,7 +136,7 @@ class RetryPolicy(_Spec, kw_only=True):
     non_retryable_exit_codes: list[int] = msgspec.field(default_factory=list)
 
 
-class MisfirePolicy(_Spec, kw_only=True):
+class MisfirePolicy(_Spec, frozen=True, kw_only=True):
     """What happens to occurrences missed while the trigger was down or the job paused."""
 
     kind: MisfireKind = MisfireKind.LATEST
@@ -147,7 +147,7 @@ class MisfirePolicy(_Spec, kw_only=True):
     """An occurrence fired this late still counts as on time."""
 
 
-class JitterPolicy(_Spec, kw_only=True):
+class JitterPolicy(_Spec, frozen=True, kw_only=True):
     """Spread runs that share a fire time."""
 
     window_seconds: float = 0.0
@@ -156,7 +156,7 @@ class JitterPolicy(_Spec, kw_only=True):
     """An extra random offset in [0, random) drawn per occurrence."""
 
 
-class JobSpec(_Spec, kw_only=True):
+class JobSpec(_Spec, frozen=True, kw_only=True):
     """A job as a user writes it."""
 
     name: str
@@ -179,7 +179,7 @@ class JobSpec(_Spec, kw_only=True):
     """Agent labels that must match (zone, rack, leaf, ...)."""
 
 
-class JobRecord(_Record, kw_only=True):
+class JobRecord(_Record, frozen=True, kw_only=True):
     """A stored job: the spec plus status."""
 
     spec: JobSpec
@@ -191,7 +191,7 @@ class JobRecord(_Record, kw_only=True):
     warnings: list[str] = msgspec.field(default_factory=list)
 
 
-class AttemptRecord(_Record, kw_only=True):
+class AttemptRecord(_Record, frozen=True, kw_only=True):
     """What happened to one attempt."""
 
     attempt: int
@@ -204,7 +204,7 @@ class AttemptRecord(_Record, kw_only=True):
     finished_at: datetime | None = None
 
 
-class Run(_Record, kw_only=True):
+class Run(_Record, frozen=True, kw_only=True):
     """One occurrence of a job: the unit that is placed, executed and recorded."""
 
     run_id: str
@@ -243,7 +243,7 @@ class Run(_Record, kw_only=True):
         return f"run:{self.run_id}"
 
 
-class AgentInfo(_Record, kw_only=True):
+class AgentInfo(_Record, frozen=True, kw_only=True):
     """An agent as it advertises itself in the agents bucket."""
 
     agent_id: str
@@ -263,7 +263,7 @@ class AgentInfo(_Record, kw_only=True):
     started_at: datetime
 
 
-class TenantPolicy(_Spec, kw_only=True):
+class TenantPolicy(_Spec, frozen=True, kw_only=True):
     """Quotas and weight for one tenant."""
 
     tenant: str

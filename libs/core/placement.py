@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Literal, NamedTuple
 
 import msgspec
+
 from jetcron.core.agents_index import Accept, AgentState, FreeIndex, to_mcpu
 from jetcron.core.errors import InvalidSpec, NotFound
 from jetcron.core.gangs import LeafIndex, per_host
@@ -61,6 +63,16 @@ class _Share(NamedTuple):
 class _Reservation(NamedTuple):
     placement: Placement
     shares: dict[str, _Share]
+
+
+def _check(res: Resources) -> None:
+    """A negative or NaN amount would corrupt the books, so it never reaches them."""
+    if not (math.isfinite(res.cpu) and res.cpu >= 0):
+        raise InvalidSpec("resources.cpu", res.cpu, "must be a finite number >= 0")
+    counts = (("memory_mb", res.memory_mb, 0), ("gpus", res.gpus, 0), ("hosts", res.hosts, 1))
+    for field, value, least in counts:
+        if value < least:
+            raise InvalidSpec(f"resources.{field}", value, f"must be >= {least}")
 
 
 def _static(info: AgentInfo) -> tuple[object, ...]:
@@ -144,6 +156,7 @@ class Cluster:
         if held is not None:
             return held.placement
         res = demand.resources
+        _check(res)
         if res.hosts > 1:
             chosen = self._leaves.choose(res, demand.require, demand.needs, self._agents, self._spread)
             if isinstance(chosen, list):

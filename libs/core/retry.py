@@ -49,7 +49,8 @@ def decide(run: Run, outcome: str, exit_code: int | None, rng: random.Random) ->
     failures = failures_so_far(run) + (1 if outcome in FAILURE_OUTCOMES else 0)
     if failures >= policy.max_attempts:
         return RetryDecision(
-            action=RetryAction.DEAD, reason=f"{what} on attempt {run.attempt}; {failures}/{policy.max_attempts} attempts failed"
+            action=RetryAction.DEAD,
+            reason=f"{what} on attempt {run.attempt}; {failures}/{policy.max_attempts} attempts failed",
         )
     if outcome == "lost":
         # The agent vanished; the job itself did not fail, so re-dispatch without waiting.

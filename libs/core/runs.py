@@ -33,25 +33,44 @@ def _check_fence(run: Run, change: Change, target: str) -> None:
     if change.event not in FENCED_EVENTS:
         return
     if change.attempt != run.attempt:
-        raise StaleReport(run.run_id, run.state, target, f"report for attempt {change.attempt}, run is at attempt {run.attempt}")
+        raise StaleReport(
+            run.run_id, run.state, target, f"report for attempt {change.attempt}, run is at attempt {run.attempt}"
+        )
     if run.state is RunState.RUNNING and change.token != run.token:
-        raise StaleReport(run.run_id, run.state, target, f"report with token {change.token}, run holds token {run.token}")
+        raise StaleReport(
+            run.run_id, run.state, target, f"report with token {change.token}, run holds token {run.token}"
+        )
     if change.event is RunEvent.START and run.agents and change.agent not in run.agents:
         raise StaleReport(run.run_id, run.state, target, f"agent {change.agent} was not assigned this run")
 
 
 def _close_attempt(run: Run, change: Change, now: datetime, outcome: str) -> list[AttemptRecord]:
     record = AttemptRecord(
-        attempt=run.attempt, agent=run.agent, token=run.token, outcome=outcome, exit_code=change.exit_code,
-        reason=change.reason, started_at=run.started_at, finished_at=now,
+        attempt=run.attempt,
+        agent=run.agent,
+        token=run.token,
+        outcome=outcome,
+        exit_code=change.exit_code,
+        reason=change.reason,
+        started_at=run.started_at,
+        finished_at=now,
     )
     return [*run.history, record]
 
 
 def _next_attempt(run: Run, now: datetime, due_at: datetime, reason: str, history: list[AttemptRecord]) -> Run:
     return msgspec.structs.replace(
-        run, state=RunState.SCHEDULED, attempt=run.attempt + 1, due_at=due_at, agent=None, agents=[], token=0,
-        assigned_at=None, started_at=None, reason=reason, history=history,
+        run,
+        state=RunState.SCHEDULED,
+        attempt=run.attempt + 1,
+        due_at=due_at,
+        agent=None,
+        agents=[],
+        token=0,
+        assigned_at=None,
+        started_at=None,
+        reason=reason,
+        history=history,
     )
 
 
@@ -62,13 +81,13 @@ def _after_failure(run: Run, change: Change, now: datetime, outcome: str) -> Run
     decision = change.retry
     common = dict(history=history, exit_code=change.exit_code, outcome=outcome, finished_at=now)
     if decision.action is RetryAction.DEAD:
-        return msgspec.structs.replace(run, state=RunState.DEAD, reason=decision.reason, **common)  # type: ignore[arg-type]
+        return msgspec.structs.replace(run, state=RunState.DEAD, reason=decision.reason, **common)
     if decision.action is RetryAction.FAIL:
-        return msgspec.structs.replace(run, state=RunState.FAILED, reason=decision.reason, **common)  # type: ignore[arg-type]
+        return msgspec.structs.replace(run, state=RunState.FAILED, reason=decision.reason, **common)
     due = now + timedelta(seconds=decision.delay_seconds)
     if decision.delay_seconds <= 0:
         return _next_attempt(run, now, due, decision.reason, history)
-    return msgspec.structs.replace(run, state=RunState.RETRY_WAIT, due_at=due, reason=decision.reason, **common)  # type: ignore[arg-type]
+    return msgspec.structs.replace(run, state=RunState.RETRY_WAIT, due_at=due, reason=decision.reason, **common)
 
 
 def _pick(run: Run, change: Change, now: datetime) -> Run:
@@ -85,8 +104,15 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
         return replace(run, state=RunState.RUNNING, token=change.token or 0, started_at=now, reason="")
     if e is RunEvent.SUCCEED:
         history = _close_attempt(run, change, now, "succeeded")
-        return replace(run, state=RunState.SUCCEEDED, exit_code=change.exit_code, outcome="succeeded",
-                       finished_at=now, reason=change.reason, history=history)
+        return replace(
+            run,
+            state=RunState.SUCCEEDED,
+            exit_code=change.exit_code,
+            outcome="succeeded",
+            finished_at=now,
+            reason=change.reason,
+            history=history,
+        )
     if e is RunEvent.FAIL:
         return _after_failure(run, change, now, change.outcome or "failed")
     if e is RunEvent.LOSE:
@@ -101,9 +127,19 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
     if e is RunEvent.RETRY:
         return _next_attempt(run, now, now, "", list(run.history))
     if e is RunEvent.CANCEL:
-        history = _close_attempt(run, change, now, "cancelled") if run.state in (RunState.RUNNING, RunState.ASSIGNED) else run.history
-        return replace(run, state=RunState.CANCELLED, outcome="cancelled", finished_at=now,
-                       reason=change.reason or "cancelled", history=history)
+        history = (
+            _close_attempt(run, change, now, "cancelled")
+            if run.state in (RunState.RUNNING, RunState.ASSIGNED)
+            else run.history
+        )
+        return replace(
+            run,
+            state=RunState.CANCELLED,
+            outcome="cancelled",
+            finished_at=now,
+            reason=change.reason or "cancelled",
+            history=history,
+        )
     if e is RunEvent.SKIP:
         return replace(run, state=RunState.SKIPPED, outcome="skipped", finished_at=now, reason=change.reason)
     if e is RunEvent.BLOCK:
@@ -115,7 +151,9 @@ def apply(run: Run, change: Change, now: datetime) -> Run:
     """The run after `change`, or IllegalTransition / StaleReport; never mutates `run`."""
     allowed = TRANSITIONS.get((run.state, change.event))
     if allowed is None:
-        raise IllegalTransition(run.run_id, run.state, change.event, f"{change.event} is not allowed in state {run.state}")
+        raise IllegalTransition(
+            run.run_id, run.state, change.event, f"{change.event} is not allowed in state {run.state}"
+        )
     _check_fence(run, change, change.event)
     new = _pick(run, change, now)
     if new.state not in allowed:  # pragma: no cover - guards the table against _pick drifting

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import msgspec
+
 from jetcron.core.cron import Occurrence, every_index, occurrences
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import stable_fraction

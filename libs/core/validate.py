@@ -26,8 +26,22 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 # Names that change how the child is loaded or how jetcron talks to it.
 FORBIDDEN_ENV_PREFIXES = ("LD_", "DYLD_", "JETCRON_")
-FORBIDDEN_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "BASH_ENV", "ENV", "IFS", "PS4", "SHELLOPTS", "PYTHONSTARTUP",
-                           "PYTHONPATH", "PYTHONHOME", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT"})
+FORBIDDEN_ENV = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "PS4",
+        "SHELLOPTS",
+        "PYTHONSTARTUP",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "NODE_OPTIONS",
+        "PERL5OPT",
+        "RUBYOPT",
+    }
+)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -54,11 +68,11 @@ def parse_json_object(body: bytes, field: str = "body") -> dict[str, Any]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidSpec(field, body[max(0, exc.start - 5):exc.start + 5], "not valid UTF-8") from None
+        raise InvalidSpec(field, body[max(0, exc.start - 5) : exc.start + 5], "not valid UTF-8") from None
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise InvalidSpec(field, text[max(0, exc.pos - 10):exc.pos + 10], f"not valid JSON: {exc.msg}") from None
+        raise InvalidSpec(field, text[max(0, exc.pos - 10) : exc.pos + 10], f"not valid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
         raise InvalidSpec(field, type(data).__name__, "must be a JSON object")
     if _depth(data) > MAX_DEPTH:
@@ -77,8 +91,9 @@ def decode_spec(data: Mapping[str, Any], field: str = "spec") -> JobSpec:
         msg = str(exc)
         where = msg.rsplit("at `$.", 1)
         path = f"{field}.{where[1].rstrip('`')}" if len(where) == 2 else field
-        raise InvalidSpec(path, _value_at(data, path.split(".", 1)[1] if "." in path else ""),
-                          where[0].removesuffix(" - ").strip()) from None
+        raise InvalidSpec(
+            path, _value_at(data, path.split(".", 1)[1] if "." in path else ""), where[0].removesuffix(" - ").strip()
+        ) from None
 
 
 def _value_at(data: Mapping[str, Any], path: str) -> object:
@@ -93,8 +108,9 @@ def _value_at(data: Mapping[str, Any], path: str) -> object:
     return current
 
 
-def _finite(field: str, value: float | None, lo: float, hi: float, *, allow_none: bool = False,
-            lo_inclusive: bool = True) -> None:
+def _finite(
+    field: str, value: float | None, lo: float, hi: float, *, allow_none: bool = False, lo_inclusive: bool = True
+) -> None:
     if value is None:
         if allow_none:
             return
@@ -125,12 +141,19 @@ def validate_env(env: Mapping[str, str]) -> None:
         _strings(f"env.{name}", [value], 32768)
 
 
-def validate_spec(spec: JobSpec, *, now: datetime, created_at: datetime | None = None,
-                  jobs: Mapping[str, tuple[str, Sequence[str]]] | None = None,
-                  min_interval_seconds: float = 1.0) -> None:
+def validate_spec(
+    spec: JobSpec,
+    *,
+    now: datetime,
+    created_at: datetime | None = None,
+    jobs: Mapping[str, tuple[str, Sequence[str]]] | None = None,
+    min_interval_seconds: float = 1.0,
+) -> None:
     """Raise InvalidSpec for the first bad field; `jobs` (name -> (tenant, depends_on)) checks the DAG."""
     if not JOB_NAME_RE.match(spec.name):
-        raise InvalidSpec("name", spec.name, "must be 1-63 letters, digits, '-' or '_', starting with a letter or digit")
+        raise InvalidSpec(
+            "name", spec.name, "must be 1-63 letters, digits, '-' or '_', starting with a letter or digit"
+        )
     if not TENANT_RE.match(spec.tenant):
         raise InvalidSpec("tenant", spec.tenant, "must be 1-63 letters, digits, '-' or '_'")
     if not spec.command:

@@ -59,7 +59,7 @@ class Client:
         except nats.errors.NoRespondersError:
             raise ApiError(ErrorBody(code="unavailable", retryable=True,
                                      message="no api service is answering (is `jetcron up` running?)")) from None
-        except (asyncio.TimeoutError, nats.errors.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             raise ApiError(ErrorBody(code="unavailable", retryable=True,
                                      message=f"api did not answer {verb} within {self.timeout}s")) from None
         envelope = msgspec.json.decode(reply.data, type=_Envelope)

@@ -25,8 +25,9 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 def error_reply(exc: Exception) -> Reply:
     if isinstance(exc, InvalidSpec):
-        return Reply(ok=False, error=ErrorBody(code=exc.code, message=str(exc), field=exc.field,
-                                               value=str(exc.value)[:200]))
+        return Reply(
+            ok=False, error=ErrorBody(code=exc.code, message=str(exc), field=exc.field, value=str(exc.value)[:200])
+        )
     if isinstance(exc, JetcronError):
         return Reply(ok=False, error=ErrorBody(code=exc.code, message=str(exc), retryable=exc.retryable))
     return Reply(ok=False, error=ErrorBody(code="internal", message=f"{type(exc).__name__}: {exc}", retryable=True))

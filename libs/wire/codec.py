@@ -22,5 +22,5 @@ def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
 
 
 def decode(data: bytes, kind: type[T]) -> T:
-    result: T = _decoder(kind).decode(data)
+    result: T = _decoder(kind).decode(data)  # type: ignore[arg-type]
     return result

@@ -13,7 +13,7 @@ class _Msg(msgspec.Struct, frozen=True, kw_only=True):
     """Inter-service messages ignore unknown fields so services can be upgraded one at a time."""
 
 
-class PlaceRun(_Msg, kw_only=True):
+class PlaceRun(_Msg, frozen=True, kw_only=True):
     """Command to placement: find an agent for this attempt."""
 
     run_id: str
@@ -27,7 +27,7 @@ class PlaceRun(_Msg, kw_only=True):
     due_at: datetime
 
 
-class AssignRun(_Msg, kw_only=True):
+class AssignRun(_Msg, frozen=True, kw_only=True):
     """Command to one agent: run this attempt."""
 
     run_id: str
@@ -42,7 +42,7 @@ class AssignRun(_Msg, kw_only=True):
     """Every agent of a gang, this one included; empty for a single-host run."""
 
 
-class CancelRun(_Msg, kw_only=True):
+class CancelRun(_Msg, frozen=True, kw_only=True):
     """Command to one agent (core NATS): stop this attempt now."""
 
     run_id: str
@@ -50,7 +50,7 @@ class CancelRun(_Msg, kw_only=True):
     reason: str = "cancelled"
 
 
-class RunStarted(_Msg, kw_only=True):
+class RunStarted(_Msg, frozen=True, kw_only=True):
     """Event: an agent holds the run lease (token) and started the process."""
 
     run_id: str
@@ -61,7 +61,7 @@ class RunStarted(_Msg, kw_only=True):
     at: datetime
 
 
-class RunFinished(_Msg, kw_only=True):
+class RunFinished(_Msg, frozen=True, kw_only=True):
     """Event: the attempt's process ended (or never started)."""
 
     run_id: str
@@ -75,7 +75,7 @@ class RunFinished(_Msg, kw_only=True):
     at: datetime
 
 
-class RunHandedBack(_Msg, kw_only=True):
+class RunHandedBack(_Msg, frozen=True, kw_only=True):
     """Event: a draining agent stopped the attempt and gives it back for re-dispatch."""
 
     run_id: str
@@ -86,7 +86,7 @@ class RunHandedBack(_Msg, kw_only=True):
     at: datetime
 
 
-class DeadLettered(_Msg, kw_only=True):
+class DeadLettered(_Msg, frozen=True, kw_only=True):
     """A run that exhausted its attempts, with its history; replayable."""
 
     run_id: str
@@ -104,7 +104,7 @@ EVENT_KINDS: dict[str, type[_Msg]] = {
 }
 
 
-class Cursor(_Msg, kw_only=True):
+class Cursor(_Msg, frozen=True, kw_only=True):
     """The trigger's resume point for one job: the last nominal fire time it recorded."""
 
     job: str
@@ -120,7 +120,13 @@ def place_run_for(run: Run) -> PlaceRun:
     spec = run.spec
     assert spec is not None, "skipped records are never placed"
     return PlaceRun(
-        run_id=run.run_id, attempt=run.attempt, job=run.job, tenant=run.tenant, priority=spec.priority,
-        resources=spec.resources, require=dict(spec.require), needs=["container"] if spec.image else [],
+        run_id=run.run_id,
+        attempt=run.attempt,
+        job=run.job,
+        tenant=run.tenant,
+        priority=spec.priority,
+        resources=spec.resources,
+        require=dict(spec.require),
+        needs=["container"] if spec.image else [],
         due_at=run.due_at,
     )

@@ -10,6 +10,7 @@ import pytest
 from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jetcron.core.cron import next_fires, occurrences, parse_cron, zone
 from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -50,15 +51,18 @@ def placed_on(result: Placement | Unplaced) -> list[str]:
                  id="cpu_work_keeps_off_gpu_hosts"),
     pytest.param([agent("x", cpu=4, mem=1000), agent("y", cpu=8, mem=4096)], demand(cpu=2, mem=2048), "y",
                  id="memory_rules_out_tighter_cpu"),
-    pytest.param([agent("a", mem=8192), agent("b", mem=4096)], demand(mem=1024), "b", id="memory_breaks_cpu_tie"),
+    pytest.param([agent("a", mem=8192), agent("b", mem=4096)], demand(mem=1024), "b",
+                 id="memory_breaks_cpu_tie"),
     pytest.param([agent("g8", gpus=8), agent("g2", gpus=2)], demand(gpus=2), "g2", id="tightest_gpus"),
-    pytest.param([agent("eu", zone="eu"), agent("us", cpu=2, zone="us")], demand(require={"zone": "eu"}), "eu",
+    pytest.param([agent("eu", zone="eu"), agent("us", cpu=2, zone="us")], demand(require={"zone": "eu"}),
+                 "eu",
                  id="label_constraint"),
     pytest.param([agent("plain", cpu=2), agent("dock", caps=["docker"])], demand(needs=["docker"]), "dock",
                  id="capability"),
     pytest.param([agent("a100", gpus=1, model="A100"), agent("h100", gpus=8, model="H100")],
                  demand(gpus=1, model="H100"), "h100", id="gpu_model"),
-    pytest.param([agent("drain", cpu=2, draining=True), agent("open")], demand(), "open", id="draining_skipped"),
+    pytest.param([agent("drain", cpu=2, draining=True), agent("open")], demand(), "open",
+                 id="draining_skipped"),
 ])
 def test_pack_picks_the_tightest_feasible_agent(agents: list[AgentInfo], want: Demand, expected: str) -> None:
     assert placed_on(cluster(*agents).place(want)) == [expected]
@@ -105,14 +109,18 @@ def test_gpu_indices_come_from_the_agent_and_never_overlap() -> None:
 
 @pytest.mark.parametrize(("agents", "want", "reason", "never"), [
     pytest.param([agent("agent-7", cpu=2), agent("agent-2", cpu=8, draining=True)], demand(cpu=4, mem=2048),
-                 "no agent with 4.0 free cpu and 2048 MB free memory (largest free: agent-7 with 2.0 cpu and 16384 MB)",
+                 "no agent with 4.0 free cpu and 2048 MB free memory "
+                 "(largest free: agent-7 with 2.0 cpu and 16384 MB)",
                  False, id="busy_now"),
     pytest.param([agent("agent-3", cpu=16), agent("agent-1", cpu=4)], demand(cpu=64),
-                 "no registered agent can ever fit 64 cpu (largest: agent-3 with 16 cpu)", True, id="too_much_cpu"),
+                 "no registered agent can ever fit 64 cpu (largest: agent-3 with 16 cpu)", True,
+                 id="too_much_cpu"),
     pytest.param([agent("a", mem=4096)], demand(mem=8192),
-                 "no registered agent can ever fit 8192 MB memory (largest: a with 4096 MB)", True, id="too_much_memory"),
+                 "no registered agent can ever fit 8192 MB memory (largest: a with 4096 MB)", True,
+                 id="too_much_memory"),
     pytest.param([agent("a", gpus=4)], demand(gpus=8),
-                 "no registered agent can ever fit 8 GPUs (largest: a with 4 GPUs)", True, id="too_many_gpus"),
+                 "no registered agent can ever fit 8 GPUs (largest: a with 4 GPUs)", True,
+                 id="too_many_gpus"),
     pytest.param([agent("a", gpus=8, model="A100")], demand(gpus=1, model="H100"),
                  "no registered agent matches gpu model H100", True, id="no_such_gpu_model"),
     pytest.param([agent("a", zone="us")], demand(require={"zone": "eu"}),
@@ -121,12 +129,14 @@ def test_gpu_indices_come_from_the_agent_and_never_overlap() -> None:
                  "no registered agent can ever fit 8 cpu, 8192 MB memory and 0 GPUs on one host "
                  "(largest: cpu with 16 cpu, 1024 MB and 0 GPUs)", True, id="no_single_host_has_both"),
     pytest.param([agent("a", draining=True)], demand(),
-                 "no agent with 1.0 free cpu and 1024 MB free memory (every matching agent is draining)", False,
+                 "no agent with 1.0 free cpu and 1024 MB free memory (every matching agent is draining)",
+                 False,
                  id="only_draining"),
     pytest.param([agent("a", gpus=2, zone="eu")], demand(cpu=0.25, gpus=4, require={"zone": "eu"}),
                  "no registered agent matching zone=eu can ever fit 4 GPUs (largest: a with 2 GPUs)", True,
                  id="constrained_gpus"),
-    pytest.param([], demand(), "no agent with 1.0 free cpu and 1024 MB free memory (no agents registered)", False,
+    pytest.param([], demand(), "no agent with 1.0 free cpu and 1024 MB free memory (no agents registered)",
+                 False,
                  id="empty_cluster_is_not_unsatisfiable"),
 ])
 def test_unplaced_reasons(agents: list[AgentInfo], want: Demand, reason: str, never: bool) -> None:
@@ -196,6 +206,23 @@ def test_unknown_strategy_is_refused() -> None:
         Cluster("random")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("res", "match"), [
+    pytest.param(Resources(cpu=-1), r"resources.cpu: must be a finite number >= 0 \(got -1\)",
+                 id="negative_cpu"),
+    pytest.param(Resources(cpu=float("nan")), r"resources.cpu: must be a finite number", id="nan_cpu"),
+    pytest.param(Resources(memory_mb=-5), r"resources.memory_mb: must be >= 0 \(got -5\)",
+                 id="negative_memory"),
+    pytest.param(Resources(gpus=-1), r"resources.gpus: must be >= 0", id="negative_gpus"),
+    pytest.param(Resources(hosts=0), r"resources.hosts: must be >= 1 \(got 0\)", id="zero_hosts"),
+])
+def test_amounts_that_would_corrupt_the_books_are_refused(res: Resources, match: str) -> None:
+    c = cluster(agent("a"))
+    bad = Demand(run_id="r", tenant="a", priority=Priority.LOW, resources=res, enqueued_at=T0)
+    with pytest.raises(InvalidSpec, match=match):
+        c.place(bad)
+    assert c.free("a") == (8.0, 16384, [])
+
+
 def test_small_label_pool_and_index_paths_agree() -> None:
     # leaf selects 2 agents (scanned directly); zone selects 300 (searched through the index).
     agents = [agent(f"z{i:03}", cpu=4 + i % 7, zone="eu", leaf=f"leaf-{i // 150}") for i in range(300)]
@@ -208,7 +235,8 @@ def test_small_label_pool_and_index_paths_agree() -> None:
 # --- GPU gangs -------------------------------------------------------------------------------
 
 def leaf_cluster(sizes: dict[str, int], gpus: int = 8) -> Cluster:
-    return cluster(*(agent(f"{leaf}-h{h}", gpus=gpus, leaf=leaf) for leaf, n in sizes.items() for h in range(n)))
+    hosts = (agent(f"{leaf}-h{h}", gpus=gpus, leaf=leaf) for leaf, n in sizes.items() for h in range(n))
+    return cluster(*hosts)
 
 
 def test_gang_lands_on_one_leaf_with_every_gpu_of_each_host() -> None:
@@ -286,7 +314,7 @@ ops = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(specs=agent_specs, steps=ops, spread=st.booleans())
 def test_random_sequences_never_over_commit_and_pick_a_best_fit(
-    specs: list[tuple[int, int, int, str, bool, bool]], steps: list[tuple[object, ...]], spread: bool,
+    specs: list[tuple[int, int, int, str, bool, bool]], steps: list[tuple[Any, ...]], spread: bool,
 ) -> None:
     infos = {f"a{i}": agent(f"a{i}", cpu=c, mem=m, gpus=g, leaf=leaf, caps=["docker"] if dock else [])
              for i, (c, m, g, leaf, dock, _) in enumerate(specs)}
@@ -301,7 +329,7 @@ def test_random_sequences_never_over_commit_and_pick_a_best_fit(
     for n, step in enumerate(steps):
         if step[0] == "place":
             _, cpu, mem, gpus, hosts, leaf = step
-            d = demand(f"r{n}", cpu=float(cpu), mem=int(mem), gpus=int(gpus), hosts=int(hosts),  # type: ignore[call-overload]
+            d = demand(f"r{n}", cpu=float(cpu), mem=int(mem), gpus=int(gpus), hosts=int(hosts),
                        require={"leaf": leaf} if leaf else None)
             before = {a: c.free(a) for a in infos}
             result = c.place(d)
@@ -314,14 +342,15 @@ def test_random_sequences_never_over_commit_and_pick_a_best_fit(
                 if d.resources.hosts == 1:
                     assert not ok, f"missed a feasible agent: {result.reason}"
                 else:
-                    per_leaf = [sum(infos[a].labels["leaf"] == leaf for a in ok) for leaf in ("leaf-a", "leaf-b", "leaf-c")]
+                    leaves = ("leaf-a", "leaf-b", "leaf-c")
+                    per_leaf = [sum(infos[a].labels["leaf"] == leaf for a in ok) for leaf in leaves]
                     assert max(per_leaf) < d.resources.hosts, f"missed a feasible leaf: {result.reason}"
         elif step[0] == "release" and held:
-            run_id = sorted(held)[int(step[1]) % len(held)]  # type: ignore[call-overload]
+            run_id = sorted(held)[int(step[1]) % len(held)]
             c.release(run_id)
             del held[run_id]
         elif step[0] == "suspect":
-            agent_id = f"a{int(step[1]) % len(infos)}"  # type: ignore[call-overload]
+            agent_id = f"a{int(step[1]) % len(infos)}"
             (c.mark_suspect if step[2] else c.clear_suspect)(agent_id)
             (suspect.add if step[2] else suspect.discard)(agent_id)
         assert_books_balance(c, infos, held)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from jetcron.core.cron import parse_cron, validate_schedule, zone
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import Schedule, ScheduleKind

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jetcron.core.cron import occurrences
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import stable_fraction

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from jetcron.core.models import GapPolicy, JobSpec, MisfireKind, MisfirePolicy, Schedule, ScheduleKind
 from jetcron.core.triggers import FirePlan, plan_fires
 

@@ -1,0 +1,34 @@
+"""libs/core decides; it never does I/O. A forbidden import anywhere in it fails this test."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[2] / "libs" / "core"
+FORBIDDEN = {"nats", "asyncio", "os", "time", "socket", "subprocess", "threading", "urllib", "requests", "jetcron.bus",
+             "jetcron.services", "jetcron.sdk"}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", sorted(CORE.glob("*.py")), ids=lambda p: p.name)
+def test_core_module_imports_nothing_that_does_io(path: Path) -> None:
+    bad = {n for n in _imports(path) if any(n == f or n.startswith(f + ".") for f in FORBIDDEN)}
+    assert not bad, f"{path.name} imports {sorted(bad)}: core must stay pure"
+
+
+def test_the_guard_sees_a_forbidden_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import asyncio\nfrom nats.js import api\n")
+    assert _imports(sample) >= {"asyncio", "nats.js"}

@@ -1,0 +1,186 @@
+"""The run state machine: every legal edge lands where the table says, every other edge is refused."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+import pytest
+
+from jetcron.core import retry
+from jetcron.core.errors import IllegalTransition, StaleReport
+from jetcron.core.models import AttemptRecord, JobSpec, RetryPolicy, Run
+from jetcron.core.retry import RetryAction, RetryDecision
+from jetcron.core.run_state import TERMINAL, TRANSITIONS, RunEvent, RunState
+from jetcron.core.runs import Change, apply
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+RETRY_LATER = RetryDecision(action=RetryAction.RETRY, delay_seconds=5.0, reason="retry in 5s")
+RETRY_NOW = RetryDecision(action=RetryAction.RETRY, delay_seconds=0.0, reason="re-dispatched")
+DEAD = RetryDecision(action=RetryAction.DEAD, reason="3/3 attempts failed")
+
+
+def make_run(state: RunState, **kw: object) -> Run:
+    base = dict(
+        run_id="job.20261130T120000000Z",
+        job="job",
+        state=state,
+        attempt=1,
+        scheduled_at=NOW,
+        due_at=NOW,
+        created_at=NOW,
+        spec=JobSpec(name="job", command=["true"]),
+        agent="a1",
+        agents=["a1"],
+        token=7,
+    )
+    base.update(kw)
+    return Run(**base)  # type: ignore[arg-type]
+
+
+def change_for(event: RunEvent, run: Run, retry_decision: RetryDecision = RETRY_LATER) -> Change:
+    return Change(
+        event=event,
+        attempt=run.attempt,
+        token=run.token,
+        agent="a1",
+        agents=["a1"],
+        exit_code=1,
+        reason="because",
+        retry=retry_decision,
+    )
+
+
+LEGAL = sorted(TRANSITIONS, key=lambda k: (k[0].value, k[1].value))
+ILLEGAL = [(s, e) for s, e in itertools.product(RunState, RunEvent) if (s, e) not in TRANSITIONS]
+
+
+@pytest.mark.parametrize(("state", "event"), LEGAL, ids=[f"{s}-{e}" for s, e in LEGAL])
+def test_every_legal_edge_lands_in_the_table(state: RunState, event: RunEvent) -> None:
+    run = make_run(state)
+    new = apply(run, change_for(event, run), NOW)
+    assert new.state in TRANSITIONS[(state, event)]
+    assert run.state is state, "apply must not mutate its input"
+
+
+@pytest.mark.parametrize(("state", "event"), ILLEGAL, ids=[f"{s}-{e}" for s, e in ILLEGAL])
+def test_every_illegal_edge_is_refused_with_a_named_error(state: RunState, event: RunEvent) -> None:
+    run = make_run(state)
+    with pytest.raises(
+        IllegalTransition, match=rf"run job\.20261130T120000000Z: illegal transition {state} -> {event}"
+    ):
+        apply(run, change_for(event, run), NOW)
+
+
+def test_terminal_states_have_no_way_out() -> None:
+    assert not [k for k in TRANSITIONS if k[0] in TERMINAL]
+    assert all(s.terminal for s in TERMINAL)
+
+
+@pytest.mark.parametrize(
+    ("event", "decision", "expected"),
+    [
+        pytest.param(RunEvent.FAIL, RETRY_LATER, RunState.RETRY_WAIT, id="fail_with_backoff_waits"),
+        pytest.param(RunEvent.FAIL, RETRY_NOW, RunState.SCHEDULED, id="fail_without_delay_requeues"),
+        pytest.param(RunEvent.FAIL, DEAD, RunState.DEAD, id="fail_exhausted_is_dead"),
+        pytest.param(
+            RunEvent.FAIL,
+            RetryDecision(action=RetryAction.FAIL, reason="non-retryable"),
+            RunState.FAILED,
+            id="fail_non_retryable_is_failed",
+        ),
+        pytest.param(RunEvent.LOSE, RETRY_NOW, RunState.SCHEDULED, id="lost_requeues_as_new_attempt"),
+        pytest.param(RunEvent.LOSE, DEAD, RunState.DEAD, id="lost_exhausted_is_dead"),
+    ],
+)
+def test_failure_targets_follow_the_retry_decision(
+    event: RunEvent, decision: RetryDecision, expected: RunState
+) -> None:
+    run = make_run(RunState.RUNNING)
+    new = apply(run, change_for(event, run, decision), NOW)
+    assert new.state is expected
+    assert new.history[-1].attempt == 1
+    if expected is RunState.SCHEDULED:
+        assert (new.attempt, new.agent, new.token) == (2, None, 0)
+    if expected is RunState.RETRY_WAIT:
+        assert new.due_at == NOW + timedelta(seconds=5)
+
+
+def test_a_report_from_an_older_attempt_is_stale() -> None:
+    run = make_run(RunState.RUNNING, attempt=2, token=9)
+    with pytest.raises(StaleReport, match="report for attempt 1, run is at attempt 2"):
+        apply(run, Change(event=RunEvent.SUCCEED, attempt=1, token=7), NOW)
+
+
+def test_a_report_with_an_older_token_is_stale() -> None:
+    run = make_run(RunState.RUNNING, token=9)
+    with pytest.raises(StaleReport, match="report with token 7, run holds token 9"):
+        apply(run, Change(event=RunEvent.SUCCEED, attempt=1, token=7), NOW)
+
+
+def test_a_start_from_an_agent_that_was_not_assigned_is_stale() -> None:
+    run = make_run(RunState.ASSIGNED, agents=["a1"], token=0)
+    with pytest.raises(StaleReport, match="agent a9 was not assigned this run"):
+        apply(run, Change(event=RunEvent.START, attempt=1, token=3, agent="a9"), NOW)
+
+
+def test_a_late_success_cannot_overwrite_cancelled() -> None:
+    run = apply(make_run(RunState.RUNNING), Change(event=RunEvent.CANCEL, reason="user"), NOW)
+    assert run.state is RunState.CANCELLED
+    with pytest.raises(IllegalTransition):
+        apply(run, Change(event=RunEvent.SUCCEED, attempt=1, token=7), NOW)
+
+
+def test_start_records_the_fencing_token() -> None:
+    run = make_run(RunState.ASSIGNED, token=0)
+    new = apply(run, Change(event=RunEvent.START, attempt=1, token=42, agent="a1"), NOW)
+    assert (new.state, new.token, new.started_at) == (RunState.RUNNING, 42, NOW)
+
+
+def _with_failures(n: int, max_attempts: int = 3, codes: list[int] | None = None) -> Run:
+    spec = JobSpec(
+        name="job",
+        command=["x"],
+        retry=RetryPolicy(
+            max_attempts=max_attempts,
+            initial_seconds=2,
+            multiplier=3,
+            max_delay_seconds=10,
+            jitter=0,
+            non_retryable_exit_codes=codes or [],
+        ),
+    )
+    history = [AttemptRecord(attempt=i + 1, outcome="failed") for i in range(n)]
+    return msgspec.structs.replace(make_run(RunState.RUNNING, attempt=n + 1), spec=spec, history=history)
+
+
+@pytest.mark.parametrize(
+    ("failures", "outcome", "code", "action", "delay"),
+    [
+        pytest.param(0, "failed", 1, RetryAction.RETRY, 2.0, id="first_failure_waits_initial"),
+        pytest.param(1, "failed", 1, RetryAction.RETRY, 6.0, id="second_failure_multiplies"),
+        pytest.param(2, "failed", 1, RetryAction.DEAD, 0.0, id="third_failure_exhausts"),
+        pytest.param(0, "lost", None, RetryAction.RETRY, 0.0, id="lost_redispatches_at_once"),
+        pytest.param(0, "failed", 3, RetryAction.FAIL, 0.0, id="non_retryable_code_fails"),
+        pytest.param(0, "timed_out", None, RetryAction.RETRY, 2.0, id="timeout_is_retried"),
+    ],
+)
+def test_retry_decisions(failures: int, outcome: str, code: int | None, action: RetryAction, delay: float) -> None:
+    decision = retry.decide(_with_failures(failures, codes=[3]), outcome, code, random.Random(1))
+    assert decision.action is action
+    assert decision.delay_seconds == pytest.approx(delay)
+
+
+def test_backoff_is_capped_and_jitter_only_adds() -> None:
+    policy = RetryPolicy(initial_seconds=1, multiplier=10, max_delay_seconds=30, jitter=0.5)
+    delays = [retry.backoff_delay(policy, 5, random.Random(seed)) for seed in range(50)]
+    assert all(30 <= d <= 45 for d in delays)
+
+
+def test_hand_back_spends_no_attempt_from_the_budget() -> None:
+    run = make_run(RunState.RUNNING)
+    new = apply(run, Change(event=RunEvent.HAND_BACK, attempt=1, token=7), NOW)
+    assert new.attempt == 2 and new.history[-1].outcome == "handed_back"
+    assert retry.failures_so_far(new) == 0
