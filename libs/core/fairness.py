@@ -19,8 +19,8 @@ __all__ = ["FairQueue"]
 LEVELS = 4
 # One placement costs one unit of deficit: fairness is counted in placements, quotas cap resources.
 COST = 1.0
-_LAST = 1 << 62
-_DONE, _SHORT, _ALIVE = "done", "short", "alive"  # sorts after every sequence number, so a bisect probe includes equal times
+_LAST = 1 << 62  # sorts after every sequence number, so a bisect probe includes equal times
+_DONE, _SHORT, _ALIVE = "done", "short", "alive"
 
 _Entry = tuple[datetime, int, str]
 

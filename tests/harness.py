@@ -1,0 +1,271 @@
+"""Test harness: service processes, process-tree checks and polling helpers (imported by tests and conftests)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Short leases and heartbeats so failover happens in seconds, not the production tens of seconds.
+FAST_SETTINGS = {
+    "JETCRON_RUN_LEASE_TTL": "3",
+    "JETCRON_LEADER_LEASE_TTL": "2",
+    "JETCRON_HEARTBEAT": "0.5",
+    "JETCRON_ASSIGN_STALL": "5",
+    "JETCRON_KILL_GRACE": "1",
+    "JETCRON_DRAIN_GRACE": "2",
+}
+CORE_SERVICES = ("api", "trigger", "placement", "run_tracker")
+
+# Whatever a test wants shown when it fails (service logs, server logs): name -> callable returning text.
+FAILURE_REPORTS = pytest.StashKey[dict[str, Callable[[], str]]]()
+
+
+def add_failure_report(request: pytest.FixtureRequest, name: str, report: Callable[[], str]) -> None:
+    request.node.stash.setdefault(FAILURE_REPORTS, {})[name] = report
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test process's environment without any JETCRON_* a developer's shell may carry."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
+    env["PYTHONUNBUFFERED"] = "1"  # log lines reach the file as they happen (readiness waits read them)
+    env.update(extra)
+    return env
+
+
+# --- polling ---------------------------------------------------------------------------------------
+
+async def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, *, interval: float = 0.1,
+                   what: str = "", ignore: tuple[type[BaseException], ...] = ()) -> Any:
+    """Poll `predicate` (sync or async) until it returns something truthy; return that, or fail saying what."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = predicate()
+            if inspect.isawaitable(last):
+                last = await last
+        except ignore as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}; last: {last!r}")
+        await asyncio.sleep(interval)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, *, interval: float = 0.1,
+               what: str = "", ignore: tuple[type[BaseException], ...] = ()) -> Any:
+    """The same for synchronous tests (subprocess-driven e2e)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = predicate()
+        except ignore as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}; last: {last!r}")
+        time.sleep(interval)
+
+
+# --- processes -------------------------------------------------------------------------------------
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (which may contain spaces), or None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def start_time(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None  # field 22 of stat: start time in clock ticks since boot
+
+
+def pid_alive(pid: int, started: int | None = None) -> bool:
+    """Running (a zombie counts as gone; `started` guards against a reused pid)."""
+    fields = _stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return started is None or int(fields[19]) == started
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every live process below `pid`, as pid -> start time (to tell a reused pid later)."""
+    out: dict[int, int] = {}
+    todo = children(pid)
+    while todo:
+        p = todo.pop()
+        started = start_time(p)
+        if started is not None and p not in out:
+            out[p] = started
+            todo += children(p)
+    return out
+
+
+def still_running(pids: dict[int, int]) -> list[int]:
+    return sorted(p for p, started in pids.items() if pid_alive(p, started))
+
+
+def kill_leftovers(pids: dict[int, int]) -> None:
+    """SIGKILL processes our test started indirectly that outlived their parent (by pid, start time checked)."""
+    for p in still_running(pids):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@dataclass
+class ServiceProcess:
+    """One service as a subprocess, its stdout and stderr in a log file."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    seen: dict[int, int] = field(default_factory=dict)
+    """Descendants noticed so far (agents spawn reapers and jobs); killed at teardown if they outlive us."""
+
+    def start(self) -> ServiceProcess:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
+                                         start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def note_descendants(self) -> None:
+        if self.alive:
+            self.seen.update(descendants(self.pid))
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, wait, then SIGKILL; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.note_descendants()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+        kill_leftovers(self.seen)
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        """Die at once, no cleanup: what a crash or an OOM kill does."""
+        assert self.proc is not None
+        self.note_descendants()
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout)
+
+    async def wait_logged(self, text: str, timeout: float = 15.0) -> None:
+        """Wait for a log line (a readiness signal the service prints itself); fail early if it died."""
+
+        def logged() -> bool:
+            if text in self.output():
+                return True
+            if not self.alive:
+                raise AssertionError(f"{self.name} exited with {self.proc and self.proc.returncode} before "
+                                     f"logging {text!r}:\n{self.output()[-3000:]}")
+            return False
+
+        await wait_for(logged, timeout, what=f"{self.name} to log {text!r}")
+
+
+class Services:
+    """The services of one test, started against one NATS URL; everything stopped at teardown."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str]) -> None:
+        self.log_dir = log_dir
+        self.env = env
+        self.procs: dict[str, ServiceProcess] = {}
+
+    def start(self, name: str, module: str, **extra_env: str) -> ServiceProcess:
+        """`python -m jetcron.services.<module>` under a unique name (e.g. agent-1)."""
+        assert name not in self.procs, f"service {name} already started"
+        proc = ServiceProcess(name, [sys.executable, "-m", f"jetcron.services.{module}"],
+                              {**self.env, **extra_env}, self.log_dir / f"{name}.log").start()
+        self.procs[name] = proc
+        return proc
+
+    def __getitem__(self, name: str) -> ServiceProcess:
+        return self.procs[name]
+
+    async def start_system(self, *, agents: int = 2, triggers: int = 1, core: Iterable[str] = CORE_SERVICES) -> None:
+        """The usual set: api, trigger(s), placement, run_tracker and N agents, each waited for until ready."""
+        core = list(core)
+        ready = {"api": "api ready", "placement": "placement leader", "run_tracker": "run tracker ready"}
+        for name in core:
+            if name == "trigger":
+                for i in range(1, triggers + 1):
+                    # The trigger uses JETCRON_AGENT_ID as its replica id: stable names make leases readable.
+                    self.start(f"trigger-{i}", "trigger", JETCRON_AGENT_ID=f"trigger-{i}")
+            else:
+                self.start(name, name)
+        for i in range(1, agents + 1):
+            self.start(f"agent-{i}", "agent", JETCRON_AGENT_ID=f"agent-{i}")
+        waits: list[Awaitable[None]] = [self.procs[n].wait_logged(ready[n], 30) for n in core if n in ready]
+        waits += [self.procs[f"trigger-{i}"].wait_logged("trigger ready", 30)
+                  for i in range(1, triggers + 1) if "trigger" in core]
+        waits += [self.procs[f"agent-{i}"].wait_logged("agent ready", 30) for i in range(1, agents + 1)]
+        await asyncio.gather(*waits)
+
+    def stop_all(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            proc.stop()
+
+    def report(self, tail_lines: int = 60) -> str:
+        parts = []
+        for proc in self.procs.values():
+            lines = proc.output().splitlines()[-tail_lines:]
+            state = "running" if proc.alive else f"exit {proc.proc and proc.proc.returncode}"
+            parts.append(f"----- {proc.name} ({state}) {proc.log_path}\n" + "\n".join(lines))
+        return "\n".join(parts)
