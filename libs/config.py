@@ -22,6 +22,8 @@ class Settings(BaseSettings):
     trigger_horizon: float = Field(default=2.0, ge=0)
     """Seconds ahead an occurrence is recorded and handed to placement (herd staging)."""
     min_interval: float = Field(default=1.0, gt=0)
+    redrive_after: float = Field(default=30.0, gt=0)
+    """A run scheduled but not placed this long after its due time is handed to placement again."""
     assign_stall: float = Field(default=30.0, gt=0)
     """An assignment not started after this many seconds is re-dispatched."""
     heartbeat: float = Field(default=2.0, gt=0)
@@ -37,6 +39,11 @@ class Settings(BaseSettings):
     drain_grace: float = Field(default=20.0, ge=0)
     kill_grace: float = Field(default=5.0, ge=0)
     metrics_port: int | None = None
+    """HTTP port for /metrics, /livez and /readyz; unset or 0 picks a free one (published in jc_services)."""
+    metrics_host: str = "0.0.0.0"
+    """Address the HTTP port binds to; 127.0.0.1 keeps it on this host."""
+    trace_console: bool = False
+    """Print spans to stdout (when no OTEL_EXPORTER_OTLP_ENDPOINT is set)."""
     data_dir: str = ".jetcron"
     """Where the agent keeps its list of child process groups (to kill strays after a crash)."""
     fault: str | None = None

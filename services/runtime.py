@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import re
 import signal
+import socket
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,13 +20,19 @@ from nats.js import JetStreamContext
 from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
+from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import ensure_topology
 from jetcron.config import Settings
+from jetcron.core.errors import JetcronError, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
+from jetcron.telemetry import metrics
+from jetcron.telemetry.http import HealthServer
 from jetcron.telemetry.logging import setup_logging
-from jetcron.telemetry.tracing import setup_tracing
+from jetcron.telemetry.tracing import flush_tracing, setup_tracing
 from jetcron.wire import subjects as s
-from jetcron.wire.messages import Cursor
+from jetcron.wire.messages import Cursor, ServiceInstance
+
+VERSION = "0.1.0"
 
 
 class SystemClock:
@@ -46,16 +57,33 @@ class Context:
     clock: SystemClock = field(default_factory=SystemClock)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     log: structlog.stdlib.BoundLogger = field(default_factory=lambda: structlog.get_logger("jetcron"))
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by the service once its consumers and watches exist: /readyz answers 200 from then on."""
+    metrics_url: str = ""
+
+    @property
+    def instance(self) -> str:
+        """This process's name among its peers: the configured id, or host-pid."""
+        raw = self.settings.agent_id or f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
+        return re.sub(r"[^A-Za-z0-9_-]", "-", raw)
+
+    def readiness(self) -> str | None:
+        if not self.nc.is_connected:
+            return "not connected to NATS"
+        if not self.ready.is_set():
+            return "starting: consumers not ready yet"
+        return None
 
 
 async def boot(name: str, settings: Settings) -> Context:
     setup_logging(name)
-    setup_tracing(name)
+    setup_tracing(name, console=settings.trace_console)
     nc, warnings = await connect(settings.nats_url, name=f"jetcron-{name}", monitor_url=settings.nats_monitor_url,
                                  allow_unsafe=settings.allow_unsafe_storage)
     js = nc.jetstream(timeout=10)
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
-    await ensure_topology(js, replicas=replicas)
+    # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
+    await ensure_topology(nc.jetstream(timeout=3), replicas=replicas)
     ctx = Context(
         name=name, settings=settings, nc=nc, js=js,
         jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord),
@@ -71,6 +99,47 @@ async def boot(name: str, settings: Settings) -> Context:
     return ctx
 
 
+async def _announce(ctx: Context, registry: Registry, started: datetime) -> None:
+    """Keep this instance's entry in the services bucket fresh (it ages out a few heartbeats after a crash)."""
+    every = min(5.0, max(0.5, ctx.settings.heartbeat * 2))
+    while not ctx.stop.is_set():
+        ready = ctx.readiness() is None
+        metrics.SERVICE_READY.set(1 if ready else 0)
+        entry = ServiceInstance(service=ctx.name, instance=ctx.instance, host=socket.gethostname(), pid=os.getpid(),
+                                metrics_url=ctx.metrics_url, ready=ready, started_at=started,
+                                heartbeat_at=ctx.clock.now())
+        with contextlib.suppress(JetcronError):
+            await registry.announce(entry)
+        # Not ready when announced: say so again the moment it is, not a heartbeat later.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stop.wait() if ready else ctx.ready.wait(), timeout=every)
+
+
+async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
+    """Run a booted service with its HTTP port (/metrics, /livez, /readyz), registry entry and $SRV.PING."""
+    http = HealthServer(ctx.readiness, host=ctx.settings.metrics_host, port=ctx.settings.metrics_port or 0)
+    await http.start()
+    ctx.metrics_url = http.url
+    started = ctx.clock.now()
+    registry = await Registry.open(ctx.js)
+    me = ServiceInstance(service=ctx.name, instance=ctx.instance, host=socket.gethostname(), pid=os.getpid(),
+                         metrics_url=ctx.metrics_url, started_at=started, heartbeat_at=started)
+    ping = await add_ping_service(ctx.nc, me, VERSION)
+    announcer = asyncio.create_task(_announce(ctx, registry, started))
+    ctx.log.info("serving health", metrics_url=ctx.metrics_url, instance=ctx.instance)
+    try:
+        await main(ctx)
+    finally:
+        announcer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await announcer
+        await registry.withdraw(me)
+        with contextlib.suppress(Exception):
+            await ping.stop()
+        await http.stop()
+        flush_tracing()
+
+
 def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Settings | None = None) -> None:
     """Run a service until SIGTERM or Ctrl-C, then let it drain and close the connection."""
 
@@ -80,11 +149,16 @@ def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Setti
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, ctx.stop.set)
         try:
-            await main(ctx)
+            await run(ctx, main)
         finally:
             try:
                 await ctx.nc.drain()
             except Exception:
                 await ctx.nc.close()
 
-    asyncio.run(runner())
+    try:
+        asyncio.run(runner())
+    except UnsafeServer as exc:
+        # The operator has a server to reconfigure: say what to change, not a traceback that buries it.
+        print(f"jetcron {name}: refusing to start: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None

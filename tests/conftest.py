@@ -1,14 +1,17 @@
-"""Shared fixtures: the real nats-server on random loopback ports with a temporary store, one node or three."""
+"""Shared fixtures: the real nats-server (random loopback ports, temporary store; one node or three), services
+as subprocesses against it, an SDK client."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from harness import FAILURE_REPORTS, add_failure_report
+from harness import FAILURE_REPORTS, Services, add_failure_report
 
 from jetcron.bus.server import EmbeddedNats
+from jetcron.sdk.client import Client
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
@@ -17,8 +20,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if rep.failed and rep.when in ("setup", "call"):
         for name, report in item.stash.get(FAILURE_REPORTS, {}).items():
             try:
-                text = report()  # type: ignore[operator]
-            except Exception as exc:  # noqa: BLE001 - a broken report must not hide the failure
+                text = report()
+            except Exception as exc:
                 text = f"(could not collect: {exc})"
             rep.sections.append((name, str(text)))
     return rep
@@ -35,7 +38,7 @@ def _server_log(server: EmbeddedNats, lines: int = 40) -> str:
 def _running_server(request: pytest.FixtureRequest, base: Path, **kw: object) -> Iterator[EmbeddedNats]:
     server = EmbeddedNats(base, **kw)  # type: ignore[arg-type]
     try:
-        server.start(timeout=30)  # waits for /healthz?js-enabled-only=true on every node
+        server.start(timeout=30)  # waits for /healthz on every node (a cluster: until its meta leader is known)
         add_failure_report(request, "nats-server log", lambda: _server_log(server))
         yield server
     finally:
@@ -52,3 +55,34 @@ def nats_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Embe
 def nats_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedNats]:
     """Three clustered nodes (for chaos tests: stop_node / start_node one of `cluster.nodes`)."""
     yield from _running_server(request, tmp_path / "nats", nodes=3)
+
+
+def _services(request: pytest.FixtureRequest, server: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
+    (tmp_path / "logs").mkdir()
+    harness = Services(server, tmp_path / "logs", tmp_path / "data")
+    add_failure_report(request, "service logs", harness.report)
+    try:
+        yield harness
+    finally:
+        harness.stop_all()
+
+
+@pytest.fixture
+def services(request: pytest.FixtureRequest, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
+    """Start services with `services.start(...)` or `await services.start_system()`; all stopped afterwards."""
+    yield from _services(request, nats_server, tmp_path)
+
+
+@pytest.fixture
+def cluster_services(request: pytest.FixtureRequest, nats_cluster: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
+    """The same against a 3-node cluster (streams and buckets at R3); `cluster_services.server.nodes` to stop one."""
+    yield from _services(request, nats_cluster, tmp_path)
+
+
+@pytest.fixture
+async def client(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
+    c = await Client.connect(nats_server.url, timeout=10)
+    try:
+        yield c
+    finally:
+        await c.close()

@@ -16,12 +16,15 @@ from typing import Any
 
 import pytest
 
+from jetcron.bus.server import EmbeddedNats
+
 # Short leases and heartbeats so failover happens in seconds, not the production tens of seconds.
 FAST_SETTINGS = {
     "JETCRON_RUN_LEASE_TTL": "3",
     "JETCRON_LEADER_LEASE_TTL": "2",
     "JETCRON_HEARTBEAT": "0.5",
     "JETCRON_ASSIGN_STALL": "5",
+    "JETCRON_REDRIVE_AFTER": "5",
     "JETCRON_KILL_GRACE": "1",
     "JETCRON_DRAIN_GRACE": "2",
 }
@@ -41,6 +44,12 @@ def clean_env(**extra: str) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the file as they happen (readiness waits read them)
     env.update(extra)
     return env
+
+
+def service_env(server: EmbeddedNats, data_dir: Path, **extra: str) -> dict[str, str]:
+    """What every service of a test gets: the server (and its monitor, for the fsync check) and fast settings."""
+    return clean_env(JETCRON_NATS_URL=server.url, JETCRON_NATS_MONITOR_URL=server.monitor_url,
+                     JETCRON_DATA_DIR=str(data_dir), **FAST_SETTINGS, **extra)
 
 
 # --- polling ---------------------------------------------------------------------------------------
@@ -157,7 +166,7 @@ class ServiceProcess:
 
     def start(self) -> ServiceProcess:
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         return self
 
@@ -180,20 +189,29 @@ class ServiceProcess:
         if self.alive:
             self.seen.update(descendants(self.pid))
 
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM, wait, then SIGKILL; returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
+    def terminate(self) -> None:
+        """Send SIGTERM (a graceful stop: the service drains); see finish()."""
+        if self.alive:
+            assert self.proc is not None
             self.note_descendants()
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=timeout)
+
+    def finish(self, timeout: float = 15.0) -> int | None:
+        """Wait for the exit, SIGKILL if it takes longer; then kill what it left behind. Returns the exit code."""
+        if self.proc is None:
+            return None
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=timeout)
         kill_leftovers(self.seen)
         return self.proc.returncode
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, wait, then SIGKILL."""
+        self.terminate()
+        return self.finish(timeout)
 
     def kill9(self) -> None:
         """Die at once, no cleanup: what a crash or an OOM kill does."""
@@ -223,9 +241,10 @@ class ServiceProcess:
 class Services:
     """The services of one test, started against one NATS URL; everything stopped at teardown."""
 
-    def __init__(self, log_dir: Path, env: dict[str, str]) -> None:
+    def __init__(self, server: EmbeddedNats, log_dir: Path, data_dir: Path) -> None:
+        self.server = server
         self.log_dir = log_dir
-        self.env = env
+        self.env = service_env(server, data_dir)
         self.procs: dict[str, ServiceProcess] = {}
 
     def start(self, name: str, module: str, **extra_env: str) -> ServiceProcess:
@@ -258,9 +277,13 @@ class Services:
         waits += [self.procs[f"agent-{i}"].wait_logged("agent ready", 30) for i in range(1, agents + 1)]
         await asyncio.gather(*waits)
 
-    def stop_all(self) -> None:
-        for proc in reversed(list(self.procs.values())):
-            proc.stop()
+    def stop_all(self, timeout: float = 15.0) -> None:
+        """All at once: each drains in parallel rather than one after another."""
+        for proc in self.procs.values():
+            proc.terminate()
+        deadline = time.monotonic() + timeout
+        for proc in self.procs.values():
+            proc.finish(max(0.1, deadline - time.monotonic()))
 
     def report(self, tail_lines: int = 60) -> str:
         parts = []

@@ -48,7 +48,8 @@ def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool
             return ["could not read /jsz; fsync setting not verified (--allow-unsafe-storage)"]
         raise UnsafeServer(
             "cannot verify that the server fsyncs before ack: set JETCRON_NATS_MONITOR_URL to its monitor "
-            "port (http://host:8222), or pass --allow-unsafe-storage for a throwaway dev setup"
+            "port (http://host:8222), or opt out for a throwaway dev setup with --allow-unsafe-storage "
+            "(JETCRON_ALLOW_UNSAFE_STORAGE=true)"
         )
     if jsz.get("disabled") or "config" not in jsz:
         raise UnsafeServer("JetStream is not enabled on the server: add a `jetstream {}` block to its config")
@@ -57,7 +58,7 @@ def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool
             return ["server does not fsync before ack (sync_interval is not 'always'); accepted by --allow-unsafe-storage"]
         raise UnsafeServer(
             "the server acknowledges writes before fsync: set `sync_interval: always` in its jetstream block, "
-            "or pass --allow-unsafe-storage for a throwaway dev setup"
+            "or opt out for a throwaway dev setup with --allow-unsafe-storage (JETCRON_ALLOW_UNSAFE_STORAGE=true)"
         )
     return []
 

@@ -88,7 +88,11 @@ def start_node(node: ServerNode) -> None:
 
 
 def wait_healthy(node: ServerNode, timeout: float = 30.0, *, js_only: bool = True) -> None:
-    """Poll /healthz until JetStream answers (a cluster needs its meta leader first)."""
+    """Poll /healthz until JetStream is enabled (js_only) or fully healthy: meta leader known, streams current.
+
+    A cluster node says "enabled" before its meta leader is elected, and JetStream API calls time out until
+    then: clustered callers need js_only=False.
+    """
     url = f"{node.monitor_url}/healthz" + ("?js-enabled-only=true" if js_only else "")
     deadline = time.monotonic() + timeout
     last = ""
@@ -145,11 +149,16 @@ class EmbeddedNats:
     def monitor_url(self) -> str:
         return self.nodes[0].monitor_url
 
+    @property
+    def _js_only(self) -> bool:
+        # One node is its own meta leader; a cluster must elect one before JetStream answers.
+        return len(self.nodes) == 1
+
     def start(self, timeout: float = 30.0) -> None:
         for n in self.nodes:
             start_node(n)
         for n in self.nodes:
-            wait_healthy(n, timeout)
+            wait_healthy(n, timeout, js_only=self._js_only)
 
     def stop(self) -> None:
         for n in self.nodes:
@@ -158,7 +167,7 @@ class EmbeddedNats:
     def restart(self, node: ServerNode, timeout: float = 30.0) -> None:
         stop_node(node)
         start_node(node)
-        wait_healthy(node, timeout)
+        wait_healthy(node, timeout, js_only=self._js_only)
 
     def pids(self) -> list[int]:
         return [n.process.pid for n in self.nodes if n.process is not None]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
+import nats.errors
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -14,7 +18,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 from jetcron.wire import subjects as s
 
@@ -39,6 +43,7 @@ class Limits:
     idempotency_ttl: float = DAY
     idempotency_bytes: int = 128 * MiB
     agents_ttl: float = 30.0
+    services_ttl: float = 15.0
 
 
 def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
@@ -79,6 +84,9 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
                        description="idempotency keys; refuses new keys when full", **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TENANTS, history=8, description="tenant quotas and weights",
                        **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_SERVICES, history=1, ttl=limits.services_ttl,
+                       description="running service instances and their metrics URLs, heartbeated",
+                       **common),  # type: ignore[arg-type]
     ]
 
 
@@ -104,18 +112,47 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         pass
 
 
-async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Limits | None = None) -> None:
-    """Create or update everything; safe to run from every service at every start."""
-    limits = limits or Limits()
-    for stream in stream_configs(replicas, limits):
-        await _ensure_stream(js, stream)
-    for bucket in bucket_configs(replicas, limits):
+async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> None:
+    try:
+        await js.key_value(config.bucket)
+    except Exception:
+        await js.create_key_value(config)
+
+
+# A cluster leaves all but one of several concurrent creators of the same R3 stream without any reply,
+# and answers 503 around a meta leader election: every service starting at once on a fresh cluster hits
+# this. Each step checks before it creates, so repeating it is safe.
+_TRANSIENT = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+SETUP_DEADLINE = 60.0
+
+
+async def _until_answered(step: Callable[[], Awaitable[object]], deadline: float) -> None:
+    loop = asyncio.get_running_loop()
+    delay = 0.2
+    while True:
         try:
-            await js.key_value(bucket.bucket)
-        except Exception:
-            await js.create_key_value(bucket)
+            await step()
+            return
+        except _TRANSIENT:
+            if loop.time() + delay > deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Limits | None = None) -> None:
+    """Create or update everything; safe to run from every service at every start, all at once.
+
+    Give it a JetStream context with a short request timeout: an unanswered request is retried.
+    """
+    limits = limits or Limits()
+    deadline = asyncio.get_running_loop().time() + SETUP_DEADLINE
+    for stream in stream_configs(replicas, limits):
+        await _until_answered(partial(_ensure_stream, js, stream), deadline)
+    for bucket in bucket_configs(replicas, limits):
+        await _until_answered(partial(_ensure_bucket, js, bucket), deadline)
     for stream_name, consumer in consumer_configs():
-        await js.add_consumer(stream_name, consumer)
+        await _until_answered(partial(js.add_consumer, stream_name, consumer), deadline)
 
 
 async def ensure_agent_consumer(js: JetStreamContext, agent_id: str) -> str:

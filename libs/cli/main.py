@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from jetcron.cli import jobs, runs, services, up
+from jetcron.cli import jobs, runs, services, status, up
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="jetcron: a distributed job scheduler on NATS JetStream."
@@ -22,6 +22,7 @@ def root(
 
 
 app.command("up")(up.up)
+app.command("status")(status.status)
 for name, fn in services.COMMANDS.items():
     app.command(name, context_settings={"allow_extra_args": False})(fn)
 app.add_typer(jobs.app, name="jobs", help="Create and manage jobs.")

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from jetcron.sdk.client import ApiError
 
-console = Console()
+# Piped output keeps whole values (run ids, timestamps) instead of folding them to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 220)
 err_console = Console(stderr=True)
 
 RUN_COLUMNS = (

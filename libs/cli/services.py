@@ -20,6 +20,9 @@ def _runner(command: str, module: str) -> Callable[..., None]:
         ),
         agent_id: str | None = typer.Option(None, "--id", help="replica or agent id"),
         sim: bool = typer.Option(False, "--sim", help="agent: execute nothing, report success (scale tests)"),
+        trace_console: bool = typer.Option(
+            False, "--trace-console", help="print spans to stdout (unless OTEL_EXPORTER_OTLP_ENDPOINT is set)"
+        ),
     ) -> None:
         from jetcron.services.runtime import serve
 
@@ -33,6 +36,8 @@ def _runner(command: str, module: str) -> Callable[..., None]:
             overrides["agent_id"] = agent_id
         if sim:
             overrides["agent_sim"] = True
+        if trace_console:
+            overrides["trace_console"] = True
         service = importlib.import_module(f"jetcron.services.{module}.service")
         serve(module, service.main, Settings(**overrides))  # type: ignore[arg-type]
 

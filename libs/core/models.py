@@ -189,6 +189,8 @@ class JobRecord(_Record, frozen=True, kw_only=True):
     updated_at: datetime
     body_hash: str = ""
     warnings: list[str] = msgspec.field(default_factory=list)
+    trace_id: str = ""
+    """The trace of the request that created or last changed the job: a one-off run continues it."""
 
 
 class AttemptRecord(_Record, frozen=True, kw_only=True):
@@ -235,6 +237,7 @@ class Run(_Record, frozen=True, kw_only=True):
     after: str = ""
     """For a waiting run: the run it waits for (overlap buffer_one)."""
     trace_id: str = ""
+    """The trace every span of this run belongs to, across all its attempts (`jetcron runs get` shows it)."""
     history: list[AttemptRecord] = msgspec.field(default_factory=list)
 
     @property
@@ -258,6 +261,10 @@ class AgentInfo(_Record, frozen=True, kw_only=True):
     limits: str = "rlimit"
     """How resource limits are enforced: cgroup2 or rlimit."""
     running: int = 0
+    free_cpu: float | None = None
+    """Capacity not taken by the runs executing now (None from agents that predate it)."""
+    free_memory_mb: int | None = None
+    free_gpus: int | None = None
     draining: bool = False
     heartbeat_at: datetime
     started_at: datetime

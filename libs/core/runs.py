@@ -27,6 +27,8 @@ class Change(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
     retry: RetryDecision | None = None
     """For FAIL and LOSE: what the retry policy decided."""
+    at: datetime | None = None
+    """When it happened as the reporting agent saw it (default: the time apply() is called)."""
 
 
 def _check_fence(run: Run, change: Change, target: str) -> None:
@@ -149,6 +151,7 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
 
 def apply(run: Run, change: Change, now: datetime) -> Run:
     """The run after `change`, or IllegalTransition / StaleReport; never mutates `run`."""
+    now = change.at or now
     allowed = TRANSITIONS.get((run.state, change.event))
     if allowed is None:
         raise IllegalTransition(

@@ -84,16 +84,23 @@ def _reject_constant(name: str) -> float:
     raise InvalidSpec("body", name, "NaN and infinities are not valid numbers")
 
 
+_UNKNOWN = re.compile(r"unknown field `([^`]*)`")
+
+
 def decode_spec(data: Mapping[str, Any], field: str = "spec") -> JobSpec:
+    """Typed decode; the error names the offending field by its path, e.g. `spec.resources.cpux`."""
     try:
         return msgspec.convert(data, JobSpec, strict=False)
     except msgspec.ValidationError as exc:
-        msg = str(exc)
-        where = msg.rsplit("at `$.", 1)
-        path = f"{field}.{where[1].rstrip('`')}" if len(where) == 2 else field
-        raise InvalidSpec(
-            path, _value_at(data, path.split(".", 1)[1] if "." in path else ""), where[0].removesuffix(" - ").strip()
-        ) from None
+        problem, _, where = str(exc).partition(" - at `$")
+        where = where.rstrip("`").lstrip(".")
+        unknown = _UNKNOWN.search(problem)
+        if unknown:
+            name = unknown.group(1)
+            path = ".".join(p for p in (field, where, name) if p)
+            raise InvalidSpec(path, _value_at(data, f"{where}.{name}".lstrip(".")), "unknown field") from None
+        path = ".".join(p for p in (field, where) if p)
+        raise InvalidSpec(path, _value_at(data, where), problem.strip()) from None
 
 
 def _value_at(data: Mapping[str, Any], path: str) -> object:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from jetcron.core.models import Priority, RunState
+
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 
 API_REQUESTS = Counter("jetcron_api_requests_total", "API requests by verb and outcome", ["verb", "outcome"])
@@ -18,12 +20,27 @@ DEAD_LETTERED = Counter("jetcron_dead_lettered_total", "Runs sent to the dead-le
 LEASES_EXPIRED = Counter("jetcron_leases_expired_total", "Run leases found expired (runs declared lost)")
 REPORTS_DROPPED = Counter("jetcron_reports_dropped_total", "Stale or duplicate reports dropped", ["reason"])
 TAKEOVERS = Counter("jetcron_takeovers_total", "Leader or shard leases taken over", ["kind"])
-TAKEOVER_DURATION = Histogram("jetcron_takeover_duration_seconds", "Lease won to ready to serve", ["kind"],
+TAKEOVER_DURATION = Histogram("jetcron_takeover_duration_seconds", "Lease found free to ready to serve", ["kind"],
                               buckets=_LATENCY)
 HEARTBEAT_FAILURES = Counter("jetcron_agent_heartbeat_failures_total", "Agent heartbeats that failed to write")
 PLACEMENTS = Counter("jetcron_placements_total", "Placement decisions", ["result"])
 REDRIVES = Counter("jetcron_redrives_total", "Runs re-driven by the reconciler", ["step"])
 AGENT_RUNNING = Gauge("jetcron_agent_running_runs", "Runs executing on this agent")
-AGENT_FREE_CPU = Gauge("jetcron_agent_free_cpu", "Unreserved CPU cores on this agent")
+AGENT_FREE_CPU = Gauge("jetcron_agent_free_cpu_cores", "Unreserved CPU cores on this agent")
 AGENT_FREE_MEMORY = Gauge("jetcron_agent_free_memory_bytes", "Unreserved memory on this agent")
 AGENT_FREE_GPUS = Gauge("jetcron_agent_free_gpus", "Unassigned GPUs on this agent")
+LEASES_HELD = Gauge("jetcron_leases_held", "Leader and shard leases this instance holds now", ["kind"])
+TRIGGER_SHARDS = Gauge("jetcron_trigger_shards", "Trigger shards configured (every one should be held)")
+SERVICE_READY = Gauge("jetcron_service_ready", "1 once the service is connected and its consumers exist")
+
+# Known label values start at zero, so rate() and absent() work before the first event.
+LEASE_KINDS = ("placement_leader", "tracker_leader", "trigger_shard")
+for _priority in Priority:
+    QUEUE_DEPTH.labels(priority=_priority.value)
+for _state in RunState:
+    if _state.terminal:
+        RUNS_FINISHED.labels(outcome=_state.value)
+for _reason in ("stale", "duplicate_or_late", "unknown_run"):
+    REPORTS_DROPPED.labels(reason=_reason)
+for _kind in LEASE_KINDS:
+    TAKEOVERS.labels(kind=_kind)

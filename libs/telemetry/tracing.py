@@ -3,34 +3,62 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
+import structlog
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-_configured = False
+_provider: TracerProvider | None = None
+
+# OpenTelemetry messaging conventions: the operation's name as it reads, and its type from the fixed set.
+_OPERATION_TYPE = {"publish": "send", "send": "send", "create": "create", "receive": "receive", "process": "process"}
 
 
-def setup_tracing(service: str, *, console: bool = False, exporter: SpanExporter | None = None) -> None:
-    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, console by flag, an explicit exporter for tests."""
-    global _configured
-    provider = TracerProvider(resource=Resource.create({"service.name": f"jetcron-{service}"}))
-    chosen = exporter
-    if chosen is None and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+def _env_exporter(console: bool) -> SpanExporter | None:
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            chosen = OTLPSpanExporter()
-        except ImportError:  # the otlp extra is optional
-            chosen = None
-    if chosen is None and console:
-        chosen = ConsoleSpanExporter()
+            exporter: SpanExporter = OTLPSpanExporter()
+            return exporter
+        except ImportError:  # the otlp extra is optional: say so rather than drop spans silently
+            structlog.get_logger("jetcron").warning(
+                "OTEL_EXPORTER_OTLP_ENDPOINT is set but the otlp extra is missing: pip install 'jetcron[otlp]'")
+    return ConsoleSpanExporter() if console else None
+
+
+def setup_tracing(service: str, *, console: bool = False, exporter: SpanExporter | None = None,
+                  processor: SpanProcessor | None = None) -> None:
+    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, console by flag, otherwise off; an explicit exporter or
+    processor (tests: an in-memory exporter behind a SimpleSpanProcessor) is added as given.
+
+    The first call installs the process's provider; later calls (several services in one process, or a test
+    that configured its exporter before the services boot) add only an explicit exporter or processor.
+    """
+    global _provider
+    first = _provider is None
+    if _provider is None:
+        existing = trace.get_tracer_provider()
+        if isinstance(existing, TracerProvider):
+            _provider = existing
+        else:
+            _provider = TracerProvider(resource=Resource.create({"service.name": f"jetcron-{service}"}))
+            trace.set_tracer_provider(_provider)
+    chosen = processor
+    if chosen is None:
+        picked = exporter or (_env_exporter(console) if first else None)
+        chosen = BatchSpanProcessor(picked) if picked is not None else None
     if chosen is not None:
-        provider.add_span_processor(BatchSpanProcessor(chosen))
-    if not _configured:
-        trace.set_tracer_provider(provider)
-        _configured = True
+        _provider.add_span_processor(chosen)
+
+
+def flush_tracing(timeout_ms: int = 5000) -> None:
+    """Send what the batch exporters still hold (at service exit)."""
+    if _provider is not None:
+        _provider.force_flush(timeout_ms)
 
 
 def tracer(name: str) -> trace.Tracer:
@@ -55,6 +83,56 @@ def context_from_trace_id(trace_id: str) -> context.Context:
     return propagate.extract(carrier)
 
 
+def trace_id_of(ctx: context.Context) -> str:
+    span_context = trace.get_current_span(ctx).get_span_context()
+    return f"{span_context.trace_id:032x}" if span_context.is_valid else ""
+
+
+def continue_trace(headers: Mapping[str, str] | None, trace_id: str = "") -> context.Context:
+    """The message's own parent span when it belongs to `trace_id` (or none is known); else the stored trace.
+
+    A run keeps one trace across attempts, so a message sent outside any span (a re-drive) still lands in it.
+    """
+    ctx = extract_context(headers)
+    carried = trace_id_of(ctx)
+    if carried and (not trace_id or carried == trace_id):
+        return ctx
+    return context_from_trace_id(trace_id)
+
+
+def link_to(trace_id: str) -> list[trace.Link]:
+    """A link to another trace (a recurring job's occurrence points at the request that created the job)."""
+    span_context = trace.get_current_span(context_from_trace_id(trace_id)).get_span_context()
+    return [trace.Link(span_context)] if span_context.is_valid else []
+
+
 def current_trace_id() -> str:
     ctx = trace.get_current_span().get_span_context()
     return f"{ctx.trace_id:032x}" if ctx.is_valid else ""
+
+
+@contextmanager
+def messaging_span(service_tracer: trace.Tracer, operation: str, destination: str, *,
+                   parent: context.Context | None = None, kind: trace.SpanKind | None = None,
+                   run_id: str = "", job: str = "", attempt: int | None = None,
+                   links: Sequence[trace.Link] = ()) -> Iterator[trace.Span]:
+    """A span named and described by the OpenTelemetry messaging conventions (`process jc.event.finished`),
+    with run_id, job and trace_id bound into every log line written inside it."""
+    if kind is None:
+        kind = trace.SpanKind.PRODUCER if operation in ("publish", "send", "create") else trace.SpanKind.CONSUMER
+    attributes: dict[str, str | int] = {
+        "messaging.system": "nats", "messaging.destination.name": destination,
+        "messaging.operation": operation, "messaging.operation.name": operation,
+        "messaging.operation.type": _OPERATION_TYPE.get(operation, operation),
+    }
+    if run_id:
+        attributes["jetcron.run_id"] = run_id
+    if job:
+        attributes["jetcron.job"] = job
+    if attempt is not None:
+        attributes["jetcron.attempt"] = attempt
+    with service_tracer.start_as_current_span(f"{operation} {destination}", context=parent, kind=kind,
+                                              attributes=attributes, links=links) as span:
+        bound = {k: v for k, v in (("run_id", run_id), ("job", job), ("trace_id", current_trace_id())) if v}
+        with structlog.contextvars.bound_contextvars(**bound):
+            yield span

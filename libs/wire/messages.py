@@ -73,6 +73,9 @@ class RunFinished(_Msg, frozen=True, kw_only=True):
     exit_code: int | None = None
     reason: str = ""
     at: datetime
+    started_at: datetime | None = None
+    """When the process started; a run that ends quickly reports only this finish, which carries its start."""
+    pid: int = 0
 
 
 class RunHandedBack(_Msg, frozen=True, kw_only=True):
@@ -113,6 +116,20 @@ class Cursor(_Msg, frozen=True, kw_only=True):
     """The job version the cursor was computed for."""
     last_run: str = ""
     """The run id of the last occurrence that was started (for the overlap policy)."""
+
+
+class ServiceInstance(_Msg, frozen=True, kw_only=True):
+    """One running service instance as it announces itself in the services bucket (heartbeated)."""
+
+    service: str
+    instance: str
+    host: str = ""
+    pid: int = 0
+    metrics_url: str = ""
+    """Where Prometheus scrapes it; /livez and /readyz are on the same port."""
+    ready: bool = False
+    started_at: datetime
+    heartbeat_at: datetime
 
 
 def place_run_for(run: Run) -> PlaceRun:

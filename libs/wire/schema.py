@@ -20,6 +20,7 @@ from jetcron.wire.messages import (
     RunFinished,
     RunHandedBack,
     RunStarted,
+    ServiceInstance,
 )
 
 PUBLIC: tuple[type[Any], ...] = (
@@ -36,6 +37,7 @@ PUBLIC: tuple[type[Any], ...] = (
     RunHandedBack,
     DeadLettered,
     Cursor,
+    ServiceInstance,
     Reply,
 )
 

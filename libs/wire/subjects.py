@@ -21,6 +21,7 @@ BUCKET_LEASES = "jc_leases"
 BUCKET_AGENTS = "jc_agents"
 BUCKET_IDEMPOTENCY = "jc_idem"
 BUCKET_TENANTS = "jc_tenants"
+BUCKET_SERVICES = "jc_services"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 # Durable consumers
@@ -106,6 +107,13 @@ def shard_lease_key(shard: int) -> str:
     return f"trigger.shard.{shard}"
 
 
+SHARD_LEASES = "trigger.shard.*"
+
+
+def parse_shard_lease_key(key: str) -> int:
+    return int(key.rsplit(".", 1)[-1])
+
+
 def trigger_member_key(replica: str) -> str:
     return f"trigger.member.{replica}"
 
@@ -113,6 +121,25 @@ def trigger_member_key(replica: str) -> str:
 TRIGGER_MEMBERS = "trigger.member.*"
 PLACEMENT_LEADER_KEY = "placement.leader"
 TRACKER_LEADER_KEY = "tracker.leader"
+
+
+def service_key(service: str, instance: str) -> str:
+    """jc_services key of one running service instance (its metrics URL, heartbeated)."""
+    return f"{service}.{instance}"
+
+
+def parse_service_key(key: str) -> tuple[str, str]:
+    service, _, instance = key.partition(".")
+    return service, instance
+
+
+SRV_PING = "$SRV.PING"
+"""nats.micro discovery: every service instance answers."""
+
+
+def health_service_name(service: str) -> str:
+    """The nats.micro service every instance registers so `$SRV.PING` finds it (api: also `jetcron`)."""
+    return f"jetcron_{service}"
 
 
 def idempotency_key(scope: str, key: str) -> str:

@@ -7,6 +7,8 @@ import contextlib
 import time
 from datetime import datetime
 
+from opentelemetry.context import Context as TraceContext
+
 from jetcron import faults
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
@@ -15,11 +17,13 @@ from jetcron.services.agent.executor import Execution, Outcome
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
-from jetcron.telemetry.tracing import context_from_trace_id, tracer
+from jetcron.telemetry.tracing import messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack, RunStarted
 
 TRUNCATED = b"\n[jetcron: output truncated at the per-run cap]\n"
+# A run that ends sooner than this reports once: its finish carries the start (one write instead of two).
+START_REPORT_DELAY = 0.25
 _tracer = tracer("agent")
 
 
@@ -32,15 +36,21 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
 
 
 class Attempt:
-    def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], trace_id: str,
+    def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], parent: TraceContext,
                  groups: StrayGuard) -> None:
         self.ctx = ctx
         self.groups = groups
         self.cmd = cmd
         self.lease = lease
         self.env = env
-        self.trace_id = trace_id
+        self.parent = parent
+        """The trace context the assignment carried: every span and report of this attempt continues it."""
         self.execution: Execution | None = None
+        self.started_at: datetime | None = None
+        self.pid = 0
+        self.start_report: asyncio.Task[None] | None = None
+        self.start_publishing = False
+        self.succeeded = False
         self.fenced = False
         self.handed_back = False
         self.done = asyncio.Event()
@@ -93,17 +103,19 @@ class Attempt:
         lease_task = asyncio.create_task(self.keep_lease())
         try:
             await sleep_until(self.ctx, cmd.due_at)
-            with _tracer.start_as_current_span("agent execute", context=context_from_trace_id(self.trace_id),
-                                               attributes={"messaging.system": "nats", "jetcron.run_id": cmd.run_id,
-                                                           "jetcron.attempt": cmd.attempt}):
+            with messaging_span(_tracer, "process", s.assign_subject(cmd.agent), parent=self.parent,
+                                run_id=cmd.run_id, job=cmd.job, attempt=cmd.attempt) as span:
                 outcome = await self._execute(spec.command)
-            faults.point("agent.after_exit")
-            if not self.fenced and not self.handed_back:
-                await self._report(outcome)
+                span.set_attribute("jetcron.outcome", outcome.outcome)
+                faults.point("agent.after_exit")
+                if not self.fenced and not self.handed_back:
+                    await self._report(outcome)  # inside the span: the report carries its traceparent
         finally:
             self.done.set()
             await lease_task
-            if not self.fenced:
+            await self._settle_start_report()
+            # After a success no attempt follows, so the lease may simply expire: one write saved per run.
+            if not self.fenced and not self.succeeded:
                 with contextlib.suppress(JetcronError):
                     await self.ctx.leases.release(self.lease)
 
@@ -127,26 +139,51 @@ class Attempt:
             self.groups.remove(self.execution.pid)
 
     async def _started(self, pid: int) -> None:
-        now = self.ctx.clock.now()
+        self.started_at = now = self.ctx.clock.now()
+        self.pid = pid
         metrics.RUN_WAIT.observe(max(0.0, (now - self.cmd.due_at).total_seconds()))
+        self.start_report = asyncio.create_task(self._report_start_later())
+
+    async def _report_start_later(self) -> None:
+        await asyncio.sleep(START_REPORT_DELAY)
+        self.start_publishing = True
+        assert self.started_at is not None
         await publish(self.ctx.js, s.event_subject("started"), RunStarted(
-            run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent, pid=pid,
-            at=now), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"))
+            run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
+            pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"))
+
+    async def _settle_start_report(self) -> None:
+        """Before the finish: drop a start report not yet sent, or let one in flight land first (order)."""
+        task = self.start_report
+        if task is None:
+            return
+        if not self.start_publishing:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, JetcronError):
+            await task
 
     async def _report(self, outcome: Outcome) -> None:
-        await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), b"", headers={s.HDR_LOG_END: "1"},
-                      msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"))
+        await self._settle_start_report()
+        if self.sent:
+            # The end marker lets `runs logs --follow` stop; a run with no output has nothing to follow.
+            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), b"", headers={s.HDR_LOG_END: "1"},
+                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"))
         kind = "cancelled" if outcome.outcome == "killed" else outcome.outcome
         await publish(self.ctx.js, s.event_subject("finished"), RunFinished(
             run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
-            outcome=kind, exit_code=outcome.exit_code, reason=outcome.reason, at=self.ctx.clock.now()),
+            outcome=kind, exit_code=outcome.exit_code, reason=outcome.reason, at=self.ctx.clock.now(),
+            started_at=self.started_at, pid=self.pid),
             msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"))
+        self.succeeded = kind == "succeeded"
 
     async def hand_back(self, why: str) -> None:
         """Drain: stop the child and give the run back for re-dispatch."""
         self.handed_back = True
         if self.execution is not None:
             self.execution.stop(why)
-        await publish(self.ctx.js, s.event_subject("handed_back"), RunHandedBack(
-            run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
-            reason=why, at=self.ctx.clock.now()), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "handback"))
+        subject = s.event_subject("handed_back")
+        with messaging_span(_tracer, "publish", subject, parent=self.parent, run_id=self.cmd.run_id,
+                            job=self.cmd.job, attempt=self.cmd.attempt):
+            await publish(self.ctx.js, subject, RunHandedBack(
+                run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
+                reason=why, at=self.ctx.clock.now()), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "handback"))

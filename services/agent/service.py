@@ -9,6 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
+import msgspec
 from nats.aio.msg import Msg
 
 from jetcron.bus.consume import Drop, pull_loop
@@ -19,6 +20,7 @@ from jetcron.services.agent.host import describe
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
+from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, CancelRun
@@ -62,9 +64,8 @@ class Agent:
             # Someone holds this run's lease: a stale assignment; the run record decides, not us.
             self.ctx.log.info("assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt)
             return
-        trace_id = msg.headers.get("traceparent", "").split("-")[1] if msg.headers and msg.headers.get(
-            "traceparent", "").count("-") == 3 else ""
-        attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), trace_id, self.strays)
+        # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
+        attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays)
         self.attempts[cmd.run_id] = attempt
         metrics.AGENT_RUNNING.set(len(self.attempts))
         self._tasks.add(task := asyncio.create_task(self._run(attempt)))
@@ -93,13 +94,18 @@ class Agent:
         while not self.ctx.stop.is_set():
             info = describe(self.ctx.settings, self.agent_id, self.started_at, self.ctx.clock.now(),
                             len(self.attempts), self.draining)
+            used = [a.cmd.spec.resources for a in self.attempts.values()]
+            info = msgspec.structs.replace(
+                info, free_cpu=round(max(0.0, info.cpu - sum(r.cpu for r in used)), 3),
+                free_memory_mb=max(0, info.memory_mb - sum(r.memory_mb for r in used)),
+                free_gpus=max(0, info.gpus - sum(r.gpus for r in used)))
             try:
                 await self.ctx.agents.put(self.agent_id, info)
             except JetcronError:
                 metrics.HEARTBEAT_FAILURES.inc()
-            metrics.AGENT_FREE_CPU.set(info.cpu)
-            metrics.AGENT_FREE_MEMORY.set(info.memory_mb * 2**20)
-            metrics.AGENT_FREE_GPUS.set(info.gpus)
+            metrics.AGENT_FREE_CPU.set(info.free_cpu or 0.0)
+            metrics.AGENT_FREE_MEMORY.set((info.free_memory_mb or 0) * 2**20)
+            metrics.AGENT_FREE_GPUS.set(info.free_gpus or 0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.ctx.stop.wait(), timeout=self.ctx.settings.heartbeat)
 
@@ -126,6 +132,7 @@ async def main(ctx: Context) -> None:
     tasks = [asyncio.create_task(agent.heartbeat()),
              asyncio.create_task(pull_loop(ctx.js, s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
                                            batch=64, concurrency=ctx.settings.agent_slots))]
+    ctx.ready.set()
     ctx.log.info("agent ready", agent=agent.agent_id)
     await ctx.stop.wait()
     consume_stop.set()

@@ -81,7 +81,8 @@ class Jobs:
                 if claim is None:
                     raise Conflict(f"idempotency key {key!r} is being used by a concurrent request; retry")
         now = self.ctx.clock.now()
-        record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest)
+        # A one-off job's run continues this request's trace (the trigger fires it from a KV watch, no message).
+        record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id())
         try:
             await self.ctx.jobs.create(spec.name, record)
         except WriteConflict:
@@ -102,7 +103,7 @@ class Jobs:
         spec, digest = await self._validated(req["spec"])
         old, revision = await self._job(spec.name)
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
-                                         body_hash=digest)
+                                         body_hash=digest, trace_id=current_trace_id())
         await self.ctx.jobs.update(spec.name, record, revision)
         return record
 

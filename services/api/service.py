@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 from nats import micro
 from nats.micro.request import Request
+from opentelemetry.trace import SpanKind
 
 from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.runs import Runs
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
-from jetcron.telemetry.tracing import extract_context, tracer
+from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.api import Reply, error_reply
 from jetcron.wire.codec import encode
@@ -22,22 +24,34 @@ log = structlog.get_logger("jetcron.api")
 _tracer = tracer("api")
 
 
+# nats-py runs a subscription's callback one message at a time; a write waits for fsync, so requests are
+# answered from their own tasks (bounded) or the API would do one write per fsync, end to end.
+_inflight = asyncio.Semaphore(512)
+_tasks: set[asyncio.Task[None]] = set()
+
+
 def endpoint(verb: str, op: Callable[[bytes], Awaitable[Any]]) -> Callable[[Request], Awaitable[None]]:
     """One place turns results and errors into replies: nothing is answered 'accepted' before it is stored."""
 
-    async def handle(request: Request) -> None:
-        with _tracer.start_as_current_span(f"api {verb}", context=extract_context(request.headers),
-                                           attributes={"messaging.system": "nats", "rpc.method": verb}):
+    async def answer(request: Request) -> None:
+        with messaging_span(_tracer, "process", s.api_subject(verb), parent=extract_context(request.headers),
+                            kind=SpanKind.SERVER):
             try:
                 reply = Reply(ok=True, result=await op(request.data))
                 metrics.API_REQUESTS.labels(verb=verb, outcome="ok").inc()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - every error becomes a reply, never a crash
                 reply = error_reply(exc)
                 outcome = reply.error.code if reply.error else "error"
                 metrics.API_REQUESTS.labels(verb=verb, outcome=outcome).inc()
                 if outcome == "internal":
                     log.exception("api verb failed", verb=verb)
             await request.respond(encode(reply))
+
+    async def handle(request: Request) -> None:
+        await _inflight.acquire()
+        task = asyncio.create_task(answer(request))
+        _tasks.add(task)
+        task.add_done_callback(lambda t: (_tasks.discard(t), _inflight.release()))
 
     return handle
 
@@ -56,6 +70,7 @@ async def main(ctx: Context) -> None:
                                       description="jetcron job scheduler API", queue_group=s.API_QUEUE)
     for verb, op in verbs.items():
         await service.add_endpoint(name=verb.replace(".", "_"), subject=s.api_subject(verb), handler=endpoint(verb, op))
+    ctx.ready.set()
     ctx.log.info("api ready", verbs=len(verbs))
     await ctx.stop.wait()
     await service.stop()

@@ -20,7 +20,7 @@ from jetcron.core.runs import Change, apply
 from jetcron.services.placement.view import View
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
-from jetcron.telemetry.tracing import context_from_trace_id, tracer
+from jetcron.telemetry.tracing import context_from_trace_id, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, PlaceRun
@@ -74,8 +74,9 @@ class Placer:
         except (NotFound, WriteConflict, JetcronError):
             return False
         assert new.spec is not None
-        with _tracer.start_as_current_span("placement assign", context=context_from_trace_id(run.trace_id),
-                                           attributes={"messaging.system": "nats", "jetcron.run_id": run.run_id}):
+        with messaging_span(_tracer, "process", s.place_subject(cmd.priority),
+                            parent=context_from_trace_id(run.trace_id), run_id=run.run_id, job=run.job,
+                            attempt=run.attempt):
             for agent in placement.agents:
                 await publish(self.ctx.js, s.assign_subject(agent), AssignRun(
                     run_id=run.run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec,
@@ -85,6 +86,8 @@ class Placer:
         return True
 
     async def _note_waiting(self, run_id: str, reason: str, now: datetime) -> None:
+        if run_id not in self.held:
+            return
         cmd, msg, shown = self.held[run_id]
         if reason == shown:
             return
@@ -96,36 +99,43 @@ class Placer:
                                            revision)
 
     async def place_once(self) -> None:
+        """Decide in memory first, then carry out every assignment of this pass concurrently."""
         now = self.ctx.clock.now()
         view = self.view
+        chosen: list[tuple[Demand, Placement]] = []
+        waiting: list[tuple[str, str]] = []
         for demand in list(view.queue.candidates(now)):
             held = self.held.get(demand.run_id)
             if held is None:
                 view.queue.remove(demand.run_id)
                 continue
-            cmd = held[0]
-            if cmd.due_at - LEAD > now:
+            if held[0].due_at - LEAD > now:
                 continue
             if (blocked := view.queue.quota_block(demand)) is not None:
-                await self._note_waiting(demand.run_id, blocked, now)
+                waiting.append((demand.run_id, blocked))
                 continue
             result = view.cluster.place(demand)
             if not isinstance(result, Placement):
                 metrics.PLACEMENTS.labels(result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
-                await self._note_waiting(demand.run_id, result.reason, now)
+                waiting.append((demand.run_id, result.reason))
                 continue
             view.queue.remove(demand.run_id)
             view.queue.charge(demand)
-            if await self._assign(cmd, result, now):
-                view.placed[demand.run_id] = demand
-                metrics.PLACEMENTS.labels(result="placed").inc()
-            else:
-                view.cluster.release(demand.run_id)
-                view.queue.refund(demand)
-            self.held.pop(demand.run_id, None)
-            metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
-            with contextlib.suppress(Exception):
-                await held[1].ack()
+            chosen.append((demand, result))
+        await asyncio.gather(*(self._carry_out(d, p, now) for d, p in chosen),
+                             *(self._note_waiting(r, why, now) for r, why in waiting))
+
+    async def _carry_out(self, demand: Demand, placement: Placement, now: datetime) -> None:
+        cmd, msg, _ = self.held.pop(demand.run_id)
+        metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
+        if await self._assign(cmd, placement, now):
+            self.view.placed[demand.run_id] = demand
+            metrics.PLACEMENTS.labels(result="placed").inc()
+        else:
+            self.view.cluster.release(demand.run_id)
+            self.view.queue.refund(demand)
+        with contextlib.suppress(Exception):
+            await msg.ack()
 
     async def keep_alive(self) -> None:
         """Tell the server the held messages are still being worked on, so they are not redelivered."""
@@ -157,6 +167,7 @@ async def lead(ctx: Context, view: View) -> None:
             continue
         started = time.monotonic()
         metrics.TAKEOVERS.labels(kind="placement_leader").inc()
+        metrics.LEASES_HELD.labels(kind="placement_leader").set(1)
         ctx.log.info("placement leader", replica=me)
         placer = Placer(ctx, view)
         stop = asyncio.Event()
@@ -165,6 +176,7 @@ async def lead(ctx: Context, view: View) -> None:
             placer.loop(), placer.keep_alive())]
         metrics.TAKEOVER_DURATION.labels(kind="placement_leader").observe(time.monotonic() - started)
         await _hold(ctx, lease, ttl)
+        metrics.LEASES_HELD.labels(kind="placement_leader").set(0)
         stop.set()
         for task in tasks[1:]:
             task.cancel()
@@ -195,6 +207,7 @@ async def main(ctx: Context) -> None:
     view = View(ctx)
     tasks = [asyncio.create_task(t) for t in (view.watch_agents(), view.watch_tenants(), view.expire_agents(),
                                               view.watch_endings())]
+    ctx.ready.set()  # a standby is ready too: its view is warm and the durable consumer exists
     await lead(ctx, view)
     for task in tasks:
         task.cancel()

@@ -14,7 +14,7 @@ from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
 from jetcron.services.run_tracker.records import Records
 from jetcron.telemetry import metrics
-from jetcron.telemetry.tracing import extract_context, tracer
+from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import RunFinished, RunHandedBack, RunStarted
 
@@ -22,20 +22,22 @@ _tracer = tracer("run_tracker")
 _FINISHED = {"succeeded": RunEvent.SUCCEED, "cancelled": RunEvent.CANCEL}
 
 
-def change_for(kind: str, data: bytes) -> tuple[str, Change]:
-    """The run id and the Change an event asks for."""
+def change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
+    """The run id, the Change an event asks for, and for a finish the start it implies."""
     if kind == "started":
         e = decode(data, RunStarted)
-        return e.run_id, Change(event=RunEvent.START, attempt=e.attempt, token=e.token, agent=e.agent)
+        return e.run_id, Change(event=RunEvent.START, attempt=e.attempt, token=e.token, agent=e.agent, at=e.at), None
     if kind == "finished":
         f = decode(data, RunFinished)
         event = _FINISHED.get(f.outcome, RunEvent.FAIL)
+        start = None if f.started_at is None else Change(
+            event=RunEvent.START, attempt=f.attempt, token=f.token, agent=f.agent, at=f.started_at)
         return f.run_id, Change(event=event, attempt=f.attempt, token=f.token, agent=f.agent, exit_code=f.exit_code,
-                                outcome=f.outcome, reason=f.reason)
+                                outcome=f.outcome, reason=f.reason, at=f.at), start
     if kind == "handed_back":
         h = decode(data, RunHandedBack)
         return h.run_id, Change(event=RunEvent.HAND_BACK, attempt=h.attempt, token=h.token, agent=h.agent,
-                                reason=h.reason)
+                                reason=h.reason), None
     if kind == "blocked":
         raise Informational()
     raise Drop(f"unknown event kind {kind!r}")
@@ -54,7 +56,7 @@ class EventHandler:
     async def handle(self, msg: Msg) -> None:
         kind = msg.subject.rsplit(".", 1)[-1]
         try:
-            run_id, change = change_for(kind, msg.data)
+            run_id, change, start = change_for(kind, msg.data)
         except Informational:
             return
         except Drop:
@@ -64,25 +66,27 @@ class EventHandler:
         lock = self.locks[run_id]
         async with lock:
             try:
-                with _tracer.start_as_current_span(f"run_tracker {change.event}", context=extract_context(msg.headers),
-                                                   attributes={"messaging.system": "nats", "messaging.operation": "process",
-                                                               "jetcron.run_id": run_id}):
-                    await self._apply(run_id, change)
+                with messaging_span(_tracer, "process", msg.subject, parent=extract_context(msg.headers), run_id=run_id,
+                                    attempt=change.attempt):
+                    await self._apply(run_id, change, start)
             finally:
                 if not lock._waiters:  # type: ignore[attr-defined]
                     self.locks.pop(run_id, None)
 
-    async def _apply(self, run_id: str, change: Change) -> None:
+    async def _apply(self, run_id: str, change: Change, start: Change | None) -> None:
         early = False
 
-        def make(run: Run) -> Change | None:
+        def make(run: Run) -> list[Change] | None:
             nonlocal early
-            # A finish that overtook its start (another replica holds the start): wait, don't drop.
-            if (run.state is RunState.ASSIGNED and change.event in (RunEvent.SUCCEED, RunEvent.HAND_BACK)
-                    and change.attempt == run.attempt):
-                early = True
-                return None
-            return change
+            if run.state is RunState.ASSIGNED and change.attempt == run.attempt and change.event is not RunEvent.START:
+                if start is not None:
+                    # A quick run reported once: apply its start and its end in one write.
+                    return [start, change]
+                if change.event in (RunEvent.SUCCEED, RunEvent.HAND_BACK):
+                    # A finish that overtook its start (another replica holds the start): wait, don't drop.
+                    early = True
+                    return None
+            return [change]
 
         try:
             await self.records.change(run_id, make)

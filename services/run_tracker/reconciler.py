@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
+
+from opentelemetry.trace import Span
 
 from jetcron.bus.dispatch import dispatch
 from jetcron.core.errors import JetcronError
@@ -14,9 +17,10 @@ from jetcron.core.runs import Change
 from jetcron.services.run_tracker.records import Records
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
+from jetcron.telemetry.tracing import context_from_trace_id, tracer
 from jetcron.wire import subjects as s
 
-REDRIVE_EVERY = timedelta(seconds=30)
+_tracer = tracer("run_tracker")
 
 
 class Reconciler:
@@ -54,12 +58,13 @@ class Reconciler:
     async def _check(self, run: Run, now: datetime, ttl: float) -> None:
         if run.state is RunState.RETRY_WAIT and run.due_at <= now:
             await self._change(run, Change(event=RunEvent.RETRY))
-        elif run.state is RunState.SCHEDULED and now - run.due_at > REDRIVE_EVERY:
+        elif run.state is RunState.SCHEDULED and now - run.due_at > (every := self._redrive_every):
             last = self.checked.get(run.run_id)
-            if last is None or now - last > REDRIVE_EVERY:
+            if last is None or now - last > every:
                 self.checked[run.run_id] = now
                 metrics.REDRIVES.labels(step="scheduled").inc()
-                await dispatch(self.ctx.js, run, redrive=int((now - run.due_at) / REDRIVE_EVERY))
+                with _span(run, "redrive"):
+                    await dispatch(self.ctx.js, run, redrive=int((now - run.due_at) / every))
         elif run.state is RunState.ASSIGNED and run.assigned_at is not None:
             stall = timedelta(seconds=self.ctx.settings.assign_stall) + max(run.due_at - run.assigned_at, timedelta())
             if now - run.assigned_at > stall and await self._lease_gone(run, now, ttl):
@@ -72,6 +77,10 @@ class Reconciler:
             found = await self.ctx.runs.maybe(run.after)
             if found is None or found[0].state.terminal:
                 await self._change(run, Change(event=RunEvent.RELEASE))
+
+    @property
+    def _redrive_every(self) -> timedelta:
+        return timedelta(seconds=self.ctx.settings.redrive_after)
 
     async def _lease_gone(self, run: Run, now: datetime, ttl: float) -> bool:
         """Gone on two looks at least TTL/2 apart: a finish report in flight gets time to land first."""
@@ -91,4 +100,12 @@ class Reconciler:
             # Act only if the run is still where we saw it; otherwise someone else moved it on.
             return change if (run.state, run.attempt) == (seen.state, seen.attempt) else None
 
-        await self.records.change(seen.run_id, make)
+        with _span(seen, str(change.event)):
+            await self.records.change(seen.run_id, make)
+
+
+def _span(run: Run, action: str) -> AbstractContextManager[Span]:
+    """A retry or re-drive is a further span in the run's own trace (its id is kept on the run record)."""
+    return _tracer.start_as_current_span(f"reconcile {action}", context=context_from_trace_id(run.trace_id),
+                                         attributes={"jetcron.run_id": run.run_id, "jetcron.job": run.job,
+                                                     "jetcron.attempt": run.attempt, "jetcron.state": str(run.state)})

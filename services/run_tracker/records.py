@@ -39,14 +39,19 @@ class Records:
                              "outcome": outcome})
         return change
 
-    async def change(self, run_id: str, make: Callable[[Run], Change | None]) -> Run | None:
-        """CAS loop; `make` sees the fresh run each try and may return None to give up quietly."""
+    async def change(self, run_id: str, make: Callable[[Run], Change | list[Change] | None]) -> Run | None:
+        """CAS loop; `make` sees the fresh run each try and may return None to give up quietly.
+
+        Several changes (a quick run's start and finish) are applied in order and written once.
+        """
         for _ in range(MAX_CAS_TRIES):
             run, revision = await self.ctx.runs.get(run_id)
-            change = make(run)
-            if change is None:
+            changes = make(run)
+            if changes is None:
                 return None
-            new = apply(run, self.with_retry(run, change), self.ctx.clock.now())
+            new = run
+            for change in changes if isinstance(changes, list) else [changes]:
+                new = apply(new, self.with_retry(new, change), self.ctx.clock.now())
             try:
                 await self.ctx.runs.update(run_id, new, revision)
             except WriteConflict:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import random
 import secrets
+import time
 
 from jetcron.bus.consume import pull_loop
 from jetcron.core.errors import JetcronError, LeaseLost
@@ -25,12 +26,14 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler) -> None:
     me = f"tracker-{secrets.token_hex(4)}"
     ttl = ctx.settings.leader_lease_ttl
     lease = None
+    won: float | None = None
     await reconciler.synced.wait()
     while not ctx.stop.is_set():
         try:
             if lease is None:
                 lease = await ctx.leases.acquire(s.TRACKER_LEADER_KEY, me, ttl)
                 if lease is not None:
+                    won = time.monotonic()
                     metrics.TAKEOVERS.labels(kind="tracker_leader").inc()
             else:
                 lease = await ctx.leases.renew(lease, ttl)
@@ -38,8 +41,12 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler) -> None:
             lease = None
         except JetcronError as exc:
             ctx.log.warning("tracker lease error", error=str(exc))
+        metrics.LEASES_HELD.labels(kind="tracker_leader").set(0 if lease is None else 1)
         if lease is not None:
             await reconciler.sweep(ctx.clock.now())
+            if won is not None:  # ready once the first sweep is done
+                metrics.TAKEOVER_DURATION.labels(kind="tracker_leader").observe(time.monotonic() - won)
+                won = None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ctx.stop.wait(), timeout=SWEEP_SECONDS)
     if lease is not None:
@@ -57,6 +64,7 @@ async def main(ctx: Context) -> None:
         flows.watch_jobs(), reconciler.watch(),
         pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
         reconcile_as_leader(ctx, reconciler))]
+    ctx.ready.set()
     ctx.log.info("run tracker ready")
     await ctx.stop.wait()
     stop.set()

@@ -6,17 +6,19 @@ import random
 from datetime import datetime
 
 import structlog
+from opentelemetry import context
 
 from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
 from jetcron.core import triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
-from jetcron.core.models import JobRecord, OverlapPolicy, Run, RunState
+from jetcron.core.models import JobRecord, OverlapPolicy, Run, RunState, ScheduleKind
 from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
-from jetcron.telemetry.tracing import current_trace_id, tracer
+from jetcron.telemetry.tracing import context_from_trace_id, current_trace_id, link_to, messaging_span, tracer
+from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor
 
 log = structlog.get_logger("jetcron.trigger")
@@ -37,7 +39,10 @@ class Firer:
         last_run = cursor[0].last_run if cursor else ""
         for fire in plan.fires:
             last_run = await self._record(record, fire, now, last_run)
-        if plan.cursor is not None and (cursor is None or plan.cursor != cursor[0].last):
+        # A one-shot job that has fired needs no cursor: after a restart its run's create fails at the gate,
+        # which costs a round trip but no stored write (one write per run saved).
+        one_shot_done = plan.done and spec.schedule.kind in (ScheduleKind.NOW, ScheduleKind.AT)
+        if plan.cursor is not None and not one_shot_done and (cursor is None or plan.cursor != cursor[0].last):
             new = Cursor(job=spec.name, last=plan.cursor, version=record.version, last_run=last_run)
             if cursor is None:
                 revision = await self.ctx.cursors.create(spec.name, new)
@@ -60,8 +65,12 @@ class Firer:
     async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str) -> str:
         spec = record.spec
         rid = run_id(spec.name, fire.nominal)
-        with _tracer.start_as_current_span("trigger fire", attributes={
-                "messaging.system": "nats", "messaging.operation": "publish", "jetcron.run_id": rid}):
+        # A one-off run continues the trace of the request that created the job; each occurrence of a recurring
+        # job starts its own trace, linked to that request.
+        one_off = spec.schedule.kind in (ScheduleKind.NOW, ScheduleKind.AT)
+        parent = context_from_trace_id(record.trace_id) if one_off else context.Context()
+        with messaging_span(_tracer, "publish", s.place_subject(spec.priority), parent=parent, run_id=rid,
+                            job=spec.name, links=[] if one_off else link_to(record.trace_id)):
             state, reason, after = RunState.SCHEDULED, "", ""
             if fire.skip_reason is not None:
                 state, reason = RunState.SKIPPED, fire.skip_reason

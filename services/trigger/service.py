@@ -107,6 +107,7 @@ async def main(ctx: Context) -> None:
     trigger = Trigger(ctx, ctx.settings.agent_id or f"trigger-{secrets.token_hex(4)}")
     tasks = [asyncio.create_task(c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
                                               trigger.fire_loop())]
+    ctx.ready.set()
     ctx.log.info("trigger ready", replica=trigger.replica, shards=ctx.settings.trigger_shards)
     await ctx.stop.wait()
     for task in tasks[:2] + tasks[3:]:

@@ -72,17 +72,23 @@ class ShardOwner:
             shard = (start + i) % self.shards
             if shard in self.owned:
                 continue
+            asked = time.monotonic()
             lease = await self.leases.acquire(s.shard_lease_key(shard), self.replica, self.ttl)
             if lease is not None:
+                # The index is kept warm on every replica: a won shard serves at once.
+                metrics.TAKEOVER_DURATION.labels(kind="trigger_shard").observe(time.monotonic() - asked)
                 self.owned[shard] = lease
                 self.renewed_at[shard] = now
                 gained.append(shard)
                 metrics.TAKEOVERS.labels(kind="trigger_shard").inc()
+        metrics.TRIGGER_SHARDS.set(self.shards)
+        metrics.LEASES_HELD.labels(kind="trigger_shard").set(len(self.owned))
         return gained
 
     async def release_all(self) -> None:
         for lease in self.owned.values():
             await self.leases.release(lease)
         self.owned.clear()
+        metrics.LEASES_HELD.labels(kind="trigger_shard").set(0)
         if self.member is not None:
             await self.leases.release(self.member)

@@ -1,0 +1,133 @@
+"""Shared bench harness: an embedded server, every service as a process, stats from the server, medians."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jetcron.bus.server import EmbeddedNats
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """Median with min and max: the figure and its spread on a noisy shared machine."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def stored_messages(monitor_url: str) -> int:
+    """Every message the server stored (stream publishes and KV writes): acknowledged writes so far."""
+    with urllib.request.urlopen(f"{monitor_url}/jsz?streams=true", timeout=5) as resp:  # noqa: S310 - loopback
+        data = json.loads(resp.read())
+    total = 0
+    for account in data.get("account_details", []):
+        for stream in account.get("stream_detail", []):
+            total += int(stream.get("state", {}).get("last_seq", 0))
+    return total
+
+
+@dataclass
+class System:
+    server: EmbeddedNats
+    base: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
+        env.update(JETCRON_NATS_URL=self.server.url, JETCRON_NATS_MONITOR_URL=self.server.monitor_url,
+                   JETCRON_DATA_DIR=str(self.base), PYTHONUNBUFFERED="1")
+        if not self.server.sync_always:
+            env["JETCRON_ALLOW_UNSAFE_STORAGE"] = "true"
+        env.update(extra)
+        return env
+
+    def start(self, name: str, module: str, **extra: str) -> subprocess.Popen[bytes]:
+        log = (self.base / f"{name}.log").open("ab")
+        proc = subprocess.Popen([sys.executable, "-m", f"jetcron.services.{module}"], env=self.env(**extra),  # noqa: S603
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Every started service logged its ready line."""
+        deadline = time.monotonic() + timeout
+        for name in self.procs:
+            path = self.base / f"{name}.log"
+            while "ready" not in path.read_text(errors="replace") and "leader" not in path.read_text(errors="replace"):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} not ready: {path.read_text()[-2000:]}")
+                time.sleep(0.05)
+
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@contextmanager
+def system(*, sync_always: bool, agents: int = 0, sim: bool = False, services: tuple[str, ...] = (
+        "api", "trigger", "placement", "run_tracker"), agent_env: dict[str, str] | None = None,
+        **settings: str) -> Iterator[System]:
+    """A whole jetcron on loopback in a temp dir: server, services, agents; stopped and removed after."""
+    with tempfile.TemporaryDirectory(prefix="jetcron-bench-") as tmp:
+        base = Path(tmp)
+        server = EmbeddedNats(base / "nats", sync_always=sync_always)
+        server.start()
+        sys_ = System(server=server, base=base)
+        try:
+            for name in services:
+                sys_.start(name, name, **settings)
+            for i in range(agents):
+                sys_.start(f"agent-{i + 1}", "agent", JETCRON_AGENT_ID=f"agent-{i + 1}",
+                           JETCRON_AGENT_SIM="true" if sim else "false", JETCRON_AGENT_SLOTS="512",
+                           JETCRON_AGENT_CPU="1000", JETCRON_AGENT_MEMORY_MB="10000000", **(agent_env or {}), **settings)
+            sys_.wait_ready()
+            yield sys_
+        finally:
+            sys_.stop()
+            server.stop()
+
+
+def emit(result: dict[str, Any]) -> None:
+    """One JSON line on stdout per result (machine-readable), and a copy under bench/results/."""
+    print(json.dumps(result, sort_keys=True), flush=True)

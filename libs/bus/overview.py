@@ -1,0 +1,173 @@
+"""What `jetcron status` shows, gathered from JetStream: instances, leases, agents, queue, recent runs, DLQ."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import Counter
+from datetime import datetime, timedelta
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from jetcron.bus.kv import Store
+from jetcron.bus.lease import Leases
+from jetcron.bus.registry import Registry
+from jetcron.core.models import AgentInfo, Priority, Run, RunState
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
+
+RECENT = timedelta(hours=1)
+RUNS_CAP = 20_000
+"""At most this many run records are read for the last hour's counts (`runs_truncated` says when more)."""
+PING_WINDOW = 0.5
+
+
+class InstanceView(msgspec.Struct, kw_only=True):
+    service: str
+    instance: str
+    host: str
+    pid: int
+    metrics_url: str
+    ready: bool
+    answers_ping: bool
+    heartbeat_at: datetime
+
+
+class AgentView(msgspec.Struct, kw_only=True):
+    agent_id: str
+    host: str
+    cpu: float
+    memory_mb: int
+    gpus: int
+    free_cpu: float | None
+    free_memory_mb: int | None
+    free_gpus: int | None
+    running: int
+    draining: bool
+    heartbeat_at: datetime
+
+
+class Overview(msgspec.Struct, kw_only=True):
+    at: datetime
+    services: list[InstanceView]
+    placement_leader: str | None
+    tracker_leader: str | None
+    shard_holders: dict[str, str]
+    """Trigger shard number -> the replica holding it (a shard missing here is unheld)."""
+    agents: list[AgentView]
+    queue_depth: dict[str, int]
+    """Runs waiting for placement, by priority."""
+    runs_last_hour: dict[str, int]
+    """Runs created in the last hour, by state."""
+    runs_truncated: bool
+    dlq: int
+    """Messages in the dead-letter stream."""
+
+
+async def _holder(leases: Leases, key: str) -> str | None:
+    lease = await leases.read(key)
+    return lease.value.holder if lease is not None and lease.value.holder else None
+
+
+async def _pings(nc: Client, expected: int) -> set[str]:
+    """Instances answering `$SRV.PING` within a short window (or as soon as every expected one did)."""
+    answered: set[str] = set()
+    done = asyncio.Event()
+
+    async def on_reply(msg: Msg) -> None:
+        with contextlib.suppress(ValueError, AttributeError):
+            meta = json.loads(msg.data).get("metadata") or {}
+            if meta.get("instance"):
+                answered.add(f"{json.loads(msg.data).get('name', '')}/{meta['instance']}")
+        if len(answered) >= expected:
+            done.set()
+
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, cb=on_reply)
+    try:
+        await nc.publish(s.SRV_PING, b"", reply=inbox)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), PING_WINDOW)
+    finally:
+        await sub.unsubscribe()
+    return answered
+
+
+async def _queue_depth(js: JetStreamContext) -> dict[str, int]:
+    # A work queue keeps every message until placement acks it: what is in the stream is what waits.
+    info = await js.stream_info(s.STREAM_PLACE, subjects_filter=s.PLACE_ALL)
+    by_subject = info.state.subjects or {}
+    return {p.value: int(by_subject.get(s.place_subject(p), 0)) for p in Priority}
+
+
+async def _recent_runs(js: JetStreamContext, now: datetime) -> tuple[dict[str, int], bool]:
+    """Runs by state among those written in the last hour and created in it (bounded by RUNS_CAP)."""
+    since = now - RECENT
+    sub = await js.pull_subscribe(f"$KV.{s.BUCKET_RUNS}.>", stream=f"KV_{s.BUCKET_RUNS}", config=ConsumerConfig(
+        deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since, ack_policy=AckPolicy.NONE,
+        inactive_threshold=30.0, mem_storage=True))
+    counts: Counter[str] = Counter()
+    try:
+        pending = (await sub.consumer_info()).num_pending or 0
+        read = 0
+        while read < min(pending, RUNS_CAP):
+            try:
+                batch = await sub.fetch(min(256, min(pending, RUNS_CAP) - read), timeout=3)
+            except (TimeoutError, nats.errors.TimeoutError):
+                break
+            for msg in batch:
+                read += 1
+                if not msg.data:
+                    continue
+                with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+                    run = decode(msg.data, Run)
+                    if run.created_at >= since:
+                        counts[run.state.value] += 1
+        return {state.value: counts.get(state.value, 0) for state in RunState}, pending > RUNS_CAP
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+async def gather(nc: Client, now: datetime) -> Overview:
+    js = nc.jetstream(timeout=5)
+    leases = Leases(js)
+    instances = await (await Registry.open(js)).instances()
+    agents_store = await Store.open(js, s.BUCKET_AGENTS, AgentInfo)
+    agents: list[AgentView] = []
+    for key in sorted(await agents_store.keys()):
+        found = await agents_store.maybe(key)
+        if found is not None:
+            a = found[0]
+            agents.append(AgentView(agent_id=a.agent_id, host=a.host, cpu=a.cpu, memory_mb=a.memory_mb, gpus=a.gpus,
+                                    free_cpu=a.free_cpu, free_memory_mb=a.free_memory_mb, free_gpus=a.free_gpus,
+                                    running=a.running, draining=a.draining, heartbeat_at=a.heartbeat_at))
+    shards: dict[str, str] = {}
+    for key in await leases.keys(s.SHARD_LEASES):
+        holder = await _holder(leases, key)
+        if holder:
+            shards[str(s.parse_shard_lease_key(key))] = holder
+    pinged = await _pings(nc, len(instances))
+    runs, truncated = await _recent_runs(js, now)
+    dlq = await js.stream_info(s.STREAM_DLQ)
+    return Overview(
+        at=now,
+        services=[InstanceView(service=i.service, instance=i.instance, host=i.host, pid=i.pid,
+                               metrics_url=i.metrics_url, ready=i.ready, heartbeat_at=i.heartbeat_at,
+                               answers_ping=f"{s.health_service_name(i.service)}/{i.instance}" in pinged)
+                  for i in instances],
+        placement_leader=await _holder(leases, s.PLACEMENT_LEADER_KEY),
+        tracker_leader=await _holder(leases, s.TRACKER_LEADER_KEY),
+        shard_holders=dict(sorted(shards.items(), key=lambda kv: int(kv[0]))),
+        agents=agents,
+        queue_depth=await _queue_depth(js),
+        runs_last_hour=runs,
+        runs_truncated=truncated,
+        dlq=int(dlq.state.messages),
+    )

@@ -1,0 +1,73 @@
+"""`jetcron status`: one screen on the whole system (or `-o json` with every instance and its /metrics URL)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from datetime import UTC, datetime
+
+import msgspec
+import typer
+from rich.table import Table
+
+from jetcron.bus.overview import Overview, gather
+from jetcron.cli.output import console, fail
+from jetcron.sdk.client import Client
+
+
+async def _collect(url: str | None) -> Overview:
+    client = await Client.connect(url, timeout=5)
+    try:
+        return await gather(client.nc, datetime.now(UTC))
+    finally:
+        await client.close()
+
+
+def _when(at: datetime, now: datetime) -> str:
+    return f"{max(0.0, (now - at).total_seconds()):.0f}s ago"
+
+
+def render(view: Overview) -> None:
+    now = view.at
+    per_service = Counter(i.service for i in view.services)
+    console.print(f"[bold]jetcron status[/bold]  {now:%Y-%m-%d %H:%M:%S} UTC   services: "
+                  + (", ".join(f"{name} ×{n}" for name, n in sorted(per_service.items())) or "[red]none[/red]"))
+    table = Table("service", "instance", "host", "ready", "ping", "heartbeat", "metrics", box=None)
+    for i in view.services:
+        table.add_row(i.service, i.instance, i.host, "yes" if i.ready else "[red]no[/red]",
+                      "ok" if i.answers_ping else "[red]no answer[/red]", _when(i.heartbeat_at, now), i.metrics_url)
+    console.print(table)
+    holders = Counter(view.shard_holders.values())
+    console.print(f"placement leader: {view.placement_leader or '[red]none[/red]'}   "
+                  f"tracker leader: {view.tracker_leader or '[red]none[/red]'}   "
+                  f"trigger shards held: {len(view.shard_holders)} "
+                  f"({', '.join(f'{h}: {n}' for h, n in sorted(holders.items())) or 'nobody'})")
+    agents = Table("agent", "host", "free cpu", "free memory MiB", "free gpus", "running", "draining", "heartbeat",
+                   box=None)
+    for a in view.agents:
+        agents.add_row(a.agent_id, a.host, f"{a.free_cpu if a.free_cpu is not None else '?'}/{a.cpu:g}",
+                       f"{a.free_memory_mb if a.free_memory_mb is not None else '?'}/{a.memory_mb}",
+                       f"{a.free_gpus if a.free_gpus is not None else '?'}/{a.gpus}", str(a.running),
+                       "yes" if a.draining else "", _when(a.heartbeat_at, now))
+    console.print(f"agents: {len(view.agents)}")
+    if view.agents:
+        console.print(agents)
+    console.print("queue depth: " + ", ".join(f"{p} {n}" for p, n in view.queue_depth.items()))
+    runs = {state: n for state, n in view.runs_last_hour.items() if n}
+    console.print("runs created in the last hour: " + (", ".join(f"{s} {n}" for s, n in runs.items()) or "none")
+                  + (" (truncated: more runs than were read)" if view.runs_truncated else ""))
+    console.print(f"dead-lettered: {view.dlq}")
+
+
+def status(ctx: typer.Context, output: str = typer.Option("table", "-o", "--output", help="table or json")) -> None:
+    """Services alive, leaders and shard holders, agents and free capacity, queue depth, recent runs, DLQ."""
+    url = (ctx.find_root().obj or {}).get("nats")
+    try:
+        view = asyncio.run(_collect(url))
+    except Exception as exc:
+        fail(RuntimeError(f"cannot read the system's state from NATS at {url or 'nats://127.0.0.1:4222'}: {exc}"))
+    if output == "json":
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(view), indent=2).decode() + "\n")
+        return
+    render(view)

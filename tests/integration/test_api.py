@@ -1,0 +1,92 @@
+"""The API at the edge: bad specs are refused with the field and value named and nothing stored; idempotent create."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness import Services
+
+from jetcron.sdk.client import ApiError, Client
+
+NEVER_SOON = {"kind": "cron", "cron": "0 0 1 1 *"}  # a valid schedule that will not fire during a test
+
+
+def spec(name: str = "job", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "command": ["true"], "schedule": NEVER_SOON, **fields}
+
+
+@pytest.fixture
+async def api(services: Services) -> None:
+    """Only the api service: these verbs need nothing else."""
+    services.start("api", "api")
+    await services["api"].wait_logged("api ready", 30)
+
+
+async def everything_stored(client: Client) -> tuple[list[Any], list[Any]]:
+    jobs = (await client.call("jobs.list", {"include_deleted": True}))["items"]
+    runs = (await client.call("runs.list"))["items"]
+    return jobs, runs
+
+
+@pytest.mark.parametrize(("body", "field", "value"), [
+    pytest.param(spec("badcron", schedule={"kind": "cron", "cron": "61 * * * *"}), "schedule.cron", "61 * * * *",
+                 id="cron_minute_out_of_range"),
+    pytest.param(spec("typo", timout=30), "timout", "30", id="unknown_field_timout"),
+    pytest.param(spec("negcpu", resources={"cpu": -1}), "resources.cpu", "-1", id="negative_cpu"),
+    pytest.param(spec("mars", schedule={"kind": "cron", "cron": "0 * * * *", "tz": "Mars/Olympus"}), "schedule.tz",
+                 "Mars/Olympus", id="unknown_time_zone"),
+    pytest.param(spec("preload", env={"LD_PRELOAD": "/tmp/evil.so"}), "env.LD_PRELOAD", "LD_PRELOAD",
+                 id="env_ld_preload"),
+])
+async def test_an_invalid_spec_is_refused_naming_field_and_value_and_nothing_is_stored(
+        api: None, client: Client, body: dict[str, Any], field: str, value: str) -> None:
+    # Given one valid job already stored
+    await client.call("jobs.create", {"spec": spec("keeper")})
+    before = await everything_stored(client)
+
+    # When an invalid spec is submitted
+    with pytest.raises(ApiError) as caught:
+        await client.call("jobs.create", {"spec": body})
+
+    # Then the error is "invalid", names the field and the value, and nothing new is stored
+    err = caught.value
+    assert err.code == "invalid"
+    assert err.retryable is False
+    assert field in str(err), f"message does not name the field {field!r}: {err}"
+    assert value in str(err), f"message does not show the value {value!r}: {err}"
+    assert await everything_stored(client) == before
+
+
+async def test_an_unknown_field_is_reported_as_that_field(api: None, client: Client) -> None:
+    with pytest.raises(ApiError) as caught:
+        await client.call("jobs.create", {"spec": spec("typo", timout=30)})
+    assert (caught.value.field, caught.value.value) == ("spec.timout", "30")
+
+
+async def test_create_with_an_idempotency_key_is_safe_to_retry(api: None, client: Client) -> None:
+    # Given a job created with an idempotency key
+    request = {"spec": spec("nightly"), "idempotency_key": "req-1"}
+    first = await client.call("jobs.create", request)
+
+    # When the same request is retried
+    again = await client.call("jobs.create", request)
+
+    # Then it answers with the same job, and only one job exists
+    assert again == first
+    assert [j["spec"]["name"] for j in (await client.call("jobs.list"))["items"]] == ["nightly"]
+
+
+async def test_an_idempotency_key_reused_with_a_different_body_is_a_conflict(api: None, client: Client) -> None:
+    # Given a job created with an idempotency key
+    first = await client.call("jobs.create", {"spec": spec("nightly"), "idempotency_key": "req-1"})
+
+    # When the key is reused with a different body
+    with pytest.raises(ApiError) as caught:
+        await client.call("jobs.create", {"spec": spec("nightly", command=["false"]), "idempotency_key": "req-1"})
+
+    # Then it is a conflict that names the key, and the stored job is untouched
+    assert caught.value.code == "conflict"
+    assert "req-1" in str(caught.value)
+    stored = await client.call("jobs.get", {"name": "nightly"})
+    assert stored["job"] == first

@@ -1,0 +1,65 @@
+"""`jetcron status -o json` against a running system: instances with metrics URLs, leaders, agents, queue, DLQ."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness import Services, clean_env, wait_for
+
+from jetcron.sdk.client import Client
+
+JETCRON = str(Path(sys.executable).parent / "jetcron")
+
+
+async def _status(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(subprocess.run, [JETCRON, "--nats", url, "status", *args], capture_output=True,
+                                   text=True, timeout=30, env=clean_env())
+
+
+async def test_status_json_lists_the_whole_system(services: Services, client: Client) -> None:
+    # Given a running system that has run one job
+    await services.start_system(agents=2)
+    await client.call("jobs.create", {"spec": {"name": "seen", "command": ["true"], "schedule": {"kind": "now"}}})
+
+    async def succeeded() -> bool:
+        page = await client.call("runs.list", {"job": "seen"})
+        return any(r["state"] == "succeeded" for r in page["items"])
+
+    await wait_for(succeeded, 20, what="the run to succeed")
+
+    # When an operator asks for the status as JSON (the tracker leader is elected after its first sync)
+    async def settled() -> dict[str, Any] | None:
+        done = await _status(services.server.url, "-o", "json")
+        assert done.returncode == 0, done.stderr
+        view: dict[str, Any] = json.loads(done.stdout)
+        return view if view["tracker_leader"] and len(view["agents"]) == 2 else None
+
+    view = await wait_for(settled, 20, what="status to show the tracker leader and both agents")
+
+    # Then it lists every service instance with its metrics URL, answering $SRV.PING
+    by_service: dict[str, list[dict[str, Any]]] = {}
+    for instance in view["services"]:
+        by_service.setdefault(instance["service"], []).append(instance)
+    assert set(by_service) == {"api", "trigger", "placement", "run_tracker", "agent"}
+    assert len(by_service["agent"]) == 2
+    for instance in view["services"]:
+        assert instance["metrics_url"].startswith("http://") and instance["metrics_url"].endswith("/metrics")
+        assert (instance["ready"], instance["answers_ping"]) == (True, True), instance
+    # the leaders and shard holders, the agents with free capacity, queue depth per priority, recent runs, DLQ
+    assert view["placement_leader"].startswith("placement-")
+    assert set(view["shard_holders"].values()) == {"trigger-1"} and len(view["shard_holders"]) == 16
+    assert {a["agent_id"] for a in view["agents"]} == {"agent-1", "agent-2"}
+    assert all(a["free_cpu"] is not None and a["free_cpu"] > 0 for a in view["agents"])
+    assert view["queue_depth"] == {"critical": 0, "high": 0, "normal": 0, "low": 0}
+    assert view["runs_last_hour"]["succeeded"] == 1
+    assert view["dlq"] == 0
+
+    # And the table form fits the same facts on one screen
+    table = await _status(services.server.url)
+    assert table.returncode == 0, table.stderr
+    assert "placement leader: placement-" in table.stdout and "dead-lettered: 0" in table.stdout

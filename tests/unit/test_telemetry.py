@@ -1,0 +1,74 @@
+"""The HTTP port's routes, and the tracing helpers that keep one trace per run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from opentelemetry import trace
+
+from jetcron.telemetry.http import HealthServer
+from jetcron.telemetry.logging import _add_trace_id
+from jetcron.telemetry.tracing import context_from_trace_id, continue_trace, trace_id_of
+
+TRACE_A = "0af7651916cd43dd8448eb211c80319c"
+TRACE_B = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def _headers(trace_id: str) -> dict[str, str]:
+    return {"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"}
+
+
+@pytest.mark.parametrize(("path", "ready", "status"), [
+    pytest.param("/livez", "starting", 200, id="alive_while_starting"),
+    pytest.param("/readyz", "starting: consumers not ready yet", 503, id="not_ready_says_why"),
+    pytest.param("/readyz", None, 200, id="ready"),
+    pytest.param("/metrics?x=1", None, 200, id="metrics_ignores_query"),
+    pytest.param("/other", None, 404, id="unknown_path"),
+])
+def test_routes(path: str, ready: str | None, status: int) -> None:
+    server = HealthServer(lambda: ready)
+    code, _, body = server.route("GET", path)
+    assert code == status
+    if code == 503:
+        assert ready is not None and ready.encode() in body
+
+
+def test_metrics_are_in_the_prometheus_text_format() -> None:
+    code, content_type, body = HealthServer(lambda: None).route("GET", "/metrics")
+    assert code == 200 and content_type.startswith("text/plain")
+    assert b"# TYPE jetcron_queue_depth gauge" in body
+    assert b'jetcron_queue_depth{priority="critical"} 0.0' in body
+
+
+async def test_serves_over_a_free_port() -> None:
+    server = HealthServer(lambda: None, host="127.0.0.1")
+    await server.start()
+    try:
+        assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}/metrics"
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        assert response.startswith(b"HTTP/1.1 200 OK") and response.endswith(b"ready\n")
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize(("headers", "stored", "expected"), [
+    pytest.param(_headers(TRACE_A), TRACE_A, TRACE_A, id="message_of_the_runs_trace"),
+    pytest.param(_headers(TRACE_A), "", TRACE_A, id="no_stored_trace_follows_the_message"),
+    pytest.param(_headers(TRACE_B), TRACE_A, TRACE_A, id="foreign_message_trace_loses_to_the_run"),
+    pytest.param(None, TRACE_A, TRACE_A, id="no_headers_uses_the_stored_trace"),
+    pytest.param(None, "", "", id="nothing_known_starts_a_new_trace"),
+])
+def test_continue_trace(headers: dict[str, str] | None, stored: str, expected: str) -> None:
+    assert trace_id_of(continue_trace(headers, stored)) == expected
+
+
+def test_log_lines_carry_the_current_trace_id() -> None:
+    span = trace.NonRecordingSpan(trace.get_current_span(context_from_trace_id(TRACE_A)).get_span_context())
+    with trace.use_span(span):
+        assert _add_trace_id(None, "info", {"event": "x"})["trace_id"] == TRACE_A
+    assert "trace_id" not in _add_trace_id(None, "info", {"event": "x"})
