@@ -38,7 +38,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def stored_messages(monitor_url: str) -> int:
     """Every message the server stored (stream publishes and KV writes): acknowledged writes so far."""
-    with urllib.request.urlopen(f"{monitor_url}/jsz?streams=true", timeout=5) as resp:  # noqa: S310 - loopback
+    with urllib.request.urlopen(f"{monitor_url}/jsz?streams=true", timeout=5) as resp:
         data = json.loads(resp.read())
     total = 0
     for account in data.get("account_details", []):
@@ -68,7 +68,7 @@ class System:
 
     def start(self, name: str, module: str, **extra: str) -> subprocess.Popen[bytes]:
         log = (self.base / f"{name}.log").open("ab")
-        proc = subprocess.Popen([sys.executable, "-m", f"jetcron.services.{module}"], env=self.env(**extra),  # noqa: S603
+        proc = subprocess.Popen([sys.executable, "-m", f"jetcron.services.{module}"], env=self.env(**extra),
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.procs[name] = proc

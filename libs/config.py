@@ -35,6 +35,14 @@ class Settings(BaseSettings):
     agent_slots: int = Field(default=64, ge=1)
     agent_sim: bool = False
     """Execute nothing and report success (scale tests only)."""
+    gpu_health_check: str | None = None
+    """A command (split like a shell line, run without a shell) whose exit 0 says this host's GPUs are healthy,
+    e.g. "nvidia-smi -L"; default: NVML still sees as many GPUs as at start. A GPU host that missed heartbeats
+    gets no GPU work until a check passes after its return."""
+    gpu_health_every: float = Field(default=60.0, gt=0)
+    """Seconds between GPU health checks (only on hosts with GPUs)."""
+    agent_max_pids: int = Field(default=1024, ge=8)
+    """Processes (and threads) one run may have at a time, where the agent enforces limits by cgroup."""
     log_cap_bytes: int = Field(default=1_048_576, ge=1024)
     drain_grace: float = Field(default=20.0, ge=0)
     kill_grace: float = Field(default=5.0, ge=0)
@@ -44,6 +52,8 @@ class Settings(BaseSettings):
     """Address the HTTP port binds to; 127.0.0.1 keeps it on this host."""
     trace_console: bool = False
     """Print spans to stdout (when no OTEL_EXPORTER_OTLP_ENDPOINT is set)."""
+    checkpoint_retention: float = Field(default=86400.0, ge=0)
+    """Seconds a finished run's checkpoint is kept (jetcron.checkpoint) before the run tracker removes it."""
     data_dir: str = ".jetcron"
     """Where the agent keeps its list of child process groups (to kill strays after a crash)."""
     fault: str | None = None

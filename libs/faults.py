@@ -1,4 +1,9 @@
-"""Fault points for chaos tests: JETCRON_FAULT=POINT=ACTION makes a process misbehave at a named line."""
+"""Fault points for chaos tests: JETCRON_FAULT=POINT=ACTION[@N],... makes a process misbehave at a named line.
+
+Points: trigger.after_publish (run recorded and PlaceRun published, cursor not yet moved), placement.after_dispatch
+(run assigned and AssignRun published, PlaceRun not yet acked), agent.after_exit (child exited, nothing reported),
+tracker.after_receive (event decoded, run record not yet written).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,20 @@ import time
 
 _spec = os.environ.get("JETCRON_FAULT", "")
 _points = dict(item.split("=", 1) for item in _spec.split(",") if "=" in item)
+_hits: dict[str, int] = {}
 
 
 def point(name: str) -> None:
-    """exit: die at once like kill -9 (no cleanup); stop: SIGSTOP ourselves; sleepN: pause N seconds."""
+    """exit: die at once like kill -9 (no cleanup); stop: SIGSTOP ourselves; sleepN: pause N seconds.
+
+    ACTION@N acts on the Nth time the point is reached (default: the first), so a fault can land mid-load.
+    """
     action = _points.get(name)
     if action is None:
+        return
+    action, _, nth = action.partition("@")
+    _hits[name] = hits = _hits.get(name, 0) + 1
+    if hits != int(nth or 1):
         return
     if action == "exit":
         os._exit(137)

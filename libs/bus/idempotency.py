@@ -63,6 +63,31 @@ class IdempotencyKeys:
         except WriteConflict:
             return None
 
+    async def take_over(self, key: str, record: KeyRecord, ttl: float, revision: int) -> int | None:
+        """Claim a key whose last record (at `revision`) was released; None if someone else wrote it first."""
+        try:
+            return await self._write(key, record, ttl, expected=revision)
+        except WriteConflict:
+            return None
+
+    async def ensure_room(self) -> None:
+        """Refuse a new claim unless the bucket keeps a reserve: the claim's commit must fit too.
+
+        A commit replaces the claim, and a full bucket (discard new) refuses that replacement as well; a refused
+        commit after the effect was done would let the claim expire and a later attempt do the effect again.
+        So new keys stop at max_bytes minus a reserve (1 %, at least 1 KiB), leaving room for the commits of
+        claims already taken.
+        """
+        try:
+            info = await self.js.stream_info(self.stream)
+        except Exception as exc:
+            raise translate(exc, "idempotency store status") from exc
+        limit = info.config.max_bytes or 0
+        if limit > 0 and info.state.bytes + max(limit // 100, 1024) > limit:
+            raise IdempotencyStoreFull(
+                f"idempotency store is full ({info.state.bytes} of {limit} bytes): refusing new keys rather than "
+                "forgetting old ones; raise its max_bytes or shorten key lifetimes")
+
     async def commit(self, key: str, record: KeyRecord, ttl: float, revision: int) -> int:
         return await self._write(key, record, ttl, expected=revision)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import nats.errors
@@ -36,6 +37,31 @@ def translate(exc: BaseException, what: str) -> Exception:
                         nats.errors.ConnectionClosedError, jse.NoStreamResponseError)):
         return Unavailable(f"{what}: storage did not answer ({type(exc).__name__}); outcome unknown, retry")
     return Unavailable(f"{what}: {type(exc).__name__}: {exc}")
+
+
+async def drop_subscription(js: JetStreamContext, sub: Any) -> None:
+    """Unsubscribe and delete the consumer behind it: nats-py leaves it to the inactivity timeout,
+    so every short-lived watch would leave a consumer behind for minutes (and hit the consumer limit)."""
+    stream, consumer = getattr(sub, "_stream", None), getattr(sub, "_consumer", None)
+    with contextlib.suppress(Exception):
+        await sub.unsubscribe()
+    if stream and consumer:
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(stream, consumer)
+
+
+async def scan_keys(kv: KeyValue, pattern: str) -> list[str]:
+    """Keys matching a subject pattern, filtered by the server (nats-py's keys() filters by substring)."""
+    watcher = await kv.watch(pattern, meta_only=True, ignore_deletes=True, inactive_threshold=5)
+    keys: list[str] = []
+    try:
+        async for entry in watcher:
+            if entry is None:
+                break
+            keys.append(entry.key)
+    finally:
+        await drop_subscription(kv._js, watcher._sub)
+    return keys
 
 
 class Store(Generic[T]):
@@ -89,20 +115,10 @@ class Store(Generic[T]):
             raise translate(exc, f"write {self.name}/{key}") from exc
 
     async def keys(self, pattern: str = ">") -> list[str]:
-        """Keys matching a subject pattern, filtered by the server (nats-py's keys() filters by substring)."""
         try:
-            watcher = await self.kv.watch(pattern, meta_only=True, ignore_deletes=True)
+            return await scan_keys(self.kv, pattern)
         except Exception as exc:
             raise translate(exc, f"list {self.name}") from exc
-        keys: list[str] = []
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                keys.append(entry.key)
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return keys
 
     async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
         """Every current value, then live changes: (key, value or None when deleted, revision).
@@ -128,4 +144,4 @@ class Store(Generic[T]):
                     continue
                 yield entry.key, value, int(entry.revision or 0)
         finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
+            await drop_subscription(self.kv._js, watcher._sub)

@@ -9,7 +9,7 @@ import msgspec
 import nats.js.errors as jse
 from nats.js import JetStreamContext
 
-from jetcron.bus.kv import translate
+from jetcron.bus.kv import scan_keys, translate
 from jetcron.core.errors import LeaseLost, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
@@ -61,17 +61,10 @@ class Leases:
 
     async def keys(self, pattern: str) -> list[str]:
         """Live lease keys matching a subject pattern (expired ones are gone from the stream)."""
-        kv = await self.js.key_value(s.BUCKET_LEASES)
-        watcher = await kv.watch(pattern, meta_only=True, ignore_deletes=True)
-        keys: list[str] = []
         try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                keys.append(entry.key)
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return keys
+            return await scan_keys(await self.js.key_value(s.BUCKET_LEASES), pattern)
+        except Exception as exc:
+            raise translate(exc, f"list leases {pattern}") from exc
 
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
@@ -121,3 +114,16 @@ class Leases:
     async def revoke(self, key: str, why: str, ttl: float) -> int:
         """Take the lease from whoever holds it: their next renewal fails and they stop (fencing)."""
         return await self._write(key, LeaseValue(holder="", revoked=why), ttl, expected=None)
+
+    async def supersede(self, key: str, holder: str, ttl: float, *, attempt: int,
+                        now: datetime | None = None) -> Lease | None:
+        """Take a run lease still held for an older attempt: the record already moved on, so that holder is
+        fenced by its next renewal. None if it is free to acquire, held for this or a newer attempt, or raced."""
+        current = await self.read(key)
+        if current is None or not current.value.holder or current.value.attempt >= attempt:
+            return None
+        value = LeaseValue(holder=holder, attempt=attempt, at=now)
+        try:
+            return Lease(key=key, token=await self._write(key, value, ttl, expected=current.token), value=value)
+        except WriteConflict:
+            return None

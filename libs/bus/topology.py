@@ -14,6 +14,7 @@ from nats.js.api import (
     ConsumerConfig,
     DiscardPolicy,
     KeyValueConfig,
+    ObjectStoreConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -44,6 +45,7 @@ class Limits:
     idempotency_bytes: int = 128 * MiB
     agents_ttl: float = 30.0
     services_ttl: float = 15.0
+    checkpoints_bytes: int = 1024 * MiB
 
 
 def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
@@ -87,7 +89,16 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_SERVICES, history=1, ttl=limits.services_ttl,
                        description="running service instances and their metrics URLs, heartbeated",
                        **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_PLACEMENT, history=1,
+                       description="placement's capacity summary (submit-time checks) and suspect GPU hosts",
+                       **common),  # type: ignore[arg-type]
     ]
+
+
+def object_store_configs(replicas: int, limits: Limits) -> list[ObjectStoreConfig]:
+    return [ObjectStoreConfig(bucket=s.OBJECT_CHECKPOINTS, storage=StorageType.FILE, replicas=replicas,
+                              max_bytes=limits.checkpoints_bytes,
+                              description="run checkpoints (jetcron.checkpoint); removed after the run's retention")]
 
 
 def consumer_configs() -> list[tuple[str, ConsumerConfig]]:
@@ -117,6 +128,14 @@ async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> None:
         await js.key_value(config.bucket)
     except Exception:
         await js.create_key_value(config)
+
+
+async def _ensure_object_store(js: JetStreamContext, config: ObjectStoreConfig) -> None:
+    try:
+        await js.object_store(config.bucket or "")
+    except Exception:
+        # (nats-py overwrites config.bucket with its `bucket` argument: pass both)
+        await js.create_object_store(config.bucket or "", config=config)
 
 
 # A cluster leaves all but one of several concurrent creators of the same R3 stream without any reply,
@@ -151,6 +170,8 @@ async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Li
         await _until_answered(partial(_ensure_stream, js, stream), deadline)
     for bucket in bucket_configs(replicas, limits):
         await _until_answered(partial(_ensure_bucket, js, bucket), deadline)
+    for store in object_store_configs(replicas, limits):
+        await _until_answered(partial(_ensure_object_store, js, store), deadline)
     for stream_name, consumer in consumer_configs():
         await _until_answered(partial(js.add_consumer, stream_name, consumer), deadline)
 

@@ -308,18 +308,21 @@ def backfill(
     name: str,
     start: str = typer.Option(..., "--from"),
     end: str = typer.Option(..., "--to"),
+    rate: int | None = typer.Option(None, "--rate", help="runs started per second (default 100)"),
     output: str = Output,
 ) -> None:
-    """Create runs for the past occurrences in [--from, --to)."""
+    """Create runs for the past occurrences in [--from, --to), paced; one at a time unless overlap is allow."""
     now = datetime.now(UTC)
     try:
-        payload = {
+        payload: dict[str, object] = {
             "name": name,
             "from": instant(start, now, "from").isoformat(),
             "to": instant(end, now, "to").isoformat(),
         }
     except InvalidSpec as exc:
         usage(str(exc))
+    if rate is not None:
+        payload["rate"] = rate
     with client(ctx) as c:
         page = c.call("jobs.backfill", payload)
     emit([run_view(r) for r in page["items"]], output, ("run_id", "state", "scheduled_at"))

@@ -61,6 +61,7 @@ def logs(ctx: typer.Context, run_id: str, follow: bool = typer.Option(False, "--
             c.call("runs.get", {"run_id": run_id})  # a clear error for an unknown run before waiting on it
             for chunk in c.follow_logs(run_id):
                 sys.stdout.buffer.write(chunk)
+                sys.stdout.buffer.flush()
             return
         result = c.call("runs.logs", {"run_id": run_id})
     sys.stdout.write(result["output"])

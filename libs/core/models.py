@@ -191,6 +191,10 @@ class JobRecord(_Record, frozen=True, kw_only=True):
     warnings: list[str] = msgspec.field(default_factory=list)
     trace_id: str = ""
     """The trace of the request that created or last changed the job: a one-off run continues it."""
+    paused_at: datetime | None = None
+    """When the job was last paused."""
+    resumed_at: datetime | None = None
+    """When the job was last resumed: occurrences before it that were not recorded missed their time (misfire)."""
 
 
 class AttemptRecord(_Record, frozen=True, kw_only=True):
@@ -223,7 +227,9 @@ class Run(_Record, frozen=True, kw_only=True):
     """The job spec as it was when the run was created (None for skipped records)."""
     agent: str | None = None
     agents: list[str] = msgspec.field(default_factory=list)
-    """For gangs: every host of the gang."""
+    """For gangs: every host of the gang (the first holds the run lease and reports for the gang)."""
+    gpu_indices: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    """Per agent, the GPU devices this attempt was given: a new placement leader rebuilds reservations from it."""
     token: int = 0
     """The fencing token (run lease revision) of the current attempt."""
     assigned_at: datetime | None = None
@@ -268,6 +274,12 @@ class AgentInfo(_Record, frozen=True, kw_only=True):
     draining: bool = False
     heartbeat_at: datetime
     started_at: datetime
+    gpu_health_ok: bool | None = None
+    """The last GPU health check passed (True) or failed (False); None when none ran (no GPUs)."""
+    gpu_health_at: datetime | None = None
+    """When that check ran, on the agent's clock: placement clears a suspect host only after a later pass."""
+    gpu_health_detail: str = ""
+    """What the failing check said (its output or error), for operators."""
 
 
 class TenantPolicy(_Spec, frozen=True, kw_only=True):

@@ -96,6 +96,7 @@ class Cluster:
         self._reservations: dict[str, _Reservation] = {}
         # "Could this ever fit?" answers, valid until an agent joins, leaves or changes capacity.
         self._never: dict[tuple[object, ...], str | None] = {}
+        self._shape_version = 0
 
     def __len__(self) -> int:
         return len(self._agents)
@@ -106,6 +107,7 @@ class Cluster:
         old = self._agents.get(info.agent_id)
         if old is None or _static(old.info) != _static(info):
             self._never.clear()
+            self._shape_version += 1
         if old is not None:
             self._unhook(old)
             for run_id in old.runs:
@@ -128,6 +130,7 @@ class Cluster:
             return []
         self._unhook(a)
         self._never.clear()
+        self._shape_version += 1
         for run_id in a.runs:
             del self._reservations[run_id].shares[agent_id]
         return sorted(a.runs)
@@ -169,6 +172,45 @@ class Cluster:
         if found is None:
             return self._unplaced(demand, None)
         return self._reserve(demand.run_id, res, [found])
+
+    def adopt(self, run_id: str, res: Resources, agents: list[str], gpu_indices: dict[str, list[int]]) -> bool:
+        """Count a run that already holds its place (the run record says so) whether or not it fits now.
+
+        A new leader rebuilds its books this way: the records are the truth, so an agent may end up
+        over its capacity on paper and simply gets nothing more until runs end. False, and nothing
+        counted, while one of the agents is not known yet (try again when it appears).
+        """
+        if run_id in self._reservations:
+            return True
+        if not agents or any(i not in self._agents for i in agents):
+            return False
+        _check(res)
+        mcpu, shares = to_mcpu(res.cpu), {}
+        for agent_id in agents:
+            a = self._agents[agent_id]
+            wanted = gpu_indices.get(agent_id)
+            gpus = tuple(wanted) if wanted is not None else tuple(a.free_gpus[: res.gpus])
+            share = _Share(mcpu, res.memory_mb, gpus)
+            self._detach(a, share)
+            a.free_mcpu -= share.mcpu
+            a.free_mem -= share.mem
+            a.free_gpus = [g for g in a.free_gpus if g not in gpus]
+            a.runs.add(run_id)
+            self._attach(a, share)
+            shares[agent_id] = share
+        placement = Placement(run_id=run_id, agents=list(agents),
+                              gpu_indices={i: list(s.gpus) for i, s in shares.items()})
+        self._reservations[run_id] = _Reservation(placement, shares)
+        return True
+
+    def agents(self) -> list[AgentInfo]:
+        """What every known agent advertises (for the capacity summary)."""
+        return [a.info for a in self._agents.values()]
+
+    @property
+    def shape_version(self) -> int:
+        """Moves whenever an agent joins, leaves or changes what it could ever hold."""
+        return self._shape_version
 
     def release(self, run_id: str) -> None:
         """Give back every share of the run; releasing an unknown or released run does nothing."""

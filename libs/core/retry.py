@@ -40,10 +40,14 @@ def backoff_delay(policy: RetryPolicy, failures: int, rng: random.Random) -> flo
     return capped + capped * policy.jitter * rng.random()
 
 
-def decide(run: Run, outcome: str, exit_code: int | None, rng: random.Random) -> RetryDecision:
-    """What to do after the current attempt ended with `outcome` (not yet in `run.history`)."""
+def decide(run: Run, outcome: str, exit_code: int | None, rng: random.Random, detail: str = "") -> RetryDecision:
+    """What to do after the current attempt ended with `outcome` (not yet in `run.history`).
+
+    `detail` is the agent's own account ("memory limit 64 MB exceeded"): the reason then says it, not a code.
+    """
     policy = run.spec.retry if run.spec is not None else RetryPolicy()
     what = f"exit code {exit_code}" if outcome == "failed" and exit_code is not None else outcome.replace("_", " ")
+    what = detail or what
     if outcome == "failed" and exit_code is not None and exit_code in policy.non_retryable_exit_codes:
         return RetryDecision(action=RetryAction.FAIL, reason=f"{what} is non-retryable")
     failures = failures_so_far(run) + (1 if outcome in FAILURE_OUTCOMES else 0)

@@ -12,11 +12,11 @@ import msgspec
 
 from jetcron.core.cron import Occurrence, every_index, occurrences
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.ids import stable_fraction
+from jetcron.core.ids import run_id, stable_fraction
 from jetcron.core.models import JitterPolicy, JobSpec, MisfireKind, OverlapPolicy, Schedule, ScheduleKind
 
-__all__ = ["FirePlan", "OverlapAction", "PlannedFire", "decide_overlap", "jitter_offset", "plan_backfill",
-           "plan_fires"]
+__all__ = ["BackfillRun", "FirePlan", "OverlapAction", "PlannedFire", "decide_overlap", "jitter_offset",
+           "pace_backfill", "plan_backfill", "plan_fires", "staging_horizon"]
 
 _US = timedelta(microseconds=1)
 # Counting occurrences older than the catch-up window stops here; past it the last one is bisected for.
@@ -69,6 +69,16 @@ def decide_overlap(policy: OverlapPolicy, active: int, buffered: int) -> Overlap
     return OverlapAction.SKIP
 
 
+def staging_horizon(spec: JobSpec, horizon_seconds: float) -> float:
+    """How far ahead of its due time an occurrence of `spec` may be recorded and handed to placement.
+
+    An overlap policy other than `allow` asks "is the previous run still going?" and the answer is
+    only meaningful at the due time: staged two seconds early, a run that will have ended by then
+    would count as active (and a quick every-second job would skip every other occurrence).
+    """
+    return horizon_seconds if spec.overlap is OverlapPolicy.ALLOW else 0.0
+
+
 def _fixed_offset(job_name: str, jitter: JitterPolicy) -> float:
     return stable_fraction(job_name) * jitter.window_seconds
 
@@ -114,9 +124,9 @@ def _older(schedule: Schedule, after: datetime, before: datetime,
 class _Ahead:
     """The occurrence stream with look-ahead: whether a missed one is among the latest needs the next."""
 
-    def __init__(self, source: Iterator[Occurrence], late_line: datetime, paused_until: datetime | None):
+    def __init__(self, source: Iterator[Occurrence], late_line: datetime, pause: tuple[datetime, datetime] | None):
         self._source, self._buf = source, deque[Occurrence]()
-        self._late_line, self._paused_until = late_line, paused_until
+        self._late_line, self._pause = late_line, pause
 
     def peek(self, i: int = 0) -> Occurrence | None:
         while len(self._buf) <= i:
@@ -130,7 +140,8 @@ class _Ahead:
         self._buf.popleft()
 
     def paused(self, occ: Occurrence) -> bool:
-        return self._paused_until is not None and occ.at < self._paused_until
+        """The occurrence came due while the job was paused."""
+        return self._pause is not None and self._pause[0] <= occ.at < self._pause[1]
 
     def missed_after_head(self, keep: int) -> int:
         """Missed runnable occurrences after the head, counted up to `keep`."""
@@ -139,15 +150,15 @@ class _Ahead:
             occ = self.peek(i)
             if occ is None or occ.at >= self._late_line:
                 break  # occurrences increase: none later is missed either
-            if occ.skipped is None and not self.paused(occ):
+            if occ.skipped is None:
                 count += 1
             i += 1
         return count
 
 
 def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, now: datetime,
-               horizon_seconds: float, rng: random.Random, paused_until: datetime | None = None,
-               limit: int = 1000) -> FirePlan:
+               horizon_seconds: float, rng: random.Random, paused_at: datetime | None = None,
+               resumed_at: datetime | None = None, limit: int = 1000) -> FirePlan:
     """Decide the occurrences after `cursor` whose fixed-jitter due time is within now + horizon.
 
     On time (nominal >= now - grace): runs at nominal + jitter. Missed: `skip` records all
@@ -155,9 +166,10 @@ def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, 
     that run are due now. Occurrences older than the catch-up window are never walked one by
     one: they become ONE skipped record per plan, at the nominal of the last of them, with the
     count in its reason ("more than 1000" when counting would mean walking a long outage); the
-    ledger has a record for every nominal inside the window only. Occurrences before
-    `paused_until` are recorded skipped "paused" as they come due (misfire rules are for a trigger
-    that was down); a kind=now job waits for the pause to end and then always runs. Missed-ness
+    ledger has a record for every nominal inside the window only. A job resumed at `resumed_at`
+    missed every unrecorded occurrence before it, however short the pause (grace does not
+    apply): those follow the misfire policy, and those inside [`paused_at`, `resumed_at`) say
+    "paused" in their reason; a kind=now job paused before it fired runs on resume. Missed-ness
     depends on each occurrence and its successors only, so a plan cut short by `limit` continues
     the same way in the next call.
     """
@@ -167,6 +179,10 @@ def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, 
     is_now = schedule.kind is ScheduleKind.NOW
     fixed = timedelta(seconds=0.0 if is_now else _fixed_offset(spec.name, spec.jitter))
     late_line = now - timedelta(seconds=misfire.grace_seconds)
+    pause = None
+    if resumed_at is not None and (paused_at is None or paused_at < resumed_at):
+        late_line = max(late_line, min(resumed_at, now))
+        pause = (paused_at or datetime.min.replace(tzinfo=resumed_at.tzinfo), resumed_at)
     window_start = now - timedelta(seconds=misfire.catchup_window_seconds)
     # A new job resumes just before its creation, or before its one-off instant if that is earlier.
     first = schedule.at if schedule.kind is ScheduleKind.AT and schedule.at is not None else created_at
@@ -181,7 +197,7 @@ def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, 
                       else f"misfire: outside catch-up window (missed by {late}s)")
             fires.append(PlannedFire(nominal=last, due_at=last, skip_reason=reason))
             after = last
-    ahead = _Ahead(occurrences(schedule, after, created_at=created_at), late_line, paused_until)
+    ahead = _Ahead(occurrences(schedule, after, created_at=created_at), late_line, pause)
     next_wake: datetime | None = None
     while (occ := ahead.peek()) is not None:
         if occ.at + fixed > now + timedelta(seconds=horizon_seconds):
@@ -189,9 +205,6 @@ def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, 
             break
         if len(fires) >= limit:
             next_wake = now
-            break
-        if is_now and paused_until is not None and now < paused_until:
-            next_wake = paused_until
             break
         fires.append(_decide(spec, occ, ahead, now=now, late_line=late_line, rng=rng))
         ahead.pop()
@@ -207,22 +220,21 @@ def _decide(spec: JobSpec, occ: Occurrence, ahead: _Ahead, *, now: datetime, lat
     if occ.skipped is not None:
         return skip(occ.skipped)
     is_now = spec.schedule.kind is ScheduleKind.NOW
-    if ahead.paused(occ) and not is_now:
-        return skip("paused")
     if occ.at >= late_line:
         offset = 0.0 if is_now else jitter_offset(spec.name, spec.jitter, rng)
         return PlannedFire(nominal=occ.at, due_at=occ.at + timedelta(seconds=offset))
     policy, late = spec.misfire, int((now - occ.at).total_seconds())
     if is_now:
         return PlannedFire(nominal=occ.at, due_at=now)
+    why = "paused: came due while the job was paused" if ahead.paused(occ) else f"misfire: missed by {late}s"
     if policy.kind is MisfireKind.SKIP:
-        return skip(f"misfire: missed by {late}s (policy skip)")
+        return skip(f"{why} (policy skip)")
     keep = 1 if policy.kind is MisfireKind.LATEST else policy.max_catchup
     if ahead.missed_after_head(keep) < keep:
         return PlannedFire(nominal=occ.at, due_at=now)
     if policy.kind is MisfireKind.LATEST:
-        return skip(f"misfire: missed by {late}s (policy latest: a later missed occurrence runs)")
-    return skip(f"misfire: missed by {late}s (policy all: beyond max_catchup={keep})")
+        return skip(f"{why} (policy latest: a later missed occurrence runs)")
+    return skip(f"{why} (policy all: beyond max_catchup={keep})")
 
 
 def plan_backfill(spec: JobSpec, *, created_at: datetime, start: datetime, end: datetime, now: datetime,
@@ -245,3 +257,36 @@ def plan_backfill(spec: JobSpec, *, created_at: datetime, start: datetime, end: 
         fires.append(PlannedFire(nominal=occ.at, due_at=occ.at, skip_reason=occ.skipped))
     return fires
 
+
+
+class BackfillRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One backfilled occurrence as the API records it."""
+
+    fire: PlannedFire
+    """The occurrence; `due_at` is paced, `skip_reason` set for a DST-skipped one."""
+    after: str = ""
+    """The run it waits for (a `waiting` record, released when that run ends), or '' to be dispatched."""
+
+
+def pace_backfill(spec: JobSpec, fires: list[PlannedFire], *, now: datetime, rate_per_second: float,
+                  active_run: str = "") -> list[BackfillRun]:
+    """Due times and order for a backfill: paced at `rate_per_second`, serialised unless overlap is `allow`.
+
+    The user asked for each of these occurrences, so an overlap policy never skips or cancels one;
+    what `skip`, `buffer_one` and `cancel_previous` share is "never two at once", so a backfill under
+    them is a chain: each run waits for the one before it, the first for `active_run` (the job's run
+    going on now, if any). Under `allow` they start `1 / rate_per_second` apart.
+    """
+    if not rate_per_second > 0:
+        raise InvalidSpec("backfill.rate", rate_per_second, "must be a positive number of runs per second")
+    chained = spec.overlap is not OverlapPolicy.ALLOW
+    step, previous, out, started = timedelta(seconds=1 / rate_per_second), active_run, [], 0
+    for fire in fires:
+        if fire.skip_reason is not None:
+            out.append(BackfillRun(fire=fire))
+            continue
+        out.append(BackfillRun(fire=msgspec.structs.replace(fire, due_at=now + started * step),
+                               after=previous if chained else ""))
+        previous = run_id(spec.name, fire.nominal)
+        started += 1
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import msgspec
@@ -14,6 +14,8 @@ from nats.aio.client import Client as Nats
 
 from jetcron.bus.logs import read_chunks
 from jetcron.core.errors import JetcronError
+from jetcron.core.models import RunState
+from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
 from jetcron.wire.api import ErrorBody
 
@@ -55,7 +57,9 @@ class Client:
     async def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
         data = msgspec.json.encode(payload or {})
         try:
-            reply = await self.nc.request(s.api_subject(verb), data, timeout=self.timeout)
+            # The caller's own trace, if it has one, continues into the api and every run it starts.
+            reply = await self.nc.request(s.api_subject(verb), data, timeout=self.timeout,
+                                          headers=inject_headers({}) or None)
         except nats.errors.NoRespondersError:
             raise ApiError(ErrorBody(code="unavailable", retryable=True,
                                      message="no api service is answering (is `jetcron up` running?)")) from None
@@ -68,10 +72,22 @@ class Client:
         return envelope.result
 
     async def follow_logs(self, run_id: str) -> AsyncIterator[bytes]:
-        async for _stream, chunk, end in read_chunks(self.nc.jetstream(), run_id, follow=True):
-            if end:
-                return
-            yield chunk
+        """A run's output as it is written, across its attempts, until the run is terminal and all is read."""
+
+        async def ended() -> bool:
+            try:
+                run = await self.call("runs.get", {"run_id": run_id})
+            except ApiError as exc:
+                if exc.code == "not_found":
+                    return True
+                if exc.retryable:
+                    return False
+                raise
+            return RunState(run["state"]).terminal
+
+        async for _stream, chunk, end in read_chunks(self.nc.jetstream(), run_id, follow=True, until=ended):
+            if not end:
+                yield chunk
 
 
 class SyncClient:
@@ -84,11 +100,17 @@ class SyncClient:
     def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
         return self.loop.run_until_complete(self.client.call(verb, payload))
 
-    def follow_logs(self, run_id: str) -> list[bytes]:
-        async def collect() -> list[bytes]:
-            return [c async for c in self.client.follow_logs(run_id)]
-
-        return self.loop.run_until_complete(collect())
+    def follow_logs(self, run_id: str) -> Iterator[bytes]:
+        """Each chunk as it arrives (live), stepping the async stream on the private loop."""
+        chunks = self.client.follow_logs(run_id)
+        try:
+            while True:
+                try:
+                    yield self.loop.run_until_complete(anext(chunks))
+                except StopAsyncIteration:
+                    return
+        finally:
+            self.loop.run_until_complete(chunks.aclose())  # type: ignore[attr-defined]
 
     def close(self) -> None:
         self.loop.run_until_complete(self.client.close())

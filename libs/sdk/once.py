@@ -8,8 +8,8 @@
 The body runs only for the first attempt that claims the key; a later attempt of the same run (a
 retry, a re-dispatch after an agent died) sees the committed key and skips it. If the body raises,
 the claim is dropped so a later attempt can try again. If the bucket is full, IdempotencyStoreFull
-is raised: the store never forgets old keys to make room, because forgetting would allow a second
-email.
+is raised before the body runs: the store never forgets old keys to make room, because forgetting would
+allow a second email (docs/guarantees.md). A key already done still answers False when the store is full.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 
-from jetcron.core.errors import Conflict
+from jetcron.core.errors import Conflict, JetcronError
 
 DEFAULT_TTL = 7 * 86400.0
 CLAIM_TTL = 600.0
@@ -28,6 +28,10 @@ CLAIM_TTL = 600.0
 
 class AlreadyClaimed(Conflict):
     """Another attempt holds the claim right now (it has not committed or given up yet)."""
+
+
+class EffectNotRecorded(JetcronError):
+    """The body ran but its commit failed (storage unavailable): the claim alone now guards the key."""
 
 
 @asynccontextmanager
@@ -43,24 +47,35 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
     try:
         keys = IdempotencyKeys(nc.jetstream())
         now = datetime.now(UTC)
-        revision = await keys.claim(safe, KeyRecord(state="claimed", at=now), claim_ttl)
+        claim = KeyRecord(state="claimed", at=now)
+        existing = await keys.get(safe)
+        if existing is not None and existing[0].state == "done":
+            yield False  # done already: no write, so this answers even when the store is full
+            return
+        if existing is not None and existing[0].state == "claimed":
+            raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
+        await keys.ensure_room()
+        if existing is not None:  # released by an attempt whose effect failed: take over from its record
+            revision = await keys.take_over(safe, claim, claim_ttl, existing[1])
+        else:
+            revision = await keys.claim(safe, claim, claim_ttl)
         if revision is None:
-            existing = await keys.get(safe)
-            if existing is not None and existing[0].state == "done":
+            again = await keys.get(safe)
+            if again is not None and again[0].state == "done":
                 yield False
                 return
-            if existing is not None and existing[0].state == "claimed":
-                raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
-            # Released or expired between our create and read: claim again.
-            revision = await keys.claim(safe, KeyRecord(state="claimed", at=now), claim_ttl)
-            if revision is None:
-                raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
+            raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
         try:
             yield True
         except BaseException:
             await keys.forget(safe, revision)
             raise
-        await keys.commit(safe, KeyRecord(state="done", at=datetime.now(UTC)), ttl, revision)
+        try:
+            await keys.commit(safe, KeyRecord(state="done", at=datetime.now(UTC)), ttl, revision)
+        except JetcronError as exc:
+            raise EffectNotRecorded(
+                f"once({key!r}): the effect was done but recording it failed ({exc}); the claim blocks other "
+                f"attempts for {claim_ttl:g}s, after which one may repeat the effect") from exc
     finally:
         await nc.close()
 

@@ -22,6 +22,7 @@ BUCKET_AGENTS = "jc_agents"
 BUCKET_IDEMPOTENCY = "jc_idem"
 BUCKET_TENANTS = "jc_tenants"
 BUCKET_SERVICES = "jc_services"
+BUCKET_PLACEMENT = "jc_placement"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 # Durable consumers
@@ -101,6 +102,24 @@ def msg_id(run_id: str, attempt: int, step: str) -> str:
 # KV keys
 def run_lease_key(run_id: str) -> str:
     return f"run.{run_id}"
+
+
+def gang_lease_key(run_id: str, agent_id: str) -> str:
+    """A gang member's lease (the first member holds run.<run_id>): it lapses when the member's host dies."""
+    return f"gang.{run_id}.{agent_id}"
+
+
+# jc_placement keys: placement's capacity summary (read by the API at submit) and suspect GPU hosts.
+CAPACITY_KEY = "capacity"
+SUSPECTS = "suspect.*"
+
+
+def suspect_key(agent_id: str) -> str:
+    return f"suspect.{agent_id}"
+
+
+def parse_suspect_key(key: str) -> str:
+    return key.split(".", 1)[1]
 
 
 def shard_lease_key(shard: int) -> str:

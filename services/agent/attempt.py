@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from datetime import datetime
+from functools import partial
 
 from opentelemetry.context import Context as TraceContext
 
@@ -13,7 +14,10 @@ from jetcron import faults
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.services.agent import container as containers
 from jetcron.services.agent.executor import Execution, Outcome
+from jetcron.services.agent.host import HostSetup
+from jetcron.services.agent.limits import RunLimits
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -37,9 +41,10 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
 
 class Attempt:
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], parent: TraceContext,
-                 groups: StrayGuard) -> None:
+                 groups: StrayGuard, setup: HostSetup) -> None:
         self.ctx = ctx
         self.groups = groups
+        self.setup = setup
         self.cmd = cmd
         self.lease = lease
         self.env = env
@@ -73,23 +78,34 @@ class Attempt:
                           msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"log{self.seq}"))
 
     async def keep_lease(self) -> None:
-        """Renew at TTL/3; kill the child ourselves if the lease is taken or cannot be renewed in time."""
+        """Renew at TTL/3; kill the child ourselves if the lease is taken or cannot be renewed in time.
+
+        The deadline (last renewal sent + TTL - margin) is checked on our own monotonic clock before each
+        renewal and bounds each renewal's wait: a partition or a SIGSTOP must not let the child outlive a
+        lease the server has already expired (another attempt may hold it by then).
+        """
         ttl = self.ctx.settings.run_lease_ttl
+        margin = max(0.5, min(2.0, ttl / 5))
         renewed = time.monotonic()
         while not self.done.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.done.wait(), timeout=ttl / 3)
             if self.done.is_set():
                 return
+            deadline = renewed + ttl - margin
+            sent = time.monotonic()
+            if sent >= deadline:
+                self._fence(f"lease not renewed for {sent - renewed:.1f}s (paused or cut off)")
+                return
             try:
-                self.lease = await self.ctx.leases.renew(self.lease, ttl)
-                renewed = time.monotonic()
+                self.lease = await asyncio.wait_for(self.ctx.leases.renew(self.lease, ttl), timeout=deadline - sent)
+                renewed = sent
             except LeaseLost:
                 self._fence("lease taken (cancelled or re-dispatched)")
                 return
-            except JetcronError:
+            except (JetcronError, TimeoutError):
                 metrics.HEARTBEAT_FAILURES.inc()
-                if time.monotonic() - renewed > ttl - max(1.0, ttl / 5):
+                if time.monotonic() >= deadline:
                     self._fence("lease could not be renewed in time")
                     return
 
@@ -125,18 +141,38 @@ class Attempt:
         if self.ctx.settings.agent_sim:
             await self._started(0)
             return Outcome("succeeded", 0)
-        self.execution = Execution(argv, self.env, memory_mb=self.cmd.spec.resources.memory_mb * 4,
-                                   timeout=self.cmd.spec.timeout_seconds, kill_grace=self.ctx.settings.kill_grace,
-                                   on_output=self.output)
-        failed = await self.execution.start()
-        if failed is not None:
-            return failed
-        self.groups.add(self.execution.pid)
+        spec, settings = self.cmd.spec, self.ctx.settings
+        container = None
+        limits: RunLimits | None = RunLimits(self.setup.limits, f"{self.cmd.run_id}-{self.cmd.attempt}",
+                                             memory_mb=spec.resources.memory_mb, max_pids=settings.agent_max_pids)
+        on_kill = None
+        if spec.image is not None:
+            runtime = self.setup.runtime
+            if runtime is None:
+                return Outcome("start_failed", None, f"image {spec.image!r}: no working docker or podman on this agent")
+            container = containers.container_name(self.cmd.run_id, self.cmd.attempt)
+            passed = [k for k in self.env if k in spec.env or k.startswith("JETCRON_") or k == "CUDA_VISIBLE_DEVICES"]
+            argv = containers.run_argv(runtime, name=container, agent_id=self.cmd.agent, image=spec.image,
+                                       command=argv, env_names=passed, memory_mb=spec.resources.memory_mb,
+                                       max_pids=settings.agent_max_pids, cpu=spec.resources.cpu)
+            on_kill = partial(containers.remove, runtime, container)
+            limits = None  # the engine enforces them (--memory, --pids-limit)
+            self.groups.add_container(container)
+        self.execution = Execution(argv, self.env, limits=limits, timeout=spec.timeout_seconds,
+                                   kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill)
         try:
-            await self._started(self.execution.pid)
-            return await self.execution.wait()
+            failed = await self.execution.start()
+            if failed is not None:
+                return failed
+            self.groups.add(self.execution.pid)
+            try:
+                await self._started(self.execution.pid)
+                return await self.execution.wait()
+            finally:
+                self.groups.remove(self.execution.pid)
         finally:
-            self.groups.remove(self.execution.pid)
+            if container is not None:
+                self.groups.remove_container(container)
 
     async def _started(self, pid: int) -> None:
         self.started_at = now = self.ctx.clock.now()

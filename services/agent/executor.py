@@ -6,13 +6,15 @@ import asyncio
 import contextlib
 import ctypes
 import os
-import resource
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from jetcron.services.agent.limits import RunLimits
+
 CHUNK = 64 * 1024
 FLUSH_SECONDS = 0.2
+LIMIT_POLL_SECONDS = 0.2
 
 
 @dataclass
@@ -23,19 +25,14 @@ class Outcome:
     reason: str = ""
 
 
-def _child_setup(memory_mb: int | None, cpu_seconds: int | None) -> Callable[[], None]:
-    """Runs in the child between fork and exec: die with the agent, apply rlimits."""
+def _child_setup(limits: RunLimits | None) -> Callable[[], None]:
+    """Runs in the child between fork and exec: die with the agent, join the run's cgroups or apply rlimits."""
 
     def setup() -> None:
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the direct child dies with the agent
-        if memory_mb is not None:
-            limit = memory_mb * 1024 * 1024
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        if cpu_seconds is not None:
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+        if limits is not None:
+            limits.enter()
 
     return setup
 
@@ -48,17 +45,22 @@ def kill_group(pgid: int, sig: int) -> None:
 class Execution:
     """One child process: start(), then wait() for its Outcome; stop() ends it (TERM, grace, KILL)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], *, memory_mb: int | None, timeout: float | None,
-                 kill_grace: float, on_output: Callable[[str, bytes], Awaitable[None]]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], *, limits: RunLimits | None, timeout: float | None,
+                 kill_grace: float, on_output: Callable[[str, bytes], Awaitable[None]],
+                 on_kill: Callable[[], Awaitable[None]] | None = None) -> None:
         self.argv = argv
         self.env = env
-        self.memory_mb = memory_mb
+        self.limits = limits
+        self.on_kill = on_kill
+        """Extra teardown when the group is killed (a container outlives its CLI's process group)."""
         self.timeout = timeout
         self.kill_grace = kill_grace
         self.on_output = on_output
         self.proc: asyncio.subprocess.Process | None = None
         self.stop_reason: str | None = None
+        self.limit_reason: str | None = None
         self._stopping: asyncio.Task[None] | None = None
+        self._teardown: set[asyncio.Task[None]] = set()
 
     @property
     def pid(self) -> int:
@@ -66,15 +68,37 @@ class Execution:
 
     async def start(self) -> Outcome | None:
         """Spawn; an Outcome if it could not start (missing program, permission), else None."""
+        if self.limits is not None:
+            self.limits.create()
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                preexec_fn=_child_setup(self.memory_mb, None),
+                preexec_fn=_child_setup(self.limits),
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
+            if self.limits is not None:
+                self.limits.remove()
             return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: {exc.strerror or exc}")
         return None
+
+    def _kill_group(self, sig: int) -> None:
+        assert self.proc is not None
+        kill_group(self.proc.pid, sig)
+        if sig == signal.SIGKILL and self.on_kill is not None and not self._teardown:
+            task = asyncio.ensure_future(self.on_kill())
+            self._teardown.add(task)
+
+    async def _watch_limits(self) -> None:
+        """A limit that was hit ends the whole group at once, with the limit named as the reason."""
+        if self.limits is None or not self.limits.groups:
+            return
+        while True:
+            await asyncio.sleep(LIMIT_POLL_SECONDS)
+            if (why := self.limits.exceeded()) is not None:
+                self.limit_reason = why
+                self._kill_group(signal.SIGKILL)
+                return
 
     async def _pump(self, name: str, stream: asyncio.StreamReader | None) -> None:
         if stream is None:
@@ -97,31 +121,44 @@ class Execution:
         if self.proc is None:
             return
         self.stop_reason = self.stop_reason or reason
-        kill_group(self.proc.pid, signal.SIGKILL)
+        self._kill_group(signal.SIGKILL)
 
     async def _terminate(self, pgid: int) -> None:
         kill_group(pgid, signal.SIGTERM)
         await asyncio.sleep(self.kill_grace)
-        kill_group(pgid, signal.SIGKILL)
+        self._kill_group(signal.SIGKILL)
 
     async def wait(self) -> Outcome:
         assert self.proc is not None
         pumps = asyncio.gather(self._pump("stdout", self.proc.stdout), self._pump("stderr", self.proc.stderr))
+        watch = asyncio.ensure_future(self._watch_limits())
         try:
             await asyncio.wait_for(asyncio.shield(self.proc.wait()), timeout=self.timeout)
         except TimeoutError:
             self.stop(f"timed out after {self.timeout:g}s")
             await self.proc.wait()
             self.stop_reason = f"timed out after {self.timeout:g}s"
+        finally:
+            watch.cancel()
         # The group may hold the pipes open after the leader exits; don't let a stray grandchild hang us.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(pumps, timeout=2.0)
         kill_group(self.proc.pid, signal.SIGKILL)
         if self._stopping is not None:
             self._stopping.cancel()
+        if self.limits is not None:
+            # The kernel's OOM killer may have ended the child before our poll saw it.
+            self.limit_reason = self.limit_reason or self.limits.exceeded()
+            await self.limits.remove_soon()
+        if self._teardown or (self.on_kill is not None and self.stop_reason is not None):
+            if not self._teardown:
+                self._teardown.add(asyncio.ensure_future(self.on_kill()))  # type: ignore[misc]
+            await asyncio.gather(*self._teardown, return_exceptions=True)
         return self._outcome(self.proc.returncode)
 
     def _outcome(self, code: int | None) -> Outcome:
+        if self.limit_reason is not None:
+            return Outcome("failed", code, self.limit_reason)
         if self.stop_reason is not None and self.stop_reason.startswith("timed out"):
             return Outcome("timed_out", code, self.stop_reason)
         if self.stop_reason is not None:

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
-import shutil
 import socket
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from jetcron.config import Settings
 from jetcron.core.models import AgentInfo
+from jetcron.services.agent.container import detect_runtime, runtime_name
+from jetcron.services.agent.limits import LimitRoot
+from jetcron.services.agent.limits import detect as detect_limits
+
+
+def fake_gpus(text: str) -> tuple[int, str | None, list[int]]:
+    """TEST ONLY: JETCRON_AGENT_FAKE_GPUS="8:H100" makes the agent advertise 8 H100s it does not have."""
+    count, _, model = text.partition(":")
+    n = int(count)
+    return n, (model or "fake") if n else None, list(range(n))
 
 
 def discover_gpus() -> tuple[int, str | None, list[int]]:
     """GPU count, model and indices through NVML; (0, None, []) on hosts without GPUs or without NVML."""
+    if fake := os.environ.get("JETCRON_AGENT_FAKE_GPUS"):
+        return fake_gpus(fake)
     try:
         import pynvml
     except ImportError:
@@ -28,23 +43,31 @@ def discover_gpus() -> tuple[int, str | None, list[int]]:
             name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
             model = name.decode() if isinstance(name, bytes) else str(name)
         return count, model, list(range(count))
+    except Exception:
+        return 0, None, []  # a driver that answers init but not queries: treat the host as GPU-less
     finally:
-        pynvml.nvmlShutdown()
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
 
 
-def limit_mechanism() -> str:
-    """cgroup2 only where this process may create child groups; rlimit otherwise (FIELD_NOTES)."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            line = f.read().strip().splitlines()[-1]
-        path = "/sys/fs/cgroup" + line.split("::", 1)[1] if line.startswith("0::") else None
-        if path and os.path.exists(os.path.join(path, "cgroup.subtree_control")) and os.access(path, os.W_OK):
-            controllers = open(os.path.join(path, "cgroup.controllers")).read()  # noqa: SIM115
-            if "memory" in controllers and "pids" in controllers:
-                return "cgroup2"
-    except OSError:
-        pass
-    return "rlimit"
+@dataclass(frozen=True)
+class HostSetup:
+    """What is probed once at agent start: GPUs, a working container runtime, the limit mechanism."""
+
+    gpus: tuple[int, str | None, list[int]]
+    runtime: str | None
+    """Full path of a docker or podman CLI whose engine answered, or None."""
+    limits: LimitRoot
+
+    @classmethod
+    def probe(cls, agent_id: str, data_dir: str) -> HostSetup:
+        # Two agents may share an id on one host only with different data dirs (tests do): the pair is the identity.
+        scope = f"{agent_id}-{hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:8]}"
+        return cls(gpus=discover_gpus(), runtime=detect_runtime(), limits=detect_limits(scope))
+
+    @property
+    def capabilities(self) -> list[str]:
+        return [runtime_name(self.runtime), "container"] if self.runtime else []
 
 
 def parse_labels(text: str) -> dict[str, str]:
@@ -55,14 +78,13 @@ def parse_labels(text: str) -> dict[str, str]:
     return labels
 
 
-def describe(settings: Settings, agent_id: str, started_at: datetime, now: datetime, running: int,
-             draining: bool) -> AgentInfo:
-    gpus, model, indices = discover_gpus()
+def describe(settings: Settings, setup: HostSetup, agent_id: str, started_at: datetime, now: datetime,
+             running: int, draining: bool) -> AgentInfo:
+    gpus, model, indices = setup.gpus
     memory = settings.agent_memory_mb or int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20)
-    caps = [c for c in ("docker", "podman") if shutil.which(c)]
     return AgentInfo(
         agent_id=agent_id, host=socket.gethostname(), cpu=settings.agent_cpu or float(os.cpu_count() or 1),
         memory_mb=memory, gpus=gpus, gpu_model=model, gpu_indices=indices,
-        labels=parse_labels(settings.agent_labels), capabilities=[*caps, "container"] if caps else [],
-        limits=limit_mechanism(), running=running, draining=draining, heartbeat_at=now, started_at=started_at,
+        labels=parse_labels(settings.agent_labels), capabilities=setup.capabilities,
+        limits=setup.limits.mechanism, running=running, draining=draining, heartbeat_at=now, started_at=started_at,
     )

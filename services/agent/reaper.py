@@ -1,9 +1,10 @@
 """A per-agent reaper process: when the agent dies (even by kill -9), it kills every child process group.
 
-The agent writes "+PGID" and "-PGID" lines to the reaper's stdin. When that pipe closes (the kernel
-closes it when the agent dies, however it dies) or the reaper gets SIGTERM (PR_SET_PDEATHSIG), it
-sends SIGKILL to every process group it still knows and exits. One small process per agent rather
-than a supervisor per run keeps spawning cheap.
+The agent writes "+PGID" and "-PGID" lines (and "+c NAME", "-c NAME" for containers) to the reaper's
+stdin. When that pipe closes (the kernel closes it when the agent dies, however it dies) or the reaper
+gets SIGTERM (PR_SET_PDEATHSIG), it sends SIGKILL to every process group it still knows, removes the
+containers (`RUNTIME rm -f`; the runtime is its first argument) and exits. One small process per agent
+rather than a supervisor per run keeps spawning cheap.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 
 
@@ -29,22 +31,39 @@ def _kill_all(groups: set[int]) -> None:
             pass
 
 
+def _remove_containers(runtime: str | None, names: set[str]) -> None:
+    if runtime and names:
+        try:
+            subprocess.run([runtime, "rm", "-f", *sorted(names)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
 def main() -> None:
+    runtime = sys.argv[1] if len(sys.argv) > 1 else None
     groups: set[int] = set()
+    containers: set[str] = set()
+
+    def finish() -> None:
+        _kill_all(groups)
+        _remove_containers(runtime, containers)
 
     def on_term(_sig: int, _frame: object) -> None:
-        _kill_all(groups)
+        finish()
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
     _set_parent_death_signal(signal.SIGTERM)
     for line in sys.stdin:
         line = line.strip()
-        if line.startswith("+"):
+        if line.startswith(("+c ", "-c ")):
+            (containers.add if line[0] == "+" else containers.discard)(line[3:])
+        elif line.startswith("+"):
             groups.add(int(line[1:]))
         elif line.startswith("-"):
             groups.discard(int(line[1:]))
-    _kill_all(groups)
+    finish()
 
 
 if __name__ == "__main__":

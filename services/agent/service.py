@@ -16,7 +16,10 @@ from jetcron.bus.consume import Drop, pull_loop
 from jetcron.bus.topology import ensure_agent_consumer
 from jetcron.core.errors import JetcronError
 from jetcron.services.agent.attempt import Attempt
-from jetcron.services.agent.host import describe
+from jetcron.services.agent.container import remove_leftovers
+from jetcron.services.agent.gang import take_gang
+from jetcron.services.agent.gpu_health import GpuHealth
+from jetcron.services.agent.host import HostSetup, describe
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -27,9 +30,11 @@ from jetcron.wire.messages import AssignRun, CancelRun
 
 
 class Agent:
-    def __init__(self, ctx: Context, agent_id: str) -> None:
+    def __init__(self, ctx: Context, agent_id: str, setup: HostSetup) -> None:
         self.ctx = ctx
         self.agent_id = agent_id
+        self.setup = setup
+        self.gpu_health = GpuHealth(ctx, setup.gpus[0])
         self.attempts: dict[str, Attempt] = {}
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -55,8 +60,14 @@ class Agent:
             cmd = decode(msg.data, AssignRun)
         except Exception as exc:
             raise Drop(f"undecodable AssignRun: {exc}") from exc
-        if cmd.run_id in self.attempts:
-            return  # duplicate delivery of a run we are already running
+        existing = self.attempts.get(cmd.run_id)
+        if existing is not None:
+            if existing.cmd.attempt >= cmd.attempt:
+                return  # duplicate delivery of a run we are already running
+            existing._fence(f"superseded by attempt {cmd.attempt}")  # a gang re-dispatched onto this host
+        if cmd.gang:
+            await take_gang(self, cmd, msg)
+            return
         lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id,
                                               self.ctx.settings.run_lease_ttl, attempt=cmd.attempt,
                                               now=self.ctx.clock.now())
@@ -65,7 +76,8 @@ class Agent:
             self.ctx.log.info("assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt)
             return
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
-        attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays)
+        attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays,
+                          self.setup)
         self.attempts[cmd.run_id] = attempt
         metrics.AGENT_RUNNING.set(len(self.attempts))
         self._tasks.add(task := asyncio.create_task(self._run(attempt)))
@@ -79,7 +91,8 @@ class Agent:
         except Exception:
             self.ctx.log.exception("attempt crashed", run_id=attempt.cmd.run_id)
         finally:
-            self.attempts.pop(attempt.cmd.run_id, None)
+            if self.attempts.get(attempt.cmd.run_id) is attempt:
+                del self.attempts[attempt.cmd.run_id]
             metrics.AGENT_RUNNING.set(len(self.attempts))
 
     async def on_control(self, msg: Msg) -> None:
@@ -90,28 +103,34 @@ class Agent:
                 attempt.fenced = True
                 attempt.execution.stop(cmd.reason)
 
+    async def beat(self) -> None:
+        """Publish this agent's capacity, free resources and draining flag."""
+        info = describe(self.ctx.settings, self.setup, self.agent_id, self.started_at, self.ctx.clock.now(),
+                        len(self.attempts), self.draining)
+        used = [a.cmd.spec.resources for a in self.attempts.values()]
+        info = msgspec.structs.replace(
+            info, free_cpu=round(max(0.0, info.cpu - sum(r.cpu for r in used)), 3),
+            free_memory_mb=max(0, info.memory_mb - sum(r.memory_mb for r in used)),
+            free_gpus=max(0, info.gpus - sum(r.gpus for r in used)))
+        try:
+            await self.ctx.agents.put(self.agent_id, info)
+        except JetcronError:
+            metrics.HEARTBEAT_FAILURES.inc()
+        metrics.AGENT_FREE_CPU.set(info.free_cpu or 0.0)
+        metrics.AGENT_FREE_MEMORY.set((info.free_memory_mb or 0) * 2**20)
+        metrics.AGENT_FREE_GPUS.set(info.free_gpus or 0)
+
     async def heartbeat(self) -> None:
         while not self.ctx.stop.is_set():
-            info = describe(self.ctx.settings, self.agent_id, self.started_at, self.ctx.clock.now(),
-                            len(self.attempts), self.draining)
-            used = [a.cmd.spec.resources for a in self.attempts.values()]
-            info = msgspec.structs.replace(
-                info, free_cpu=round(max(0.0, info.cpu - sum(r.cpu for r in used)), 3),
-                free_memory_mb=max(0, info.memory_mb - sum(r.memory_mb for r in used)),
-                free_gpus=max(0, info.gpus - sum(r.gpus for r in used)))
-            try:
-                await self.ctx.agents.put(self.agent_id, info)
-            except JetcronError:
-                metrics.HEARTBEAT_FAILURES.inc()
-            metrics.AGENT_FREE_CPU.set(info.free_cpu or 0.0)
-            metrics.AGENT_FREE_MEMORY.set((info.free_memory_mb or 0) * 2**20)
-            metrics.AGENT_FREE_GPUS.set(info.free_gpus or 0)
+            await self.beat()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.ctx.stop.wait(), timeout=self.ctx.settings.heartbeat)
 
     async def drain(self) -> None:
         """Take nothing new; let running attempts finish within the grace period, then hand them back."""
         self.draining = True
+        # Say so first: placement must not hand what we give back (or anything new) to us again.
+        await self.beat()
         deadline = asyncio.get_running_loop().time() + self.ctx.settings.drain_grace
         while self.attempts and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.1)
@@ -123,17 +142,27 @@ class Agent:
 
 
 async def main(ctx: Context) -> None:
-    agent = Agent(ctx, ctx.settings.agent_id or socket.gethostname().split(".")[0])
-    agent.strays.kill_leftovers()
-    await agent.strays.start_reaper(sys.executable)
+    agent_id = ctx.settings.agent_id or socket.gethostname().split(".")[0]
+    # Probed once: `docker info` and the cgroup checks are too slow for every heartbeat.
+    setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir)
+    agent = Agent(ctx, agent_id, setup)
+    strays: list[int | str] = [*agent.strays.kill_leftovers(), *setup.limits.sweep()]
+    if setup.runtime is not None:
+        strays += await asyncio.to_thread(remove_leftovers, setup.runtime, agent_id)
+    if strays:
+        ctx.log.warning("killed strays from an earlier life", strays=strays)
+    await agent.strays.start_reaper(sys.executable, setup.runtime)
     durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
     control = await ctx.nc.subscribe(s.control_subject(agent.agent_id), cb=agent.on_control)
     consume_stop = asyncio.Event()
-    tasks = [asyncio.create_task(agent.heartbeat()),
+    if setup.gpus[0]:
+        await agent.gpu_health.check()  # the first heartbeat already carries a result
+    tasks = [asyncio.create_task(agent.heartbeat()), asyncio.create_task(agent.gpu_health.loop()),
              asyncio.create_task(pull_loop(ctx.js, s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
                                            batch=64, concurrency=ctx.settings.agent_slots))]
     ctx.ready.set()
-    ctx.log.info("agent ready", agent=agent.agent_id)
+    ctx.log.info("agent ready", agent=agent.agent_id, limits=setup.limits.mechanism,
+                 capabilities=setup.capabilities)
     await ctx.stop.wait()
     consume_stop.set()
     await agent.drain()
@@ -142,3 +171,4 @@ async def main(ctx: Context) -> None:
     with contextlib.suppress(JetcronError):
         await ctx.agents.kv.delete(agent.agent_id)
     await agent.strays.stop_reaper()
+    setup.limits.close()

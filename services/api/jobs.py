@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, timedelta
+from datetime import UTC
 from typing import Any
 
 import msgspec
@@ -15,6 +15,7 @@ from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.ids import JOB_NAME_RE, body_hash, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.validate import decode_spec, validate_spec
+from jetcron.services.api.capacity import CapacityCheck
 from jetcron.services.api.requests import body, instant, integer, text
 from jetcron.services.runtime import Context
 from jetcron.telemetry.tracing import current_trace_id
@@ -28,6 +29,7 @@ class Jobs:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.keys = IdempotencyKeys(ctx.js)
+        self.capacity = CapacityCheck(ctx)
 
     async def _graph(self, spec: JobSpec) -> dict[str, tuple[str, list[str]]]:
         """The stored jobs reachable upstream of `spec` (what a cycle check needs), read breadth-first."""
@@ -82,7 +84,8 @@ class Jobs:
                     raise Conflict(f"idempotency key {key!r} is being used by a concurrent request; retry")
         now = self.ctx.clock.now()
         # A one-off job's run continues this request's trace (the trigger fires it from a KV watch, no message).
-        record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id())
+        record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id(),
+                           warnings=await self.capacity.warnings(spec))
         try:
             await self.ctx.jobs.create(spec.name, record)
         except WriteConflict:
@@ -103,7 +106,8 @@ class Jobs:
         spec, digest = await self._validated(req["spec"])
         old, revision = await self._job(spec.name)
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
-                                         body_hash=digest, trace_id=current_trace_id())
+                                         body_hash=digest, trace_id=current_trace_id(),
+                                         warnings=await self.capacity.warnings(spec))
         await self.ctx.jobs.update(spec.name, record, revision)
         return record
 
@@ -137,8 +141,13 @@ class Jobs:
         req = body(data, {"name"}, {"name"})
         for _ in range(5):
             record, revision = await self._job(text(req, "name"))
-            new = msgspec.structs.replace(record, status=status, version=record.version + 1,
-                                          updated_at=self.ctx.clock.now())
+            now = self.ctx.clock.now()
+            new = msgspec.structs.replace(record, status=status, version=record.version + 1, updated_at=now)
+            # The pause window tells the trigger which unrecorded occurrences came due while paused (misfire).
+            if status is JobStatus.PAUSED and record.status is JobStatus.ACTIVE:
+                new = msgspec.structs.replace(new, paused_at=now)
+            elif status is JobStatus.ACTIVE and record.status is JobStatus.PAUSED:
+                new = msgspec.structs.replace(new, resumed_at=now)
             try:
                 await self.ctx.jobs.update(record.spec.name, new, revision)
                 return new
@@ -173,23 +182,33 @@ class Jobs:
         except WriteConflict:
             existing, _ = await self.ctx.runs.get(run.run_id)
             return existing
-        await dispatch(self.ctx.js, run)
+        if run.state is RunState.SCHEDULED:
+            await dispatch(self.ctx.js, run)
         return run
 
     async def backfill(self, data: bytes) -> Page:
-        req = body(data, {"name", "from", "to", "limit"}, {"name", "from", "to"})
+        req = body(data, {"name", "from", "to", "limit", "rate"}, {"name", "from", "to"})
         record, _ = await self._job(text(req, "name"))
+        spec = record.spec
         start, end = instant(req, "from"), instant(req, "to")
         now = self.ctx.clock.now()
         limit = integer(req, "limit", 1000, 1, 10000)
-        planned = triggers.plan_backfill(record.spec, created_at=record.created_at, start=start, end=end,
+        rate = integer(req, "rate", 100, 1, 1000)
+        planned = triggers.plan_backfill(spec, created_at=record.created_at, start=start, end=end,
                                          now=now, limit=limit)
+        cursor = await self.ctx.cursors.maybe(spec.name)
+        paced = triggers.pace_backfill(spec, planned, now=now, rate_per_second=rate,
+                                       active_run=cursor[0].last_run if cursor else "")
         created: list[Run] = []
-        for i, fire in enumerate(planned):
-            # Spread the backfill: one occurrence every 10 ms, so a long range does not land as a herd.
-            due = now + timedelta(milliseconds=10 * i)
-            run = Run(run_id=run_id(record.spec.name, fire.nominal), job=record.spec.name, tenant=record.spec.tenant,
-                      state=RunState.SCHEDULED, scheduled_at=fire.nominal, due_at=due, created_at=now,
-                      spec=record.spec, reason="backfill", trace_id=current_trace_id())
+        for item in paced:  # see docs/decisions-trigger.md: paced, and chained unless overlap is allow
+            fire, state = item.fire, RunState.WAITING if item.after else RunState.SCHEDULED
+            reason = f"backfill: waiting for {item.after}" if item.after else "backfill"
+            if fire.skip_reason is not None:
+                state, reason = RunState.SKIPPED, fire.skip_reason
+            skipped = state is RunState.SKIPPED
+            run = Run(run_id=run_id(spec.name, fire.nominal), job=spec.name, tenant=spec.tenant, state=state,
+                      scheduled_at=fire.nominal, due_at=fire.due_at, created_at=now,
+                      spec=None if skipped else spec, reason=reason, after=item.after, trace_id=current_trace_id(),
+                      finished_at=now if skipped else None, outcome="skipped" if skipped else "")
             created.append(await self._record(run))
         return Page(items=created)

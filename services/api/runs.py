@@ -6,6 +6,7 @@ import msgspec
 
 from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
+from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
 from jetcron.core.errors import Conflict, InvalidSpec, WriteConflict
 from jetcron.core.ids import RUN_ID_RE, TENANT_RE, job_of, replay_run_id
@@ -14,6 +15,7 @@ from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.api import Page
+from jetcron.wire.codec import decode
 
 STATES = {st.value for st in RunState}
 
@@ -91,14 +93,12 @@ class Runs:
     async def dlq_list(self, data: bytes) -> Page:
         req = body(data, {"limit"})
         limit = integer(req, "limit", 100, 1, 1000)
-        keys = sorted(await self.ctx.runs.keys())
+        # From the dead-letter stream, newest last; not a scan of every run record.
+        latest = {e.run_id: e for e in await dead_lettered(self.ctx.js, limit)}
         items: list[Run] = []
-        for key in keys:
-            found = await self.ctx.runs.maybe(key)
-            if found is not None and found[0].state is RunState.DEAD:
-                items.append(found[0])
-                if len(items) == limit:
-                    break
+        for run_id, entry in latest.items():
+            found = await self.ctx.runs.maybe(run_id)
+            items.append(found[0] if found is not None else decode(entry.run, Run))
         return Page(items=items)
 
     async def dlq_replay(self, data: bytes) -> Run:

@@ -8,8 +8,10 @@ import secrets
 import time
 from datetime import datetime, timedelta
 
+import msgspec
 from nats.aio.msg import Msg
 
+from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, pull_loop
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
@@ -17,13 +19,13 @@ from jetcron.core.errors import JetcronError, LeaseLost, NotFound, WriteConflict
 from jetcron.core.placement import Demand, Placement
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
-from jetcron.services.placement.view import View
+from jetcron.services.placement.view import View, open_board
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import AssignRun, PlaceRun
+from jetcron.wire.messages import AssignRun, PlaceRun, place_run_for
 
 LEAD = timedelta(seconds=1.0)  # assign this far ahead of due_at so the agent starts on time
 _tracer = tracer("placement")
@@ -33,7 +35,8 @@ class Placer:
     def __init__(self, ctx: Context, view: View) -> None:
         self.ctx = ctx
         self.view = view
-        self.held: dict[str, tuple[PlaceRun, Msg, str]] = {}
+        # The message is None for a run taken up from its record at takeover (its message is still pending).
+        self.held: dict[str, tuple[PlaceRun, Msg | None, str]] = {}
 
     async def take(self, msg: Msg) -> None:
         """Consumer handler: keep the message unacked while the run waits; ack once it is assigned."""
@@ -43,36 +46,67 @@ class Placer:
             raise Drop(f"undecodable PlaceRun: {exc}") from exc
         if cmd.run_id in self.held:
             old = self.held[cmd.run_id]
+            if old[0].attempt == cmd.attempt and old[1] is None:
+                self.held[cmd.run_id] = (old[0], msg, old[2])  # taken up at takeover; now its message came
+                raise Hold()
             if old[0].attempt >= cmd.attempt:
                 return  # a duplicate delivery: ack it, the held one stands
-            self.view.queue.remove(cmd.run_id)
-            with contextlib.suppress(Exception):
-                await old[1].ack()
+            await self._drop(cmd.run_id)
+        out = self.view.placed.get(cmd.run_id)
+        if out is not None and out.attempt >= cmd.attempt:
+            return  # already out (a redelivery after takeover, or a re-drive that crossed the assignment)
+        if out is not None:
+            self.view.release(cmd.run_id)  # the record moved on from that attempt; its hosts may be gone
+        self.hold(cmd, msg)
+        raise Hold()
+
+    def hold(self, cmd: PlaceRun, msg: Msg | None) -> None:
         self.held[cmd.run_id] = (cmd, msg, "")
         self.view.queue.push(Demand(run_id=cmd.run_id, tenant=cmd.tenant, priority=cmd.priority,
                                     resources=cmd.resources, require=cmd.require, needs=cmd.needs,
                                     enqueued_at=self.ctx.clock.now()))
         metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).inc()
         self.view.changed.set()
-        raise Hold()
 
-    async def _forget(self, run_id: str) -> None:
+    async def _drop(self, run_id: str) -> None:
         cmd, msg, _ = self.held.pop(run_id)
         self.view.queue.remove(run_id)
         metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
-        with contextlib.suppress(Exception):
-            await msg.ack()
+        if msg is not None:
+            await _ack(msg)
 
-    async def _assign(self, cmd: PlaceRun, placement: Placement, now: datetime) -> bool:
-        """CAS scheduled -> assigned, then one AssignRun per host; False if the run moved on."""
+    def take_up_records(self) -> int:
+        """At takeover: every run whose record waits for placement is queued now, not after its message's
+        ack wait runs out on the old leader. Its message, when redelivered, joins the held entry."""
+        taken = 0
+        for run in list(self.view.scheduled.values()):
+            if run.run_id not in self.held and run.run_id not in self.view.placed:
+                self.hold(place_run_for(run), None)
+                taken += 1
+        return taken
+
+    def let_go(self) -> None:
+        """Leadership lost: the queue keeps policies and quota usage, only the held demands leave it.
+
+        Their messages are not acked: the server redelivers them to the next leader."""
+        for run_id, (cmd, _, _) in list(self.held.items()):
+            del self.held[run_id]
+            self.view.queue.remove(run_id)
+            metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
+
+    async def _assign(self, cmd: PlaceRun, placement: Placement, now: datetime) -> int | None:
+        """CAS scheduled -> assigned (with the GPU devices), then one AssignRun per host; the revision
+        written, or None if the run moved on."""
         try:
             run, revision = await self.ctx.runs.get(cmd.run_id)
             new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents), now)
             if run.attempt != cmd.attempt:
-                return False
-            await self.ctx.runs.update(run.run_id, new, revision)
+                return None
+            if any(placement.gpu_indices.values()):
+                new = msgspec.structs.replace(new, gpu_indices=placement.gpu_indices)
+            written = await self.ctx.runs.update(run.run_id, new, revision)
         except (NotFound, WriteConflict, JetcronError):
-            return False
+            return None
         assert new.spec is not None
         with messaging_span(_tracer, "process", s.place_subject(cmd.priority),
                             parent=context_from_trace_id(run.trace_id), run_id=run.run_id, job=run.job,
@@ -83,7 +117,7 @@ class Placer:
                     scheduled_at=run.scheduled_at, due_at=run.due_at, gpu_indices=placement.gpu_indices.get(agent, []),
                     gang=placement.agents if len(placement.agents) > 1 else []),
                     msg_id=s.msg_id(run.run_id, run.attempt, f"assign.{agent}"))
-        return True
+        return written
 
     async def _note_waiting(self, run_id: str, reason: str, now: datetime) -> None:
         if run_id not in self.held:
@@ -121,6 +155,7 @@ class Placer:
                 continue
             view.queue.remove(demand.run_id)
             view.queue.charge(demand)
+            view.hold(demand, held[0].attempt)
             chosen.append((demand, result))
         await asyncio.gather(*(self._carry_out(d, p, now) for d, p in chosen),
                              *(self._note_waiting(r, why, now) for r, why in waiting))
@@ -128,22 +163,24 @@ class Placer:
     async def _carry_out(self, demand: Demand, placement: Placement, now: datetime) -> None:
         cmd, msg, _ = self.held.pop(demand.run_id)
         metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
-        if await self._assign(cmd, placement, now):
-            self.view.placed[demand.run_id] = demand
+        written = await self._assign(cmd, placement, now)
+        if written is not None:
+            faults.point("placement.after_dispatch")  # chaos: assigned and AssignRun published, PlaceRun not acked
+            self.view.assigned(demand.run_id, written)
             metrics.PLACEMENTS.labels(result="placed").inc()
         else:
-            self.view.cluster.release(demand.run_id)
-            self.view.queue.refund(demand)
-        with contextlib.suppress(Exception):
-            await msg.ack()
+            self.view.unhold(demand.run_id)
+        if msg is not None:
+            await _ack(msg)
 
     async def keep_alive(self) -> None:
         """Tell the server the held messages are still being worked on, so they are not redelivered."""
         while not self.ctx.stop.is_set():
             await asyncio.sleep(5)
             for _, msg, _ in list(self.held.values()):
-                with contextlib.suppress(Exception):
-                    await msg.in_progress()
+                if msg is not None:
+                    with contextlib.suppress(Exception):
+                        await msg.in_progress()
 
     async def loop(self) -> None:
         while not self.ctx.stop.is_set():
@@ -159,6 +196,7 @@ class Placer:
 async def lead(ctx: Context, view: View) -> None:
     """Hold the leader lease; while held, consume and place. A standby keeps its view warm meanwhile."""
     me = f"placement-{secrets.token_hex(4)}"
+    ctx.log.info("placement ready (standby until it holds the leader lease)", replica=me)
     ttl = ctx.settings.leader_lease_ttl
     while not ctx.stop.is_set():
         lease = await ctx.leases.acquire(s.PLACEMENT_LEADER_KEY, me, ttl)
@@ -168,20 +206,25 @@ async def lead(ctx: Context, view: View) -> None:
         started = time.monotonic()
         metrics.TAKEOVERS.labels(kind="placement_leader").inc()
         metrics.LEASES_HELD.labels(kind="placement_leader").set(1)
-        ctx.log.info("placement leader", replica=me)
+        await view.synced()  # the books must count every run already out before anything is placed
+        view.leading = True
         placer = Placer(ctx, view)
+        taken = placer.take_up_records()
+        ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
+                     waiting=taken)
         stop = asyncio.Event()
         tasks = [asyncio.create_task(t) for t in (
             pull_loop(ctx.js, s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
-            placer.loop(), placer.keep_alive())]
+            placer.loop(), placer.keep_alive(), view.publish_capacity(stop))]
         metrics.TAKEOVER_DURATION.labels(kind="placement_leader").observe(time.monotonic() - started)
         await _hold(ctx, lease, ttl)
         metrics.LEASES_HELD.labels(kind="placement_leader").set(0)
+        view.leading = False
         stop.set()
         for task in tasks[1:]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        view.queue = type(view.queue)()
+        placer.let_go()
 
 
 async def _hold(ctx: Context, lease: Lease, ttl: float) -> None:
@@ -203,10 +246,15 @@ async def _hold(ctx: Context, lease: Lease, ttl: float) -> None:
                 return  # self-fence: stop acting before the lease can have expired on the server
 
 
+async def _ack(msg: Msg) -> None:
+    with contextlib.suppress(Exception):
+        await msg.ack()
+
+
 async def main(ctx: Context) -> None:
-    view = View(ctx)
+    view = View(ctx, await open_board(ctx))
     tasks = [asyncio.create_task(t) for t in (view.watch_agents(), view.watch_tenants(), view.expire_agents(),
-                                              view.watch_endings())]
+                                              view.watch_endings(), view.watch_runs(), view.watch_suspects())]
     ctx.ready.set()  # a standby is ready too: its view is warm and the durable consumer exists
     await lead(ctx, view)
     for task in tasks:

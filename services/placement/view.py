@@ -1,39 +1,117 @@
-"""Placement's live view: agents from the agents bucket, reservations released when runs end."""
+"""Placement's live view: agents from the agents bucket, reservations from the run records, suspect GPU hosts.
+
+Every replica keeps it warm, leader or standby. Reservations follow the `jc_runs` watch: a run
+whose record says assigned or running holds its share on its agents (adopted if this replica did
+not place it: a new leader starts with the books of the runs already out), and gives it back
+when its record moves on (ended, lost, retried, cancelled). RunFinished events release earlier.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from dataclasses import dataclass
+from datetime import datetime
 
 from nats.js.api import DeliverPolicy
 
+from jetcron.bus.kv import Store
+from jetcron.core.capacity import CapacitySummary
+from jetcron.core.errors import JetcronError
 from jetcron.core.fairness import FairQueue
+from jetcron.core.models import AgentInfo, Run, RunState
 from jetcron.core.placement import Cluster, Demand
+from jetcron.core.run_state import ACTIVE
+from jetcron.core.suspects import Suspects
+from jetcron.services.placement.board import Board, SuspectMark
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import RunFinished, RunHandedBack
+from jetcron.wire.messages import RunFinished, RunHandedBack, place_run_for
+
+
+@dataclass
+class Held:
+    """A run this replica counts on its agents: which attempt, and the revision of the assign write."""
+
+    demand: Demand
+    attempt: int
+    revision: int | None
+    """None while this replica's own assign write is in flight: older records must not release it."""
+
+
+def demand_of(run: Run, enqueued: Run | None = None) -> Demand:
+    cmd = place_run_for(run)
+    return Demand(run_id=run.run_id, tenant=cmd.tenant, priority=cmd.priority, resources=cmd.resources,
+                  require=cmd.require, needs=cmd.needs, enqueued_at=(enqueued or run).created_at)
 
 
 class View:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, board: Board | None = None) -> None:
         self.ctx = ctx
+        self.board = board
         self.cluster = Cluster()
         self.queue = FairQueue()
-        self.placed: dict[str, Demand] = {}
-        self.seen: dict[str, float] = {}
+        self.suspects = Suspects()
+        self.leading = False
+        self.placed: dict[str, Held] = {}
+        self.active: dict[str, Run] = {}
+        """Assigned and running records, by run id (the truth the books follow)."""
+        self.by_agent: dict[str, set[str]] = {}
+        self.scheduled: dict[str, Run] = {}
+        """Records waiting for placement: a new leader takes them up without waiting for redelivery."""
+        self.finished: dict[str, int] = {}
+        """Attempts a RunFinished released before their record caught up: not adopted again."""
+        self.seen: dict[str, tuple[float, AgentInfo]] = {}
         self.changed = asyncio.Event()
+        self.agents_synced = asyncio.Event()
+        self._tasks: set[asyncio.Future[None]] = set()
+        self.runs_synced = asyncio.Event()
+
+    async def synced(self) -> None:
+        """Both initial loads are in: only then may a leader place (else it would miss runs already out)."""
+        await self.agents_synced.wait()
+        await self.runs_synced.wait()
+
+    # --- agents -------------------------------------------------------------------------------
 
     async def watch_agents(self) -> None:
         async for agent_id, info, _ in self.ctx.agents.watch():
             if not agent_id:
+                self.agents_synced.set()
                 continue
             if info is None:
-                self.forget_agent(agent_id)
+                self.forget_agent(agent_id)  # a clean exit (drained agent deleted its key): not suspect
                 continue
-            self.seen[agent_id] = time.monotonic()
-            self.cluster.upsert_agent(info)
-            self.changed.set()
+            self.upsert_agent(info)
+
+    def upsert_agent(self, info: AgentInfo) -> None:
+        known = info.agent_id in self.seen
+        self.seen[info.agent_id] = (time.monotonic(), info)
+        self.cluster.upsert_agent(info)
+        self._judge(info)
+        if not known:
+            # Back after an absence: runs whose records still name it hold their share on it again.
+            for run_id in sorted(self.by_agent.get(info.agent_id, ())):
+                run = self.active[run_id]
+                if run_id not in self.placed:
+                    self._adopt(run)
+                elif run.spec is not None:
+                    self.cluster.release(run_id)
+                    self.cluster.adopt(run_id, run.spec.resources, run.agents or [info.agent_id], run.gpu_indices)
+        self.changed.set()
+
+    def _judge(self, info: AgentInfo) -> None:
+        was_lost = info.agent_id in self.suspects
+        why = self.suspects.check(info)
+        if why is None:
+            self.cluster.clear_suspect(info.agent_id)
+            if was_lost:
+                self.ctx.log.info("GPU host cleared by a passing health check", agent=info.agent_id)
+                self._persist(info.agent_id, None)
+        else:
+            self.cluster.mark_suspect(info.agent_id)
 
     async def watch_tenants(self) -> None:
         async for _, policy, _ in self.ctx.tenants.watch():
@@ -42,36 +120,169 @@ class View:
                 self.changed.set()
 
     def forget_agent(self, agent_id: str) -> None:
+        """Drop it from the books; its runs' reservations go when their records move on (no early reuse)."""
         self.seen.pop(agent_id, None)
-        for run_id in self.cluster.remove_agent(agent_id):
-            self.release(run_id)
+        self.cluster.remove_agent(agent_id)
+        self.changed.set()
 
     async def expire_agents(self) -> None:
-        """An agent that stopped heartbeating is removed (the bucket's max_age sends no event)."""
+        """An agent that stopped heartbeating is removed (the bucket's max_age sends no event).
+
+        One that held GPUs comes back suspect.
+        """
         limit = self.ctx.settings.heartbeat * 4
         while not self.ctx.stop.is_set():
             now = time.monotonic()
-            for agent_id, at in list(self.seen.items()):
+            for agent_id, (at, info) in list(self.seen.items()):
                 if now - at > limit:
+                    if self.suspects.lost(info):
+                        self.ctx.log.warning("GPU host missed heartbeats: suspect until a health check passes",
+                                             agent=agent_id)
+                        self._persist(agent_id, self.suspects.lost_after(agent_id))
                     self.forget_agent(agent_id)
             await asyncio.sleep(self.ctx.settings.heartbeat)
 
+    def _persist(self, agent_id: str, lost_after: datetime | None) -> None:
+        """The leader keeps suspects in KV so a placement started later still knows them."""
+        if self.leading and self.board is not None:
+            task = asyncio.ensure_future(self.board.mark_suspect(agent_id, lost_after))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def watch_suspects(self) -> None:
+        if self.board is None:
+            return
+        async for key, mark, _ in self.board.suspects.watch(s.SUSPECTS):
+            if not key or mark is None:
+                continue
+            self.suspects.restore(mark.agent_id, mark.lost_after)
+            known = self.seen.get(mark.agent_id)
+            if known is not None:
+                self._judge(known[1])
+
+    # --- reservations from the run records ----------------------------------------------------
+
+    async def watch_runs(self) -> None:
+        async for run_id, run, revision in self.ctx.runs.watch():
+            if not run_id:
+                self.runs_synced.set()
+                continue
+            self.on_record(run_id, run, revision)
+
+    def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
+        if run is not None and run.state is RunState.SCHEDULED and run.spec is not None:
+            self.scheduled[run_id] = run
+        else:
+            self.scheduled.pop(run_id, None)
+        held = self.placed.get(run_id)
+        if run is not None and run.state in ACTIVE and run.spec is not None:
+            self._index(run)
+            if self.finished.get(run_id, 0) >= run.attempt:
+                return
+            if held is not None and held.attempt == run.attempt:
+                return
+            if held is not None:
+                self.release(run_id)
+            self._adopt(run, revision)
+            return
+        self._unindex(run_id)
+        if run is None or run.state.terminal or (held is not None and run.attempt > held.attempt):
+            self.finished.pop(run_id, None)
+        if held is None:
+            return
+        if held.revision is None or revision <= held.revision:
+            return  # an older record than our own assign write
+        self.release(run_id)
+
+    def _adopt(self, run: Run, revision: int = 0) -> None:
+        spec = run.spec
+        assert spec is not None
+        if self.cluster.adopt(run.run_id, spec.resources, run.agents or ([run.agent] if run.agent else []),
+                              run.gpu_indices):
+            demand = demand_of(run)
+            self.placed[run.run_id] = Held(demand, run.attempt, revision)
+            self.queue.charge(demand)
+            self.changed.set()
+
+    def _index(self, run: Run) -> None:
+        old = self.active.get(run.run_id)
+        if old is not None and old.agents != run.agents:
+            self._unindex(run.run_id)
+        self.active[run.run_id] = run
+        for agent in run.agents or ([run.agent] if run.agent else []):
+            self.by_agent.setdefault(agent, set()).add(run.run_id)
+
+    def _unindex(self, run_id: str) -> None:
+        old = self.active.pop(run_id, None)
+        if old is None:
+            return
+        for agent in old.agents or ([old.agent] if old.agent else []):
+            ids = self.by_agent.get(agent)
+            if ids is not None:
+                ids.discard(run_id)
+                if not ids:
+                    del self.by_agent[agent]
+
+    def hold(self, demand: Demand, attempt: int) -> None:
+        """The leader reserved a place and is about to write the assignment."""
+        self.placed[demand.run_id] = Held(demand, attempt, None)
+
+    def assigned(self, run_id: str, revision: int) -> None:
+        held = self.placed.get(run_id)
+        if held is not None:
+            held.revision = revision
+
+    def unhold(self, run_id: str) -> None:
+        """The assign write failed: give the place back, and count whatever the record says instead."""
+        self.release(run_id)
+        run = self.active.get(run_id)
+        if run is not None:
+            self._adopt(run)
+
     def release(self, run_id: str) -> None:
-        demand = self.placed.pop(run_id, None)
+        held = self.placed.pop(run_id, None)
         self.cluster.release(run_id)
-        if demand is not None:
-            self.queue.refund(demand)
+        if held is not None:
+            self.queue.refund(held.demand)
             self.changed.set()
 
     async def watch_endings(self) -> None:
-        """Release reservations as runs end, from the events stream (new events only)."""
+        """Release reservations as runs end, from the events stream (new events only): sooner than the record."""
         sub = await self.ctx.js.subscribe(s.EVENTS_ALL, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
         try:
             async for msg in sub.messages:
                 kind = msg.subject.rsplit(".", 1)[-1]
+                ended: RunFinished | RunHandedBack
                 if kind == "finished":
-                    self.release(decode(msg.data, RunFinished).run_id)
+                    ended = decode(msg.data, RunFinished)
                 elif kind == "handed_back":
-                    self.release(decode(msg.data, RunHandedBack).run_id)
+                    ended = decode(msg.data, RunHandedBack)
+                else:
+                    continue
+                held = self.placed.get(ended.run_id)
+                if held is not None and held.attempt == ended.attempt and held.revision is not None:
+                    self.finished[ended.run_id] = ended.attempt
+                    self.release(ended.run_id)
         finally:
             await sub.unsubscribe()
+
+    # --- the capacity summary the API reads at submit -----------------------------------------
+
+    async def publish_capacity(self, stop: asyncio.Event, every: float = 2.0, refresh: float = 30.0) -> None:
+        """While leading: put the summary when an agent joins, leaves or changes size (and now and then)."""
+        if self.board is None:
+            return
+        version, last = -1, 0.0
+        while not stop.is_set():
+            now = time.monotonic()
+            if self.cluster.shape_version != version or now - last > refresh:
+                version, last = self.cluster.shape_version, now
+                with contextlib.suppress(JetcronError):
+                    await self.board.put_capacity(self.cluster.agents(), self.ctx.clock.now())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=every)
+
+
+async def open_board(ctx: Context) -> Board:
+    return Board(await Store.open(ctx.js, s.BUCKET_PLACEMENT, CapacitySummary),
+                 await Store.open(ctx.js, s.BUCKET_PLACEMENT, SuspectMark))

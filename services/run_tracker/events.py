@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from nats.aio.msg import Msg
 
+from jetcron import faults
 from jetcron.bus.consume import Drop, Retry
 from jetcron.core.errors import IllegalTransition, NotFound, StaleReport
 from jetcron.core.models import Run, RunState
@@ -63,6 +64,7 @@ class EventHandler:
             raise
         except Exception as exc:
             raise Drop(f"undecodable {kind} event: {exc}") from exc
+        faults.point("tracker.after_receive")  # chaos: event taken, run record not yet written
         lock = self.locks[run_id]
         async with lock:
             try:

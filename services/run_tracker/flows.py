@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.models import JobRecord, JobStatus, Run, RunState
+from jetcron.core.run_state import RunEvent
+from jetcron.core.runs import Change, apply
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -48,10 +52,16 @@ class Flows:
             await self._create(record, ended, run_id, RunState.BLOCKED,
                                f"upstream {ended.job} run {ended.run_id} ended {ended.state}")
             return
+        pending: list[str] = []
         for up in record.spec.depends_on:
             found = await self.ctx.runs.maybe(f"{up}.{stamp}")
             if found is None or found[0].state is not RunState.SUCCEEDED:
-                return  # another upstream has not succeeded (yet); its ending will call us again
+                pending.append(up if found is None else f"{up} ({found[0].state})")
+        if pending:
+            # Recorded now, so `runs list` shows what it waits for; the last upstream's ending releases it.
+            await self._create(record, ended, run_id, RunState.WAITING,
+                               f"waiting on upstream jobs: {', '.join(pending)}")
+            return
         await self._create(record, ended, run_id, RunState.SCHEDULED, "")
 
     async def _create(self, record: JobRecord, ended: Run, run_id: str, state: RunState, reason: str) -> None:
@@ -64,11 +74,39 @@ class Flows:
         try:
             await self.ctx.runs.create(run_id, run)
         except WriteConflict:
-            return  # created by the other upstream's ending, or by an earlier try of ours
+            # Created by the other upstream's ending, or by an earlier try of ours: move it on if it waits.
+            await self._move_waiting(run_id, state, reason)
+            return
         except JetcronError:
             raise
+        if state is RunState.WAITING:
+            return
         if state is RunState.SCHEDULED:
             await dispatch(self.ctx.js, run)
             return
         await publish(self.ctx.js, s.event_subject("blocked"), encode(run), msg_id=s.msg_id(run_id, 1, "blocked"))
         await self.on_terminal(run)
+
+    async def _move_waiting(self, run_id: str, state: RunState, reason: str) -> None:
+        """A downstream run recorded as waiting: release it, block it, or refresh what it waits on (CAS)."""
+        event = {RunState.SCHEDULED: RunEvent.RELEASE, RunState.BLOCKED: RunEvent.BLOCK}.get(state)
+        for _ in range(8):
+            found = await self.ctx.runs.maybe(run_id)
+            if found is None or found[0].state is not RunState.WAITING:
+                return
+            run, revision = found
+            if event is None:
+                new = msgspec.structs.replace(run, reason=reason)
+            else:
+                new = apply(run, Change(event=event, reason=reason), self.ctx.clock.now())
+            try:
+                await self.ctx.runs.update(run_id, new, revision)
+            except WriteConflict:
+                continue
+            if new.state is RunState.SCHEDULED:
+                await dispatch(self.ctx.js, new)
+            elif new.state is RunState.BLOCKED:
+                await publish(self.ctx.js, s.event_subject("blocked"), encode(new),
+                              msg_id=s.msg_id(run_id, 1, "blocked"))
+                await self.on_terminal(new)
+            return

@@ -32,6 +32,8 @@ class Reconciler:
         self.active: dict[str, Run] = {}
         self.missing_lease: dict[str, datetime] = {}
         self.checked: dict[str, datetime] = {}
+        self.gang_checked: dict[str, datetime] = {}
+        self.gang_missing: dict[str, datetime] = {}
         self.synced = asyncio.Event()
 
     async def watch(self) -> None:
@@ -43,6 +45,7 @@ class Reconciler:
                 self.active.pop(run_id, None)
                 self.missing_lease.pop(run_id, None)
                 self.checked.pop(run_id, None)
+                self._forget_gang(run_id)
             else:
                 old = self.active.get(run_id)
                 if old is None or old.state != run.state or old.attempt != run.attempt:
@@ -65,6 +68,9 @@ class Reconciler:
                 metrics.REDRIVES.labels(step="scheduled").inc()
                 with _span(run, "redrive"):
                     await dispatch(self.ctx.js, run, redrive=int((now - run.due_at) / every))
+        elif len(run.agents) > 1 and (lost := await self._gang_member_gone(run, now, ttl)):
+            metrics.LEASES_EXPIRED.inc()
+            await self._change(run, Change(event=RunEvent.LOSE, reason=lost))
         elif run.state is RunState.ASSIGNED and run.assigned_at is not None:
             stall = timedelta(seconds=self.ctx.settings.assign_stall) + max(run.due_at - run.assigned_at, timedelta())
             if now - run.assigned_at > stall and await self._lease_gone(run, now, ttl):
@@ -78,14 +84,29 @@ class Reconciler:
             if found is None or found[0].state.terminal:
                 await self._change(run, Change(event=RunEvent.RELEASE))
 
+    def _forget_gang(self, run_id: str) -> None:
+        if self.gang_checked or self.gang_missing:
+            prefix = f"{run_id}/"
+            for book in (self.gang_checked, self.gang_missing):
+                for key in [k for k in book if k.startswith(prefix)]:
+                    del book[key]
+
     @property
     def _redrive_every(self) -> timedelta:
         return timedelta(seconds=self.ctx.settings.redrive_after)
 
     async def _lease_gone(self, run: Run, now: datetime, ttl: float) -> bool:
-        """Gone on two looks at least TTL/2 apart: a finish report in flight gets time to land first."""
+        """Gone on two looks `confirm` apart: a finish report in flight gets time to land first.
+
+        Looks come every TTL/4 (at most 1 s apart), the confirming one as soon as it is due: with the lease
+        expiring at most TTL after the agent died, a lost run is re-dispatched within about TTL + 2 s
+        (docs/guarantees.md).
+        """
+        confirm = timedelta(seconds=min(ttl / 2, 1.0))
+        first = self.missing_lease.get(run.run_id)
         last = self.checked.get(run.run_id)
-        if last is not None and now - last < timedelta(seconds=ttl / 4):
+        due = first + confirm if first is not None else (last + timedelta(seconds=min(ttl / 4, 1.0)) if last else now)
+        if now < due:
             return False
         self.checked[run.run_id] = now
         lease = await self.ctx.leases.read(s.run_lease_key(run.run_id))
@@ -93,7 +114,38 @@ class Reconciler:
             self.missing_lease.pop(run.run_id, None)
             return False
         first = self.missing_lease.setdefault(run.run_id, now)
-        return now - first >= timedelta(seconds=ttl / 2)
+        return now - first >= confirm
+
+    async def _gang_member_gone(self, run: Run, now: datetime, ttl: float) -> str | None:
+        """For a gang: which member let its lease `gang.<run>.<agent>` lapse (its host died), if one did.
+
+        Members take their leases when assigned, so one is judged missing only once an assignment would
+        have stalled, or a lease TTL after the gang started; and, as for run leases, on two looks TTL/2
+        apart. Losing the run re-dispatches the whole gang; the other members see the record move on
+        and stop (services/agent/gang.py).
+        """
+        if run.state is RunState.ASSIGNED and run.assigned_at is not None:
+            since = run.assigned_at + timedelta(seconds=self.ctx.settings.assign_stall) + max(
+                run.due_at - run.assigned_at, timedelta())
+        elif run.state is RunState.RUNNING and run.started_at is not None:
+            since = run.started_at + timedelta(seconds=ttl)
+        else:
+            return None
+        key = f"{run.run_id}/{run.attempt}"
+        last = self.gang_checked.get(key)
+        if now < since or (last is not None and now - last < timedelta(seconds=ttl / 4)):
+            return None
+        self.gang_checked[key] = now
+        for agent in run.agents[1:]:
+            lease = await self.ctx.leases.read(s.gang_lease_key(run.run_id, agent))
+            missing = f"{key}/{agent}"
+            if lease is not None and lease.value.holder and lease.value.attempt == run.attempt:
+                self.gang_missing.pop(missing, None)
+                continue
+            first = self.gang_missing.setdefault(missing, now)
+            if now - first >= timedelta(seconds=ttl / 2):
+                return f"gang member {agent} lost (its lease lapsed): the gang is torn down and re-queued"
+        return None
 
     async def _change(self, seen: Run, change: Change) -> None:
         def make(run: Run) -> Change | None:

@@ -34,7 +34,7 @@ class Records:
 
         if change.event is RunEvent.FAIL or (change.event is RunEvent.LOSE and run.state is RunState.RUNNING):
             outcome = change.outcome or ("lost" if change.event is RunEvent.LOSE else "failed")
-            decision = retry.decide(run, outcome, change.exit_code, self.rng)
+            decision = retry.decide(run, outcome, change.exit_code, self.rng, change.reason)
             return Change(**{**{f: getattr(change, f) for f in change.__struct_fields__}, "retry": decision,
                              "outcome": outcome})
         return change

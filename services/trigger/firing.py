@@ -8,6 +8,7 @@ from datetime import datetime
 import structlog
 from opentelemetry import context
 
+from jetcron import faults
 from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
 from jetcron.core import triggers
@@ -34,11 +35,15 @@ class Firer:
                    now: datetime) -> tuple[FirePlan, tuple[Cursor, int] | None]:
         """Plan and record everything due for one job; the cursor moves only past what was recorded."""
         spec = record.spec
+        horizon = triggers.staging_horizon(spec, self.ctx.settings.trigger_horizon)
         plan = triggers.plan_fires(spec, created_at=record.created_at, cursor=cursor[0].last if cursor else None,
-                                   now=now, horizon_seconds=self.ctx.settings.trigger_horizon, rng=self.rng)
+                                   now=now, horizon_seconds=horizon, rng=self.rng, paused_at=record.paused_at,
+                                   resumed_at=record.resumed_at)
         last_run = cursor[0].last_run if cursor else ""
         for fire in plan.fires:
             last_run = await self._record(record, fire, now, last_run)
+        if plan.fires:
+            faults.point("trigger.after_publish")  # chaos: runs recorded and dispatched, cursor not moved
         # A one-shot job that has fired needs no cursor: after a restart its run's create fails at the gate,
         # which costs a round trip but no stored write (one write per run saved).
         one_shot_done = plan.done and spec.schedule.kind in (ScheduleKind.NOW, ScheduleKind.AT)

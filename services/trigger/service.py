@@ -3,54 +3,45 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import secrets
 from datetime import datetime, timedelta
 
-from jetcron.core.due_index import DueIndex
-from jetcron.core.errors import JetcronError
-from jetcron.core.models import JobRecord, JobStatus
+from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.services.runtime import Context
 from jetcron.services.trigger.firing import Firer
 from jetcron.services.trigger.shards import ShardOwner
-from jetcron.wire.messages import Cursor
+from jetcron.services.trigger.warm import Warm
+
+FIRES_IN_FLIGHT = 256
+"""Jobs planned and recorded concurrently: enough to keep the server's pipeline full during a herd."""
 
 
 class Trigger:
     def __init__(self, ctx: Context, replica: str) -> None:
         self.ctx = ctx
         self.replica = replica
-        self.index = DueIndex(ctx.settings.trigger_shards)
-        self.jobs: dict[str, JobRecord] = {}
-        self.cursors: dict[str, tuple[Cursor, int]] = {}
+        self.warm = Warm(ctx.settings.trigger_shards)
+        self.index, self.jobs, self.cursors = self.warm.index, self.warm.jobs, self.warm.cursors
         self.owner = ShardOwner(ctx.leases, replica, ctx.settings.trigger_shards, ctx.settings.leader_lease_ttl)
         self.firer = Firer(ctx, random.Random())
         self.wake = asyncio.Event()
         self.synced = asyncio.Event()
-
-    def _fireable(self, record: JobRecord) -> bool:
-        # Dependent jobs are started by their upstreams (DAG release), not by their own schedule.
-        return record.status is JobStatus.ACTIVE and not record.spec.depends_on
+        self.gate = asyncio.Semaphore(FIRES_IN_FLIGHT)
 
     async def watch_jobs(self) -> None:
         async for name, record, _ in self.ctx.jobs.watch():
             if not name:
                 self.synced.set()
                 continue
-            if record is None or not self._fireable(record):
-                self.jobs.pop(name, None)
-                self.index.remove(name)
-            else:
-                self.jobs[name] = record
-                self.index.set(name, self.ctx.clock.now())  # re-plan: a changed schedule applies from the next fire
+            self.warm.job_changed(name, record, self.ctx.clock.now())
             self.wake.set()
 
     async def watch_cursors(self) -> None:
         async for name, cursor, revision in self.ctx.cursors.watch():
             if name and cursor is not None:
-                known = self.cursors.get(name)
-                if known is None or known[1] < revision:
-                    self.cursors[name] = (cursor, revision)
+                self.warm.cursor_changed(name, cursor, revision)
 
     async def keep_shards(self) -> None:
         while not self.ctx.stop.is_set():
@@ -63,24 +54,35 @@ class Trigger:
         await self.owner.release_all()
 
     async def _fire_one(self, name: str, now: datetime) -> None:
-        record = self.jobs.get(name)
-        if record is None:
-            return
-        try:
-            plan, cursor = await self.firer.fire(record, self.cursors.get(name), now)
-        except JetcronError as exc:
-            # Nothing past the failure was recorded and the cursor did not move: try again shortly.
-            self.ctx.log.warning("fire failed; will retry", job=name, error=str(exc))
-            self.cursors.pop(name, None)
+        async with self.gate:
+            for attempt in range(2):
+                record = self.jobs.get(name)
+                if record is None:
+                    return
+                try:
+                    plan, cursor = await self.firer.fire(record, self.cursors.get(name), now)
+                except JetcronError as exc:
+                    # Nothing past the failure was recorded and the cursor did not move: re-read it and plan again;
+                    # what was recorded meanwhile fails the gate harmlessly. A lost cursor race (another replica
+                    # moved it: a shard changing hands) is retried at once, anything else shortly.
+                    await self._reload_cursor(name)
+                    if isinstance(exc, WriteConflict) and attempt == 0:
+                        continue
+                    self.ctx.log.warning("fire failed; will retry", job=name, error=str(exc))
+                    self.index.set(name, now + timedelta(seconds=1))
+                    return
+                if cursor is not None:
+                    self.cursors[name] = cursor
+                if not plan.done and plan.next_wake is not None:
+                    self.index.set(name, plan.next_wake)
+                return
+
+    async def _reload_cursor(self, name: str) -> None:
+        self.cursors.pop(name, None)
+        with contextlib.suppress(JetcronError):
             found = await self.ctx.cursors.maybe(name)
             if found is not None:
                 self.cursors[name] = found
-            self.index.set(name, now + timedelta(seconds=1))
-            return
-        if cursor is not None:
-            self.cursors[name] = cursor
-        if not plan.done and plan.next_wake is not None:
-            self.index.set(name, plan.next_wake)
 
     async def fire_loop(self) -> None:
         await self.synced.wait()
@@ -88,8 +90,8 @@ class Trigger:
             now = self.ctx.clock.now()
             shards = self.owner.shard_ids
             due = [job for shard in shards for job in self.index.pop_due(shard, now)]
-            for start in range(0, len(due), 64):
-                await asyncio.gather(*(self._fire_one(job, now) for job in due[start:start + 64]))
+            # Many jobs at once (a herd), each job's occurrences in order: the gate bounds what is in flight.
+            await asyncio.gather(*(self._fire_one(job, now) for job in due))
             nxt = self.index.next_wake(shards)
             delay = 1.0 if nxt is None else max(0.0, min(1.0, (nxt - self.ctx.clock.now()).total_seconds()))
             self.wake.clear()

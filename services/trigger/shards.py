@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 
@@ -45,21 +46,27 @@ class ShardOwner:
                 self.member = None
         self.member = await self.leases.acquire(key, self.replica, self.ttl)
 
+    async def _renew(self, shard: int, lease: Lease, now: float) -> None:
+        try:
+            self.owned[shard] = await self.leases.renew(lease, self.ttl)
+            self.renewed_at[shard] = now
+        except LeaseLost:
+            log.warning("shard lost", shard=shard)
+            self.owned.pop(shard, None)
+        except JetcronError:
+            # Self-fence: a shard we could not renew for most of a TTL may already be someone else's.
+            if now - self.renewed_at.get(shard, now) > self.ttl * 2 / 3:
+                self.owned.pop(shard, None)
+
     async def balance(self) -> list[int]:
         """Renew what we hold, drop what we lost, take free shards up to our share; returns new shards."""
-        await self._heartbeat()
         now = time.monotonic()
-        for shard, lease in list(self.owned.items()):
-            try:
-                self.owned[shard] = await self.leases.renew(lease, self.ttl)
-                self.renewed_at[shard] = now
-            except LeaseLost:
-                log.warning("shard lost", shard=shard)
-                self.owned.pop(shard)
-            except JetcronError:
-                # Self-fence: a shard we could not renew for most of a TTL may already be someone else's.
-                if now - self.renewed_at.get(shard, now) > self.ttl * 2 / 3:
-                    self.owned.pop(shard)
+        # All renewals at once: one slow round trip must not push the others past their TTL.
+        beat, *_ = await asyncio.gather(self._heartbeat(), *(self._renew(shard, lease, now)
+                                                             for shard, lease in list(self.owned.items())),
+                                        return_exceptions=True)
+        if isinstance(beat, BaseException):
+            raise beat
         share = math.ceil(self.shards / await self._members())
         while len(self.owned) > share:
             shard, lease = self.owned.popitem()

@@ -19,7 +19,7 @@ from jetcron.bus.server import EmbeddedNats
 from jetcron.config import Settings
 from jetcron.sdk.client import Client
 from jetcron.services.runtime import Context, boot, run
-from jetcron.telemetry.tracing import setup_tracing
+from jetcron.telemetry.tracing import setup_tracing, tracer
 
 SERVICES = ("api", "trigger", "placement", "run_tracker", "agent")
 
@@ -84,14 +84,17 @@ async def _run_when(client: Client, job: str, state: str) -> dict[str, Any]:
 
 async def test_one_trace_spans_submit_fire_place_execute_record(system: None, spans: InMemorySpanExporter,
                                                                 client: Client) -> None:
-    # Given every service running, when a `now` job is created through the SDK
-    await client.call("jobs.create", {"spec": {"name": "traced", "command": ["true"], "schedule": {"kind": "now"}}})
+    # Given every service running, when a `now` job is created through the SDK inside the caller's own span
+    with tracer("user").start_as_current_span("user submits") as submit:
+        await client.call("jobs.create", {"spec": {"name": "traced", "command": ["true"],
+                                                   "schedule": {"kind": "now"}}})
+    trace_id = f"{submit.get_span_context().trace_id:032x}"
     run = await _run_when(client, "traced", "succeeded")
 
-    # Then the creating request, the fire, the placement, the execution and each recorded report share one trace
+    # Then the creating request, the fire, the placement, the execution and each recorded report share its trace
     create = [sp for sp in spans.get_finished_spans() if sp.name == "process jc.api.jobs.create"]
     assert len(create) == 1
-    trace_id = _trace(create[0])
+    assert _trace(create[0]) == trace_id
 
     def of_run() -> list[ReadableSpan]:
         return [sp for sp in spans.get_finished_spans() if (sp.attributes or {}).get("jetcron.run_id") == run["run_id"]]

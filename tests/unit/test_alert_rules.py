@@ -45,7 +45,8 @@ def _exported() -> set[str]:
 
 def test_every_expected_alert_is_defined_with_severity_and_summary() -> None:
     alerts = {rule["alert"]: rule for rule in _rules() if "alert" in rule}
-    assert EXPECTED_ALERTS <= set(alerts), EXPECTED_ALERTS - set(alerts)
+    missing = EXPECTED_ALERTS - set(alerts)
+    assert not missing, missing
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, name
         assert rule["annotations"]["summary"], name

@@ -397,3 +397,40 @@ def assert_books_balance(c: Cluster, infos: dict[str, AgentInfo], held: dict[str
         assert len(gpus_taken[a]) == len(set(gpus_taken[a])) <= info.gpus
         assert abs(cpu - (info.cpu - used[a][0])) < 1e-6 and mem == info.memory_mb - used[a][1]
         assert sorted(free_gpus + gpus_taken[a]) == list(range(info.gpus))
+
+
+def test_adopt_counts_a_run_already_out_even_over_capacity_and_release_gives_it_back() -> None:
+    # Given an agent with 4 cpu and a record saying a 3-cpu run with GPU 1 is out on it
+    c = cluster(agent("a", cpu=4, gpus=2))
+    assert c.adopt("old", Resources(cpu=3, memory_mb=1024, gpus=1), ["a"], {"a": [1]}) is True
+    # Then the books hold it: the GPU it was given is not handed out again, the cpu is taken
+    assert c.free("a") == (1.0, 16384 - 1024, [0])
+    assert isinstance(c.place(demand("big", cpu=2)), Unplaced)
+    # And adopting more than fits is recorded anyway (the records are the truth), leaving nothing free
+    assert c.adopt("other", Resources(cpu=3, memory_mb=1024), ["a"], {}) is True
+    assert c.free("a")[0] == 0
+    c.release("old")
+    c.release("other")
+    assert c.free("a") == (4.0, 16384, [0, 1])
+
+
+def test_adopt_waits_for_unknown_agents_and_is_idempotent() -> None:
+    c = cluster(agent("a"))
+    assert c.adopt("r", Resources(cpu=1), ["a", "b"], {}) is False
+    assert c.reservation("r") is None and c.free("a")[0] == 8
+    c.upsert_agent(agent("b"))
+    assert c.adopt("r", Resources(cpu=1), ["a", "b"], {}) is True
+    assert c.adopt("r", Resources(cpu=1), ["a", "b"], {}) is True
+    assert c.free("a")[0] == 7 and c.free("b")[0] == 7
+
+
+def test_shape_version_moves_only_when_what_agents_could_hold_changes() -> None:
+    c = cluster(agent("a"))
+    v = c.shape_version
+    c.upsert_agent(agent("a"))  # a heartbeat
+    assert c.shape_version == v
+    c.upsert_agent(agent("a", cpu=16))
+    assert c.shape_version > v
+    v = c.shape_version
+    c.remove_agent("a")
+    assert c.shape_version > v

@@ -72,3 +72,27 @@ def test_log_lines_carry_the_current_trace_id() -> None:
     with trace.use_span(span):
         assert _add_trace_id(None, "info", {"event": "x"})["trace_id"] == TRACE_A
     assert "trace_id" not in _add_trace_id(None, "info", {"event": "x"})
+
+
+def test_log_lines_inside_a_run_span_name_the_run_job_and_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import structlog
+
+    from jetcron.telemetry.logging import setup_logging
+    from jetcron.telemetry.tracing import messaging_span, tracer
+
+    setup_logging("agent")
+    try:
+        with messaging_span(tracer("agent"), "process", "jc.assign.a1", parent=context_from_trace_id(TRACE_A),
+                            run_id="job1.20260101T000000000Z", job="job1", attempt=1):
+            structlog.get_logger("jetcron").info("child started")
+        structlog.get_logger("jetcron").info("outside")
+        first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    finally:
+        structlog.reset_defaults()
+        structlog.contextvars.clear_contextvars()
+    assert first["service"] == "agent" and first["job"] == "job1"
+    assert first["run_id"] == "job1.20260101T000000000Z"
+    assert first["trace_id"] == TRACE_A
+    assert "run_id" not in second and "trace_id" not in second

@@ -28,8 +28,10 @@ from jetcron.core.triggers import (
     OverlapAction,
     decide_overlap,
     jitter_offset,
+    pace_backfill,
     plan_backfill,
     plan_fires,
+    staging_horizon,
 )
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -216,6 +218,55 @@ def test_backfill_keeps_dst_skips() -> None:
 def test_backfill_rejects(start: str, end: str, limit: int, match: str) -> None:
     with pytest.raises(InvalidSpec, match=match):
         backfill(job(every(3600)), start, end, limit=limit)
+
+
+BACKFILL_NOW = utc("2026-02-01T00:00:00Z")
+
+
+def paced(spec: JobSpec, active_run: str = "") -> list[tuple[str, str, str | None, str]]:
+    """(nominal, due, skip reason, waits for) rows of a three-day backfill across the New York gap."""
+    fires = backfill(spec, "2026-03-07T00:00:00Z", "2026-03-10T00:00:00Z", now="2026-04-01T00:00:00Z")
+    rows = pace_backfill(spec, fires, now=BACKFILL_NOW, rate_per_second=4, active_run=active_run)
+    return [(iso(r.fire.nominal), r.fire.due_at.strftime("%S.%f"), r.fire.skip_reason, r.after) for r in rows]
+
+
+GAP_SKIP = "dst gap: 02:30 does not exist in America/New_York on 2026-03-08"
+NY_GAP = cron("30 2 * * *", "America/New_York", on_gap=GapPolicy.SKIP)
+
+
+def test_backfill_under_allow_is_paced_not_chained() -> None:
+    # Given overlap allow and 4 runs per second, then runs start 250 ms apart, and the DST skip stays a skip
+    assert paced(job(NY_GAP, name="nightly"), active_run="nightly.20260306T073000Z") == [
+        ("2026-03-07T07:30:00Z", "00.000000", None, ""),
+        ("2026-03-08T07:00:00Z", "00.000000", GAP_SKIP, ""),
+        ("2026-03-09T06:30:00Z", "00.250000", None, ""),
+    ]
+
+
+@pytest.mark.parametrize("policy", [OverlapPolicy.SKIP, OverlapPolicy.BUFFER_ONE, OverlapPolicy.CANCEL_PREVIOUS])
+def test_backfill_under_other_overlap_policies_is_a_chain(policy: OverlapPolicy) -> None:
+    # Given a policy that forbids two runs at once, then each backfilled run waits for the one before it,
+    # the first for the job's active run; none is skipped or cancelled for overlap
+    assert paced(job(NY_GAP, name="nightly", overlap=policy), active_run="nightly.20260306T073000Z") == [
+        ("2026-03-07T07:30:00Z", "00.000000", None, "nightly.20260306T073000Z"),
+        ("2026-03-08T07:00:00Z", "00.000000", GAP_SKIP, ""),
+        ("2026-03-09T06:30:00Z", "00.250000", None, "nightly.20260307T073000000Z"),
+    ]
+
+
+def test_backfill_rate_must_be_positive() -> None:
+    with pytest.raises(InvalidSpec, match=r"^backfill\.rate: must be a positive number"):
+        pace_backfill(job(every(60)), [], now=BACKFILL_NOW, rate_per_second=0)
+
+
+@pytest.mark.parametrize(("policy", "horizon"), [
+    pytest.param(OverlapPolicy.ALLOW, 2.0, id="allow_staged_ahead"),
+    pytest.param(OverlapPolicy.SKIP, 0.0, id="skip_decided_at_due_time"),
+    pytest.param(OverlapPolicy.BUFFER_ONE, 0.0, id="buffer_one_decided_at_due_time"),
+    pytest.param(OverlapPolicy.CANCEL_PREVIOUS, 0.0, id="cancel_previous_decided_at_due_time"),
+])
+def test_staging_horizon(policy: OverlapPolicy, horizon: float) -> None:
+    assert staging_horizon(job(every(1), overlap=policy), 2.0) == horizon
 
 
 # -- property: repeated planning never loses or doubles a nominal -------------------------------

@@ -243,29 +243,77 @@ def test_dst_gap_skip_becomes_a_skipped_record() -> None:
     ]
 
 
-def test_paused_occurrences_are_recorded_skipped() -> None:
-    # Given a pause until 00:05, when planning at 00:02 with a ten-minute horizon
-    result = plan(
-        job(every(60)),
-        cursor="2026-01-01T00:00:00Z",
-        now="2026-01-01T00:02:00Z",
-        horizon=600,
-        paused_until=utc("2026-01-01T00:05:00Z"),
-    )
-    # Then 00:01..00:04 are skipped "paused" and 00:05..00:12 run on time
-    paused = [(f"2026-01-01T00:0{m}:00Z", f"2026-01-01T00:0{m}:00Z", "paused") for m in range(1, 5)]
-    runs = [(f"2026-01-01T00:{m:02d}:00Z", f"2026-01-01T00:{m:02d}:00Z", None) for m in range(5, 13)]
-    assert table(result) == paused + runs
-    assert result.next_wake == utc("2026-01-01T00:03:00Z")
+# -- pause: an every-minute job paused 00:00:30..00:04:30, planned at 00:04:31 ---------------------
+
+PAUSED_AT, RESUMED_AT = utc("2026-01-01T00:00:30Z"), utc("2026-01-01T00:04:30Z")
+WHILE_PAUSED = "paused: came due while the job was paused"
 
 
-def test_paused_now_job_waits_for_the_pause() -> None:
-    spec = job(Schedule(kind=ScheduleKind.NOW))
-    until = utc("2026-01-01T06:00:00Z")
-    waiting = plan(spec, cursor=None, now="2026-01-01T01:00:00Z", paused_until=until)
-    resumed = plan(spec, cursor=None, now="2026-01-01T06:00:00Z", paused_until=until)
-    assert (waiting.fires, waiting.next_wake, waiting.done) == ([], until, False)
-    assert table(resumed) == [("2026-01-01T00:00:00Z", "2026-01-01T06:00:00Z", None)]
+def resumed(minute: int) -> tuple[str, str, None]:
+    return f"2026-01-01T00:{minute:02d}:00Z", "2026-01-01T00:04:31Z", None
+
+
+def paused(minute: int, why: str) -> tuple[str, str, str]:
+    nominal = f"2026-01-01T00:{minute:02d}:00Z"
+    return nominal, nominal, f"{WHILE_PAUSED} ({why})"
+
+
+PAUSE_CASES = [
+    pytest.param(MisfireKind.SKIP, 10, [paused(m, "policy skip") for m in range(1, 5)], id="paused_skip"),
+    pytest.param(MisfireKind.LATEST, 10, [paused(m, LATEST) for m in range(1, 4)] + [resumed(4)], id="paused_latest"),
+    pytest.param(MisfireKind.ALL, 10, [resumed(m) for m in range(1, 5)], id="paused_all"),
+    pytest.param(MisfireKind.ALL, 2,
+                 [paused(m, "policy all: beyond max_catchup=2") for m in (1, 2)] + [resumed(3), resumed(4)],
+                 id="paused_all_capped"),
+]
+
+
+@pytest.mark.parametrize(("kind", "catchup", "expected"), PAUSE_CASES)
+def test_occurrences_while_paused_follow_the_misfire_policy_on_resume(
+        kind: MisfireKind, catchup: int, expected: list[tuple[str, str, str | None]]) -> None:
+    # Given a grace longer than the pause (grace is for a slow trigger, not for a paused job)
+    spec = job(every(60), misfire=MisfirePolicy(kind=kind, max_catchup=catchup, grace_seconds=600))
+    # When the resumed job is planned a second after the resume
+    result = plan(spec, cursor="2026-01-01T00:00:00Z", now="2026-01-01T00:04:31Z",
+                  paused_at=PAUSED_AT, resumed_at=RESUMED_AT)
+    # Then every occurrence of the pause is in the plan, as the misfire policy says, none on time
+    assert table(result) == expected
+    assert result.cursor == utc("2026-01-01T00:04:00Z")
+
+
+def test_occurrences_after_the_resume_run_on_time() -> None:
+    spec = job(every(60), misfire=MisfirePolicy(kind=MisfireKind.SKIP))
+    result = plan(spec, cursor="2026-01-01T00:00:00Z", now="2026-01-01T00:04:31Z", horizon=120,
+                  paused_at=PAUSED_AT, resumed_at=RESUMED_AT)
+    assert table(result)[-2:] == [("2026-01-01T00:05:00Z", "2026-01-01T00:05:00Z", None),
+                                  ("2026-01-01T00:06:00Z", "2026-01-01T00:06:00Z", None)]
+
+
+def test_missed_before_the_pause_keeps_its_misfire_reason() -> None:
+    # Given occurrences the trigger missed before the pause began (paused at 00:02:30)
+    spec = job(every(60), misfire=MisfirePolicy(kind=MisfireKind.SKIP, grace_seconds=0))
+    result = plan(spec, cursor="2026-01-01T00:00:00Z", now="2026-01-01T00:04:30Z",
+                  paused_at=utc("2026-01-01T00:02:30Z"), resumed_at=RESUMED_AT)
+    # Then those say misfire, the ones inside the pause say paused
+    assert [row[2] for row in table(result)] == [
+        "misfire: missed by 210s (policy skip)", "misfire: missed by 150s (policy skip)",
+        f"{WHILE_PAUSED} (policy skip)", f"{WHILE_PAUSED} (policy skip)"]
+
+
+def test_a_later_pause_window_does_not_apply_before_it_is_resumed() -> None:
+    # Given a record paused again after its last resume (paused_at > resumed_at): no window applies
+    spec = job(every(60), misfire=MisfirePolicy(kind=MisfireKind.SKIP, grace_seconds=600))
+    result = plan(spec, cursor="2026-01-01T00:00:00Z", now="2026-01-01T00:04:31Z",
+                  paused_at=utc("2026-01-01T00:04:00Z"), resumed_at=PAUSED_AT)
+    assert [row[2] for row in table(result)] == [None] * 4
+
+
+def test_now_job_paused_before_it_fired_runs_on_resume() -> None:
+    spec = job(Schedule(kind=ScheduleKind.NOW), misfire=MisfirePolicy(kind=MisfireKind.SKIP))
+    result = plan(spec, cursor=None, now="2026-01-01T06:00:00Z", paused_at=utc("2025-12-31T23:59:59Z"),
+                  resumed_at=utc("2026-01-01T06:00:00Z"))
+    assert table(result) == [("2026-01-01T00:00:00Z", "2026-01-01T06:00:00Z", None)]
+    assert result.done
 
 
 def test_week_outage_every_second_is_arithmetic() -> None:
@@ -331,3 +379,35 @@ def test_limit_cut_keeps_latest_decision_stable() -> None:
     first = plan(spec, cursor="2026-01-01T00:00:00Z", now=DOWN, limit=5)
     rest = plan(spec, cursor=iso(first.cursor or CREATED), now=DOWN)
     assert table(first) + table(rest) == [missed(m, LATEST) for m in range(1, 10)] + [late(10)]
+
+
+# -- the warm state every trigger replica keeps from the watches ---------------------------------------
+
+
+def test_warm_state_shares_what_jobs_have_in_common_and_drops_paused_jobs() -> None:
+    from jetcron.core.models import JobRecord, JobStatus
+    from jetcron.services.trigger.warm import Warm
+    from jetcron.wire.codec import decode, encode
+    from jetcron.wire.messages import Cursor
+
+    warm = Warm(16)
+
+    def stored(name: str, **kw: Any) -> JobRecord:  # as the KV watch delivers it: freshly decoded
+        return decode(encode(JobRecord(spec=job(every(60), name=name), created_at=CREATED, updated_at=CREATED,
+                                       **kw)), JobRecord)
+
+    # Given two jobs on the same schedule and policies, then they share those objects, not copies
+    warm.job_changed("a", stored("a"), CREATED)
+    warm.job_changed("b", stored("b"), CREATED)
+    a, b = warm.jobs["a"].spec, warm.jobs["b"].spec
+    assert (a.schedule is b.schedule, a.retry is b.retry, a.resources is b.resources) == (True, True, True)
+    assert warm.index.wake_of("a") == CREATED
+
+    # When one is paused, then it leaves the index and the records
+    warm.job_changed("a", stored("a", status=JobStatus.PAUSED), CREATED)
+    assert "a" not in warm.jobs and warm.index.wake_of("a") is None
+
+    # And an older cursor revision never replaces a newer one
+    warm.cursor_changed("b", Cursor(job="b", last=CREATED), 5)
+    warm.cursor_changed("b", Cursor(job="b", last=CREATED - timedelta(hours=1)), 4)
+    assert warm.cursors["b"] == (Cursor(job="b", last=CREATED), 5)

@@ -1,0 +1,68 @@
+"""Scenario 6: where the hottest service spends its time during scenario 1 (py-spy, collapsed stacks)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from bench.common import emit, system
+from bench.throughput import _submit_and_wait
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def top_frames(raw: Path, n: int = 12) -> list[dict[str, object]]:
+    """Self samples per innermost frame, from py-spy's raw (collapsed) output."""
+    counts: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(count)
+        counts[stack.split(";")[-1].strip()] += int(count)
+    return [{"frame": frame, "share": round(c / max(1, total), 3)} for frame, c in counts.most_common(n)]
+
+
+def run(runs: int, seconds: int) -> dict[str, object]:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    with system(sync_always=True, agents=2, sim=True) as jc:
+        before = {name: _cpu_seconds(p.pid) for name, p in jc.procs.items()}
+        result: dict[str, object] = {}
+        worker = threading.Thread(target=lambda: result.update(zip(
+            ("elapsed", "done"), asyncio.run(_submit_and_wait(jc.url, runs, ["true"], "prof")), strict=True)))
+        worker.start()
+        worker.join(timeout=seconds / 3)
+        spent = {name: _cpu_seconds(p.pid) - before[name] for name, p in jc.procs.items()}
+        hottest = max(spent, key=lambda k: spent[k])
+        raw = jc.base / "profile.txt"
+        subprocess.run([spy, "record", "--format", "raw", "-o", str(raw), "-d", str(seconds // 2), "-p",
+                        str(jc.procs[hottest].pid), "--nonblocking"], check=False, capture_output=True)
+        worker.join()
+        done = int(result.get("done", 0) or 0)
+        after = {name: _cpu_seconds(p.pid) - before[name] for name, p in jc.procs.items()}
+        return {"bench": "profile", "runs": runs, "hottest_service": hottest,
+                "cpu_ms_per_run": {k: round(v / max(1, done) * 1000, 3) for k, v in after.items()},
+                "top_frames": top_frames(raw) if raw.exists() else []}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=6000)
+    parser.add_argument("--seconds", type=int, default=20)
+    args = parser.parse_args()
+    emit(run(args.runs, args.seconds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""`make bench`: every scenario, results as JSON in bench/results/ and a table in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "docs" / "benchmarks.md"
+START, END = "<!-- generated: bench/run.py -->", "<!-- end generated -->"
+
+# (module, full-size arguments, quick arguments for the smoke test)
+SCENARIOS: list[tuple[str, list[str], list[str]]] = [
+    ("bench.throughput", ["--mode", "sim", "--runs", "20000", "--reps", "3"], ["--mode", "sim", "--runs", "200", "--reps", "1", "--sync", "default"]),
+    ("bench.throughput", ["--mode", "true", "--runs", "5000", "--reps", "3"], ["--mode", "true", "--runs", "50", "--reps", "1", "--sync", "default"]),
+    ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1"]),
+    ("bench.failover", ["--reps", "3"], ["--reps", "1"]),
+    ("bench.placement_core", [], []),
+    ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
+]
+
+
+def run_scenario(module: str, args: list[str], out: Path) -> list[dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0:
+        results.append({"bench": module, "error": proc.stderr[-2000:]})
+    for result in results:
+        name = result.get("bench", module)
+        sync = {True: "_always", False: "_default"}.get(result.get("sync_always"), "")  # type: ignore[arg-type]
+        (out / f"{name}{sync}.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return results
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict) and "median" in value:
+        return f"{value['median']:.4g} [{value['min']:.4g}–{value['max']:.4g}]"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def render(results_dir: Path) -> str:
+    lines = [START, "", f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from `bench/results/*.json`.",
+             "Figures are median [min–max] over the repetitions named by `n`.", ""]
+    for path in sorted(results_dir.glob("*.json")):
+        data = json.loads(path.read_text())
+        lines += [f"### {path.stem}", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {_cell(v)} |" for k, v in sorted(data.items()) if k != "bench"]
+        lines.append("")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def write_doc(results_dir: Path, doc: Path) -> None:
+    """Replace only the generated part; hand-written analysis around it stays."""
+    text = doc.read_text() if doc.exists() else "# Benchmarks\n\n"
+    block = render(results_dir)
+    if START in text and END in text:
+        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, measures nothing")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--only", default="", help="comma-separated module names")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for module, full, quick in SCENARIOS:
+        if args.only and module not in args.only.split(","):
+            continue
+        for result in run_scenario(module, quick if args.quick else full, args.out):
+            print(json.dumps(result, sort_keys=True), flush=True)
+    if not args.quick:
+        write_doc(args.out, DOC)
+
+
+if __name__ == "__main__":
+    main()

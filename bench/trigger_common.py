@@ -1,0 +1,64 @@
+"""Shared pieces of the trigger benchmarks: synthetic jobs, run records read in bulk, results saved."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+
+from bench.common import RESULTS, emit
+from jetcron.core.models import JobRecord, JobSpec, Resources, Run, Schedule, ScheduleKind
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+
+
+def job_record(name: str, *, anchor: datetime, every: float, created: datetime) -> JobRecord:
+    """An interval job anchored at `anchor`, as the API would store it (tiny resources: sim agents)."""
+    spec = JobSpec(name=name, command=["true"], resources=Resources(cpu=0.001, memory_mb=1),
+                   schedule=Schedule(kind=ScheduleKind.EVERY, every_seconds=every, anchor=anchor))
+    return JobRecord(spec=spec, created_at=created, updated_at=created)
+
+
+async def store_jobs(url: str, records: list[JobRecord], in_flight: int = 2000) -> float:
+    """Write job records straight into the jobs bucket, pipelined (the API's validation is not what is measured).
+
+    Returns the seconds it took."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    for i in range(0, len(records), in_flight):
+        await asyncio.gather(*(js.publish(f"$KV.{s.BUCKET_JOBS}.{r.spec.name}", encode(r), timeout=60)
+                               for r in records[i:i + in_flight]))
+    took = loop.time() - started
+    await nc.close()
+    return took
+
+
+async def read_runs(url: str, prefix: str = "") -> list[Run]:
+    """Every run record (optionally of jobs named `prefix`...), from a watch's initial values."""
+    nc = await nats.connect(url)
+    kv = await nc.jetstream().key_value(s.BUCKET_RUNS)
+    watcher = await kv.watch(">", ignore_deletes=True)
+    runs: list[Run] = []
+    async for entry in watcher:
+        if entry is None:
+            break
+        if entry.value and entry.key.startswith(prefix):
+            runs.append(msgspec.json.decode(entry.value, type=Run))
+    await watcher.stop()  # type: ignore[no-untyped-call]
+    await nc.close()
+    return runs
+
+
+def save(result: dict[str, Any]) -> None:
+    """One JSON line on stdout, and the same in bench/results/<bench>.json (the latest run of each bench)."""
+    emit(result)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = str(result["bench"])
+    Path(RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

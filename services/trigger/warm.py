@@ -1,0 +1,79 @@
+"""The trigger's warm state, fed by the KV watches on every replica: job records, cursors, the due index."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypeVar
+
+import msgspec
+
+from jetcron.core.due_index import DueIndex
+from jetcron.core.models import JobRecord, JobStatus
+from jetcron.wire.messages import Cursor
+
+T = TypeVar("T")
+_SHARED_SPEC_FIELDS = ("command", "schedule", "env", "resources", "retry", "misfire", "jitter", "depends_on",
+                       "require", "tenant")
+
+
+class _Interner:
+    """One object per distinct value: a million jobs mostly share their policies, resources and schedules.
+
+    Bounded: when full it starts afresh (objects already shared stay shared; nothing is wrong, some is spent).
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._seen: dict[tuple[type, object], Any] = {}
+
+    def __call__(self, value: T) -> T:
+        key: tuple[type, object] = (type(value), value)
+        try:
+            hash(key)  # frozen structs of scalars, strings
+        except TypeError:
+            key = (type(value), msgspec.json.encode(value))  # lists, dicts, structs holding them
+        found = self._seen.get(key)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        if len(self._seen) >= self.limit:
+            self._seen.clear()
+        self._seen[key] = value
+        return value
+
+
+class Warm:
+    """Every job of every shard, so that a won shard serves at once (a takeover, not a reload)."""
+
+    def __init__(self, shards: int) -> None:
+        self.index = DueIndex(shards)
+        self.jobs: dict[str, JobRecord] = {}
+        self.cursors: dict[str, tuple[Cursor, int]] = {}
+        self._intern = _Interner()
+
+    def _compact(self, name: str, record: JobRecord) -> JobRecord:
+        """The same record, its shareable parts shared with other jobs' (the trigger's memory per schedule)."""
+        spec = record.spec
+        shared = {f: self._intern(getattr(spec, f)) for f in _SHARED_SPEC_FIELDS}
+        spec = msgspec.structs.replace(spec, name=name, **shared)
+        updated = record.created_at if record.updated_at == record.created_at else record.updated_at
+        return msgspec.structs.replace(record, spec=spec, updated_at=updated, warnings=self._intern(record.warnings))
+
+    @staticmethod
+    def fireable(record: JobRecord) -> bool:
+        # Dependent jobs are started by their upstreams (DAG release), not by their own schedule.
+        return record.status is JobStatus.ACTIVE and not record.spec.depends_on
+
+    def job_changed(self, name: str, record: JobRecord | None, now: datetime) -> None:
+        """A job was created, changed or removed; a changed schedule applies from its next occurrence."""
+        if record is None or not self.fireable(record):
+            self.jobs.pop(name, None)
+            self.index.remove(name)
+        else:
+            self.jobs[name] = self._compact(name, record)
+            self.index.set(name, now)  # re-plan from the cursor at once
+
+    def cursor_changed(self, name: str, cursor: Cursor, revision: int) -> None:
+        """A cursor written by any replica (ours included); only a newer revision replaces the one we hold."""
+        known = self.cursors.get(name)
+        if known is None or known[1] < revision:
+            self.cursors[name] = (msgspec.structs.replace(cursor, job=name), revision)

@@ -1,0 +1,216 @@
+"""Chaos workload and invariant checker: submit runs of the chaos job, read back every run record and the job's own
+logs, and check the invariants of the design (DESIGN.md §3): no lost run, no duplicate committed effect, one
+terminal record per run, non-decreasing fencing tokens, acked ⇒ durable, bounded recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import nats
+from harness import Services, wait_for
+
+from jetcron.core.models import Run, RunState
+from jetcron.sdk.client import ApiError, Client
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
+
+JOB = Path(__file__).with_name("chaos_job.py")
+# R3 for every stream and bucket: the chaos cluster does not advertise its nodes, so services cannot count them.
+CHAOS_ENV = {"JETCRON_REPLICAS": "3"}
+READY = {"api": "api ready", "placement": "placement ready", "run_tracker": "run tracker ready",
+         "trigger": "trigger ready", "agent": "agent ready"}
+
+
+def chaos_job(name: str, out: Path, *, first_sleep: float = 0.0, later_sleep: float = 0.0,
+              **spec: Any) -> dict[str, Any]:
+    spec.setdefault("schedule", {"kind": "now"})
+    spec.setdefault("resources", {"memory_mb": 256, "cpu": 0.01})
+    return {"spec": {"name": name, "command": [sys.executable, str(JOB), str(out), str(first_sleep),
+                                               str(later_sleep)], **spec}}
+
+
+async def start(services: Services, name: str, module: str, **env: str) -> None:
+    """Start one more service or agent (a restart takes a new name: log files are per name) and wait for it."""
+    await services.start(name, module, **CHAOS_ENV, **env).wait_logged(READY[module], 40)
+
+
+async def start_system(services: Services, *, agents: int = 2, faults: dict[str, str] | None = None,
+                       agent_env: dict[str, dict[str, str]] | None = None) -> None:
+    """api, trigger-1, placement, run_tracker and N agents; `faults` maps a service name to its JETCRON_FAULT."""
+    faults = faults or {}
+    agent_env = agent_env or {}
+
+    def env(name: str) -> dict[str, str]:
+        extra = {**CHAOS_ENV, **agent_env.get(name, {})}
+        if name in faults:
+            extra["JETCRON_FAULT"] = faults[name]
+        return extra
+
+    procs = [services.start("api", "api", **env("api")),
+             services.start("trigger-1", "trigger", JETCRON_AGENT_ID="trigger-1", **env("trigger-1")),
+             services.start("placement", "placement", **env("placement")),
+             services.start("run_tracker", "run_tracker", **env("run_tracker"))]
+    procs += [services.start(f"agent-{i}", "agent", JETCRON_AGENT_ID=f"agent-{i}", **env(f"agent-{i}"))
+              for i in range(1, agents + 1)]
+    await asyncio.gather(*(p.wait_logged(READY[p.argv[-1].rsplit(".", 1)[-1]], 45) for p in procs))
+
+
+async def submit_all(client: Client, bodies: list[dict[str, Any]], *, concurrency: int = 16,
+                     deadline: float = 30.0) -> list[str]:
+    """Create each job, retrying retryable refusals (a fault may be on); the names the API acknowledged."""
+    gate = asyncio.Semaphore(concurrency)
+    acked: list[str] = []
+    until = time.monotonic() + deadline
+
+    async def one(body: dict[str, Any]) -> None:
+        async with gate:
+            key = f"chaos-{body['spec']['name']}"
+            while True:
+                try:
+                    await client.call("jobs.create", {**body, "idempotency_key": key})
+                    acked.append(body["spec"]["name"])
+                    return
+                except ApiError as exc:
+                    if not exc.retryable or time.monotonic() > until:
+                        raise
+                    await asyncio.sleep(0.3)
+
+    await asyncio.gather(*(one(b) for b in bodies))
+    return acked
+
+
+async def read_runs(url: str, prefix: str = "") -> dict[str, Run]:
+    """Every run record (optionally of jobs whose name starts with `prefix`), straight from the runs bucket."""
+    nc = await nats.connect(url.split(","))
+    try:
+        kv = await nc.jetstream(timeout=10).key_value(s.BUCKET_RUNS)
+        watcher = await kv.watch(">")
+        runs: dict[str, Run] = {}
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                if entry.value and entry.key.startswith(prefix):
+                    runs[entry.key] = decode(entry.value, Run)
+        finally:
+            await watcher.stop()
+        return runs
+    finally:
+        await nc.close()
+
+
+async def all_terminal(url: str, prefix: str, count: int, timeout: float) -> tuple[dict[str, Run], float]:
+    """Wait until `count` runs of the prefix are terminal; the runs and the seconds it took."""
+    started = time.monotonic()
+    last: dict[str, Run] = {}
+
+    async def done() -> bool:
+        nonlocal last
+        last = await read_runs(url, prefix)
+        return len(last) >= count and all(r.state.terminal for r in last.values())
+
+    try:
+        await wait_for(done, timeout, interval=0.5, ignore=(Exception,), what=f"{count} runs of {prefix} to end")
+    except AssertionError:
+        pending = {k: (r.state, r.attempt, r.reason) for k, r in last.items() if not r.state.terminal}
+        raise AssertionError(f"runs not terminal after {timeout:g}s: {len(last)} seen, pending {pending}") from None
+    return last, time.monotonic() - started
+
+
+def log_lines(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@dataclass
+class Verdict:
+    runs: int = 0
+    lost: list[str] = field(default_factory=list)
+    """Expected runs with no terminal record in the expected state, or a succeeded run without its effect."""
+    duplicates: dict[str, int] = field(default_factory=dict)
+    """Run id -> committed effects beyond the first."""
+    terminal: list[str] = field(default_factory=list)
+    """Runs with more than one record for one occurrence, or an attempt recorded after the terminal one."""
+    tokens: list[str] = field(default_factory=list)
+    """Runs whose fencing tokens did not grow with the attempt number."""
+    missing: list[str] = field(default_factory=list)
+    """Acknowledged jobs that are gone after the fault healed."""
+
+    @property
+    def duplicate_count(self) -> int:
+        return sum(self.duplicates.values())
+
+    def assert_ok(self) -> None:
+        problems = {k: v for k, v in (("lost", self.lost), ("duplicates", self.duplicates),
+                                      ("terminal", self.terminal), ("tokens", self.tokens),
+                                      ("missing", self.missing)) if v}
+        assert not problems, f"invariants broken: {problems}"
+
+
+def check(runs: dict[str, Run], out: Path, *, jobs: list[str], expect: RunState = RunState.SUCCEEDED,
+          one_run_per_job: bool = True, effects_expected: bool = True) -> Verdict:
+    """Check every invariant that can be read from the records and the job's own logs."""
+    v = Verdict(runs=len(runs))
+    by_job: dict[str, list[Run]] = defaultdict(list)
+    for run in runs.values():
+        by_job[run.job].append(run)
+    effects = Counter(line[0] for line in log_lines(out / "effects.log"))
+    for job in jobs:
+        found = by_job.get(job, [])
+        if not found:
+            v.lost.append(f"{job}: no run")
+        if one_run_per_job and len(found) > 1:
+            v.terminal.append(f"{job}: {len(found)} runs for one occurrence")
+        stamps = Counter(r.scheduled_at for r in found)
+        v.terminal += [f"{job}: {n} runs at {at}" for at, n in stamps.items() if n > 1]
+    for run in runs.values():
+        if run.state is not expect:
+            v.lost.append(f"{run.run_id}: {run.state} ({run.reason})")
+        if effects_expected and run.state is RunState.SUCCEEDED and effects[run.run_id] == 0:
+            v.lost.append(f"{run.run_id}: succeeded without its effect")
+        if effects[run.run_id] > 1:
+            v.duplicates[run.run_id] = effects[run.run_id] - 1
+        outcomes = [a.outcome for a in run.history]
+        if outcomes.count("succeeded") > 1 or ("succeeded" in outcomes and outcomes[-1] != "succeeded"):
+            v.terminal.append(f"{run.run_id}: attempts {outcomes}")
+        tokens = [a.token for a in run.history if a.token]
+        if tokens != sorted(set(tokens)):
+            v.tokens.append(f"{run.run_id}: record tokens {tokens}")
+    seen: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for run_id, attempt, token, *_ in log_lines(out / "attempts.log"):
+        seen[run_id][int(attempt)].add(int(token))
+    for run_id, attempts in seen.items():
+        order = [sorted(attempts[a]) for a in sorted(attempts)]
+        flat = [t for ts in order for t in ts]
+        if any(len(ts) > 1 for ts in order) or flat != sorted(flat) or len(set(flat)) != len(flat):
+            v.tokens.append(f"{run_id}: executed tokens by attempt {order}")
+    return v
+
+
+async def missing_jobs(client: Client, names: list[str]) -> list[str]:
+    """Acked ⇒ durable: every acknowledged job is still there."""
+    gone = []
+    for name in names:
+        try:
+            await client.call("jobs.get", {"name": name})
+        except ApiError as exc:
+            if exc.code != "not_found":
+                raise
+            gone.append(name)
+    return gone
+
+
+def redispatch_delays(runs: dict[str, Run], since: datetime) -> list[float]:
+    """Seconds from the fault to the start of the attempt that replaced a lost one."""
+    delays = []
+    for run in runs.values():
+        for lost, nxt in zip(run.history, run.history[1:]):
+            if lost.outcome in ("lost", "not_started") and nxt.started_at is not None:
+                delays.append((nxt.started_at - since) / timedelta(seconds=1))
+    return delays

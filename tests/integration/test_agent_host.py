@@ -1,0 +1,101 @@
+"""What an agent advertises: a container runtime only when its engine answers, and how it enforces limits."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from jetcron.services.agent.container import detect_runtime, run_argv
+from jetcron.services.agent.limits import CGROUP1, CGROUP2, RLIMIT, detect
+
+FAKE_DOCKER = '''#!{python}
+"""A stand-in docker CLI: `info` works only while a file named `engine` sits beside it; `run` logs its
+argv and runs the command on the host with the -e variables (there is no engine here to run an image)."""
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+args = sys.argv[1:]
+with open(os.path.join(here, "calls.log"), "a") as log:
+    log.write(" ".join(args) + "\\n")
+if args[:1] == ["info"]:
+    sys.exit(0 if os.path.exists(os.path.join(here, "engine")) else 1)
+if args[:1] == ["run"]:
+    rest, env = args[1:], {{"PATH": os.environ.get("PATH", "")}}
+    takes_value = {{"--name", "--label", "--memory", "--pids-limit", "--cpus", "-e"}}
+    while rest and rest[0].startswith("-"):
+        flag = rest.pop(0)
+        if flag == "-e":
+            env[rest[0]] = os.environ.get(rest[0], "")
+        if flag in takes_value:
+            rest.pop(0)
+    image, command = rest[0], rest[1:]
+    env["FAKE_IMAGE"] = image
+    os.execvpe(command[0], command, env)
+sys.exit(0)
+'''
+
+
+def fake_docker(bin_dir: Path, *, engine: bool) -> Path:
+    """Put a fake `docker` in bin_dir; with engine=False its `info` fails, as the real CLI does without a daemon."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "docker"
+    script.write_text(FAKE_DOCKER.format(python=sys.executable))
+    script.chmod(0o755)
+    if engine:
+        (bin_dir / "engine").touch()
+    return script
+
+
+@pytest.mark.parametrize(("engine", "expected"), [
+    pytest.param(True, "docker", id="engine_answers"),
+    pytest.param(False, None, id="cli_without_engine"),
+])
+def test_a_runtime_counts_only_when_its_engine_answers(tmp_path: Path, engine: bool, expected: str | None) -> None:
+    # Given a docker CLI on PATH whose `docker info` succeeds or fails
+    script = fake_docker(tmp_path / "bin", engine=engine)
+
+    # When the agent probes for a container runtime on that PATH alone
+    found = detect_runtime(path=str(tmp_path / "bin"))
+
+    # Then it is advertised only when the engine answered
+    assert found == (str(script) if expected else None)
+    assert "info" in (tmp_path / "bin" / "calls.log").read_text()
+
+
+def test_no_cli_at_all_means_no_runtime(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert detect_runtime(path=str(tmp_path / "empty")) is None
+
+
+def test_the_container_command_carries_limits_and_env_names_but_no_values() -> None:
+    argv = run_argv("/usr/bin/docker", name="jc-r1-1", agent_id="a1", image="alpine:3.20", command=["echo", "$HOME"],
+                    env_names=["SECRET", "JETCRON_RUN_ID"], memory_mb=64, max_pids=32, cpu=0.5)
+    assert argv[:3] == ["/usr/bin/docker", "run", "--rm"]
+    assert argv[-3:] == ["alpine:3.20", "echo", "$HOME"]  # the command stays an argv, never a shell string
+    joined = " ".join(argv)
+    assert "--memory 64m" in joined and "--pids-limit 32" in joined and "--cpus 0.5" in joined
+    assert "-e JETCRON_RUN_ID -e SECRET" in joined and "=" not in joined.replace("jetcron.agent=a1", "")
+
+
+def test_limits_fall_back_to_rlimits_without_usable_cgroups(tmp_path: Path) -> None:
+    # Given a process whose cgroup paths lead nowhere writable
+    cgroup_file = tmp_path / "cgroup"
+    cgroup_file.write_text("4:memory:/nowhere\n8:pids:/nowhere\n0::/nowhere\n")
+    (tmp_path / "mount").mkdir()
+
+    # Then the agent says it enforces limits with rlimits
+    assert detect("t", cgroup_file=cgroup_file, mount=tmp_path / "mount").mechanism == RLIMIT
+
+
+def test_limits_on_this_host_use_cgroups_where_writable(tmp_path: Path) -> None:
+    root = detect(f"probe-{tmp_path.name}")
+    try:
+        assert root.mechanism in (CGROUP1, CGROUP2, RLIMIT)
+        if root.mechanism != RLIMIT:
+            assert root.memory is not None and root.memory.is_dir()
+            assert root.pids is not None and root.pids.is_dir()
+    finally:
+        root.close()
+        if root.memory is not None:
+            assert not root.memory.exists(), "a clean stop removes the agent's own group"

@@ -1,0 +1,68 @@
+"""Placement leader killed with SIGKILL while runs wait: the standby places each run once, over-commits nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import Services, wait_for
+from placement_support import agents_known, job, runs_of, start
+
+from jetcron.sdk.client import Client
+
+# Each run appends its start and end (as epoch seconds) and its cpu, so overlaps can be summed afterwards.
+TIMED = ('echo "$JETCRON_RUN_ID start $(date +%s.%N) {cpu}" >> {out}; sleep {secs}; '
+         'echo "$JETCRON_RUN_ID end $(date +%s.%N) {cpu}" >> {out}')
+
+
+def peak_cpu(path: Path) -> float:
+    """The most cpu the recorded runs ever held at once."""
+    events = []
+    for line in path.read_text().splitlines():
+        _, kind, at, cpu = line.split()
+        events.append((float(at), 0 if kind == "end" else 1, float(cpu) * (1 if kind == "start" else -1)))
+    peak = used = 0.0
+    for _, _, delta in sorted(events):
+        used += delta
+        peak = max(peak, used)
+    return peak
+
+
+async def test_leader_killed_while_runs_wait_every_run_is_placed_once_without_over_commit(
+        services: Services, client: Client, tmp_path: Path) -> None:
+    out = tmp_path / "times.txt"
+    # Given a leader and a standby, and one agent with 2 cpu held entirely by a running job
+    await start(services, {"agent-1": {"JETCRON_AGENT_CPU": "2"}}, placements=2)
+    await agents_known(services.server.url, 1)
+    await client.call("jobs.create", job("hog", "sh", "-c", TIMED.format(out=out, secs=6, cpu=2),
+                                         resources={"cpu": 2}))
+    await wait_for(lambda: out.exists() and "hog" in out.read_text(), 20, what="the hog to start")
+    # And six 1-cpu runs waiting for room
+    small = [f"small-{i}" for i in range(6)]
+    for name in small:
+        await client.call("jobs.create", job(name, "sh", "-c", TIMED.format(out=out, secs=0.5, cpu=1),
+                                             resources={"cpu": 1}))
+
+    async def all_waiting() -> bool:
+        runs = [r for name in small for r in await runs_of(client, name)]
+        return len(runs) == 6 and all(r["state"] == "scheduled" and r["reason"].startswith("no agent with")
+                                      for r in runs)
+
+    await wait_for(all_waiting, 20, what="the six runs to wait for room")
+
+    # When the leader is killed with SIGKILL
+    services["placement-1"].kill9()
+
+    # Then the standby leads, and every run ends succeeded, on its first attempt, having started once
+    await services["placement-2"].wait_logged("placement leader", 20)
+
+    async def all_done() -> list[dict[str, object]] | None:
+        runs = [r for name in ["hog", *small] for r in await runs_of(client, name)]
+        return runs if len(runs) == 7 and all(r["state"] == "succeeded" for r in runs) else None
+
+    runs = await wait_for(all_done, 40, what="every run to succeed")
+    assert all(r["attempt"] == 1 and len(r["history"]) == 1 for r in runs)  # type: ignore[arg-type]
+    starts = [line.split()[0] for line in out.read_text().splitlines() if " start " in line]
+    assert sorted(starts) == sorted(str(r["run_id"]) for r in runs)
+    # And the new leader counted the hog it had not placed: never more than 2 cpu at once on the agent
+    assert peak_cpu(out) <= 2
+    assert "running=1" in services["placement-2"].output() or '"running": 1' in services["placement-2"].output()

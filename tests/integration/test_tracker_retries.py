@@ -1,0 +1,89 @@
+"""Retries with backoff, dead letter and replay, non-retryable exit codes: the run tracker on a real nats-server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from harness import Services, wait_for
+from test_runs import now_job, runs_of, state_is, the_run
+
+from jetcron.sdk.client import Client
+
+FAST_BACKOFF = {"max_attempts": 3, "initial_seconds": 0.5, "multiplier": 2.0, "max_delay_seconds": 10, "jitter": 0.0}
+
+
+def _t(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def cli(services: Services, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "jetcron"), "--nats", services.server.url, *args],
+                          capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+async def test_a_failing_run_retries_with_backoff_then_is_dead_lettered_and_replayable(
+        services: Services, client: Client) -> None:
+    # Given a job that always exits 3, three attempts, backoff 0.5 s then 1 s (no jitter)
+    await services.start_system(agents=1)
+    await client.call("jobs.create", now_job("flaky", "sh", "-c", "echo try $JETCRON_ATTEMPT; exit 3",
+                                             retry=FAST_BACKOFF))
+
+    # When it has run out of attempts
+    run = await the_run(client, "flaky", when=state_is("dead", "failed", "succeeded"), timeout=30,
+                        what="flaky to be dead")
+
+    # Then it is dead after three failed attempts, with the reason, each attempt spaced by the backoff
+    assert run["state"] == "dead"
+    assert [(a["attempt"], a["outcome"], a["exit_code"]) for a in run["history"]] == [
+        (1, "failed", 3), (2, "failed", 3), (3, "failed", 3)]
+    assert run["reason"] == "exit code 3 on attempt 3; 3/3 attempts failed"
+    gaps = [_t(b["started_at"]) - _t(a["finished_at"]) for a, b in zip(run["history"], run["history"][1:])]
+    assert 0.5 <= gaps[0] < 3.0 and 1.0 <= gaps[1] < 4.0, gaps
+
+    # And `jetcron dlq list` shows it (read from the dead-letter stream)
+    listed = await wait_for(lambda: "flaky." in cli(services, "dlq", "list", "-o", "json").stdout, 10,
+                            what="the dead run in dlq list")
+    assert listed
+    page = await client.call("dlq.list")
+    assert [r["run_id"] for r in page["items"]] == [run["run_id"]]
+
+    # When it is replayed from the CLI
+    replayed = cli(services, "dlq", "replay", run["run_id"], "-o", "json")
+    assert replayed.returncode == 0, replayed.stderr
+
+    # Then a new run with a fresh attempt series runs (and, still failing, is dead again after its own 3 attempts)
+    async def replay_dead() -> list[dict[str, object]]:
+        return [r for r in await runs_of(client, "flaky") if r["run_id"] != run["run_id"] and r["state"] == "dead"]
+
+    again = (await wait_for(replay_dead, 30, what="the replay to run out of attempts"))[0]
+    assert [a["attempt"] for a in again["history"]] == [1, 2, 3]  # type: ignore[index]
+    assert str(again["reason"]).startswith("exit code 3")
+
+
+async def test_a_non_retryable_exit_code_fails_at_once(services: Services, client: Client) -> None:
+    # Given a job whose exit code 2 means "bad input, do not retry"
+    await services.start_system(agents=1)
+    await client.call("jobs.create", now_job("strict", "sh", "-c", "exit 2",
+                                             retry={**FAST_BACKOFF, "non_retryable_exit_codes": [2]}))
+
+    # Then it fails after one attempt, saying why, and is not dead-lettered
+    run = await the_run(client, "strict", when=state_is("failed", "dead", "succeeded"), what="strict to end")
+    assert (run["state"], run["attempt"], run["reason"]) == ("failed", 1, "exit code 2 is non-retryable")
+    assert (await client.call("dlq.list"))["items"] == []
+
+
+async def test_a_run_that_fails_then_succeeds_ends_succeeded(services: Services, client: Client,
+                                                             tmp_path: Path) -> None:
+    # Given a job that fails on its first attempt only
+    await services.start_system(agents=1)
+    await client.call("jobs.create", now_job(
+        "second-time", "sh", "-c", 'test "$JETCRON_ATTEMPT" -ge 2', retry=FAST_BACKOFF))
+
+    # Then the second attempt succeeds and the record shows both
+    run = await the_run(client, "second-time", when=state_is("succeeded", "dead"), what="the retry to succeed")
+    assert [(a["attempt"], a["outcome"]) for a in run["history"]] == [(1, "failed"), (2, "succeeded")]
+    assert (run["state"], run["exit_code"]) == ("succeeded", 0)

@@ -1,0 +1,95 @@
+"""Placement's books follow the run records: adopt what is out, release when the record moves on."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, RunState
+from jetcron.core.placement import Demand
+from jetcron.services.placement.view import View
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SPEC = JobSpec(name="j", command=["true"], resources=Resources(cpu=2, memory_mb=1024, gpus=1))
+
+
+def view() -> View:
+    ctx = SimpleNamespace(settings=SimpleNamespace(heartbeat=1.0), log=SimpleNamespace(info=print, warning=print))
+    v = View(ctx)  # type: ignore[arg-type]
+    v.upsert_agent(AgentInfo(agent_id="a", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=T0, started_at=T0))
+    return v
+
+
+def run(state: RunState, attempt: int = 1, agents: tuple[str, ...] = ("a",), gpus: list[int] | None = None) -> Run:
+    return Run(run_id="j.20260101T000000000Z", job="j", state=state, attempt=attempt, scheduled_at=T0, due_at=T0,
+               created_at=T0, spec=SPEC, agent=agents[0] if agents else None, agents=list(agents),
+               gpu_indices={"a": gpus} if gpus is not None else {})
+
+
+RID = "j.20260101T000000000Z"
+
+
+def test_a_run_out_on_an_agent_is_counted_until_its_record_ends() -> None:
+    v = view()
+    # Given a record (from before this replica led) of a run out on agent a with GPU 1
+    v.on_record(RID, run(RunState.RUNNING, gpus=[1]), 5)
+    # Then its share and its tenant's usage are counted
+    assert v.cluster.free("a") == (2.0, 3072, [0])
+    assert v.queue.usage("default") == (2.0, 1024, 1)
+    # When the record ends
+    v.on_record(RID, run(RunState.SUCCEEDED), 6)
+    # Then everything is given back
+    assert v.cluster.free("a") == (4.0, 4096, [0, 1])
+    assert v.queue.usage("default") == (0.0, 0, 0)
+
+
+def test_an_older_record_does_not_release_the_leaders_own_placement_in_flight() -> None:
+    v = view()
+    demand = Demand(run_id=RID, tenant="default", priority=Priority.NORMAL, resources=SPEC.resources, enqueued_at=T0)
+    v.cluster.place(demand)
+    v.hold(demand, 1)
+    # While the assign write is in flight, the watch still delivers the scheduled record (a wait reason)
+    v.on_record(RID, run(RunState.SCHEDULED, agents=()), 7)
+    assert v.cluster.reservation(RID) is not None
+    # Once the write is known (revision 9), an older revision changes nothing and a newer one releases
+    v.assigned(RID, 9)
+    v.on_record(RID, run(RunState.SCHEDULED, agents=()), 8)
+    assert v.cluster.reservation(RID) is not None
+    v.on_record(RID, run(RunState.ASSIGNED, gpus=[0]), 9)
+    v.on_record(RID, run(RunState.SCHEDULED, attempt=2, agents=()), 10)
+    assert v.cluster.reservation(RID) is None
+
+
+def test_a_new_attempt_on_other_agents_replaces_the_old_share() -> None:
+    v = view()
+    v.upsert_agent(AgentInfo(agent_id="b", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=T0, started_at=T0))
+    v.on_record(RID, run(RunState.RUNNING, gpus=[0]), 5)
+    v.on_record(RID, run(RunState.ASSIGNED, attempt=2, agents=("b",)), 6)
+    assert v.cluster.free("a")[0] == 4.0 and v.cluster.free("b")[0] == 2.0
+
+
+def test_a_finish_event_releases_early_and_the_stale_running_record_is_not_adopted_again() -> None:
+    v = view()
+    v.on_record(RID, run(RunState.ASSIGNED), 5)
+    v.finished[RID] = 1
+    v.release(RID)
+    v.on_record(RID, run(RunState.RUNNING), 6)
+    assert v.cluster.free("a")[0] == 4.0
+    v.on_record(RID, run(RunState.SUCCEEDED), 7)
+    assert RID not in v.finished
+
+
+def test_an_agent_that_comes_back_gets_its_runs_counted_again() -> None:
+    v = view()
+    v.on_record(RID, run(RunState.RUNNING, gpus=[1]), 5)
+    v.forget_agent("a")
+    v.upsert_agent(AgentInfo(agent_id="a", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=T0, started_at=T0))
+    assert v.cluster.free("a") == (2.0, 3072, [0])
+
+
+def test_a_record_for_an_agent_not_seen_yet_is_counted_when_it_appears() -> None:
+    v = view()
+    v.on_record(RID, run(RunState.RUNNING, agents=("late",)), 5)
+    assert RID not in v.placed
+    v.upsert_agent(AgentInfo(agent_id="late", cpu=4, memory_mb=4096, heartbeat_at=T0, started_at=T0))
+    assert v.cluster.free("late")[0] == 2.0
