@@ -49,11 +49,12 @@ def simulate(seed: int, weights: dict[str, float]) -> dict[str, float]:
     while len(queue) or ends:
         # Place as much as fits now, in the queue's order.
         for d in queue.candidates(T0):
-            if queue.quota_block(d) is None and isinstance(cluster.place(d), Placement):
-                queue.remove(d.run_id)
-                queue.charge(d)
-                running[d.tenant] += 1
-                heapq.heappush(ends, (now + rng.uniform(0.5, 1.5), d.run_id))
+            if queue.quota_block(d) is not None or not isinstance(cluster.place(d), Placement):
+                break  # every run is the same size: once one does not fit, none does (the service goes on)
+            queue.remove(d.run_id)
+            queue.charge(d)
+            running[d.tenant] += 1
+            heapq.heappush(ends, (now + rng.uniform(0.5, 1.5), d.run_id))
         both_waiting = all(queue.waiting(t) for t in VOLUMES)
         at, run_id = heapq.heappop(ends)
         if both_waiting:

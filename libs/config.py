@@ -19,6 +19,8 @@ class Settings(BaseSettings):
     run_lease_ttl: float = Field(default=10.0, gt=1)
     leader_lease_ttl: float = Field(default=5.0, gt=1)
     trigger_shards: int = Field(default=16, ge=1, le=4096)
+    trigger_lease_ttl: float = Field(default=2.0, gt=0.5)
+    """Trigger shard lease TTL: a dead replica's shards are taken over within about TTL + TTL/3."""
     trigger_horizon: float = Field(default=2.0, ge=0)
     """Seconds ahead an occurrence is recorded and handed to placement (herd staging)."""
     min_interval: float = Field(default=1.0, gt=0)

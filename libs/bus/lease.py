@@ -31,6 +31,8 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     token: int
     """The revision of the write that granted or renewed it: the fencing token."""
     value: LeaseValue
+    written_at: datetime | None = None
+    """Server time of that write, when read back: the lease expires TTL after it (by the server's clock)."""
 
 
 def _ttl_header(ttl: float) -> str:
@@ -77,7 +79,7 @@ class Leases:
         if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
             return None
         # A released or revoked marker comes back with an empty holder: callers read that as free.
-        return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue))
+        return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue), written_at=msg.time)
 
     async def acquire(self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None) -> Lease | None:
         """Take the lease if nobody holds it; None if somebody does."""

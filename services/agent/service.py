@@ -112,6 +112,7 @@ class Agent:
             info, free_cpu=round(max(0.0, info.cpu - sum(r.cpu for r in used)), 3),
             free_memory_mb=max(0, info.memory_mb - sum(r.memory_mb for r in used)),
             free_gpus=max(0, info.gpus - sum(r.gpus for r in used)))
+        info = self.gpu_health.stamp(info)  # placement clears a suspect GPU host only on a later pass
         try:
             await self.ctx.agents.put(self.agent_id, info)
         except JetcronError:

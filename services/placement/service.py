@@ -58,6 +58,9 @@ class Placer:
         if out is not None:
             self.view.release(cmd.run_id)  # the record moved on from that attempt; its hosts may be gone
         self.hold(cmd, msg)
+        self._n = getattr(self, "_n", 0) + 1
+        if self._n % 100 == 0:
+            self.ctx.log.info("DEBUG take", n=self._n)
         raise Hold()
 
     def hold(self, cmd: PlaceRun, msg: Msg | None) -> None:
@@ -134,6 +137,7 @@ class Placer:
 
     async def place_once(self) -> None:
         """Decide in memory first, then carry out every assignment of this pass concurrently."""
+        t_start = time.monotonic()
         now = self.ctx.clock.now()
         view = self.view
         chosen: list[tuple[Demand, Placement]] = []
@@ -157,8 +161,12 @@ class Placer:
             view.queue.charge(demand)
             view.hold(demand, held[0].attempt)
             chosen.append((demand, result))
+        t0 = time.monotonic()
         await asyncio.gather(*(self._carry_out(d, p, now) for d, p in chosen),
                              *(self._note_waiting(r, why, now) for r, why in waiting))
+        if chosen or waiting:
+            self.ctx.log.info("DEBUG pass", chosen=len(chosen), waiting=len(waiting), took=time.monotonic() - t0,
+                              decide=t0 - t_start)
 
     async def _carry_out(self, demand: Demand, placement: Placement, now: datetime) -> None:
         cmd, msg, _ = self.held.pop(demand.run_id)
@@ -199,7 +207,11 @@ async def lead(ctx: Context, view: View) -> None:
     ctx.log.info("placement ready (standby until it holds the leader lease)", replica=me)
     ttl = ctx.settings.leader_lease_ttl
     while not ctx.stop.is_set():
-        lease = await ctx.leases.acquire(s.PLACEMENT_LEADER_KEY, me, ttl)
+        try:
+            lease = await ctx.leases.acquire(s.PLACEMENT_LEADER_KEY, me, ttl)
+        except JetcronError as exc:  # storage unavailable (a stream leader election): try again, don't die
+            ctx.log.warning("placement lease error", error=str(exc))
+            lease = None
         if lease is None:
             await asyncio.sleep(ttl / 3)
             continue

@@ -87,8 +87,13 @@ class View:
             self.upsert_agent(info)
 
     def upsert_agent(self, info: AgentInfo) -> None:
-        known = info.agent_id in self.seen
+        old = self.seen.get(info.agent_id)
+        known = old is not None
         self.seen[info.agent_id] = (time.monotonic(), info)
+        if old is not None and _same(old[1], info):
+            # A plain heartbeat: refresh the agent but wake no placement pass (thousands arrive per second).
+            self.cluster.upsert_agent(info)
+            return
         self.cluster.upsert_agent(info)
         self._judge(info)
         if not known:
@@ -281,6 +286,13 @@ class View:
                     await self.board.put_capacity(self.cluster.agents(), self.ctx.clock.now())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=every)
+
+
+def _same(a: AgentInfo, b: AgentInfo) -> bool:
+    """Nothing placement decides on changed (free capacity comes from its own books, not the heartbeat)."""
+    return (a.cpu, a.memory_mb, a.gpus, a.gpu_model, a.gpu_indices, a.labels, a.capabilities, a.draining,
+            a.gpu_health_ok, a.gpu_health_at) == (b.cpu, b.memory_mb, b.gpus, b.gpu_model, b.gpu_indices, b.labels,
+                                                  b.capabilities, b.draining, b.gpu_health_ok, b.gpu_health_at)
 
 
 async def open_board(ctx: Context) -> Board:

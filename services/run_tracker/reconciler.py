@@ -21,6 +21,7 @@ from jetcron.telemetry.tracing import context_from_trace_id, tracer
 from jetcron.wire import subjects as s
 
 _tracer = tracer("run_tracker")
+SWEEP_CONCURRENCY = 64
 
 
 class Reconciler:
@@ -32,6 +33,8 @@ class Reconciler:
         self.active: dict[str, Run] = {}
         self.missing_lease: dict[str, datetime] = {}
         self.checked: dict[str, datetime] = {}
+        self.next_look: dict[str, datetime] = {}
+        """Run id -> when its live lease could first have expired: no look before then."""
         self.gang_checked: dict[str, datetime] = {}
         self.gang_missing: dict[str, datetime] = {}
         self.synced = asyncio.Event()
@@ -45,6 +48,7 @@ class Reconciler:
                 self.active.pop(run_id, None)
                 self.missing_lease.pop(run_id, None)
                 self.checked.pop(run_id, None)
+                self.next_look.pop(run_id, None)
                 self._forget_gang(run_id)
             else:
                 old = self.active.get(run_id)
@@ -53,10 +57,17 @@ class Reconciler:
                 self.active[run_id] = run
 
     async def sweep(self, now: datetime) -> None:
+        """Check every active run; those that need a read or a write proceed concurrently (many agents can
+        die at once, and their runs should not queue behind each other's round trips)."""
         ttl = self.ctx.settings.run_lease_ttl
-        for run in list(self.active.values()):
-            with contextlib.suppress(JetcronError):
-                await self._check(run, now, ttl)
+        gate = asyncio.Semaphore(SWEEP_CONCURRENCY)
+
+        async def one(run: Run) -> None:
+            async with gate:
+                with contextlib.suppress(JetcronError):
+                    await self._check(run, now, ttl)
+
+        await asyncio.gather(*(one(run) for run in list(self.active.values())))
 
     async def _check(self, run: Run, now: datetime, ttl: float) -> None:
         if run.state is RunState.RETRY_WAIT and run.due_at <= now:
@@ -98,20 +109,21 @@ class Reconciler:
     async def _lease_gone(self, run: Run, now: datetime, ttl: float) -> bool:
         """Gone on two looks `confirm` apart: a finish report in flight gets time to land first.
 
-        Looks come every TTL/4 (at most 1 s apart), the confirming one as soon as it is due: with the lease
-        expiring at most TTL after the agent died, a lost run is re-dispatched within about TTL + 2 s
-        (docs/guarantees.md).
+        A live lease is not looked at again before it could expire (its last write + TTL, by the server's
+        clock), so a run costs about one read per renewal; a lapsed one is seen within a sweep, and the run
+        is re-dispatched within about TTL + 2 s of its agent's death (docs/guarantees.md).
         """
         confirm = timedelta(seconds=min(ttl / 2, 1.0))
         first = self.missing_lease.get(run.run_id)
-        last = self.checked.get(run.run_id)
-        due = first + confirm if first is not None else (last + timedelta(seconds=min(ttl / 4, 1.0)) if last else now)
+        due = first + confirm if first is not None else self.next_look.get(run.run_id, now)
         if now < due:
             return False
         self.checked[run.run_id] = now
         lease = await self.ctx.leases.read(s.run_lease_key(run.run_id))
         if lease is not None and lease.value.holder:
             self.missing_lease.pop(run.run_id, None)
+            expires = (lease.written_at or now) + timedelta(seconds=ttl)
+            self.next_look[run.run_id] = max(expires, now + timedelta(seconds=min(ttl / 4, 1.0)))
             return False
         first = self.missing_lease.setdefault(run.run_id, now)
         return now - first >= confirm

@@ -19,7 +19,7 @@ from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 
-SWEEP_SECONDS = 0.5
+SWEEP_SECONDS = 0.25
 
 
 async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor) -> None:
@@ -29,15 +29,17 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
     lease = None
     won: float | None = None
     await reconciler.synced.wait()
+    renewed = 0.0
     while not ctx.stop.is_set():
         try:
             if lease is None:
                 lease = await ctx.leases.acquire(s.TRACKER_LEADER_KEY, me, ttl)
                 if lease is not None:
-                    won = time.monotonic()
+                    won = renewed = time.monotonic()
                     metrics.TAKEOVERS.labels(kind="tracker_leader").inc()
-            else:
+            elif time.monotonic() - renewed >= ttl / 3:  # sweeps come more often than renewals are needed
                 lease = await ctx.leases.renew(lease, ttl)
+                renewed = time.monotonic()
         except LeaseLost:
             lease = None
         except JetcronError as exc:

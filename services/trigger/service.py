@@ -14,7 +14,7 @@ from jetcron.services.trigger.firing import Firer
 from jetcron.services.trigger.shards import ShardOwner
 from jetcron.services.trigger.warm import Warm
 
-FIRES_IN_FLIGHT = 256
+FIRES_IN_FLIGHT = 1024
 """Jobs planned and recorded concurrently: enough to keep the server's pipeline full during a herd."""
 
 
@@ -24,7 +24,7 @@ class Trigger:
         self.replica = replica
         self.warm = Warm(ctx.settings.trigger_shards)
         self.index, self.jobs, self.cursors = self.warm.index, self.warm.jobs, self.warm.cursors
-        self.owner = ShardOwner(ctx.leases, replica, ctx.settings.trigger_shards, ctx.settings.leader_lease_ttl)
+        self.owner = ShardOwner(ctx.leases, replica, ctx.settings.trigger_shards, ctx.settings.trigger_lease_ttl)
         self.firer = Firer(ctx, random.Random())
         self.wake = asyncio.Event()
         self.synced = asyncio.Event()
@@ -50,7 +50,7 @@ class Trigger:
                     self.wake.set()
             except JetcronError as exc:
                 self.ctx.log.warning("shard balance failed", error=str(exc))
-            await _sleep_or(self.ctx.stop, self.ctx.settings.leader_lease_ttl / 3)
+            await _sleep_or(self.ctx.stop, self.ctx.settings.trigger_lease_ttl / 3)
         await self.owner.release_all()
 
     async def _fire_one(self, name: str, now: datetime) -> None:

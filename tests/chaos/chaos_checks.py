@@ -5,6 +5,7 @@ terminal record per run, non-decreasing fencing tokens, acked ⇒ durable, bound
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import time
 from collections import Counter, defaultdict
@@ -22,7 +23,7 @@ from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 
 JOB = Path(__file__).with_name("chaos_job.py")
-# R3 for every stream and bucket: the chaos cluster does not advertise its nodes, so services cannot count them.
+# R3 for every stream and bucket, whatever the services count from the server's INFO.
 CHAOS_ENV = {"JETCRON_REPLICAS": "3"}
 READY = {"api": "api ready", "placement": "placement ready", "run_tracker": "run tracker ready",
          "trigger": "trigger ready", "agent": "agent ready"}
@@ -32,6 +33,8 @@ def chaos_job(name: str, out: Path, *, first_sleep: float = 0.0, later_sleep: fl
               **spec: Any) -> dict[str, Any]:
     spec.setdefault("schedule", {"kind": "now"})
     spec.setdefault("resources", {"memory_mb": 256, "cpu": 0.01})
+    # Faults can fail an attempt (storage gone mid-effect): a generous budget keeps "dead" for real losses.
+    spec.setdefault("retry", {"max_attempts": 10, "initial_seconds": 0.5, "max_delay_seconds": 2})
     return {"spec": {"name": name, "command": [sys.executable, str(JOB), str(out), str(first_sleep),
                                                str(later_sleep)], **spec}}
 
@@ -210,7 +213,7 @@ def redispatch_delays(runs: dict[str, Run], since: datetime) -> list[float]:
     """Seconds from the fault to the start of the attempt that replaced a lost one."""
     delays = []
     for run in runs.values():
-        for lost, nxt in zip(run.history, run.history[1:]):
+        for lost, nxt in itertools.pairwise(run.history):
             if lost.outcome in ("lost", "not_started") and nxt.started_at is not None:
                 delays.append((nxt.started_at - since) / timedelta(seconds=1))
     return delays

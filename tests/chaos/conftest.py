@@ -1,5 +1,5 @@
-"""Chaos fixtures: a 3-node cluster that does not advertise its other nodes to clients (so an agent behind the fault
-proxy stays behind it), a seeded random source, and a place to print and keep each test's figures."""
+"""Chaos fixtures (the 3-node cluster is `nats_cluster` / `cluster_services` from tests/conftest.py): a seeded random
+source, and a place to print and keep each test's figures."""
 
 from __future__ import annotations
 
@@ -7,16 +7,12 @@ import contextlib
 import json
 import os
 import random
-import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import add_failure_report
-
-from jetcron.bus.server import EmbeddedNats
 
 FIGURES = Path(__file__).resolve().parents[2] / "build" / "chaos-figures.jsonl"
 LIMIT_S = 60
@@ -25,26 +21,8 @@ LIMIT_S = 60
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
-        if here in Path(item.path).parents:
+        if Path(item.path).parent == here and Path(item.path).name.startswith("test_chaos_"):
             item.add_marker(pytest.mark.timeout(LIMIT_S + 30))  # the test bounds itself; setup and teardown on top
-
-
-@pytest.fixture
-def nats_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedNats]:
-    """Three clustered nodes with `no_advertise`: a client knows only the URLs it was given (a partitioned agent
-    must not escape the proxy through a discovered node address)."""
-    server = EmbeddedNats(tmp_path / "nats", nodes=3)
-    for node in server.nodes:
-        text = node.config_path.read_text()
-        node.config_path.write_text(re.sub(r"cluster \{\n", "cluster {\n  no_advertise: true\n", text))
-    try:
-        server.start(timeout=30)
-        add_failure_report(request, "nats-server log", lambda: "\n".join(
-            f"----- {n.name}\n" + "\n".join(n.log_path.read_text(errors="replace").splitlines()[-30:])
-            for n in server.nodes if n.log_path))
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

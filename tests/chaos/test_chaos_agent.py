@@ -93,7 +93,7 @@ async def test_agent_paused_past_its_lease_is_fenced_and_the_run_reruns(cluster_
         fenced = time.monotonic() - rerun
 
         # And the run succeeds once, on agent-2, with one effect
-        runs, recovery = await all_terminal(services.server.url, "pause", 1, 30)
+        runs, _ = await all_terminal(services.server.url, "pause", 1, 30)
         verdict = check(runs, out, jobs=["pause"])
         verdict.missing = await missing_jobs(client, acked)
         run = runs[next(iter(runs))]
@@ -136,7 +136,7 @@ async def test_agent_partitioned_past_its_lease_is_fenced_and_the_run_reruns(
             await wait_for(lambda: len(log_lines(out / "attempts.log")) == 2, 20, what="attempt 2 elsewhere")
             proxy.heal()
 
-            runs, recovery = await all_terminal(services.server.url, "cut", 1, 30)
+            runs, _ = await all_terminal(services.server.url, "cut", 1, 30)
             verdict = check(runs, out, jobs=["cut"])
             verdict.missing = await missing_jobs(client, acked)
             run = runs[next(iter(runs))]

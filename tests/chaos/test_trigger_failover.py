@@ -27,7 +27,7 @@ SHARDS = 16  # JETCRON_TRIGGER_SHARDS default
 JOBS = 200
 TRIGGERS = ("trigger-1", "trigger-2", "trigger-3")
 SECOND = timedelta(seconds=1)
-LEASE_TTL = 2.0  # harness FAST_SETTINGS: JETCRON_LEADER_LEASE_TTL (trigger shard leases use it)
+LEASE_TTL = 2.0  # JETCRON_TRIGGER_LEASE_TTL default
 TERMINAL = ("succeeded", "failed", "dead", "cancelled", "skipped")
 
 
@@ -142,20 +142,27 @@ async def fault_and_check(services: Services, fault: str, window: float) -> None
             await wait_for(lambda: balanced(leases, set(TRIGGERS)), 20, what="the thawed replica to rejoin")
 
         # Then every occurrence in the window has exactly one run record, and every one of them ran
+        # (placement and agents may still be working through the backlog: give them time, say where they are)
+        states: Counter[str] = Counter()
+        unfinished: list[str] = []
+
         async def window_ended() -> list[Run] | None:
             runs = [r for r in await all_runs(nc.jetstream()) if start_at <= r.scheduled_at <= end_at]
-            print("DEBUG", Counter(r.state.value for r in runs), flush=True)
-            from jetcron.core.ids import shard_of
-            stuck = [r for r in runs if r.state.value == "scheduled"]
-            print("STUCK victim", Counter(held.get(shard_of(r.job, SHARDS)) == victim for r in stuck),
-                  "created-rel", sorted(round(time.monotonic() - faulted - (datetime.now(UTC) - r.created_at).total_seconds(), 1) for r in stuck)[::20],
-                  "due-created", sorted(round((r.due_at - r.created_at).total_seconds(), 2) for r in stuck)[::20], flush=True)
-            return runs if all(r.state.value in TERMINAL for r in runs) else None
+            states.clear()
+            states.update(r.state.value for r in runs)
+            unfinished[:] = [f"{r.run_id} {r.state} attempt {r.attempt} due {r.due_at:%H:%M:%S.%f} created "
+                             f"{r.created_at:%H:%M:%S.%f} reason {r.reason!r}" for r in runs
+                             if r.state.value not in TERMINAL][:10]
+            return runs if set(states) <= set(TERMINAL) else None
 
-        runs = await wait_for(window_ended, 30, interval=0.5, what="every run in the window to end")
+        try:
+            runs = await wait_for(window_ended, 90, interval=1.0, what="every run in the window to end")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; states: {dict(states)}; unfinished: {unfinished}; fault at "
+                                 f"{datetime.now(UTC) - timedelta(seconds=time.monotonic() - faulted):%H:%M:%S.%f}"
+                                 ) from None
         figures = ledger(runs, created, start_at, end_at)
         late = max((r.created_at - r.scheduled_at).total_seconds() for r in runs)
-        states = Counter(r.state.value for r in runs)
         print(f"\n{fault}: victim={victim} held={Counter(held.values())[victim]} shards, "
               f"takeover={takeover:.2f}s, window={(end_at - start_at).total_seconds():.0f}s, "
               f"occurrences={len(runs)}, {figures}, latest record {late:.2f}s after its nominal, states={dict(states)}")
@@ -168,14 +175,14 @@ async def fault_and_check(services: Services, fault: str, window: float) -> None
         await nc.close()
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(200)
 @pytest.mark.parametrize("fault", ["kill9", "sigstop"])
 async def test_shard_holder_fault_loses_and_doubles_no_occurrence(cluster_services: Services, fault: str) -> None:
     await fault_and_check(cluster_services, fault, window=16)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("fault", ["kill9", "sigstop"])
 async def test_shard_holder_fault_over_45_seconds(cluster_services: Services, fault: str) -> None:
     await fault_and_check(cluster_services, fault, window=45)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import nats
@@ -68,3 +70,30 @@ async def test_a_returning_gpu_host_gets_no_gpu_work_until_its_health_check_pass
 
 async def _cleared(url: str) -> bool:
     return "suspect.agent-1" not in await suspect_keys(url)
+
+
+async def test_a_pass_from_before_the_host_went_missing_does_not_clear_it(
+        services: Services, client: Client) -> None:
+    # Given a GPU host whose health check always passes, but runs only every 12 s
+    agent_env = {"JETCRON_AGENT_FAKE_GPUS": "1:H100", "JETCRON_AGENT_CPU": "4",  # TEST ONLY: fake GPUs
+                 "JETCRON_GPU_HEALTH_CHECK": "true", "JETCRON_GPU_HEALTH_EVERY": "12"}
+    await start(services, {"agent-1": agent_env})
+    await agents_known(services.server.url, 1)
+
+    # When its agent is paused long enough to miss heartbeats, then resumes (same process, same last check)
+    os.kill(services["agent-1"].pid, signal.SIGSTOP)
+    try:
+        await wait_for(lambda: "missed heartbeats" in services["placement-1"].output(), 15,
+                       what="placement to notice the host missing")
+    finally:
+        os.kill(services["agent-1"].pid, signal.SIGCONT)
+
+    # Then a GPU run waits: the passing check it advertises ran before it went missing
+    await client.call("jobs.create", job("gpu", "true", resources={"cpu": 1, "gpus": 1}))
+    waiting = await one_run(client, "gpu", lambda r: "suspect" in r["reason"], timeout=15,
+                            what="the GPU run to wait on the suspect host")
+    assert waiting["state"] == "scheduled"
+    # And once its next check passes, the host is cleared and the run lands on it
+    done = await one_run(client, "gpu", lambda r: r["state"] == "succeeded", timeout=25, what="the GPU run to run")
+    assert done["agent"] == "agent-1"
+    assert "cleared by a passing health check" in services["placement-1"].output()

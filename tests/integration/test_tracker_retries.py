@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -41,7 +42,7 @@ async def test_a_failing_run_retries_with_backoff_then_is_dead_lettered_and_repl
     assert [(a["attempt"], a["outcome"], a["exit_code"]) for a in run["history"]] == [
         (1, "failed", 3), (2, "failed", 3), (3, "failed", 3)]
     assert run["reason"] == "exit code 3 on attempt 3; 3/3 attempts failed"
-    gaps = [_t(b["started_at"]) - _t(a["finished_at"]) for a, b in zip(run["history"], run["history"][1:])]
+    gaps = [_t(b["started_at"]) - _t(a["finished_at"]) for a, b in itertools.pairwise(run["history"])]
     assert 0.5 <= gaps[0] < 3.0 and 1.0 <= gaps[1] < 4.0, gaps
 
     # And `jetcron dlq list` shows it (read from the dead-letter stream)

@@ -1,0 +1,114 @@
+"""Takeover after kill -9 of a trigger replica holding shards: N schedules, two replicas, the trigger alone.
+
+Only the trigger runs (runs are recorded and handed to the placement stream; nobody places them): what is
+measured is the trigger's failover. Figures: takeover (kill -> the survivor holds every shard), the latest
+an occurrence of the dead replica's shards was recorded past the moment it is normally staged (nominal minus
+the staging horizon), and missed / off-grid occurrences in a window around the kill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import nats
+
+from bench.common import summary, system
+from bench.trigger_common import job_record, read_runs, save, store_jobs
+from jetcron.bus.lease import Leases
+from jetcron.core.ids import shard_of
+from jetcron.wire import subjects as s
+
+SHARDS = 16
+HORIZON = 2.0
+
+
+async def _holders(leases: Leases) -> dict[int, str]:
+    held = {}
+    for shard in range(SHARDS):
+        lease = await leases.read(s.shard_lease_key(shard))
+        if lease is not None and lease.value.holder:
+            held[shard] = lease.value.holder
+    return held
+
+
+async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, float]:
+    url = jc.url  # type: ignore[attr-defined]
+    nc = await nats.connect(url)
+    leases = Leases(nc.jetstream())
+    now = datetime.now(UTC)
+    anchor = now + timedelta(seconds=3)
+    # Nominals spread evenly over the interval: n / every occurrences per second
+    records = [job_record(f"{prefix}{i:06d}", anchor=anchor + timedelta(seconds=every * i / n), every=every,
+                          created=now) for i in range(n)]
+    await store_jobs(url, records)
+    while len(set((await _holders(leases)).values())) < 2:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(max(8.0, n / 20_000))  # both replicas warm, firing, the window past the anchors
+    held = await _holders(leases)
+    victim_shards = {shard for shard, who in held.items() if who == "trigger-1"}
+    killed = time.monotonic()
+    killed_at = datetime.now(UTC)
+    jc.kill("trigger-1")  # type: ignore[attr-defined]
+    while True:
+        held = await _holders(leases)
+        if len(held) == SHARDS and set(held.values()) == {"trigger-2"}:
+            break
+        await asyncio.sleep(0.02)
+    takeover = time.monotonic() - killed
+    await asyncio.sleep(12)
+    await nc.close()
+
+    start, end = killed_at - timedelta(seconds=5), killed_at + timedelta(seconds=10)
+    seen: dict[str, set[datetime]] = defaultdict(set)
+    late = 0.0
+    for run in await read_runs(url, prefix):
+        if start <= run.scheduled_at <= end:
+            seen[run.job].add(run.scheduled_at)
+            if shard_of(run.job, SHARDS) in victim_shards and run.scheduled_at >= killed_at:
+                staged_by = run.scheduled_at - timedelta(seconds=HORIZON)
+                late = max(late, (run.created_at - staged_by).total_seconds())
+    missed = off_grid = 0
+    step = timedelta(seconds=every)
+    for record in records:
+        first = record.spec.schedule.anchor
+        assert first is not None
+        k0 = max(0, -(-(start - first) // step))
+        expected = {first + k * step for k in range(k0, k0 + int((end - start) / step) + 2)
+                    if start <= first + k * step <= end}
+        got = seen.get(record.spec.name, set())
+        missed += len(expected - got)
+        off_grid += len(got - expected)
+    return {"takeover_s": takeover, "latest_record_past_staging_s": late, "missed": missed,
+            "off_grid": off_grid, "victim_shards": len(victim_shards),
+            "occurrences_checked": sum(len(v) for v in seen.values())}
+
+
+def run(n: int, every: float, reps: int, ttl: float) -> dict[str, object]:
+    results = []
+    for rep in range(reps):
+        with system(sync_always=True, services=(), JETCRON_TRIGGER_LEASE_TTL=str(ttl)) as jc:
+            for name in ("trigger-1", "trigger-2"):
+                jc.start(name, "trigger", JETCRON_AGENT_ID=name, JETCRON_TRIGGER_LEASE_TTL=str(ttl))
+            jc.wait_ready()
+            results.append(asyncio.run(_scenario(jc, n, every, f"k{rep}x")))
+        print(results[-1], flush=True)
+    return {"bench": f"trigger_takeover_{n}_ttl{ttl:g}", "schedules": n, "every_s": every, "lease_ttl_s": ttl,
+            "sync_always": True, **{k: summary([r[k] for r in results]) for k in results[0]}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--schedules", type=int, default=1000)
+    parser.add_argument("--every", type=float, default=10.0, help="interval of each schedule, seconds")
+    parser.add_argument("--ttl", type=float, default=2.0, help="JETCRON_TRIGGER_LEASE_TTL")
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    save(run(args.schedules, args.every, args.reps, args.ttl))
+
+
+if __name__ == "__main__":
+    main()
