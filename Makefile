@@ -18,7 +18,7 @@ up: $(STAMP)
 	$(BIN)/jetcron up
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider
+	$(BIN)/python -m pytest -q -m "not slow and not chaos" -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit tests/contract -p no:cacheprovider

@@ -59,8 +59,12 @@ class System:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
-        env.update(JETCRON_NATS_URL=self.server.url, JETCRON_NATS_MONITOR_URL=self.server.monitor_url,
-                   JETCRON_DATA_DIR=str(self.base), PYTHONUNBUFFERED="1")
+        env.update(
+            JETCRON_NATS_URL=self.server.url,
+            JETCRON_NATS_MONITOR_URL=self.server.monitor_url,
+            JETCRON_DATA_DIR=str(self.base),
+            PYTHONUNBUFFERED="1",
+        )
         if not self.server.sync_always:
             env["JETCRON_ALLOW_UNSAFE_STORAGE"] = "true"
         env.update(extra)
@@ -68,8 +72,13 @@ class System:
 
     def start(self, name: str, module: str, **extra: str) -> subprocess.Popen[bytes]:
         log = (self.base / f"{name}.log").open("ab")
-        proc = subprocess.Popen([sys.executable, "-m", f"jetcron.services.{module}"], env=self.env(**extra),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", f"jetcron.services.{module}"],
+            env=self.env(**extra),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         self.procs[name] = proc
         return proc
@@ -105,9 +114,15 @@ class System:
 
 
 @contextmanager
-def system(*, sync_always: bool, agents: int = 0, sim: bool = False, services: tuple[str, ...] = (
-        "api", "trigger", "placement", "run_tracker"), agent_env: dict[str, str] | None = None,
-        **settings: str) -> Iterator[System]:
+def system(
+    *,
+    sync_always: bool,
+    agents: int = 0,
+    sim: bool = False,
+    services: tuple[str, ...] = ("api", "trigger", "placement", "run_tracker"),
+    agent_env: dict[str, str] | None = None,
+    **settings: str,
+) -> Iterator[System]:
     """A whole jetcron on loopback in a temp dir: server, services, agents; stopped and removed after."""
     with tempfile.TemporaryDirectory(prefix="jetcron-bench-") as tmp:
         base = Path(tmp)
@@ -118,9 +133,17 @@ def system(*, sync_always: bool, agents: int = 0, sim: bool = False, services: t
             for name in services:
                 sys_.start(name, name, **settings)
             for i in range(agents):
-                sys_.start(f"agent-{i + 1}", "agent", JETCRON_AGENT_ID=f"agent-{i + 1}",
-                           JETCRON_AGENT_SIM="true" if sim else "false", JETCRON_AGENT_SLOTS="512",
-                           JETCRON_AGENT_CPU="1000", JETCRON_AGENT_MEMORY_MB="10000000", **(agent_env or {}), **settings)
+                sys_.start(
+                    f"agent-{i + 1}",
+                    "agent",
+                    JETCRON_AGENT_ID=f"agent-{i + 1}",
+                    JETCRON_AGENT_SIM="true" if sim else "false",
+                    JETCRON_AGENT_SLOTS="512",
+                    JETCRON_AGENT_CPU="1000",
+                    JETCRON_AGENT_MEMORY_MB="10000000",
+                    **(agent_env or {}),
+                    **settings,
+                )
             sys_.wait_ready()
             yield sys_
         finally:

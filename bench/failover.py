@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import time
 from datetime import datetime
 
@@ -74,7 +75,7 @@ async def trigger_kill(jc: System, jobs: int = 40) -> dict[str, float]:
         by_job.setdefault(r.job, []).append(r.scheduled_at)
     for times in by_job.values():
         times.sort()
-        missed += sum(round((b - a).total_seconds()) - 1 for a, b in zip(times, times[1:], strict=False))
+        missed += sum(round((b - a).total_seconds()) - 1 for a, b in itertools.pairwise(times))
     duplicates = len(runs) - len({(r.job, r.scheduled_at) for r in runs})
     return {"worst_lateness_s": max(late, default=float("nan")), "missed": missed, "duplicates": duplicates}
 

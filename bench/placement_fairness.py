@@ -4,18 +4,18 @@ A discrete-event simulation over the real FairQueue and Cluster (no server): 100
 run needs one slot for a random 0.5-1.5 s of simulated time; tenant "big" submits 10,000 runs, tenant
 "small" 1,000, all at t=0. While both tenants have runs waiting, each tenant's share of the busy
 capacity (slot-seconds) is measured; the target is 0.5 ± 10 % (0.45-0.55). Prints one JSON line per
-weight setting and writes bench/results/placement_fairness.json.
+weight setting and `python -m bench.run` keeps each in bench/results/<bench>.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import json
 import random
 import statistics
 import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from jetcron.core.fairness import FairQueue
 from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
@@ -25,7 +25,6 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SLOTS = 100
 VOLUMES = {"big": 10_000, "small": 1_000}
 REPS = 5
-RESULTS = Path(__file__).resolve().parent / "results" / "placement_fairness.json"
 
 
 def simulate(seed: int, weights: dict[str, float]) -> dict[str, float]:
@@ -75,24 +74,23 @@ def simulate(seed: int, weights: dict[str, float]) -> dict[str, float]:
 
 
 def main() -> None:
-    out = []
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=REPS)
+    reps = parser.parse_args().reps
     for label, weights in (("equal", {"big": 1.0, "small": 1.0}), ("small_x2", {"big": 1.0, "small": 2.0})):
-        shares = [simulate(seed, weights) for seed in range(REPS)]
+        shares = [simulate(seed, weights) for seed in range(reps)]
         small = [s["small"] for s in shares]
         target = weights["small"] / sum(weights.values())
         result = {
-            "bench": "placement_fairness", "weights": label, "slots": SLOTS, "volumes": VOLUMES,
+            "bench": f"placement_fairness_{label}", "weights": weights, "slots": SLOTS, "volumes": VOLUMES,
             "target_share_small": round(target, 4),
             "share_small": {"median": round(statistics.median(small), 4), "min": round(min(small), 4),
-                            "max": round(max(small), 4), "n": REPS},
+                            "max": round(max(small), 4), "n": reps},
             "worst_relative_error": round(max(abs(x - target) / target for x in small), 4),
             "within_10_percent": all(abs(x - target) / target <= 0.10 for x in small),
             "python": sys.version.split()[0],
         }
         print(json.dumps(result), flush=True)
-        out.append(result)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

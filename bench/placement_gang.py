@@ -3,18 +3,18 @@
 1,000 hosts with 8 H100s each, 32 hosts per leaf switch (32 leaves). The cluster is first fragmented with
 single-host GPU runs (1, 2, 4 or 8 GPUs) to a target utilisation; then 64-GPU gangs are placed one after
 another, each timed, until none fits; then one more is timed failing (it must compute which leaf comes
-closest). Prints one JSON line per utilisation and writes bench/results/placement_gang.json.
+closest). Prints one JSON line per utilisation and `python -m bench.run` keeps each in bench/results/<bench>.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import statistics
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from jetcron.core.models import AgentInfo, Priority, Resources
 from jetcron.core.placement import Cluster, Demand, Placement
@@ -22,7 +22,6 @@ from jetcron.core.placement import Cluster, Demand, Placement
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS, PER_LEAF, GPUS = 1000, 32, 8
 REPS = 5
-RESULTS = Path(__file__).resolve().parent / "results" / "placement_gang.json"
 
 
 def fleet() -> Cluster:
@@ -61,17 +60,20 @@ def one(seed: int, utilisation: float) -> tuple[list[float], float, int]:
 
 
 def main() -> None:
-    out = []
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=REPS)
+    reps = parser.parse_args().reps
     for utilisation in (0.0, 0.5, 0.8):
         placed, failed, counts = [], [], []
-        for seed in range(REPS):
+        for seed in range(reps):
             times, fail, n = one(seed, utilisation)
             placed.extend(times)
             failed.append(fail)
             counts.append(n)
         result = {
-            "bench": "placement_gang", "hosts": HOSTS, "hosts_per_leaf": PER_LEAF, "gang": "8 hosts x 8 GPUs",
-            "fragmented_to": utilisation, "reps": REPS, "gangs_placed_per_rep": statistics.median(counts),
+            "bench": f"placement_gang_frag{round(utilisation * 100)}", "hosts": HOSTS, "hosts_per_leaf": PER_LEAF,
+            "gang": "8 hosts x 8 GPUs",
+            "fragmented_to": utilisation, "reps": reps, "gangs_placed_per_rep": statistics.median(counts),
             "place_ms": {"median": round(statistics.median(placed) * 1e3, 3),
                          "p99": round(sorted(placed)[int(0.99 * (len(placed) - 1))] * 1e3, 3),
                          "min": round(min(placed) * 1e3, 3), "max": round(max(placed) * 1e3, 3), "n": len(placed)},
@@ -80,9 +82,6 @@ def main() -> None:
             "python": sys.version.split()[0],
         }
         print(json.dumps(result), flush=True)
-        out.append(result)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,18 +17,28 @@ START, END = "<!-- generated: bench/run.py -->", "<!-- end generated -->"
 
 # (module, full-size arguments, quick arguments for the smoke test)
 SCENARIOS: list[tuple[str, list[str], list[str]]] = [
-    ("bench.throughput", ["--mode", "sim", "--runs", "20000", "--reps", "3"], ["--mode", "sim", "--runs", "200", "--reps", "1", "--sync", "default"]),
-    ("bench.throughput", ["--mode", "true", "--runs", "5000", "--reps", "3"], ["--mode", "true", "--runs", "50", "--reps", "1", "--sync", "default"]),
+    (
+        "bench.throughput",
+        ["--mode", "sim", "--runs", "20000", "--reps", "3"],
+        ["--mode", "sim", "--runs", "200", "--reps", "1", "--sync", "default"],
+    ),
+    (
+        "bench.throughput",
+        ["--mode", "true", "--runs", "5000", "--reps", "3"],
+        ["--mode", "true", "--runs", "50", "--reps", "1", "--sync", "default"],
+    ),
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1"]),
     ("bench.failover", ["--reps", "3"], ["--reps", "1"]),
     ("bench.placement_core", [], []),
+    ("bench.placement_fairness", [], ["--reps", "1"]),
+    ("bench.placement_gang", [], ["--reps", "1"]),
+    ("bench.placement_e2e", ["--reps", "3", "--runs", "3000"], ["--reps", "1", "--runs", "100", "--agents", "50"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
 ]
 
 
 def run_scenario(module: str, args: list[str], out: Path) -> list[dict[str, Any]]:
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, check=False)
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
         results.append({"bench": module, "error": proc.stderr[-2000:]})
@@ -48,8 +58,13 @@ def _cell(value: Any) -> str:
 
 
 def render(results_dir: Path) -> str:
-    lines = [START, "", f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from `bench/results/*.json`.",
-             "Figures are median [min–max] over the repetitions named by `n`.", ""]
+    lines = [
+        START,
+        "",
+        f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from `bench/results/*.json`.",
+        "Figures are median [min–max] over the repetitions named by `n`.",
+        "",
+    ]
     for path in sorted(results_dir.glob("*.json")):
         data = json.loads(path.read_text())
         lines += [f"### {path.stem}", "", "| metric | value |", "|---|---|"]
@@ -64,7 +79,7 @@ def write_doc(results_dir: Path, doc: Path) -> None:
     text = doc.read_text() if doc.exists() else "# Benchmarks\n\n"
     block = render(results_dir)
     if START in text and END in text:
-        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
+        text = text[: text.index(START)] + block + text[text.index(END) + len(END) :]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     doc.write_text(text)

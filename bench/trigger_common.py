@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ async def read_runs(url: str, prefix: str = "") -> list[Run]:
 
 def save(result: dict[str, Any]) -> None:
     """One JSON line on stdout, and the same in bench/results/<bench>.json (the latest run of each bench)."""
+    # This machine is shared: say how busy it was (the figures above are only as good as this).
+    result["machine"] = {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 1)}
     emit(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = str(result["bench"])

@@ -55,7 +55,9 @@ def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool
         raise UnsafeServer("JetStream is not enabled on the server: add a `jetstream {}` block to its config")
     if not jsz["config"].get("sync_always", False):
         if allow_unsafe:
-            return ["server does not fsync before ack (sync_interval is not 'always'); accepted by --allow-unsafe-storage"]
+            return [
+                "server does not fsync before ack (sync_interval is not 'always'); accepted by --allow-unsafe-storage"
+            ]
         raise UnsafeServer(
             "the server acknowledges writes before fsync: set `sync_interval: always` in its jetstream block, "
             "or opt out for a throwaway dev setup with --allow-unsafe-storage (JETCRON_ALLOW_UNSAFE_STORAGE=true)"
@@ -63,12 +65,17 @@ def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool
     return []
 
 
-async def connect(url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False,
-                  check: bool = True) -> tuple[Client, list[str]]:
+async def connect(
+    url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False, check: bool = True
+) -> tuple[Client, list[str]]:
     """A connected client that never gives up reconnecting, after the server passed check_server()."""
     nc = await nats.connect(
-        servers=url.split(","), name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-        connect_timeout=5, allow_reconnect=True,
+        servers=url.split(","),
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        allow_reconnect=True,
     )
     warnings: list[str] = []
     if check:

@@ -81,7 +81,9 @@ class Leases:
         # A released or revoked marker comes back with an empty holder: callers read that as free.
         return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue), written_at=msg.time)
 
-    async def acquire(self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None) -> Lease | None:
+    async def acquire(
+        self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None
+    ) -> Lease | None:
         """Take the lease if nobody holds it; None if somebody does."""
         value = LeaseValue(holder=holder, attempt=attempt, at=now)
         try:
@@ -117,8 +119,9 @@ class Leases:
         """Take the lease from whoever holds it: their next renewal fails and they stop (fencing)."""
         return await self._write(key, LeaseValue(holder="", revoked=why), ttl, expected=None)
 
-    async def supersede(self, key: str, holder: str, ttl: float, *, attempt: int,
-                        now: datetime | None = None) -> Lease | None:
+    async def supersede(
+        self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None
+    ) -> Lease | None:
         """Take a run lease still held for an older attempt: the record already moved on, so that holder is
         fenced by its next renewal. None if it is free to acquire, held for this or a newer attempt, or raced."""
         current = await self.read(key)

@@ -16,7 +16,7 @@ from jetcron.core.ids import run_id, stable_fraction
 from jetcron.core.models import JitterPolicy, JobSpec, MisfireKind, OverlapPolicy, Schedule, ScheduleKind
 
 __all__ = ["BackfillRun", "FirePlan", "OverlapAction", "PlannedFire", "decide_overlap", "jitter_offset",
-           "pace_backfill", "plan_backfill", "plan_fires", "staging_horizon"]
+           "next_wake", "pace_backfill", "plan_backfill", "plan_fires", "staging_horizon"]
 
 _US = timedelta(microseconds=1)
 # Counting occurrences older than the catch-up window stops here; past it the last one is bisected for.
@@ -79,8 +79,26 @@ def staging_horizon(spec: JobSpec, horizon_seconds: float) -> float:
     return horizon_seconds if spec.overlap is OverlapPolicy.ALLOW else 0.0
 
 
+def next_wake(spec: JobSpec, *, created_at: datetime, cursor: datetime | None,
+              horizon_seconds: float) -> datetime | None:
+    """When plan_fires will first have something to record after `cursor` (None: never again).
+
+    What a standby keeps in its index for jobs of shards it does not hold, from the cursors it watches:
+    after a takeover only the jobs that are due wake, not every job of the shard. Never later than the
+    plan's own next_wake: it is the first unrecorded occurrence, at its fixed-jitter staging time.
+    """
+    schedule = spec.schedule
+    first = schedule.at if schedule.kind is ScheduleKind.AT and schedule.at is not None else created_at
+    after = cursor if cursor is not None else min(created_at, first) - _US
+    occ = next(occurrences(schedule, after, created_at=created_at), None)
+    if occ is None:
+        return None
+    fixed = 0.0 if schedule.kind is ScheduleKind.NOW else _fixed_offset(spec.name, spec.jitter)
+    return occ.at + timedelta(seconds=fixed - staging_horizon(spec, horizon_seconds))
+
+
 def _fixed_offset(job_name: str, jitter: JitterPolicy) -> float:
-    return stable_fraction(job_name) * jitter.window_seconds
+    return stable_fraction(job_name) * jitter.window_seconds if jitter.window_seconds else 0.0
 
 
 def jitter_offset(job_name: str, jitter: JitterPolicy, rng: random.Random) -> float:

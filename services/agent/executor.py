@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from jetcron.services.agent import launch
 from jetcron.services.agent.limits import RunLimits
 
 CHUNK = 64 * 1024
@@ -23,18 +23,6 @@ class Outcome:
     """succeeded | failed | timed_out | start_failed | killed"""
     exit_code: int | None
     reason: str = ""
-
-
-def _child_setup(limits: RunLimits | None) -> Callable[[], None]:
-    """Runs in the child between fork and exec: die with the agent, join the run's cgroups or apply rlimits."""
-
-    def setup() -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the direct child dies with the agent
-        if limits is not None:
-            limits.enter()
-
-    return setup
 
 
 def kill_group(pgid: int, sig: int) -> None:
@@ -68,13 +56,16 @@ class Execution:
 
     async def start(self) -> Outcome | None:
         """Spawn; an Outcome if it could not start (missing program, permission), else None."""
+        program = launch.resolve(self.argv[0], self.env)
+        if program is None:
+            return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: not found or not executable")
         if self.limits is not None:
             self.limits.create()
+        argv, preexec = launch.command([program, *self.argv[1:]], self.limits)
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                *self.argv, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                preexec_fn=_child_setup(self.limits),
+                *argv, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=preexec,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
             if self.limits is not None:

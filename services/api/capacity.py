@@ -11,6 +11,7 @@ from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 
 REFRESH = 2.0
+STALE = 300.0  # the leader rewrites the summary at least every 30 s
 
 
 class CapacityCheck:
@@ -36,8 +37,8 @@ class CapacityCheck:
     async def warnings(self, spec: JobSpec) -> list[str]:
         """["unsatisfiable: ..."] when no registered agent could ever run the job; [] when one might."""
         summary = await self._current()
-        if summary is None:
-            return []
+        if summary is None or (self.ctx.clock.now() - summary.at).total_seconds() > STALE:
+            return []  # no leader has refreshed it lately: agents may have joined since
         needs = ["container"] if spec.image else []
         why = unsatisfiable(spec.resources, dict(spec.require), needs, summary)
         if why is None:

@@ -185,6 +185,8 @@ class View:
             if self.finished.get(run_id, 0) >= run.attempt:
                 return
             if held is not None and held.attempt == run.attempt:
+                if held.revision is None:
+                    held.revision = revision  # the record proves the assignment landed
                 return
             if held is not None:
                 self.release(run_id)
@@ -195,7 +197,8 @@ class View:
             self.finished.pop(run_id, None)
         if held is None:
             return
-        if held.revision is None or revision <= held.revision:
+        ended = run is None or run.state.terminal or run.attempt > held.attempt
+        if not ended and (held.revision is None or revision <= held.revision):
             return  # an older record than our own assign write
         self.release(run_id)
 
@@ -243,6 +246,12 @@ class View:
         run = self.active.get(run_id)
         if run is not None:
             self._adopt(run)
+
+    def drop_in_flight(self) -> None:
+        """Leadership ended mid-pass: assignments whose write may never have happened are not counted."""
+        for run_id, held in list(self.placed.items()):
+            if held.revision is None:
+                self.unhold(run_id)
 
     def release(self, run_id: str) -> None:
         held = self.placed.pop(run_id, None)

@@ -14,6 +14,7 @@ from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
+from jetcron.services.run_tracker.progress import Progress
 from jetcron.services.run_tracker.records import Records
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -32,6 +33,10 @@ class Reconciler:
         self.records = records
         self.active: dict[str, Run] = {}
         self.missing_lease: dict[str, datetime] = {}
+        self.missing_seq: dict[str, int] = {}
+        """Run id -> the events stream's last sequence after its lease was first seen gone (see progress.py)."""
+        self._unsequenced: set[str] = set()
+        self.progress = Progress(ctx)
         self.checked: dict[str, datetime] = {}
         self.next_look: dict[str, datetime] = {}
         """Run id -> when its live lease could first have expired: no look before then."""
@@ -47,6 +52,7 @@ class Reconciler:
             if run is None or run.state.terminal:
                 self.active.pop(run_id, None)
                 self.missing_lease.pop(run_id, None)
+                self.missing_seq.pop(run_id, None)
                 self.checked.pop(run_id, None)
                 self.next_look.pop(run_id, None)
                 self._forget_gang(run_id)
@@ -54,6 +60,7 @@ class Reconciler:
                 old = self.active.get(run_id)
                 if old is None or old.state != run.state or old.attempt != run.attempt:
                     self.missing_lease.pop(run_id, None)
+                    self.missing_seq.pop(run_id, None)
                 self.active[run_id] = run
 
     async def sweep(self, now: datetime) -> None:
@@ -61,6 +68,7 @@ class Reconciler:
         die at once, and their runs should not queue behind each other's round trips)."""
         ttl = self.ctx.settings.run_lease_ttl
         gate = asyncio.Semaphore(SWEEP_CONCURRENCY)
+        await self.progress.refresh()
 
         async def one(run: Run) -> None:
             async with gate:
@@ -68,6 +76,13 @@ class Reconciler:
                     await self._check(run, now, ttl)
 
         await asyncio.gather(*(one(run) for run in list(self.active.values())))
+        if self._unsequenced:
+            with contextlib.suppress(JetcronError):
+                horizon = await self.progress.horizon()
+                for run_id in self._unsequenced:
+                    if run_id in self.missing_lease:
+                        self.missing_seq.setdefault(run_id, horizon)
+                self._unsequenced.clear()
 
     async def _check(self, run: Run, now: datetime, ttl: float) -> None:
         if run.state is RunState.RETRY_WAIT and run.due_at <= now:
@@ -84,11 +99,15 @@ class Reconciler:
             await self._change(run, Change(event=RunEvent.LOSE, reason=lost))
         elif run.state is RunState.ASSIGNED and run.assigned_at is not None:
             stall = timedelta(seconds=self.ctx.settings.assign_stall) + max(run.due_at - run.assigned_at, timedelta())
-            if now - run.assigned_at > stall and await self._lease_gone(run, now, ttl):
+            # (the agent check first: it is cached per sweep, the lease look is a read per run)
+            if (now - run.assigned_at > stall and await self.progress.agent_idle_or_gone(run.agent)
+                    and await self._lease_gone(run, now, ttl)):
                 metrics.REDRIVES.labels(step="assigned").inc()
+                self.ctx.log.info("assignment not started", run_id=run.run_id, attempt=run.attempt, agent=run.agent)
                 await self._change(run, Change(event=RunEvent.LOSE, reason="assignment not started in time"))
         elif run.state is RunState.RUNNING and await self._lease_gone(run, now, ttl):
             metrics.LEASES_EXPIRED.inc()
+            self.ctx.log.info("run lease gone", run_id=run.run_id, attempt=run.attempt, agent=run.agent)
             await self._change(run, Change(event=RunEvent.LOSE, reason=f"lease expired on {run.agent}: agent lost"))
         elif run.state is RunState.WAITING and run.after and run.after not in self.active:
             found = await self.ctx.runs.maybe(run.after)
@@ -107,26 +126,40 @@ class Reconciler:
         return timedelta(seconds=self.ctx.settings.redrive_after)
 
     async def _lease_gone(self, run: Run, now: datetime, ttl: float) -> bool:
-        """Gone on two looks `confirm` apart: a finish report in flight gets time to land first.
+        """Gone on two looks `confirm` apart, and every report sent before that read by the tracker.
 
         A live lease is not looked at again before it could expire (its last write + TTL, by the server's
         clock), so a run costs about one read per renewal; a lapsed one is seen within a sweep, and the run
-        is re-dispatched within about TTL + 2 s of its agent's death (docs/guarantees.md).
+        is re-dispatched within about TTL + 2 s of its agent's death (docs/guarantees.md). A finish report
+        still queued for the tracker holds the decision back (progress.py).
         """
         confirm = timedelta(seconds=min(ttl / 2, 1.0))
         first = self.missing_lease.get(run.run_id)
-        due = first + confirm if first is not None else self.next_look.get(run.run_id, now)
+        last = self.checked.get(run.run_id)
+        if first is not None:
+            # the confirming look `confirm` after the first; then every confirm/2 while reports are pending
+            due = first + confirm if last is None or last <= first else last + confirm / 2
+        else:
+            due = self.next_look.get(run.run_id, now)
         if now < due:
             return False
         self.checked[run.run_id] = now
         lease = await self.ctx.leases.read(s.run_lease_key(run.run_id))
         if lease is not None and lease.value.holder:
             self.missing_lease.pop(run.run_id, None)
+            self.missing_seq.pop(run.run_id, None)
             expires = (lease.written_at or now) + timedelta(seconds=ttl)
             self.next_look[run.run_id] = max(expires, now + timedelta(seconds=min(ttl / 4, 1.0)))
             return False
         first = self.missing_lease.setdefault(run.run_id, now)
-        return now - first >= confirm
+        seq = self.missing_seq.get(run.run_id)
+        if seq is None:
+            self._unsequenced.add(run.run_id)
+            return False
+        if now - first < confirm:
+            return False
+        # a report sent before the lease went may still be queued for the tracker
+        return self.progress.reports_read(seq)
 
     async def _gang_member_gone(self, run: Run, now: datetime, ttl: float) -> str | None:
         """For a gang: which member let its lease `gang.<run>.<agent>` lapse (its host died), if one did.

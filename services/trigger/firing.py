@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import structlog
 from opentelemetry import context
@@ -23,6 +23,8 @@ from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor
 
 log = structlog.get_logger("jetcron.trigger")
+# Well inside the streams' 2-minute duplicate window, so a re-publish of a delivered PlaceRun is dropped.
+REDISPATCH_WITHIN = timedelta(seconds=60)
 _tracer = tracer("trigger")
 
 
@@ -67,6 +69,22 @@ class Firer:
         buffered = 1 if previous.state is RunState.WAITING else 0
         return triggers.decide_overlap(record.spec.overlap, active, buffered), previous.run_id
 
+    async def _redispatch(self, rid: str, now: datetime) -> None:
+        """The recorder may have died (or failed) between the create and the publish: publish again.
+
+        Same message id (`run/1/place`): inside the stream's duplicate window the server drops it if the first
+        one got through, so this costs a read and at most one dropped publish, and the run need not wait for
+        the reconciler's re-drive. Older occurrences are left to the reconciler.
+        """
+        found = await self.ctx.runs.maybe(rid)
+        if found is None:
+            return
+        run = found[0]
+        fresh = now - run.created_at < REDISPATCH_WITHIN
+        if run.state is RunState.SCHEDULED and run.attempt == 1 and run.assigned_at is None and fresh:
+            metrics.REDRIVES.labels(step="trigger").inc()
+            await dispatch(self.ctx.js, run)
+
     async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str) -> str:
         spec = record.spec
         rid = run_id(spec.name, fire.nominal)
@@ -98,6 +116,8 @@ class Firer:
             except WriteConflict:
                 # The fire gate: another replica (or our earlier life) already recorded this occurrence.
                 metrics.FIRE_GATE_DUPLICATES.inc()
+                if state is RunState.SCHEDULED and now - fire.nominal < REDISPATCH_WITHIN:
+                    await self._redispatch(rid, now)
                 return rid if state is not RunState.SKIPPED else last_run
             metrics.OCCURRENCES.labels(result=state.value).inc()
             metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import random
 import secrets
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.services.runtime import Context
@@ -28,7 +28,10 @@ class Trigger:
         self.firer = Firer(ctx, random.Random())
         self.wake = asyncio.Event()
         self.synced = asyncio.Event()
+        self.cursors_synced = asyncio.Event()  # planning without the cursors would re-walk recorded occurrences
         self.gate = asyncio.Semaphore(FIRES_IN_FLIGHT)
+        self.in_flight: set[str] = set()
+        self.again: set[str] = set()
 
     async def watch_jobs(self) -> None:
         async for name, record, _ in self.ctx.jobs.watch():
@@ -36,12 +39,22 @@ class Trigger:
                 self.synced.set()
                 continue
             self.warm.job_changed(name, record, self.ctx.clock.now())
+            self._park(name)
             self.wake.set()
 
     async def watch_cursors(self) -> None:
         async for name, cursor, revision in self.ctx.cursors.watch():
-            if name and cursor is not None:
+            if not name:
+                self.cursors_synced.set()
+            elif cursor is not None:
                 self.warm.cursor_changed(name, cursor, revision)
+                self._park(name)
+
+    def _park(self, name: str) -> None:
+        """A job of a shard another replica holds waits in our index for its next work as its holder's cursor
+        says: a takeover then wakes only the jobs that are due, not every job of the shard at once."""
+        if name in self.jobs and self.index.shard(name) not in self.owner.owned:
+            self.index.set(name, self.warm.standby_wake(name, self.ctx.settings.trigger_horizon))
 
     async def keep_shards(self) -> None:
         while not self.ctx.stop.is_set():
@@ -53,29 +66,43 @@ class Trigger:
             await _sleep_or(self.ctx.stop, self.ctx.settings.trigger_lease_ttl / 3)
         await self.owner.release_all()
 
-    async def _fire_one(self, name: str, now: datetime) -> None:
-        async with self.gate:
-            for attempt in range(2):
-                record = self.jobs.get(name)
-                if record is None:
-                    return
-                try:
-                    plan, cursor = await self.firer.fire(record, self.cursors.get(name), now)
-                except JetcronError as exc:
-                    # Nothing past the failure was recorded and the cursor did not move: re-read it and plan again;
-                    # what was recorded meanwhile fails the gate harmlessly. A lost cursor race (another replica
-                    # moved it: a shard changing hands) is retried at once, anything else shortly.
-                    await self._reload_cursor(name)
-                    if isinstance(exc, WriteConflict) and attempt == 0:
-                        continue
-                    self.ctx.log.warning("fire failed; will retry", job=name, error=str(exc))
-                    self.index.set(name, now + timedelta(seconds=1))
-                    return
-                if cursor is not None:
-                    self.cursors[name] = cursor
-                if not plan.done and plan.next_wake is not None:
-                    self.index.set(name, plan.next_wake)
+    async def _fire_one(self, name: str) -> None:
+        try:
+            async with self.gate:
+                await self._plan_and_record(name)
+        except Exception:  # a bug must not stop this job (or, through the loop, every job) from firing
+            self.ctx.log.exception("fire crashed; will retry", job=name)
+            self.index.set(name, self.ctx.clock.now() + timedelta(seconds=1))
+        finally:
+            self.in_flight.discard(name)
+            if name in self.again:  # its record changed while it fired: plan again with the new one
+                self.again.discard(name)
+                self.index.set(name, self.ctx.clock.now())
+                self.wake.set()
+
+    async def _plan_and_record(self, name: str) -> None:
+        for attempt in range(2):
+            record = self.jobs.get(name)
+            if record is None:
                 return
+            now = self.ctx.clock.now()  # not the loop's: a herd's tail may have waited for the gate
+            try:
+                plan, cursor = await self.firer.fire(record, self.cursors.get(name), now)
+            except JetcronError as exc:
+                # Nothing past the failure was recorded and the cursor did not move: re-read it and plan again;
+                # what was recorded meanwhile fails the gate harmlessly. A lost cursor race (another replica
+                # moved it: a shard changing hands) is retried at once, anything else shortly.
+                await self._reload_cursor(name)
+                if isinstance(exc, WriteConflict) and attempt == 0:
+                    continue
+                self.ctx.log.warning("fire failed; will retry", job=name, error=str(exc))
+                self.index.set(name, now + timedelta(seconds=1))
+                return
+            if cursor is not None:
+                self.cursors[name] = cursor
+            if not plan.done and plan.next_wake is not None:
+                self.index.set(name, plan.next_wake)
+            return
 
     async def _reload_cursor(self, name: str) -> None:
         self.cursors.pop(name, None)
@@ -85,17 +112,29 @@ class Trigger:
                 self.cursors[name] = found
 
     async def fire_loop(self) -> None:
+        """Start a task per due job and go on: jobs that come due while a herd is being recorded need not
+        wait for its tail. One job is never planned twice at once (its occurrences stay in order)."""
         await self.synced.wait()
+        await self.cursors_synced.wait()
+        tasks: set[asyncio.Task[None]] = set()
         while not self.ctx.stop.is_set():
+            self.wake.clear()
             now = self.ctx.clock.now()
             shards = self.owner.shard_ids
-            due = [job for shard in shards for job in self.index.pop_due(shard, now)]
-            # Many jobs at once (a herd), each job's occurrences in order: the gate bounds what is in flight.
-            await asyncio.gather(*(self._fire_one(job, now) for job in due))
+            for shard in shards:
+                for name in self.index.pop_due(shard, now):
+                    if name in self.in_flight:
+                        self.again.add(name)
+                        continue
+                    self.in_flight.add(name)
+                    task = asyncio.create_task(self._fire_one(name))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
             nxt = self.index.next_wake(shards)
             delay = 1.0 if nxt is None else max(0.0, min(1.0, (nxt - self.ctx.clock.now()).total_seconds()))
-            self.wake.clear()
             await _sleep_or(self.wake, delay)
+        for task in list(tasks):
+            task.cancel()
 
 
 async def _sleep_or(event: asyncio.Event, seconds: float) -> None:

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from jetcron.core import triggers
 from jetcron.core.due_index import DueIndex
 from jetcron.core.models import JobRecord, JobStatus
 from jetcron.wire.messages import Cursor
@@ -71,6 +72,15 @@ class Warm:
         else:
             self.jobs[name] = self._compact(name, record)
             self.index.set(name, now)  # re-plan from the cursor at once
+
+    def standby_wake(self, name: str, horizon_seconds: float) -> datetime | None:
+        """For a job of a shard we do not hold: when it next has work, from the cursor its holder wrote."""
+        record = self.jobs.get(name)
+        if record is None:
+            return None
+        cursor = self.cursors.get(name)
+        return triggers.next_wake(record.spec, created_at=record.created_at, cursor=cursor[0].last if cursor else None,
+                                  horizon_seconds=horizon_seconds)
 
     def cursor_changed(self, name: str, cursor: Cursor, revision: int) -> None:
         """A cursor written by any replica (ours included); only a newer revision replaces the one we hold."""

@@ -10,7 +10,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,9 @@ async def submit_all(client: Client, bodies: list[dict[str, Any]], *, concurrenc
                     acked.append(body["spec"]["name"])
                     return
                 except ApiError as exc:
-                    if not exc.retryable or time.monotonic() > until:
+                    # "being used by a concurrent request; retry": our own earlier try whose answer was lost
+                    again = exc.retryable or "concurrent request" in str(exc)
+                    if not again or time.monotonic() > until:
                         raise
                     await asyncio.sleep(0.3)
 
@@ -123,8 +125,23 @@ async def all_terminal(url: str, prefix: str, count: int, timeout: float) -> tup
         await wait_for(done, timeout, interval=0.5, ignore=(Exception,), what=f"{count} runs of {prefix} to end")
     except AssertionError:
         pending = {k: (r.state, r.attempt, r.reason) for k, r in last.items() if not r.state.terminal}
+        import os
+        import subprocess
+        if os.environ.get("CHAOS_DIAG"):
+            print(subprocess.run([sys.executable, "/tmp/diag.py", url, os.environ["CHAOS_DIAG_LOGS"], prefix],
+                                 capture_output=True, text=True).stdout, flush=True)
         raise AssertionError(f"runs not terminal after {timeout:g}s: {len(last)} seen, pending {pending}") from None
     return last, time.monotonic() - started
+
+
+def exit_time(services: Services, name: str, timeout: float = 40) -> asyncio.Task[datetime]:
+    """When the process exits (watched from now on, in a thread): the instant, for delay figures."""
+
+    def wait() -> datetime:
+        services[name].wait_exit(timeout)
+        return datetime.now(UTC)
+
+    return asyncio.ensure_future(asyncio.to_thread(wait))
 
 
 def log_lines(path: Path) -> list[list[str]]:

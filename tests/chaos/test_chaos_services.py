@@ -127,13 +127,13 @@ async def test_tracker_killed_after_receive_before_cas(cluster_services: Service
 @pytest.mark.chaos
 async def test_agent_killed_mid_run_is_redispatched_within_the_lease(cluster_services: Services, tmp_path: Path,
                                                                      figures: Figures) -> None:
-    # Given 6 runs sleeping 4 s on agent-1
+    # Given 6 runs sleeping 15 s on agent-1
     services, out = cluster_services, tmp_path
     await start_system(services, agents=1)
     client = await Client.connect(services.server.url, timeout=15)
     try:
         jobs = [f"ak-{i}" for i in range(6)]
-        acked = await submit_all(client, [chaos_job(j, out, first_sleep=4) for j in jobs])
+        acked = await submit_all(client, [chaos_job(j, out, first_sleep=15) for j in jobs])
         await wait_for(lambda: len(log_lines(out / "attempts.log")) == 6, 30, what="6 attempts on agent-1")
         await start(services, "agent-2", "agent", JETCRON_AGENT_ID="agent-2")
 

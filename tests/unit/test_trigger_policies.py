@@ -28,6 +28,7 @@ from jetcron.core.triggers import (
     OverlapAction,
     decide_overlap,
     jitter_offset,
+    next_wake,
     pace_backfill,
     plan_backfill,
     plan_fires,
@@ -326,3 +327,27 @@ def test_property_repeated_plans_cover_each_nominal_once(
             break
         expected.append(occ.at)
     assert seen == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(specs, st.integers(0, 300), st.integers(0, 4000),
+       st.sampled_from(["2026-03-08T05:00:00Z", "2026-11-01T04:00:00Z", "2026-10-03T15:00:00Z"]))
+def test_property_standby_wake_is_exactly_when_the_plan_has_work(
+        spec: JobSpec, horizon: int, elapsed: int, created: str) -> None:
+    # Given a job planned once, its cursor as a standby sees it in the cursors watch
+    created_at, rng = utc(created), random.Random(0)
+    first = plan_fires(spec, created_at=created_at, cursor=None, now=created_at + timedelta(seconds=elapsed),
+                       horizon_seconds=horizon, rng=rng)
+    wake = next_wake(spec, created_at=created_at, cursor=first.cursor, horizon_seconds=horizon)
+    # Then the standby wakes the job when the holder's plan would, and planning then records something,
+    # while planning just before records nothing
+    if not first.done and first.next_wake is not None and first.next_wake > created_at + timedelta(seconds=elapsed):
+        assert wake == first.next_wake
+    if wake is not None:
+        tick = timedelta(milliseconds=1)
+        before = plan_fires(spec, created_at=created_at, cursor=first.cursor, now=max(wake - tick, created_at),
+                            horizon_seconds=horizon, rng=rng)
+        at_wake = plan_fires(spec, created_at=created_at, cursor=first.cursor, now=max(wake, created_at),
+                             horizon_seconds=horizon, rng=rng)
+        assert at_wake.fires
+        assert not before.fires or wake - tick < created_at
