@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 
 import nats
@@ -45,7 +45,10 @@ async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, 
     records = [job_record(f"{prefix}{i:06d}", anchor=anchor + timedelta(seconds=every * i / n), every=every,
                           created=now) for i in range(n)]
     await store_jobs(url, records)
-    while len(set((await _holders(leases)).values())) < 2:
+    while True:  # balanced: each replica holds its fair share
+        counts = Counter((await _holders(leases)).values())
+        if sum(counts.values()) == SHARDS and len(counts) == 2 and max(counts.values()) == SHARDS // 2:
+            break
         await asyncio.sleep(0.1)
     await asyncio.sleep(max(8.0, n / 20_000))  # both replicas warm, firing, the window past the anchors
     held = await _holders(leases)

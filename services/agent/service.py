@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 from nats.aio.msg import Msg
 
-from jetcron.bus.consume import Drop, pull_loop
+from jetcron.bus.consume import Drop, Retry, pull_loop
 from jetcron.bus.topology import ensure_agent_consumer
 from jetcron.core.errors import JetcronError
 from jetcron.services.agent.attempt import Attempt
@@ -36,6 +36,10 @@ class Agent:
         self.setup = setup
         self.gpu_health = GpuHealth(ctx, setup.gpus[0])
         self.attempts: dict[str, Attempt] = {}
+        # At most agent_slots attempts run at once; more assignments wait in the stream (back-pressure, not a
+        # thousand processes when placement packs a storm of tiny runs onto one host).
+        self.slots = asyncio.Semaphore(ctx.settings.agent_slots)
+        self.holding: set[Attempt] = set()
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.started_at = ctx.clock.now()
@@ -68,20 +72,40 @@ class Agent:
         if cmd.gang:
             await take_gang(self, cmd, msg)
             return
-        lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id,
-                                              self.ctx.settings.run_lease_ttl, attempt=cmd.attempt,
-                                              now=self.ctx.clock.now())
-        if lease is None:
+        await self._slot(msg)
+        if self.draining:  # stopped taking work while this one waited for a slot: leave it for the reconciler
+            self.slots.release()
+            raise Retry(1.0, "agent draining")
+        try:
+            lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id,
+                                                  self.ctx.settings.run_lease_ttl, attempt=cmd.attempt,
+                                                  now=self.ctx.clock.now())
+        except BaseException:
+            self.slots.release()
+            raise
+        if lease is None or cmd.run_id in self.attempts:
             # Someone holds this run's lease: a stale assignment; the run record decides, not us.
+            self.slots.release()
             self.ctx.log.info("assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt)
             return
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
         attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays,
                           self.setup)
+        self.holding.add(attempt)
         self.attempts[cmd.run_id] = attempt
         metrics.AGENT_RUNNING.set(len(self.attempts))
         self._tasks.add(task := asyncio.create_task(self._run(attempt)))
         task.add_done_callback(self._tasks.discard)
+
+    async def _slot(self, msg: Msg) -> None:
+        """Wait for a free slot; meanwhile tell the server the assignment is being worked on (no redelivery)."""
+        while True:
+            try:
+                await asyncio.wait_for(self.slots.acquire(), timeout=10)
+                return
+            except TimeoutError:
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()
 
     async def _run(self, attempt: Attempt) -> None:
         try:
@@ -91,6 +115,9 @@ class Agent:
         except Exception:
             self.ctx.log.exception("attempt crashed", run_id=attempt.cmd.run_id)
         finally:
+            if attempt in self.holding:
+                self.holding.discard(attempt)
+                self.slots.release()
             if self.attempts.get(attempt.cmd.run_id) is attempt:
                 del self.attempts[attempt.cmd.run_id]
             metrics.AGENT_RUNNING.set(len(self.attempts))

@@ -210,7 +210,11 @@ async def lead(ctx: Context, view: View) -> None:
     # (a long load while holding the lease would let it lapse).
     await view.synced()
     while not ctx.stop.is_set():
-        lease = await ctx.leases.acquire(s.PLACEMENT_LEADER_KEY, me, ttl)
+        try:
+            lease = await ctx.leases.acquire(s.PLACEMENT_LEADER_KEY, me, ttl)
+        except JetcronError as exc:  # storage unavailable (a stream leader election): try again, don't die
+            ctx.log.warning("placement lease error", error=str(exc))
+            lease = None
         if lease is None:
             await asyncio.sleep(ttl / 3)
             continue

@@ -133,7 +133,9 @@ class Reconciler:
         is re-dispatched within about TTL + 2 s of its agent's death (docs/guarantees.md). A finish report
         still queued for the tracker holds the decision back (progress.py).
         """
-        confirm = timedelta(seconds=min(ttl / 2, 1.0))
+        # Expiry is judged by the server and final (a late renewal fails its revision check), and reports are
+        # covered by the sequence rule: the second look only guards against acting on one odd read.
+        confirm = timedelta(seconds=min(ttl / 4, 0.5))
         first = self.missing_lease.get(run.run_id)
         last = self.checked.get(run.run_id)
         if first is not None:
