@@ -3,8 +3,9 @@
 The agent writes "+PGID" and "-PGID" lines (and "+c NAME", "-c NAME" for containers) to the reaper's
 stdin. When that pipe closes (the kernel closes it when the agent dies, however it dies) or the reaper
 gets SIGTERM (PR_SET_PDEATHSIG), it sends SIGKILL to every process group it still knows, removes the
-containers (`RUNTIME rm -f`; the runtime is its first argument) and exits. One small process per agent
-rather than a supervisor per run keeps spawning cheap.
+containers (`--runtime PATH rm -f`), kills what is left in the agent's cgroups and removes them
+(`--cgroup DIR`, repeatable), and exits. One small process per agent rather than a supervisor per run
+keeps spawning cheap.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 
 def _set_parent_death_signal(sig: int) -> None:
@@ -40,14 +42,41 @@ def _remove_containers(runtime: str | None, names: set[str]) -> None:
             pass
 
 
+def _remove_cgroups(dirs: list[str]) -> None:
+    """The agent's own groups: its run groups first (killing any member left), then the group itself."""
+    for base in dirs:
+        try:
+            runs = [os.path.join(base, d) for d in os.listdir(base) if os.path.isdir(os.path.join(base, d))]
+        except OSError:
+            continue
+        for group in [*runs, base]:
+            for _ in range(20):
+                try:
+                    with open(os.path.join(group, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except (ProcessLookupError, PermissionError, ValueError):
+                                pass
+                    os.rmdir(group)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)  # members still being reaped
+
+
 def main() -> None:
-    runtime = sys.argv[1] if len(sys.argv) > 1 else None
+    args = sys.argv[1:]
+    runtime = args[args.index("--runtime") + 1] if "--runtime" in args else None
+    cgroups = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--cgroup"]
     groups: set[int] = set()
     containers: set[str] = set()
 
     def finish() -> None:
         _kill_all(groups)
         _remove_containers(runtime, containers)
+        _remove_cgroups(cgroups)
 
     def on_term(_sig: int, _frame: object) -> None:
         finish()

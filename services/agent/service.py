@@ -179,7 +179,8 @@ async def main(ctx: Context) -> None:
         strays += await asyncio.to_thread(remove_leftovers, setup.runtime, agent_id)
     if strays:
         ctx.log.warning("killed strays from an earlier life", strays=strays)
-    await agent.strays.start_reaper(sys.executable, setup.runtime)
+    cgroups = sorted({str(d) for d in (setup.limits.memory, setup.limits.pids) if d is not None})
+    await agent.strays.start_reaper(sys.executable, setup.runtime, cgroups)
     durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
     control = await ctx.nc.subscribe(s.control_subject(agent.agent_id), cb=agent.on_control)
     consume_stop = asyncio.Event()

@@ -60,10 +60,11 @@ class StrayGuard:
         self._save()
         return killed
 
-    async def start_reaper(self, python: str, runtime: str | None = None) -> None:
+    async def start_reaper(self, python: str, runtime: str | None = None, cgroups: list[str] | None = None) -> None:
+        args = [*(["--runtime", runtime] if runtime else []), *(a for d in cgroups or [] for a in ("--cgroup", d))]
         self.reaper = await asyncio.create_subprocess_exec(
-            python, "-m", "jetcron.services.agent.reaper", *([runtime] if runtime else []),
-            stdin=asyncio.subprocess.PIPE, start_new_session=True)
+            python, "-m", "jetcron.services.agent.reaper", *args, stdin=asyncio.subprocess.PIPE,
+            start_new_session=True)
 
     def _tell(self, line: str) -> None:
         if self.reaper is not None and self.reaper.stdin is not None:

@@ -141,8 +141,18 @@ async def fault_and_check(services: Services, fault: str, window: float) -> None
             # The thawed replica rejoins and the shards are shared by three again
             await wait_for(lambda: balanced(leases, set(TRIGGERS)), 20, what="the thawed replica to rejoin")
 
-        # Then every occurrence in the window has exactly one run record, and every one of them ran
-        # (placement and agents may still be working through the backlog: give them time, say where they are)
+        # Then every occurrence in the window has exactly one run record (the trigger's part)...
+        recorded = [r for r in await all_runs(nc.jetstream()) if start_at <= r.scheduled_at <= end_at]
+        figures = ledger(recorded, created, start_at, end_at)
+        late = max((r.created_at - r.scheduled_at).total_seconds() for r in recorded)
+        print(f"\n{fault}: victim={victim} held={Counter(held.values())[victim]} shards, "
+              f"takeover={takeover:.2f}s, window={(end_at - start_at).total_seconds():.0f}s, "
+              f"occurrences={len(recorded)}, {figures}, latest record {late:.2f}s after its nominal", flush=True)
+        assert figures == {"missed": 0, "off_grid": 0, "doubled": 0}
+        assert len(recorded) >= JOBS * (end_at - start_at).total_seconds() * 0.95
+        assert takeover <= 3 * LEASE_TTL
+
+        # ...and every one of them ran, once (placement and agents may still be working through the backlog)
         states: Counter[str] = Counter()
         unfinished: list[str] = []
 
@@ -150,26 +160,15 @@ async def fault_and_check(services: Services, fault: str, window: float) -> None
             runs = [r for r in await all_runs(nc.jetstream()) if start_at <= r.scheduled_at <= end_at]
             states.clear()
             states.update(r.state.value for r in runs)
-            unfinished[:] = [f"{r.run_id} {r.state} attempt {r.attempt} due {r.due_at:%H:%M:%S.%f} created "
-                             f"{r.created_at:%H:%M:%S.%f} reason {r.reason!r}" for r in runs
-                             if r.state.value not in TERMINAL][:10]
+            unfinished[:] = [f"{r.run_id} {r.state} attempt {r.attempt} due {r.due_at:%H:%M:%S.%f}" for r in runs
+                             if r.state.value not in TERMINAL][:5]
             return runs if set(states) <= set(TERMINAL) else None
 
         try:
             runs = await wait_for(window_ended, 90, interval=1.0, what="every run in the window to end")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; states: {dict(states)}; unfinished: {unfinished}; fault at "
-                                 f"{datetime.now(UTC) - timedelta(seconds=time.monotonic() - faulted):%H:%M:%S.%f}"
-                                 ) from None
-        figures = ledger(runs, created, start_at, end_at)
-        late = max((r.created_at - r.scheduled_at).total_seconds() for r in runs)
-        print(f"\n{fault}: victim={victim} held={Counter(held.values())[victim]} shards, "
-              f"takeover={takeover:.2f}s, window={(end_at - start_at).total_seconds():.0f}s, "
-              f"occurrences={len(runs)}, {figures}, latest record {late:.2f}s after its nominal, states={dict(states)}")
-        assert figures == {"missed": 0, "off_grid": 0, "doubled": 0}
+            raise AssertionError(f"{exc}; states: {dict(states)}; e.g. {unfinished}") from None
         assert states == {"succeeded": len(runs)}
-        assert len(runs) >= JOBS * (end_at - start_at).total_seconds() * 0.95
-        assert takeover <= 3 * LEASE_TTL
     finally:
         await client.close()
         await nc.close()

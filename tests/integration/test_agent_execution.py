@@ -274,3 +274,28 @@ async def test_a_quick_run_reports_once(services: Services, client: Client) -> N
     assert subjects.get(s.event_subject("finished")) == 1
     assert s.event_subject("started") not in subjects
     assert len(await runs_of(client, "blink")) == 1
+
+
+async def test_an_agent_killed_with_sigkill_leaves_no_process_and_no_cgroup(services: Services, client: Client,
+                                                                            tmp_path: Path) -> None:
+    # Given a run sleeping on an agent that enforces limits with cgroups
+    pids = tmp_path / "pids"
+    await services.start_system(agents=1)
+    if await _limits(client) == "rlimit":
+        pytest.skip("no writable cgroup here")
+    await client.call("jobs.create", now_job("doomed", "sh", "-c", f"sleep 60 & echo $$ $! > {pids}; wait"))
+    await the_run(client, "doomed", when=lambda r: r["state"] == "running" and pids.exists()
+                  and len(pids.read_text().split()) == 2, what="the job to run")
+    shell, sleeper = map(int, pids.read_text().split())
+    groups = [Path("/sys/fs/cgroup") / line.split(":", 2)[1] / line.split(":", 2)[2].lstrip("/")
+              for line in Path(f"/proc/{sleeper}/cgroup").read_text().splitlines()
+              if line.split(":", 2)[1] in ("memory", "pids")]
+    assert groups and all(g.name.startswith("doomed.") and g.is_dir() for g in groups), groups
+
+    # When the agent is killed with SIGKILL
+    services["agent-1"].kill9()
+
+    # Then its reaper kills the job's whole group and removes the run's cgroups and the agent's own
+    await wait_for(lambda: not pid_alive(shell) and not pid_alive(sleeper), 10, what="the job to die")
+    await wait_for(lambda: not any(g.exists() or g.parent.exists() for g in groups), 10,
+                   what="the cgroups to be removed")
