@@ -46,14 +46,18 @@ def run(runs: int, seconds: int) -> dict[str, object]:
         spent = {name: _cpu_seconds(p.pid) - before[name] for name, p in jc.procs.items()}
         hottest = max(spent, key=lambda k: spent[k])
         raw = jc.base / "profile.txt"
-        subprocess.run([spy, "record", "--format", "raw", "-o", str(raw), "-d", str(seconds // 2), "-p",
-                        str(jc.procs[hottest].pid), "--nonblocking"], check=False, capture_output=True)
+        try:
+            subprocess.run([spy, "record", "--format", "raw", "-o", str(raw), "-d", str(seconds // 2), "-p",
+                            str(jc.procs[hottest].pid), "--nonblocking"], check=False, capture_output=True)
+        except OSError as exc:  # no py-spy: still report where the CPU went, per service
+            result["profiler_error"] = str(exc)
         worker.join()
         done = int(result.get("done", 0) or 0)
         after = {name: _cpu_seconds(p.pid) - before[name] for name, p in jc.procs.items()}
         return {"bench": "profile", "runs": runs, "hottest_service": hottest,
                 "cpu_ms_per_run": {k: round(v / max(1, done) * 1000, 3) for k, v in after.items()},
-                "top_frames": top_frames(raw) if raw.exists() else []}
+                "top_frames": top_frames(raw) if raw.exists() else [],
+                **({"profiler_error": result["profiler_error"]} if "profiler_error" in result else {})}
 
 
 def main() -> None:
