@@ -73,7 +73,11 @@ class LimitRoot:
         """Kill what an earlier life left in our run groups (exact strays: every task in them), then remove them."""
         killed: list[int] = []
         for base in {p for p in (self.memory, self.pids) if p is not None}:
-            for group in base.iterdir():
+            try:
+                groups = list(base.iterdir())
+            except OSError:
+                continue  # already gone (removed by an earlier close or by the host): nothing to sweep
+            for group in groups:
                 if group.is_dir():
                     killed += _kill_members(group)
                     with contextlib.suppress(OSError):
