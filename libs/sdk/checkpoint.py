@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jetcron.bus.checkpoints import Checkpoints, Saved, StaleCheckpoint
+from jetcron.sdk._sync import in_private_loop
 
 __all__ = ["AsyncCheckpoint", "Checkpoint", "Saved", "StaleCheckpoint", "open", "open_async"]
 
@@ -108,15 +109,5 @@ class Checkpoint:
 @contextmanager
 def open(run_id: str | None = None, attempt: int | None = None, *,
          nats_url: str | None = None) -> Iterator[Checkpoint]:
-    loop = asyncio.new_event_loop()
-    manager = open_async(run_id, attempt, nats_url=nats_url)
-    try:
-        inner = loop.run_until_complete(manager.__aenter__())
-        try:
-            yield Checkpoint(inner, loop)
-        except BaseException as exc:
-            loop.run_until_complete(manager.__aexit__(type(exc), exc, exc.__traceback__))
-            raise
-        loop.run_until_complete(manager.__aexit__(None, None, None))
-    finally:
-        loop.close()
+    with in_private_loop(open_async(run_id, attempt, nats_url=nats_url)) as (inner, loop):
+        yield Checkpoint(inner, loop)

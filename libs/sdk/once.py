@@ -14,13 +14,13 @@ allow a second email (docs/guarantees.md). A key already done still answers Fals
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 
 from jetcron.core.errors import Conflict, JetcronError
+from jetcron.sdk._sync import in_private_loop
 
 DEFAULT_TTL = 7 * 86400.0
 CLAIM_TTL = 600.0
@@ -84,15 +84,5 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
 def once(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None = None,
          claim_ttl: float = CLAIM_TTL) -> Iterator[bool]:
     """The synchronous form of once_async(), for plain job scripts."""
-    loop = asyncio.new_event_loop()
-    manager = once_async(key, ttl, nats_url=nats_url, claim_ttl=claim_ttl)
-    try:
-        first = loop.run_until_complete(manager.__aenter__())
-        try:
-            yield first
-        except BaseException as exc:
-            loop.run_until_complete(manager.__aexit__(type(exc), exc, exc.__traceback__))
-            raise
-        loop.run_until_complete(manager.__aexit__(None, None, None))
-    finally:
-        loop.close()
+    with in_private_loop(once_async(key, ttl, nats_url=nats_url, claim_ttl=claim_ttl)) as (first, _loop):
+        yield first

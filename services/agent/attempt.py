@@ -72,10 +72,14 @@ class Attempt:
             data = data[: cap - self.sent] + TRUNCATED
         self.sent += len(data)
         self.seq += 1
+        label, step = self._log_label(stream)
         with contextlib.suppress(JetcronError):
-            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), data,
-                          headers={s.HDR_LOG_STREAM: stream},
-                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"log{self.seq}"))
+            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), data, headers={s.HDR_LOG_STREAM: label},
+                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step))
+
+    def _log_label(self, stream: str) -> tuple[str, str]:
+        """The stream header and the message-id step of the next output chunk."""
+        return stream, f"log{self.seq}"
 
     async def keep_lease(self) -> None:
         """Renew at TTL/3; kill the child ourselves if the lease is taken or cannot be renewed in time.

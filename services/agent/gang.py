@@ -27,7 +27,7 @@ from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
 from jetcron.core.run_state import ACTIVE
-from jetcron.services.agent.attempt import TRUNCATED, Attempt
+from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.executor import Outcome
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import continue_trace
@@ -99,19 +99,9 @@ class GangMember(_GangWatch):
     async def _report_start_later(self) -> None:
         return  # the leader's start is the gang's start
 
-    async def output(self, stream: str, data: bytes) -> None:
+    def _log_label(self, stream: str) -> tuple[str, str]:
         # The same logs subject as the leader, but message ids of its own (else deduplicated away).
-        cap = self.ctx.settings.log_cap_bytes
-        if self.sent >= cap:
-            return
-        if self.sent + len(data) > cap:
-            data = data[: cap - self.sent] + TRUNCATED
-        self.sent += len(data)
-        self.seq += 1
-        with contextlib.suppress(JetcronError):
-            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), data,
-                          headers={s.HDR_LOG_STREAM: f"{stream}@{self.cmd.agent}"},
-                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"{self.cmd.agent}.log{self.seq}"))
+        return f"{stream}@{self.cmd.agent}", f"{self.cmd.agent}.log{self.seq}"
 
     async def _report(self, outcome: Outcome) -> None:
         self.exited = True
