@@ -46,15 +46,15 @@ async def read_runs(url: str, prefix: str = "") -> list[Run]:
     nc = await nats.connect(url)
     kv = await nc.jetstream().key_value(s.BUCKET_RUNS)
     watcher = await kv.watch(">", ignore_deletes=True)
-    runs: list[Run] = []
+    runs: dict[str, Run] = {}  # a key updated during the replay can come twice: the later value wins
     async for entry in watcher:
         if entry is None:
             break
         if entry.value and entry.key.startswith(prefix):
-            runs.append(msgspec.json.decode(entry.value, type=Run))
+            runs[entry.key] = msgspec.json.decode(entry.value, type=Run)
     await watcher.stop()  # type: ignore[no-untyped-call]
     await nc.close()
-    return runs
+    return list(runs.values())
 
 
 def save(result: dict[str, Any]) -> None:

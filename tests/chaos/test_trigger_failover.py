@@ -65,17 +65,19 @@ async def balanced(leases: Leases, members: set[str]) -> dict[int, str] | None:
 
 
 async def all_runs(js: Any) -> list[Run]:
-    """Every run record, read once from the runs bucket (a watch's initial values, no per-key gets)."""
+    """Every run record, read once from the runs bucket (a watch's initial values, no per-key gets).
+
+    A key updated while the watch replays can come twice: the later value wins (one record per key)."""
     kv = await js.key_value(s.BUCKET_RUNS)
     watcher = await kv.watch(">", ignore_deletes=True)
-    found = []
+    found: dict[str, Run] = {}
     async for entry in watcher:
         if entry is None:
             break
         if entry.value:
-            found.append(msgspec.json.decode(entry.value, type=Run))
+            found[entry.key] = msgspec.json.decode(entry.value, type=Run)
     await watcher.stop()
-    return found
+    return list(found.values())
 
 
 def ledger(runs: list[Run], created: dict[str, datetime], start: datetime, end: datetime) -> dict[str, int]:
