@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -124,6 +125,9 @@ def system(
     **settings: str,
 ) -> Iterator[System]:
     """A whole jetcron on loopback in a temp dir: server, services, agents; stopped and removed after."""
+    # A bench stopped by SIGTERM (a timeout) must still stop what it started: make it unwind.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="jetcron-bench-") as tmp:
         base = Path(tmp)
         server = EmbeddedNats(base / "nats", sync_always=sync_always)
