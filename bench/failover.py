@@ -113,7 +113,7 @@ async def agent_kill(jc: System) -> dict[str, float]:
     jc.kill(victim)
     while True:
         runs = await _runs_of(jc.url, "longjob")
-        if runs[0].attempt >= 2 and runs[0].started_at is not None:
+        if runs and runs[0].attempt >= 2 and runs[0].started_at is not None:
             break
         await asyncio.sleep(0.05)
     await client.close()

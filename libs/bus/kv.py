@@ -51,17 +51,15 @@ async def drop_subscription(js: JetStreamContext, sub: Any) -> None:
 
 
 async def scan_keys(kv: KeyValue, pattern: str) -> list[str]:
-    """Keys matching a subject pattern, filtered by the server (nats-py's keys() filters by substring)."""
-    watcher = await kv.watch(pattern, meta_only=True, ignore_deletes=True, inactive_threshold=5)
-    keys: list[str] = []
-    try:
-        async for entry in watcher:
-            if entry is None:
-                break
-            keys.append(entry.key)
-    finally:
-        await drop_subscription(kv._js, watcher._sub)
-    return keys
+    """Keys matching a subject pattern, from the stream's per-subject counts (filtered by the server).
+
+    Not nats-py's keys(), which filters by substring, and not a watch, whose end-of-data marker can
+    arrive before data already delivered (an empty answer for a full bucket under load). A key whose
+    last message is a delete marker is listed too: callers read each key and skip missing ones.
+    """
+    prefix = f"$KV.{kv._name}."
+    info = await kv._js.stream_info(kv._stream, subjects_filter=prefix + pattern)
+    return [subject[len(prefix):] for subject in (info.state.subjects or {})]
 
 
 class Store(Generic[T]):
