@@ -20,19 +20,9 @@ from bench.common import summary, system
 from bench.trigger_common import job_record, read_runs, save, store_jobs
 from jetcron.bus.lease import Leases
 from jetcron.core.ids import shard_of
-from jetcron.wire import subjects as s
 
 SHARDS = 16
 HORIZON = 2.0
-
-
-async def _holders(leases: Leases) -> dict[int, str]:
-    held = {}
-    for shard in range(SHARDS):
-        lease = await leases.read(s.shard_lease_key(shard))
-        if lease is not None and lease.value.holder:
-            held[shard] = lease.value.holder
-    return held
 
 
 async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, float]:
@@ -46,18 +36,18 @@ async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, 
                           created=now) for i in range(n)]
     await store_jobs(url, records)
     while True:  # balanced: each replica holds its fair share
-        counts = Counter((await _holders(leases)).values())
+        counts = Counter((await leases.shard_holders(SHARDS)).values())
         if sum(counts.values()) == SHARDS and len(counts) == 2 and max(counts.values()) == SHARDS // 2:
             break
         await asyncio.sleep(0.1)
     await asyncio.sleep(max(8.0, n / 20_000))  # both replicas warm, firing, the window past the anchors
-    held = await _holders(leases)
+    held = await leases.shard_holders(SHARDS)
     victim_shards = {shard for shard, who in held.items() if who == "trigger-1"}
     killed = time.monotonic()
     killed_at = datetime.now(UTC)
     jc.kill("trigger-1")  # type: ignore[attr-defined]
     while True:
-        held = await _holders(leases)
+        held = await leases.shard_holders(SHARDS)
         if len(held) == SHARDS and set(held.values()) == {"trigger-2"}:
             break
         await asyncio.sleep(0.02)

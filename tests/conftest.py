@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from harness import FAILURE_REPORTS, Services, add_failure_report
+from harness import FAILURE_REPORTS, Services, add_failure_report, services_on
 
 from jetcron.bus.server import EmbeddedNats
 from jetcron.sdk.client import Client
@@ -57,26 +57,16 @@ def nats_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Emb
     yield from _running_server(request, tmp_path / "nats", nodes=3)
 
 
-def _services(request: pytest.FixtureRequest, server: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
-    (tmp_path / "logs").mkdir()
-    harness = Services(server, tmp_path / "logs", tmp_path / "data")
-    add_failure_report(request, "service logs", harness.report)
-    try:
-        yield harness
-    finally:
-        harness.stop_all()
-
-
 @pytest.fixture
 def services(request: pytest.FixtureRequest, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
     """Start services with `services.start(...)` or `await services.start_system()`; all stopped afterwards."""
-    yield from _services(request, nats_server, tmp_path)
+    yield from services_on(request, nats_server, tmp_path)
 
 
 @pytest.fixture
 def cluster_services(request: pytest.FixtureRequest, nats_cluster: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
     """The same against a 3-node cluster (streams and buckets at R3); `cluster_services.server.nodes` to stop one."""
-    yield from _services(request, nats_cluster, tmp_path)
+    yield from services_on(request, nats_cluster, tmp_path)
 
 
 @pytest.fixture

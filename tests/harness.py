@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,3 +292,14 @@ class Services:
             state = "running" if proc.alive else f"exit {proc.proc and proc.proc.returncode}"
             parts.append(f"----- {proc.name} ({state}) {proc.log_path}\n" + "\n".join(lines))
         return "\n".join(parts)
+
+
+def services_on(request: pytest.FixtureRequest, server: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
+    """A Services harness on `server`, logs attached to a failing test's report, all stopped after."""
+    (tmp_path / "logs").mkdir()
+    harness = Services(server, tmp_path / "logs", tmp_path / "data")
+    add_failure_report(request, "service logs", harness.report)
+    try:
+        yield harness
+    finally:
+        harness.stop_all()

@@ -68,6 +68,15 @@ class Leases:
         except Exception as exc:
             raise translate(exc, f"list leases {pattern}") from exc
 
+    async def shard_holders(self, shards: int) -> dict[int, str]:
+        """Which replica holds each trigger shard lease right now (free shards are absent)."""
+        held: dict[int, str] = {}
+        for shard in range(shards):
+            lease = await self.read(s.shard_lease_key(shard))
+            if lease is not None and lease.value.holder:
+                held[shard] = lease.value.holder
+        return held
+
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
         try:

@@ -46,18 +46,9 @@ async def start(services: Services) -> None:
     await asyncio.gather(*(services[name].wait_logged(line, 60) for name, line in ready.items()))
 
 
-async def holders(leases: Leases) -> dict[int, str]:
-    held = {}
-    for shard in range(SHARDS):
-        lease = await leases.read(s.shard_lease_key(shard))
-        if lease is not None and lease.value.holder:
-            held[shard] = lease.value.holder
-    return held
-
-
 async def balanced(leases: Leases, members: set[str]) -> dict[int, str] | None:
     """Every shard held, only by `members`, none holding more than its fair share."""
-    held = await holders(leases)
+    held = await leases.shard_holders(SHARDS)
     share = -(-SHARDS // len(members))
     counts = Counter(held.values())
     ok = len(held) == SHARDS and set(counts) <= members and max(counts.values()) <= share
@@ -121,7 +112,7 @@ async def fault_and_check(services: Services, fault: str, window: float) -> None
         await asyncio.sleep(4)
 
         # When the replica holding the most shards is killed or frozen past its lease
-        held = await holders(leases)
+        held = await leases.shard_holders(SHARDS)
         victim = Counter(held.values()).most_common(1)[0][0]
         proc = services[victim]
         faulted = time.monotonic()

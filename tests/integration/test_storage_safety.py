@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Services, add_failure_report, wait_for
+from harness import Services, services_on, wait_for
 
 from jetcron.bus.server import EmbeddedNats
 from jetcron.sdk.client import Client
@@ -17,13 +17,9 @@ def unsafe_services(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     """Services against a server without `sync_interval: always`."""
     server = EmbeddedNats(tmp_path / "nats", sync_always=False)
     server.start()
-    (tmp_path / "logs").mkdir()
-    harness = Services(server, tmp_path / "logs", tmp_path / "data")
-    add_failure_report(request, "service logs", harness.report)
     try:
-        yield harness
+        yield from services_on(request, server, tmp_path)
     finally:
-        harness.stop_all()
         server.stop()
 
 

@@ -12,7 +12,6 @@ from harness import Services, wait_for
 from jetcron.bus.lease import Leases
 from jetcron.core.ids import run_id, shard_of
 from jetcron.sdk.client import Client
-from jetcron.wire import subjects as s
 
 SHARDS = 16  # the default JETCRON_TRIGGER_SHARDS
 SECOND = timedelta(seconds=1)
@@ -30,13 +29,7 @@ async def shard_holders(url: str) -> dict[int, str]:
     """Which replica holds each trigger shard lease right now."""
     nc = await nats.connect(url)
     try:
-        leases = Leases(nc.jetstream())
-        held = {}
-        for shard in range(SHARDS):
-            lease = await leases.read(s.shard_lease_key(shard))
-            if lease is not None and lease.value.holder:
-                held[shard] = lease.value.holder
-        return held
+        return await Leases(nc.jetstream()).shard_holders(SHARDS)
     finally:
         await nc.close()
 
