@@ -69,6 +69,13 @@ class Firer:
         buffered = 1 if previous.state is RunState.WAITING else 0
         return triggers.decide_overlap(record.spec.overlap, active, buffered), previous.run_id
 
+    async def _supersede(self, previous: str, rid: str, now: datetime) -> None:
+        """cancel_previous: cancel the run before `rid` only once `rid` is recorded, so the ledger never shows
+        the job with its last run cancelled and no successor (and a crash in between cannot leave it so)."""
+        if previous:
+            await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, previous,
+                             f"overlap: superseded by {rid}", now, self.ctx.settings.run_lease_ttl)
+
     async def _redispatch(self, rid: str, now: datetime) -> None:
         """The recorder may have died (or failed) between the create and the publish: publish again.
 
@@ -94,7 +101,7 @@ class Firer:
         parent = context_from_trace_id(record.trace_id) if one_off else context.Context()
         with messaging_span(_tracer, "publish", s.place_subject(spec.priority), parent=parent, run_id=rid,
                             job=spec.name, links=[] if one_off else link_to(record.trace_id)):
-            state, reason, after = RunState.SCHEDULED, "", ""
+            state, reason, after, supersede = RunState.SCHEDULED, "", "", ""
             if fire.skip_reason is not None:
                 state, reason = RunState.SKIPPED, fire.skip_reason
             else:
@@ -104,8 +111,7 @@ class Firer:
                 elif action is OverlapAction.BUFFER:
                     state, reason, after = RunState.WAITING, f"overlap: waiting for {previous}", previous
                 elif action is OverlapAction.CANCEL_PREVIOUS:
-                    await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, previous,
-                                     f"overlap: superseded by {rid}", now, self.ctx.settings.run_lease_ttl)
+                    supersede = previous
             run = Run(run_id=rid, job=spec.name, tenant=spec.tenant, state=state, scheduled_at=fire.nominal,
                       due_at=fire.due_at, created_at=now, spec=spec if state is not RunState.SKIPPED else None,
                       reason=reason, after=after, flow_id=rid, trace_id=current_trace_id(),
@@ -117,10 +123,12 @@ class Firer:
                 # The fire gate: another replica (or our earlier life) already recorded this occurrence.
                 metrics.FIRE_GATE_DUPLICATES.inc()
                 if state is RunState.SCHEDULED and now - fire.nominal < REDISPATCH_WITHIN:
+                    await self._supersede(supersede, rid, now)  # our earlier life may have died before it
                     await self._redispatch(rid, now)
                 return rid if state is not RunState.SKIPPED else last_run
             metrics.OCCURRENCES.labels(result=state.value).inc()
             metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))
             if state is RunState.SCHEDULED:
+                await self._supersede(supersede, rid, now)
                 await dispatch(self.ctx.js, run)
             return rid if state is not RunState.SKIPPED else last_run
