@@ -8,7 +8,7 @@ from nats.aio.client import Client
 
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
-from jetcron.core.errors import Conflict, WriteConflict
+from jetcron.core.errors import Contended, WriteConflict
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
@@ -35,4 +35,4 @@ async def cancel_run(runs: Store[Run], leases: Leases, nc: Client, run_id: str, 
                 await nc.publish(s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=run.attempt,
                                                                             reason=reason)))
         return new
-    raise Conflict(f"run {run_id} is changing concurrently; retry")
+    raise Contended(f"run {run_id} is changing concurrently; retry")

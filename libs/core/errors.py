@@ -42,6 +42,16 @@ class Conflict(JetcronError):
     code = "conflict"
 
 
+class Contended(Conflict):
+    """A concurrent writer won this round (a claimed idempotency key, a record CAS lost too often).
+
+    Nothing was stored, and the same request is expected to succeed when sent again: retryable, unlike
+    a name already taken or a key reused with another body.
+    """
+
+    retryable = True
+
+
 class IllegalTransition(JetcronError):
     """The run state machine refused an event in the run's current state."""
 

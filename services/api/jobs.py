@@ -11,7 +11,7 @@ import msgspec
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.core import cron, triggers
-from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
+from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.ids import JOB_NAME_RE, body_hash, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.validate import decode_spec, validate_spec
@@ -82,7 +82,7 @@ class Jobs:
                 record = KeyRecord(state="claimed", body_hash=digest)
                 claim = await self.keys.claim(f"create.{key}", record, IDEMPOTENCY_TTL)
                 if claim is None:
-                    raise Conflict(f"idempotency key {key!r} is being used by a concurrent request; retry")
+                    raise Contended(f"idempotency key {key!r} is being used by a concurrent request; retry")
         now = self.ctx.clock.now()
         # A one-off job's run continues this request's trace (the trigger fires it from a KV watch, no message).
         record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id(),
@@ -154,7 +154,7 @@ class Jobs:
                 return new
             except WriteConflict:
                 continue
-        raise Conflict(f"job {record.spec.name!r} is changing concurrently; retry")
+        raise Contended(f"job {record.spec.name!r} is changing concurrently; retry")
 
     async def pause(self, data: bytes) -> JobRecord:
         return await self._set_status(data, JobStatus.PAUSED)

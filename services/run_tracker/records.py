@@ -8,7 +8,7 @@ from collections.abc import Callable
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core import retry
-from jetcron.core.errors import Conflict, WriteConflict
+from jetcron.core.errors import Contended, WriteConflict
 from jetcron.core.models import Run, RunState
 from jetcron.core.runs import Change, apply
 from jetcron.services.runtime import Context
@@ -58,7 +58,7 @@ class Records:
                 continue
             await self.after(run, new)
             return new
-        raise Conflict(f"run {run_id}: too many concurrent writers")
+        raise Contended(f"run {run_id}: too many concurrent writers")
 
     async def after(self, old: Run, new: Run) -> None:
         """Side effects that follow a successful write; each is idempotent (message ids, KV create)."""

@@ -81,9 +81,8 @@ async def submit_all(client: Client, bodies: list[dict[str, Any]], *, concurrenc
                     acked.append(body["spec"]["name"])
                     return
                 except ApiError as exc:
-                    # "being used by a concurrent request; retry": our own earlier try whose answer was lost
-                    again = exc.retryable or "concurrent request" in str(exc)
-                    if not again or time.monotonic() > until:
+                    # Retryable includes "being used by a concurrent request": our earlier try whose answer was lost
+                    if not exc.retryable or time.monotonic() > until:
                         raise
                     await asyncio.sleep(0.3)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -90,3 +91,17 @@ async def test_an_idempotency_key_reused_with_a_different_body_is_a_conflict(api
     assert "req-1" in str(caught.value)
     stored = await client.call("jobs.get", {"name": "nightly"})
     assert stored["job"] == first
+
+
+async def test_concurrent_creates_with_one_key_make_one_job_and_losers_may_retry(api: None, client: Client) -> None:
+    # Given eight identical requests sent at once with the same idempotency key
+    request = {"spec": spec("nightly"), "idempotency_key": "req-1"}
+    answers = await asyncio.gather(*(client.call("jobs.create", request) for _ in range(8)), return_exceptions=True)
+
+    # Then each either got the job or a conflict marked retryable, and a retry of a refused one gets the job
+    jobs = [a for a in answers if not isinstance(a, BaseException)]
+    refused = [a for a in answers if isinstance(a, BaseException)]
+    assert jobs and all(j == jobs[0] for j in jobs)
+    assert all(isinstance(e, ApiError) and e.code == "conflict" and e.retryable for e in refused), refused
+    assert await client.call("jobs.create", request) == jobs[0]
+    assert [j["spec"]["name"] for j in (await client.call("jobs.list"))["items"]] == ["nightly"]
