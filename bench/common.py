@@ -156,5 +156,7 @@ def system(
 
 
 def emit(result: dict[str, Any]) -> None:
-    """One JSON line on stdout per result (machine-readable), and a copy under bench/results/."""
+    """One JSON line on stdout per result (machine-readable); `bench.run` stores it under bench/results/."""
+    # This machine is shared: say how busy it was (the figures are only as good as this).
+    result.setdefault("machine", {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 1)})
     print(json.dumps(result, sort_keys=True), flush=True)

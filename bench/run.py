@@ -15,8 +15,8 @@ RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- generated: bench/run.py -->", "<!-- end generated -->"
 
-# (module, full-size arguments, quick arguments for the smoke test)
-SCENARIOS: list[tuple[str, list[str], list[str]]] = [
+# (module, full-size arguments, quick arguments for the smoke test; None: a size-only variant the smoke test skips)
+SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     (
         "bench.throughput",
         ["--mode", "sim", "--runs", "20000", "--reps", "3"],
@@ -34,6 +34,14 @@ SCENARIOS: list[tuple[str, list[str], list[str]]] = [
     ("bench.placement_gang", [], ["--reps", "1"]),
     ("bench.placement_e2e", ["--reps", "3", "--runs", "3000"], ["--reps", "1", "--runs", "100", "--agents", "50"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
+    ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
+     ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),
+    ("bench.trigger_start_delay", ["--scenario", "instant", "--schedules", "100000", "--reps", "3", "--lead", "60",
+                                   "--timeout", "900"],
+     ["--scenario", "instant", "--schedules", "50", "--reps", "1", "--lead", "3", "--timeout", "30"]),
+    ("bench.trigger_takeover", ["--schedules", "1000"], ["--schedules", "50", "--reps", "1", "--every", "2"]),
+    ("bench.trigger_takeover", ["--schedules", "100000"], None),
+    ("bench.trigger_memory", [], ["--sizes", "2000", "--reps", "1"]),
 ]
 
 
@@ -95,7 +103,9 @@ def main() -> None:
     for module, full, quick in SCENARIOS:
         if args.only and module not in args.only.split(","):
             continue
-        for result in run_scenario(module, quick if args.quick else full, args.out):
+        if args.quick and quick is None:
+            continue
+        for result in run_scenario(module, quick if args.quick and quick is not None else full, args.out):
             print(json.dumps(result, sort_keys=True), flush=True)
     if not args.quick:
         write_doc(args.out, DOC)

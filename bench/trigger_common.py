@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 import msgspec
 import nats
 
-from bench.common import RESULTS, emit
 from jetcron.core.models import JobRecord, JobSpec, Resources, Run, Schedule, ScheduleKind
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -55,13 +50,3 @@ async def read_runs(url: str, prefix: str = "") -> list[Run]:
     await watcher.stop()  # type: ignore[no-untyped-call]
     await nc.close()
     return list(runs.values())
-
-
-def save(result: dict[str, Any]) -> None:
-    """One JSON line on stdout, and the same in bench/results/<bench>.json (the latest run of each bench)."""
-    # This machine is shared: say how busy it was (the figures above are only as good as this).
-    result["machine"] = {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 1)}
-    emit(result)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    name = str(result["bench"])
-    Path(RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -15,8 +15,8 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from bench.common import summary
-from bench.trigger_common import job_record, save
+from bench.common import emit, summary
+from bench.trigger_common import job_record
 
 
 def _rss_bytes() -> int:
@@ -76,7 +76,7 @@ def main() -> None:
         print(json.dumps(measure(args.child)))
         return
     for n in args.sizes:
-        save(run(n, args.reps))
+        emit(run(n, args.reps))
 
 
 if __name__ == "__main__":

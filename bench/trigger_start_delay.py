@@ -1,6 +1,7 @@
 """Start delay (nominal fire time -> process started, as the agent records it) under herds, on sim agents.
 
-Scenario `second`: N interval schedules whose nominals are spread over one second (N per second).
+Scenario `second`: N interval schedules whose nominals are spread over one second (N per second), every
+`--period` seconds, measured over `--rounds` rounds (the first round included: nothing is warmed up for it).
 Scenario `instant`: N schedules due at the same instant (the midnight herd); the staging horizon is raised
 so the trigger can record them ahead of time.
 
@@ -12,52 +13,60 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from bench.common import percentile, summary, system
-from bench.trigger_common import job_record, read_runs, save, store_jobs
+from bench.common import emit, percentile, summary, system
+from bench.trigger_common import job_record, read_runs, store_jobs
+from jetcron.config import Settings
 
 
-async def _herd(url: str, n: int, spread: float, lead: float, timeout: float, prefix: str) -> dict[str, float]:
+async def _herd(url: str, n: int, spread: float, lead: float, timeout: float, prefix: str,
+                rounds: int = 1, period: float = 3600.0) -> dict[str, float]:
     now = datetime.now(UTC)
     due = now + timedelta(seconds=lead)
-    records = [job_record(f"{prefix}{i:06d}", anchor=due + timedelta(seconds=spread * i / n), every=3600,
+    records = [job_record(f"{prefix}{i:06d}", anchor=due + timedelta(seconds=spread * i / n), every=period,
                           created=now) for i in range(n)]
     stored_in = await store_jobs(url, records)
-    # Wait until every run of the herd has started (sim agents succeed at once) or the time is up
-    deadline = time.monotonic() + lead + timeout
+    # Wait until every run of every round has started (sim agents succeed at once) or the time is up
+    last = due + timedelta(seconds=period * (rounds - 1))
+    deadline = time.monotonic() + lead + period * (rounds - 1) + timeout
     runs = []
     while time.monotonic() < deadline:
         await asyncio.sleep(max(1.0, n / 20_000))
-        if datetime.now(UTC) < due:
+        if datetime.now(UTC) < last:
             continue
-        runs = [r for r in await read_runs(url, prefix) if r.scheduled_at < due + timedelta(seconds=spread + 1)]
-        if len(runs) >= n and all(r.started_at is not None for r in runs):
+        runs = [r for r in await read_runs(url, prefix) if r.scheduled_at < last + timedelta(seconds=spread + 1)]
+        if len(runs) >= n * rounds and all(r.started_at is not None for r in runs):
             break
     started = [r for r in runs if r.started_at is not None]
     delays = [(r.started_at - r.scheduled_at).total_seconds() * 1000 for r in started if r.started_at]
     staged = [(r.created_at - r.scheduled_at).total_seconds() * 1000 for r in runs]
     assigned = [(r.assigned_at - r.scheduled_at).total_seconds() * 1000 for r in runs if r.assigned_at]
     return {"p50_ms": percentile(delays, 50), "p99_ms": percentile(delays, 99), "max_ms": max(delays or [0.0]),
-            "started": len(started), "recorded": len(runs),
+            "started": len(started), "recorded": len(runs), "expected": n * rounds,
             # Where the time went: recorded by the trigger, assigned by placement (negative: ahead of the nominal)
             "recorded_p50_ms": percentile(staged, 50), "recorded_p99_ms": percentile(staged, 99),
             "assigned_p50_ms": percentile(assigned, 50), "assigned_p99_ms": percentile(assigned, 99),
             "jobs_stored_s": stored_in}
 
 
-def run(scenario: str, n: int, reps: int, lead: float, timeout: float) -> dict[str, object]:
+def run(scenario: str, n: int, reps: int, lead: float, timeout: float, rounds: int = 5,
+        period: float = 10.0) -> dict[str, object]:
     spread = 1.0 if scenario == "second" else 0.0
+    if scenario == "instant":
+        rounds, period = 1, 3600.0
     settings = {"JETCRON_TRIGGER_HORIZON": str(lead)} if scenario == "instant" else {}
     results = []
     for rep in range(reps):
         with system(sync_always=True, agents=2, sim=True, **settings) as jc:
             time.sleep(1.0)  # leaders elected, consumers bound
-            results.append(asyncio.run(_herd(jc.url, n, spread, lead, timeout, f"h{rep}x")))
-        print(results[-1], flush=True)
+            results.append(asyncio.run(_herd(jc.url, n, spread, lead, timeout, f"h{rep}x", rounds, period)))
+        print(f"rep {rep}: {results[-1]}", file=sys.stderr, flush=True)  # progress; stdout is the JSON
     return {"bench": f"trigger_start_delay_{scenario}_{n}", "scenario": scenario, "schedules": n,
-            "spread_s": spread, "staging_horizon_s": float(settings.get("JETCRON_TRIGGER_HORIZON", 2.0)),
+            "spread_s": spread, "rounds": rounds, "period_s": period,
+            "staging_horizon_s": float(settings.get("JETCRON_TRIGGER_HORIZON", Settings().trigger_horizon)),
             "sync_always": True, "agents": "2 sim",
             **{k: summary([r[k] for r in results]) for k in results[0]}}
 
@@ -68,9 +77,11 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--lead", type=float, default=8.0, help="seconds from storing the jobs to the herd")
+    parser.add_argument("--rounds", type=int, default=5, help="scenario second: rounds measured")
+    parser.add_argument("--period", type=float, default=10.0, help="scenario second: seconds between rounds")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds after the herd to wait for it")
     args = parser.parse_args()
-    save(run(args.scenario, args.schedules, args.reps, args.lead, args.timeout))
+    emit(run(args.scenario, args.schedules, args.reps, args.lead, args.timeout, args.rounds, args.period))
 
 
 if __name__ == "__main__":

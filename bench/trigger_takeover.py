@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 
 import nats
 
-from bench.common import summary, system
-from bench.trigger_common import job_record, read_runs, save, store_jobs
+from bench.common import emit, summary, system
+from bench.trigger_common import job_record, read_runs, store_jobs
 from jetcron.bus.lease import Leases
 from jetcron.core.ids import shard_of
 
@@ -88,7 +89,7 @@ def run(n: int, every: float, reps: int, ttl: float) -> dict[str, object]:
                 jc.start(name, "trigger", JETCRON_AGENT_ID=name, JETCRON_TRIGGER_LEASE_TTL=str(ttl))
             jc.wait_ready()
             results.append(asyncio.run(_scenario(jc, n, every, f"k{rep}x")))
-        print(results[-1], flush=True)
+        print(f"rep {rep}: {results[-1]}", file=sys.stderr, flush=True)  # progress; stdout is the JSON
     return {"bench": f"trigger_takeover_{n}_ttl{ttl:g}", "schedules": n, "every_s": every, "lease_ttl_s": ttl,
             "sync_always": True, **{k: summary([r[k] for r in results]) for k in results[0]}}
 
@@ -100,7 +101,7 @@ def main() -> None:
     parser.add_argument("--ttl", type=float, default=2.0, help="JETCRON_TRIGGER_LEASE_TTL")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    save(run(args.schedules, args.every, args.reps, args.ttl))
+    emit(run(args.schedules, args.every, args.reps, args.ttl))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     """Trigger shard lease TTL: a dead replica's shards are taken over within about TTL + TTL/3."""
     trigger_horizon: float = Field(default=2.0, ge=0)
     """Seconds ahead an occurrence is recorded and handed to placement (herd staging)."""
+    placement_lead: float | None = Field(default=None, ge=0)
+    """Seconds before its due time placement assigns a staged run (the agent then starts it on time);
+    default: the trigger horizon, i.e. a staged run is assigned as soon as placement has it."""
     min_interval: float = Field(default=1.0, gt=0)
     redrive_after: float = Field(default=30.0, gt=0)
     """A run scheduled but not placed this long after its due time is handed to placement again."""
@@ -60,3 +63,7 @@ class Settings(BaseSettings):
     """Where the agent keeps its list of child process groups (to kill strays after a crash)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
+
+    @property
+    def lead_seconds(self) -> float:
+        return self.trigger_horizon if self.placement_lead is None else self.placement_lead

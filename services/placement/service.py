@@ -27,7 +27,6 @@ from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, PlaceRun, place_run_for
 
-LEAD = timedelta(seconds=1.0)  # assign this far ahead of due_at so the agent starts on time
 ASSIGN_CONCURRENCY = 128
 _tracer = tracer("placement")
 
@@ -143,6 +142,7 @@ class Placer:
         """Decide in memory first, then carry out every assignment of this pass concurrently."""
         now = self.ctx.clock.now()
         view = self.view
+        ahead = timedelta(seconds=self.ctx.settings.lead_seconds)
         chosen: list[tuple[Demand, Placement]] = []
         waiting: list[tuple[str, str]] = []
         for demand in list(view.queue.candidates(now)):
@@ -150,7 +150,7 @@ class Placer:
             if held is None:
                 view.queue.remove(demand.run_id)
                 continue
-            if held[0].due_at - LEAD > now:
+            if held[0].due_at - ahead > now:
                 continue
             if (blocked := view.queue.quota_block(demand)) is not None:
                 waiting.append((demand.run_id, blocked))
@@ -194,7 +194,8 @@ class Placer:
         while not self.ctx.stop.is_set():
             self.view.changed.clear()
             await self.place_once()
-            waits = [c.due_at - LEAD for c, _, _ in self.held.values()]
+            ahead = timedelta(seconds=self.ctx.settings.lead_seconds)
+            waits = [c.due_at - ahead for c, _, _ in self.held.values()]
             nearest = min(waits, default=None)
             delay = 0.5 if nearest is None else max(0.005, min(0.5, (nearest - self.ctx.clock.now()).total_seconds()))
             with contextlib.suppress(TimeoutError):
