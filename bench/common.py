@@ -137,17 +137,9 @@ def system(
             for name in services:
                 sys_.start(name, name, **settings)
             for i in range(agents):
-                sys_.start(
-                    f"agent-{i + 1}",
-                    "agent",
-                    JETCRON_AGENT_ID=f"agent-{i + 1}",
-                    JETCRON_AGENT_SIM="true" if sim else "false",
-                    JETCRON_AGENT_SLOTS="512",
-                    JETCRON_AGENT_CPU="1000",
-                    JETCRON_AGENT_MEMORY_MB="10000000",
-                    **(agent_env or {}),
-                    **settings,
-                )
+                env = {"JETCRON_AGENT_ID": f"agent-{i + 1}", "JETCRON_AGENT_SIM": "true" if sim else "false",
+                       "JETCRON_AGENT_SLOTS": "512", "JETCRON_AGENT_CPU": "1000", "JETCRON_AGENT_MEMORY_MB": "10000000"}
+                sys_.start(f"agent-{i + 1}", "agent", **{**env, **(agent_env or {}), **settings})
             sys_.wait_ready()
             yield sys_
         finally:

@@ -60,7 +60,9 @@ def run(scenario: str, n: int, reps: int, lead: float, timeout: float, rounds: i
     settings = {"JETCRON_TRIGGER_HORIZON": str(lead)} if scenario == "instant" else {}
     results = []
     for rep in range(reps):
-        with system(sync_always=True, agents=2, sim=True, **settings) as jc:
+        # Instant: sim agents with a slot per run, so a whole herd can be assigned ahead (execute nothing anyway)
+        slots = {"JETCRON_AGENT_SLOTS": str(max(512, n))} if scenario == "instant" else None
+        with system(sync_always=True, agents=2, sim=True, agent_env=slots, **settings) as jc:
             time.sleep(1.0)  # leaders elected, consumers bound
             results.append(asyncio.run(_herd(jc.url, n, spread, lead, timeout, f"h{rep}x", rounds, period)))
         print(f"rep {rep}: {results[-1]}", file=sys.stderr, flush=True)  # progress; stdout is the JSON

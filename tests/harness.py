@@ -258,19 +258,21 @@ class Services:
     def __getitem__(self, name: str) -> ServiceProcess:
         return self.procs[name]
 
-    async def start_system(self, *, agents: int = 2, triggers: int = 1, core: Iterable[str] = CORE_SERVICES) -> None:
-        """The usual set: api, trigger(s), placement, run_tracker and N agents, each waited for until ready."""
+    async def start_system(self, *, agents: int = 2, triggers: int = 1, core: Iterable[str] = CORE_SERVICES,
+                           **env: str) -> None:
+        """The usual set: api, trigger(s), placement, run_tracker and N agents, each waited for until ready;
+        `env` (JETCRON_* settings) goes to every one of them."""
         core = list(core)
         ready = {"api": "api ready", "placement": "placement leader", "run_tracker": "run tracker ready"}
         for name in core:
             if name == "trigger":
                 for i in range(1, triggers + 1):
                     # The trigger uses JETCRON_AGENT_ID as its replica id: stable names make leases readable.
-                    self.start(f"trigger-{i}", "trigger", JETCRON_AGENT_ID=f"trigger-{i}")
+                    self.start(f"trigger-{i}", "trigger", JETCRON_AGENT_ID=f"trigger-{i}", **env)
             else:
-                self.start(name, name)
+                self.start(name, name, **env)
         for i in range(1, agents + 1):
-            self.start(f"agent-{i}", "agent", JETCRON_AGENT_ID=f"agent-{i}")
+            self.start(f"agent-{i}", "agent", JETCRON_AGENT_ID=f"agent-{i}", **env)
         waits: list[Awaitable[None]] = [self.procs[n].wait_logged(ready[n], 30) for n in core if n in ready]
         waits += [self.procs[f"trigger-{i}"].wait_logged("trigger ready", 30)
                   for i in range(1, triggers + 1) if "trigger" in core]

@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 from jetcron.bus.consume import Drop, Retry, pull_loop
 from jetcron.bus.topology import ensure_agent_consumer
 from jetcron.core.errors import JetcronError
-from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.attempt import Attempt, lease_for
 from jetcron.services.agent.container import remove_leftovers
 from jetcron.services.agent.gang import take_gang
 from jetcron.services.agent.gpu_health import GpuHealth
@@ -77,9 +77,9 @@ class Agent:
             self.slots.release()
             raise Retry(1.0, "agent draining")
         try:
-            lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id,
-                                                  self.ctx.settings.run_lease_ttl, attempt=cmd.attempt,
-                                                  now=self.ctx.clock.now())
+            granted = lease_for(self.ctx, cmd.due_at)
+            lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id, granted,
+                                                  attempt=cmd.attempt, now=self.ctx.clock.now())
         except BaseException:
             self.slots.release()
             raise
@@ -90,7 +90,7 @@ class Agent:
             return
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
         attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays,
-                          self.setup)
+                          self.setup, granted)
         self.holding.add(attempt)
         self.attempts[cmd.run_id] = attempt
         metrics.AGENT_RUNNING.set(len(self.attempts))
@@ -126,9 +126,10 @@ class Agent:
         with contextlib.suppress(Exception):
             cmd = decode(msg.data, CancelRun)
             attempt = self.attempts.get(cmd.run_id)
-            if attempt is not None and attempt.cmd.attempt == cmd.attempt and attempt.execution is not None:
-                attempt.fenced = True
-                attempt.execution.stop(cmd.reason)
+            if attempt is not None and attempt.cmd.attempt == cmd.attempt:
+                attempt.fenced = True  # a staged attempt still waiting for its due time never starts
+                if attempt.execution is not None:
+                    attempt.execution.stop(cmd.reason)
 
     async def beat(self) -> None:
         """Publish this agent's capacity, free resources and draining flag."""

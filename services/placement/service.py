@@ -28,6 +28,8 @@ from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, PlaceRun, place_run_for
 
 ASSIGN_CONCURRENCY = 128
+TOUCH_EVERY = 10.0
+"""Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
 
 
@@ -182,13 +184,24 @@ class Placer:
             await _ack(msg)
 
     async def keep_alive(self) -> None:
-        """Tell the server the held messages are still being worked on, so they are not redelivered."""
+        """Tell the server the held messages are still being worked on, so they are not redelivered.
+
+        Each one every TOUCH_EVERY seconds, counted from when this pass first saw it (it was delivered at most
+        one pass earlier), not all of them every pass: a herd holds tens of thousands."""
+        touched: dict[str, float] = {}
         while not self.ctx.stop.is_set():
-            await asyncio.sleep(5)
-            for _, msg, _ in list(self.held.values()):
-                if msg is not None:
+            await asyncio.sleep(TOUCH_EVERY / 2)
+            now = time.monotonic()
+            seen: dict[str, float] = {}
+            for run_id, (_, msg, _) in list(self.held.items()):
+                if msg is None:
+                    continue
+                last = seen[run_id] = touched.get(run_id, now)
+                if now - last >= TOUCH_EVERY:
+                    seen[run_id] = now
                     with contextlib.suppress(Exception):
                         await msg.in_progress()
+            touched = seen
 
     async def loop(self) -> None:
         while not self.ctx.stop.is_set():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +188,33 @@ async def test_cancel_of_a_running_job_kills_it_and_it_stays_cancelled(
     assert (final["state"], final["outcome"], final["reason"]) == ("cancelled", "cancelled", "not needed")
     assert [(a["attempt"], a["outcome"]) for a in final["history"]] == [(1, "cancelled")]
     assert final["exit_code"] is None
+
+
+async def test_a_staged_run_cancelled_while_it_waits_for_its_due_time_never_starts(
+        services: Services, client: Client, tmp_path: Path) -> None:
+    # Given a run staged 6 s ahead, assigned and taken by its agent, which waits for the due time
+    ran = tmp_path / "ran"
+    await services.start_system(agents=1, JETCRON_TRIGGER_HORIZON="6")
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
+    await client.call("jobs.create", {"spec": {"name": "later", "command": ["touch", str(ran)],
+                                               "schedule": {"kind": "at", "at": due.isoformat()}}})
+
+    async def agent_running(n: int) -> bool:
+        agents = (await client.call("agents.list"))["items"]
+        return bool(agents) and sum(a["running"] for a in agents) == n
+
+    run = await the_run(client, "later", when=lambda r: r["state"] == "assigned", timeout=10, what="the staging")
+    await wait_for(lambda: agent_running(1), 5, what="the agent to hold the staged attempt")
+    assert datetime.now(UTC) < due - timedelta(seconds=1), "staged and taken ahead of its due time"
+
+    # When it is cancelled before its due time
+    cancelled = await client.call("runs.cancel", {"run_id": run["run_id"], "reason": "plans changed"})
+    assert cancelled["state"] == "cancelled"
+
+    # Then the agent lets go of the attempt at the due time without running the command
+    await wait_for(lambda: agent_running(0), 15, what="the agent to let go of the attempt")
+    assert datetime.now(UTC) >= due
+    assert not ran.exists(), "a cancelled staged run started its command"
+    await tracker_caught_up(services.server.url)
+    final = await client.call("runs.get", {"run_id": run["run_id"]})
+    assert (final["state"], final["reason"], final["started_at"]) == ("cancelled", "plans changed", None)
