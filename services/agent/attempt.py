@@ -52,11 +52,13 @@ def lease_for(ctx: Context, due_at: datetime) -> float:
 
 class Attempt:
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], parent: TraceContext,
-                 groups: StrayGuard, setup: HostSetup, granted: float | None = None) -> None:
+                 groups: StrayGuard, setup: HostSetup, granted: float | None = None,
+                 asked_at: float | None = None) -> None:
         self.ctx = ctx
         self.granted = ctx.settings.run_lease_ttl if granted is None else granted
         """Seconds the lease was taken for: a staged run's first lease also covers its wait (lease_for)."""
-        self.leased_at = time.monotonic()
+        self.leased_at = time.monotonic() if asked_at is None else asked_at
+        """Monotonic time the lease write was sent: the server's expiry is never earlier than this + granted."""
         self.groups = groups
         self.setup = setup
         self.cmd = cmd

@@ -7,6 +7,7 @@ import contextlib
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 import msgspec
@@ -77,7 +78,7 @@ class Agent:
             self.slots.release()
             raise Retry(1.0, "agent draining")
         try:
-            granted = lease_for(self.ctx, cmd.due_at)
+            granted, asked_at = lease_for(self.ctx, cmd.due_at), time.monotonic()
             lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id, granted,
                                                   attempt=cmd.attempt, now=self.ctx.clock.now())
         except BaseException:
@@ -90,7 +91,7 @@ class Agent:
             return
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
         attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays,
-                          self.setup, granted)
+                          self.setup, granted, asked_at)
         self.holding.add(attempt)
         self.attempts[cmd.run_id] = attempt
         metrics.AGENT_RUNNING.set(len(self.attempts))
