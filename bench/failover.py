@@ -10,33 +10,16 @@ from datetime import datetime
 
 import nats
 
+from bench import raw_js
 from bench.common import System, emit, summary, system
-from jetcron.bus.kv import drop_subscription
+from bench.trigger_common import read_runs_exact
 from jetcron.bus.lease import Leases
-from jetcron.core.models import Run
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
-from jetcron.wire.codec import decode
 
 SETTINGS = {"JETCRON_RUN_LEASE_TTL": "4", "JETCRON_LEADER_LEASE_TTL": "3", "JETCRON_HEARTBEAT": "0.5",
             "JETCRON_REDRIVE_AFTER": "5", "JETCRON_ASSIGN_STALL": "5"}
 TWO_OF_EACH = ("api", "trigger", "placement", "run_tracker")
-
-
-async def _runs_of(url: str, prefix: str) -> list[Run]:
-    """Runs of every job whose name starts with `prefix` (subjects have no partial wildcards: filter here)."""
-    nc = await nats.connect(url)
-    kv = await nc.jetstream().key_value(s.BUCKET_RUNS)
-    out: list[Run] = []
-    watcher = await kv.watch(">", inactive_threshold=5)
-    async for entry in watcher:
-        if entry is None:
-            break
-        if entry.value and entry.key.startswith(prefix):
-            out.append(decode(entry.value, Run))
-    await drop_subscription(nc.jetstream(), watcher._sub)
-    await nc.close()
-    return out
 
 
 async def _holder(url: str, key: str) -> str | None:
@@ -67,7 +50,7 @@ async def trigger_kill(jc: System, jobs: int = 40) -> dict[str, float]:
     for i in range(jobs):
         await client.call("jobs.pause", {"name": f"tick{i}"})
     await client.close()
-    runs = await _runs_of(jc.url, "tick")
+    runs = await read_runs_exact(jc.url, "tick")
     late = [(r.created_at - r.scheduled_at).total_seconds() for r in runs if r.scheduled_at >= killed_at]
     missed = 0
     by_job: dict[str, list[datetime]] = {}
@@ -91,7 +74,7 @@ async def placement_kill(jc: System) -> dict[str, float]:
     client = await Client.connect(jc.url)
     await client.call("jobs.create", {"spec": {"name": "afterkill", "command": ["true"]}})
     while True:
-        runs = await _runs_of(jc.url, "afterkill")
+        runs = await read_runs_exact(jc.url, "afterkill")
         if runs and runs[0].assigned_at is not None:
             break
         await asyncio.sleep(0.05)
@@ -104,7 +87,7 @@ async def agent_kill(jc: System) -> dict[str, float]:
     client = await Client.connect(jc.url)
     await client.call("jobs.create", {"spec": {"name": "longjob", "command": ["sleep", "3"]}})
     while True:
-        runs = await _runs_of(jc.url, "longjob")
+        runs = await read_runs_exact(jc.url, "longjob")
         if runs and runs[0].state == "running":
             break
         await asyncio.sleep(0.05)
@@ -112,7 +95,7 @@ async def agent_kill(jc: System) -> dict[str, float]:
     killed = time.perf_counter()
     jc.kill(victim)
     while True:
-        runs = await _runs_of(jc.url, "longjob")
+        runs = await read_runs_exact(jc.url, "longjob")
         if runs and runs[0].attempt >= 2 and runs[0].started_at is not None:
             break
         await asyncio.sleep(0.05)
@@ -124,7 +107,8 @@ def _fresh(scenario: object) -> dict[str, float]:
     """Each fault on its own fresh system, so one scenario's aftermath cannot skew the next."""
     with system(sync_always=True, agents=2, sim=False, **SETTINGS) as jc:
         _start_second_replicas(jc)
-        return asyncio.run(asyncio.wait_for(scenario(jc), 90))  # type: ignore[operator]
+        result: dict[str, float] = asyncio.run(asyncio.wait_for(scenario(jc), 90))  # type: ignore[operator]
+        return {**result, **asyncio.run(raw_js.measure(jc.url))}
 
 
 def run(reps: int) -> list[dict[str, object]]:
@@ -134,10 +118,12 @@ def run(reps: int) -> list[dict[str, object]]:
     return [
         {"bench": "failover_trigger", "settings": SETTINGS,
          "worst_lateness_s": summary([t["worst_lateness_s"] for t in trig]),
-         "missed": sum(t["missed"] for t in trig), "duplicates": sum(t["duplicates"] for t in trig)},
-        {"bench": "failover_placement", "to_assignment_s": summary([p["to_assignment_s"] for p in place])},
+         "missed": sum(t["missed"] for t in trig), "duplicates": sum(t["duplicates"] for t in trig),
+         **raw_js.fields(trig)},
+        {"bench": "failover_placement", "to_assignment_s": summary([p["to_assignment_s"] for p in place]),
+         **raw_js.fields(place)},
         {"bench": "failover_agent", "redispatch_s": summary([a["redispatch_s"] for a in agent]),
-         "target_s": float(SETTINGS["JETCRON_RUN_LEASE_TTL"]) + 2},
+         "target_s": float(SETTINGS["JETCRON_RUN_LEASE_TTL"]) + 2, **raw_js.fields(agent)},
     ]
 
 

@@ -8,6 +8,7 @@ import time
 
 import nats
 
+from bench import raw_js
 from bench.common import emit, percentile, summary, system
 from jetcron.bus.kv import drop_subscription
 from jetcron.sdk.client import Client
@@ -35,14 +36,16 @@ async def _one_at_a_time(url: str, n: int) -> list[float]:
 
 
 def run(n: int, reps: int, sync_always: bool, sim: bool) -> dict[str, object]:
-    p50s, p99s = [], []
+    p50s, p99s, raws = [], [], []
     for _ in range(reps):
         with system(sync_always=sync_always, agents=1, sim=sim) as jc:
             lat = asyncio.run(_one_at_a_time(jc.url, n))
             p50s.append(percentile(lat, 50) * 1000)
             p99s.append(percentile(lat, 99) * 1000)
+            raws.append(asyncio.run(raw_js.measure(jc.url)))  # after: an idle system is what is measured
     return {"bench": "idle_single_run", "sim": sim, "sync_always": sync_always, "runs": n,
-            "submit_to_succeeded_p50_ms": summary(p50s), "submit_to_succeeded_p99_ms": summary(p99s)}
+            "submit_to_succeeded_p50_ms": summary(p50s), "submit_to_succeeded_p99_ms": summary(p99s),
+            **raw_js.fields(raws)}
 
 
 def main() -> None:

@@ -174,8 +174,7 @@ def main() -> None:
         "end_to_end_per_s": summary([args.runs / r["done_s"] for r in reps]),
         "submit_per_s": summary([args.runs / r["submit_s"] for r in reps]),
         "start_to_lead_s": summary([r["start_to_lead_s"] for r in reps]),
-        "raw_kv_cas_per_s": summary([r["kv_cas_per_s"] for r in raws]),
-        "raw_publish_ack_per_s": summary([r["publish_ack_per_s"] for r in raws]),
+        **raw_js.fields(raws),
     }
     print(json.dumps(result), flush=True)
 

@@ -7,6 +7,8 @@ import time
 
 import nats
 
+from bench.common import summary
+
 N_PUBLISH = 20_000
 N_KV = 5_000
 KV_CONCURRENCY = 64
@@ -47,3 +49,9 @@ async def kv_cas_rate(url: str, n: int = N_KV, concurrency: int = KV_CONCURRENCY
 
 async def measure(url: str) -> dict[str, float]:
     return {"publish_ack_per_s": await pipelined_publish_rate(url), "kv_cas_per_s": await kv_cas_rate(url)}
+
+
+def fields(raws: list[dict[str, float]]) -> dict[str, object]:
+    """The raw rates of a scenario's repetitions, as every result reports them."""
+    return {"raw_publish_ack_per_s": summary([r["publish_ack_per_s"] for r in raws]),
+            "raw_kv_cas_per_s": summary([r["kv_cas_per_s"] for r in raws])}

@@ -37,7 +37,7 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
      ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),
     ("bench.trigger_takeover", ["--schedules", "1000"], ["--schedules", "50", "--reps", "1", "--every", "2"]),
-    ("bench.trigger_takeover", ["--schedules", "100000"], None),
+    ("bench.trigger_takeover", ["--schedules", "100000", "--every", "600"], None),
     ("bench.trigger_memory", [], ["--sizes", "2000", "--reps", "1"]),
     # last: the longest (minutes per repetition on 2 cores)
     ("bench.trigger_start_delay", ["--scenario", "instant", "--schedules", "100000", "--reps", "3", "--lead", "90",

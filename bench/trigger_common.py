@@ -8,6 +8,7 @@ from datetime import datetime
 import msgspec
 import nats
 
+from jetcron.bus.kv import Store
 from jetcron.core.models import JobRecord, JobSpec, Resources, Run, Schedule, ScheduleKind
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -50,3 +51,20 @@ async def read_runs(url: str, prefix: str = "") -> list[Run]:
     await watcher.stop()  # type: ignore[no-untyped-call]
     await nc.close()
     return list(runs.values())
+
+
+async def read_runs_exact(url: str, prefix: str = "") -> list[Run]:
+    """Every run record of jobs named `prefix`..., from the stream's per-subject key list, then each record.
+
+    Slower than read_runs, but never short: a watch's end-of-data marker can overtake its data, which a
+    count of missed occurrences would take for a miss. Reads are pipelined 500 at a time."""
+    nc = await nats.connect(url)
+    try:
+        store = await Store.open(nc.jetstream(), s.BUCKET_RUNS, Run)
+        keys = [k for k in await store.keys() if k.startswith(prefix)]
+        found: list[tuple[Run, int] | None] = []
+        for i in range(0, len(keys), 500):
+            found += await asyncio.gather(*(store.maybe(k) for k in keys[i:i + 500]))
+        return [f[0] for f in found if f is not None]
+    finally:
+        await nc.close()

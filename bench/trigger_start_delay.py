@@ -17,6 +17,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+from bench import raw_js
 from bench.common import emit, percentile, summary, system
 from bench.trigger_common import job_record, read_runs, store_jobs
 from jetcron.config import Settings
@@ -48,6 +49,7 @@ async def _herd(url: str, n: int, spread: float, lead: float, timeout: float, pr
             "started": len(started), "recorded": len(runs), "expected": n * rounds,
             # Where the time went: recorded by the trigger, assigned by placement (negative: ahead of the nominal)
             "recorded_p50_ms": percentile(staged, 50), "recorded_p99_ms": percentile(staged, 99),
+            "recorded_max_ms": max(staged, default=float("nan")),
             "assigned_p50_ms": percentile(assigned, 50), "assigned_p99_ms": percentile(assigned, 99),
             "jobs_stored_s": stored_in}
 
@@ -58,18 +60,19 @@ def run(scenario: str, n: int, reps: int, lead: float, timeout: float, rounds: i
     if scenario == "instant":
         rounds, period = 1, 3600.0
     settings = {"JETCRON_TRIGGER_HORIZON": str(lead)} if scenario == "instant" else {}
-    results = []
+    results, raws = [], []
     for rep in range(reps):
         # Instant: sim agents with a slot per run, so a whole herd can be assigned ahead (execute nothing anyway)
         slots = {"JETCRON_AGENT_SLOTS": str(max(512, n))} if scenario == "instant" else None
         with system(sync_always=True, agents=2, sim=True, agent_env=slots, **settings) as jc:
             time.sleep(1.0)  # leaders elected, consumers bound
             results.append(asyncio.run(_herd(jc.url, n, spread, lead, timeout, f"h{rep}x", rounds, period)))
+            raws.append(asyncio.run(raw_js.measure(jc.url)))  # after the herd, not competing with it
         print(f"rep {rep}: {results[-1]}", file=sys.stderr, flush=True)  # progress; stdout is the JSON
     return {"bench": f"trigger_start_delay_{scenario}_{n}", "scenario": scenario, "schedules": n,
             "spread_s": spread, "rounds": rounds, "period_s": period,
             "staging_horizon_s": float(settings.get("JETCRON_TRIGGER_HORIZON", Settings().trigger_horizon)),
-            "sync_always": True, "agents": "2 sim",
+            "sync_always": True, "agents": "2 sim", **raw_js.fields(raws),
             **{k: summary([r[k] for r in results]) for k in results[0]}}
 
 

@@ -17,8 +17,9 @@ from datetime import UTC, datetime, timedelta
 
 import nats
 
+from bench import raw_js
 from bench.common import emit, summary, system
-from bench.trigger_common import job_record, read_runs, store_jobs
+from bench.trigger_common import job_record, read_runs_exact, store_jobs
 from jetcron.bus.lease import Leases
 from jetcron.core.ids import shard_of
 
@@ -59,7 +60,7 @@ async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, 
     start, end = killed_at - timedelta(seconds=5), killed_at + timedelta(seconds=10)
     seen: dict[str, set[datetime]] = defaultdict(set)
     late = 0.0
-    for run in await read_runs(url, prefix):
+    for run in await read_runs_exact(url, prefix):
         if start <= run.scheduled_at <= end:
             seen[run.job].add(run.scheduled_at)
             if shard_of(run.job, SHARDS) in victim_shards and run.scheduled_at >= killed_at:
@@ -82,16 +83,17 @@ async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, 
 
 
 def run(n: int, every: float, reps: int, ttl: float) -> dict[str, object]:
-    results = []
+    results, raws = [], []
     for rep in range(reps):
         with system(sync_always=True, services=(), JETCRON_TRIGGER_LEASE_TTL=str(ttl)) as jc:
             for name in ("trigger-1", "trigger-2"):
                 jc.start(name, "trigger", JETCRON_AGENT_ID=name, JETCRON_TRIGGER_LEASE_TTL=str(ttl))
             jc.wait_ready()
             results.append(asyncio.run(_scenario(jc, n, every, f"k{rep}x")))
+            raws.append(asyncio.run(raw_js.measure(jc.url)))
         print(f"rep {rep}: {results[-1]}", file=sys.stderr, flush=True)  # progress; stdout is the JSON
     return {"bench": f"trigger_takeover_{n}_ttl{ttl:g}", "schedules": n, "every_s": every, "lease_ttl_s": ttl,
-            "sync_always": True, **{k: summary([r[k] for r in results]) for k in results[0]}}
+            "sync_always": True, **raw_js.fields(raws), **{k: summary([r[k] for r in results]) for k in results[0]}}
 
 
 def main() -> None:
