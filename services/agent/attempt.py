@@ -13,6 +13,7 @@ from opentelemetry.context import Context as TraceContext
 from jetcron import faults
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
+from jetcron.core import leases
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.services.agent import container as containers
 from jetcron.services.agent.executor import Execution, Outcome
@@ -39,24 +40,13 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
         await asyncio.sleep(left)
 
 
-def lease_for(ctx: Context, due_at: datetime) -> float:
-    """The first lease of an attempt: the TTL, plus the wait when the run was assigned ahead of its due time.
-
-    A herd staged seconds ahead would otherwise renew every lease every TTL/3 while it waits (10,000 staged
-    runs: 3,000 writes/s on one agent, which then starts them late). A cancel reaches a waiting attempt by
-    its control message; if that is lost, the first renewal (TTL/3 after the due time) finds the lease
-    revoked, the same bound as for a running attempt.
-    """
-    return ctx.settings.run_lease_ttl + max(0.0, (due_at - ctx.clock.now()).total_seconds())
-
-
 class Attempt:
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
                  asked_at: float | None = None) -> None:
         self.ctx = ctx
         self.granted = ctx.settings.run_lease_ttl if granted is None else granted
-        """Seconds the lease was taken for: a staged run's first lease also covers its wait (lease_for)."""
+        """Seconds the lease was taken for: a staged run's first lease also covers its wait (first_grant)."""
         self.leased_at = time.monotonic() if asked_at is None else asked_at
         """Monotonic time the lease write was sent: the server's expiry is never earlier than this + granted."""
         self.groups = groups
@@ -105,16 +95,14 @@ class Attempt:
         lease the server has already expired (another attempt may hold it by then).
         """
         ttl = self.ctx.settings.run_lease_ttl
-        margin = max(0.5, min(2.0, ttl / 5))
         renewed, granted = self.leased_at, self.granted
         while not self.done.is_set():
-            # TTL/3 after the last write; a staged run's first lease runs until TTL/3 after its due time
-            wake = renewed + granted - 2 * ttl / 3
+            wake = leases.renew_at(renewed, granted, ttl)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.done.wait(), timeout=max(0.0, wake - time.monotonic()))
             if self.done.is_set():
                 return
-            deadline = renewed + granted - margin
+            deadline = leases.fence_at(renewed, granted, ttl)
             sent = time.monotonic()
             if sent >= deadline:
                 self._fence(f"lease not renewed for {sent - renewed:.1f}s (paused or cut off)")

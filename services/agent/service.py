@@ -15,8 +15,9 @@ from nats.aio.msg import Msg
 
 from jetcron.bus.consume import Drop, Retry, pull_loop
 from jetcron.bus.topology import ensure_agent_consumer
+from jetcron.core import leases
 from jetcron.core.errors import JetcronError
-from jetcron.services.agent.attempt import Attempt, lease_for
+from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.container import remove_leftovers
 from jetcron.services.agent.gang import take_gang
 from jetcron.services.agent.gpu_health import GpuHealth
@@ -78,7 +79,8 @@ class Agent:
             self.slots.release()
             raise Retry(1.0, "agent draining")
         try:
-            granted, asked_at = lease_for(self.ctx, cmd.due_at), time.monotonic()
+            granted = leases.first_grant(self.ctx.settings.run_lease_ttl, cmd.due_at, self.ctx.clock.now())
+            asked_at = time.monotonic()
             lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id, granted,
                                                   attempt=cmd.attempt, now=self.ctx.clock.now())
         except BaseException:

@@ -37,6 +37,8 @@ class Placer:
     def __init__(self, ctx: Context, view: View) -> None:
         self.ctx = ctx
         self.view = view
+        self.ahead = timedelta(seconds=ctx.settings.lead_seconds)
+        """How long before its due time a held run is assigned (the agent then starts it on time)."""
         # The message is None for a run taken up from its record at takeover (its message is still pending).
         self.held: dict[str, tuple[PlaceRun, Msg | None, str]] = {}
         # A herd of thousands of writes at once would queue the leader lease's renewal behind them until it
@@ -144,7 +146,6 @@ class Placer:
         """Decide in memory first, then carry out every assignment of this pass concurrently."""
         now = self.ctx.clock.now()
         view = self.view
-        ahead = timedelta(seconds=self.ctx.settings.lead_seconds)
         chosen: list[tuple[Demand, Placement]] = []
         waiting: list[tuple[str, str]] = []
         for demand in list(view.queue.candidates(now)):
@@ -152,7 +153,7 @@ class Placer:
             if held is None:
                 view.queue.remove(demand.run_id)
                 continue
-            if held[0].due_at - ahead > now:
+            if held[0].due_at - self.ahead > now:
                 continue
             if (blocked := view.queue.quota_block(demand)) is not None:
                 waiting.append((demand.run_id, blocked))
@@ -207,8 +208,7 @@ class Placer:
         while not self.ctx.stop.is_set():
             self.view.changed.clear()
             await self.place_once()
-            ahead = timedelta(seconds=self.ctx.settings.lead_seconds)
-            waits = [c.due_at - ahead for c, _, _ in self.held.values()]
+            waits = [c.due_at - self.ahead for c, _, _ in self.held.values()]
             nearest = min(waits, default=None)
             delay = 0.5 if nearest is None else max(0.005, min(0.5, (nearest - self.ctx.clock.now()).total_seconds()))
             with contextlib.suppress(TimeoutError):

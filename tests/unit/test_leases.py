@@ -1,0 +1,39 @@
+"""Run lease timing: the first grant covers a staged run's wait; renewals at TTL/3; the agent fences itself
+before the server can have expired the lease."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jetcron.core.leases import fence_at, first_grant, renew_at
+
+NOW = datetime(2026, 3, 8, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("due_in", "granted"), [
+    pytest.param(-30.0, 10.0, id="overdue_run_gets_the_plain_ttl"),
+    pytest.param(0.0, 10.0, id="due_now_gets_the_plain_ttl"),
+    pytest.param(5.5, 15.5, id="staged_run_gets_its_wait_on_top"),
+    pytest.param(90.0, 100.0, id="herd_staged_90s_ahead"),
+])
+def test_first_grant_covers_the_wait_until_the_due_time(due_in: float, granted: float) -> None:
+    assert first_grant(10.0, NOW + timedelta(seconds=due_in), NOW) == granted
+
+
+def test_a_plain_lease_is_renewed_at_a_third_of_its_ttl() -> None:
+    assert renew_at(100.0, 9.0, 9.0) == pytest.approx(103.0)
+
+
+def test_a_staged_lease_is_first_renewed_a_third_of_the_ttl_after_its_due_time() -> None:
+    # Written at t=100 for a run due at t=105.5: no renewal while it waits, the first at 105.5 + TTL/3
+    granted = first_grant(9.0, NOW + timedelta(seconds=5.5), NOW)
+    assert renew_at(100.0, granted, 9.0) == pytest.approx(105.5 + 3.0)
+
+
+@pytest.mark.parametrize(("ttl", "margin"), [(3.0, 0.6), (10.0, 2.0), (60.0, 2.0), (2.0, 0.5)])
+def test_the_agent_fences_a_margin_before_expiry_and_after_its_renewal_time(ttl: float, margin: float) -> None:
+    for granted in (ttl, ttl + 30.0):
+        assert fence_at(100.0, granted, ttl) == pytest.approx(100.0 + granted - margin)
+        assert renew_at(100.0, granted, ttl) < fence_at(100.0, granted, ttl)
