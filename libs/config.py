@@ -23,9 +23,15 @@ class Settings(BaseSettings):
     """Trigger shard lease TTL: a dead replica's shards are taken over within about TTL + TTL/3."""
     trigger_horizon: float = Field(default=2.0, ge=0)
     """Seconds ahead an occurrence is recorded and handed to placement (herd staging)."""
+    trigger_herd_rate: float = Field(default=200.0, gt=0)
+    """Runs per second the cluster can record, place and lease ahead of their due time. A second holding more
+    occurrences than horizon x rate is staged earlier: each one beyond that 1/rate s before the previous."""
+    trigger_herd_max_lead: float = Field(default=900.0, ge=0)
+    """The most seconds beyond the horizon a herd's occurrence is staged ahead (a herd larger than
+    rate x this starts late by the rest)."""
     placement_lead: float | None = Field(default=None, ge=0)
-    """Seconds before its due time placement assigns a staged run (the agent then starts it on time);
-    default: the trigger horizon, i.e. a staged run is assigned as soon as placement has it."""
+    """Seconds before its due time placement assigns a later attempt (a retry after its backoff); default: the
+    trigger horizon. A first attempt the trigger staged ahead is assigned as soon as placement has it."""
     min_interval: float = Field(default=1.0, gt=0)
     redrive_after: float = Field(default=30.0, gt=0)
     """A run scheduled but not placed this long after its due time is handed to placement again."""

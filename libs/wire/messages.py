@@ -25,6 +25,9 @@ class PlaceRun(_Msg, frozen=True, kw_only=True):
     require: dict[str, str] = msgspec.field(default_factory=dict)
     needs: list[str] = msgspec.field(default_factory=list)
     due_at: datetime
+    staged: bool = False
+    """A first attempt the trigger recorded ahead of its due time (a herd may be staged minutes ahead):
+    assign it as soon as it fits, not `lead` seconds before it is due."""
 
 
 class AssignRun(_Msg, frozen=True, kw_only=True):
@@ -146,4 +149,5 @@ def place_run_for(run: Run) -> PlaceRun:
         require=dict(spec.require),
         needs=["container"] if spec.image else [],
         due_at=run.due_at,
+        staged=run.attempt == 1 and run.due_at > run.created_at,
     )

@@ -150,6 +150,9 @@ class Attempt:
             return Outcome("killed", None, "fenced before start")
         if self.ctx.settings.agent_sim:
             await self._started(0)
+            # Yield before reporting: the rest of a herd due at this instant starts before this one's report
+            # (encode, publish) takes its turn on the loop, as a real child's exit would come later anyway.
+            await asyncio.sleep(0)
             return Outcome("succeeded", 0)
         spec, settings = self.cmd.spec, self.ctx.settings
         container = None

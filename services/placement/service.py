@@ -75,6 +75,10 @@ class Placer:
         metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).inc()
         self.view.changed.set()
 
+    def _waits(self, cmd: PlaceRun, now: datetime) -> bool:
+        """Too early to assign: a staged first attempt goes at once, others `lead` before their due time."""
+        return not cmd.staged and cmd.due_at - self.ahead > now
+
     async def _drop(self, run_id: str) -> None:
         cmd, msg, _ = self.held.pop(run_id)
         self.view.queue.remove(run_id)
@@ -153,7 +157,7 @@ class Placer:
             if held is None:
                 view.queue.remove(demand.run_id)
                 continue
-            if held[0].due_at - self.ahead > now:
+            if self._waits(held[0], now):
                 continue
             if (blocked := view.queue.quota_block(demand)) is not None:
                 waiting.append((demand.run_id, blocked))
@@ -208,8 +212,7 @@ class Placer:
         while not self.ctx.stop.is_set():
             self.view.changed.clear()
             await self.place_once()
-            waits = [c.due_at - self.ahead for c, _, _ in self.held.values()]
-            nearest = min(waits, default=None)
+            nearest = min((c.due_at - self.ahead for c, _, _ in self.held.values() if not c.staged), default=None)
             delay = 0.5 if nearest is None else max(0.005, min(0.5, (nearest - self.ctx.clock.now()).total_seconds()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.view.changed.wait(), timeout=delay)

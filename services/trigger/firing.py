@@ -33,11 +33,14 @@ class Firer:
         self.ctx = ctx
         self.rng = rng
 
-    async def fire(self, record: JobRecord, cursor: tuple[Cursor, int] | None,
-                   now: datetime) -> tuple[FirePlan, tuple[Cursor, int] | None]:
-        """Plan and record everything due for one job; the cursor moves only past what was recorded."""
+    async def fire(self, record: JobRecord, cursor: tuple[Cursor, int] | None, now: datetime,
+                   extra: float = 0.0) -> tuple[FirePlan, tuple[Cursor, int] | None]:
+        """Plan and record everything due for one job; the cursor moves only past what was recorded.
+
+        `extra`: seconds of lead beyond the horizon this job was given as part of a herd (core/herds)."""
         spec = record.spec
         horizon = triggers.staging_horizon(spec, self.ctx.settings.trigger_horizon)
+        horizon += extra if horizon > 0 else 0.0
         plan = triggers.plan_fires(spec, created_at=record.created_at, cursor=cursor[0].last if cursor else None,
                                    now=now, horizon_seconds=horizon, rng=self.rng, paused_at=record.paused_at,
                                    resumed_at=record.resumed_at)

@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import random
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from jetcron.core import triggers
 from jetcron.core.errors import JetcronError, WriteConflict
+from jetcron.core.herds import Herds
 from jetcron.services.runtime import Context
 from jetcron.services.trigger.firing import Firer
 from jetcron.services.trigger.shards import ShardOwner
@@ -23,6 +25,9 @@ class Trigger:
         self.ctx = ctx
         self.replica = replica
         self.warm = Warm(ctx.settings.trigger_shards)
+        settings = ctx.settings
+        self.herds = Herds(horizon=settings.trigger_horizon, rate=settings.trigger_herd_rate,
+                           max_lead=settings.trigger_herd_max_lead)
         self.index, self.jobs, self.cursors = self.warm.index, self.warm.jobs, self.warm.cursors
         self.owner = ShardOwner(ctx.leases, replica, ctx.settings.trigger_shards, ctx.settings.trigger_lease_ttl)
         self.firer = Firer(ctx, random.Random())
@@ -39,6 +44,8 @@ class Trigger:
                 self.synced.set()
                 continue
             self.warm.job_changed(name, record, self.ctx.clock.now())
+            if name not in self.jobs:
+                self.herds.leave(name)
             self._park(name)
             self.wake.set()
 
@@ -54,7 +61,19 @@ class Trigger:
         """A job of a shard another replica holds waits in our index for its next work as its holder's cursor
         says: a takeover then wakes only the jobs that are due, not every job of the shard at once."""
         if name in self.jobs and self.index.shard(name) not in self.owner.owned:
-            self.index.set(name, self.warm.standby_wake(name, self.ctx.settings.trigger_horizon))
+            self._queue(name, self.warm.standby_wake(name, self.ctx.settings.trigger_horizon))
+
+    def _queue(self, name: str, wake: datetime | None) -> None:
+        """Wake `name` for its next occurrence (`wake`: its due time less the staging horizon), earlier when
+        that occurrence's second is crowded (core/herds)."""
+        record = self.jobs.get(name)
+        if wake is None or record is None:
+            self.herds.leave(name)
+            self.index.set(name, wake)
+            return
+        horizon = triggers.staging_horizon(record.spec, self.ctx.settings.trigger_horizon)
+        extra = self.herds.enter(name, wake + timedelta(seconds=horizon)) if horizon > 0 else 0.0
+        self.index.set(name, wake - timedelta(seconds=extra))
 
     async def keep_shards(self) -> None:
         while not self.ctx.stop.is_set():
@@ -81,13 +100,14 @@ class Trigger:
                 self.wake.set()
 
     async def _plan_and_record(self, name: str) -> None:
+        extra = self.herds.leave(name)
         for attempt in range(2):
             record = self.jobs.get(name)
             if record is None:
                 return
             now = self.ctx.clock.now()  # not the loop's: a herd's tail may have waited for the gate
             try:
-                plan, cursor = await self.firer.fire(record, self.cursors.get(name), now)
+                plan, cursor = await self.firer.fire(record, self.cursors.get(name), now, extra)
             except JetcronError as exc:
                 # Nothing past the failure was recorded and the cursor did not move: re-read it and plan again;
                 # what was recorded meanwhile fails the gate harmlessly. A lost cursor race (another replica
@@ -101,7 +121,7 @@ class Trigger:
             if cursor is not None:
                 self.cursors[name] = cursor
             if not plan.done and plan.next_wake is not None:
-                self.index.set(name, plan.next_wake)
+                self._queue(name, plan.next_wake)
             return
 
     async def _reload_cursor(self, name: str) -> None:
