@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from opentelemetry.trace import Span
 
@@ -23,6 +23,7 @@ from jetcron.wire import subjects as s
 
 _tracer = tracer("run_tracker")
 SWEEP_CONCURRENCY = 64
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 class Reconciler:
@@ -32,6 +33,9 @@ class Reconciler:
         self.ctx = ctx
         self.records = records
         self.active: dict[str, Run] = {}
+        self.not_before: dict[str, datetime] = {}
+        """Run id -> the earliest time a sweep could act on it (`_quiet_until`): a herd staged minutes ahead
+        is tens of thousands of assigned runs that need no look until their due time."""
         self.missing_lease: dict[str, datetime] = {}
         self.missing_seq: dict[str, int] = {}
         """Run id -> the events stream's last sequence after its lease was first seen gone (see progress.py)."""
@@ -51,6 +55,7 @@ class Reconciler:
                 continue
             if run is None or run.state.terminal:
                 self.active.pop(run_id, None)
+                self.not_before.pop(run_id, None)
                 self.missing_lease.pop(run_id, None)
                 self.missing_seq.pop(run_id, None)
                 self.checked.pop(run_id, None)
@@ -62,6 +67,7 @@ class Reconciler:
                     self.missing_lease.pop(run_id, None)
                     self.missing_seq.pop(run_id, None)
                 self.active[run_id] = run
+                self.not_before[run_id] = self._quiet_until(run)
 
     async def sweep(self, now: datetime) -> None:
         """Check every active run; those that need a read or a write proceed concurrently (many agents can
@@ -75,7 +81,10 @@ class Reconciler:
                 with contextlib.suppress(JetcronError):
                     await self._check(run, now, ttl)
 
-        await asyncio.gather(*(one(run) for run in list(self.active.values())))
+        # Only the runs that could need something now get a task: creating one per active run every sweep
+        # cost the tracker most of a core with 40,000 staged runs waiting for their due time.
+        due = [self.active[r] for r, at in self.not_before.items() if at <= now]
+        await asyncio.gather(*(one(run) for run in due))
         if self._unsequenced:
             with contextlib.suppress(JetcronError):
                 horizon = await self.progress.horizon()
@@ -83,6 +92,23 @@ class Reconciler:
                     if run_id in self.missing_lease:
                         self.missing_seq.setdefault(run_id, horizon)
                 self._unsequenced.clear()
+
+    def _quiet_until(self, run: Run) -> datetime:
+        """Before this time `_check` does nothing with `run` as it stands (the record changes it, not time):
+        a retry waits for its due time, a scheduled run for its re-drive, a single-host assignment for its
+        stall. The rest (running, gangs, waiting) are looked at every sweep, with their own finer clocks."""
+        if run.state is RunState.RETRY_WAIT and len(run.agents) <= 1:
+            return run.due_at
+        if run.state is RunState.SCHEDULED and len(run.agents) <= 1:
+            return run.due_at + self._redrive_every
+        if run.state is RunState.ASSIGNED and run.assigned_at is not None and len(run.agents) <= 1:
+            return run.assigned_at + self._stall(run)
+        return _EARLIEST
+
+    def _stall(self, run: Run) -> timedelta:
+        """How long an assignment may go unstarted: the stall, plus a staged run's wait for its due time."""
+        assert run.assigned_at is not None
+        return timedelta(seconds=self.ctx.settings.assign_stall) + max(run.due_at - run.assigned_at, timedelta())
 
     async def _check(self, run: Run, now: datetime, ttl: float) -> None:
         if run.state is RunState.RETRY_WAIT and run.due_at <= now:
@@ -98,9 +124,8 @@ class Reconciler:
             metrics.LEASES_EXPIRED.inc()
             await self._change(run, Change(event=RunEvent.LOSE, reason=lost))
         elif run.state is RunState.ASSIGNED and run.assigned_at is not None:
-            stall = timedelta(seconds=self.ctx.settings.assign_stall) + max(run.due_at - run.assigned_at, timedelta())
             # (the agent check first: it is cached per sweep, the lease look is a read per run)
-            if (now - run.assigned_at > stall and await self.progress.agent_idle_or_gone(run.agent)
+            if (now - run.assigned_at > self._stall(run) and await self.progress.agent_idle_or_gone(run.agent)
                     and await self._lease_gone(run, now, ttl)):
                 metrics.REDRIVES.labels(step="assigned").inc()
                 self.ctx.log.info("assignment not started", run_id=run.run_id, attempt=run.attempt, agent=run.agent)
