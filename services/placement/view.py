@@ -60,8 +60,8 @@ class View:
         """Assigned and running records, by run id (the truth the books follow)."""
         self.by_agent: dict[str, set[str]] = {}
         self.scheduled: dict[str, tuple[Run, int]] = {}
-        """Records waiting for placement, with their revisions: an assignment CASes from these, no read first."""
-        """Records waiting for placement: a new leader takes them up without waiting for redelivery."""
+        """Records waiting for placement, with their revisions: a new leader takes them up without waiting for
+        redelivery, and an assignment CASes from them without reading first."""
         self.finished: dict[str, int] = {}
         """Attempts a RunFinished released before their record caught up: not adopted again."""
         self.seen: dict[str, tuple[float, AgentInfo]] = {}
