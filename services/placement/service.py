@@ -15,7 +15,7 @@ from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, pull_loop
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
-from jetcron.core.errors import JetcronError, LeaseLost, NotFound, WriteConflict
+from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.placement import Demand, Placement
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
@@ -90,7 +90,7 @@ class Placer:
         """At takeover: every run whose record waits for placement is queued now, not after its message's
         ack wait runs out on the old leader. Its message, when redelivered, joins the held entry."""
         taken = 0
-        for run in list(self.view.scheduled.values()):
+        for run, _ in list(self.view.scheduled.values()):
             if run.run_id not in self.held and run.run_id not in self.view.placed:
                 self.hold(place_run_for(run), None)
                 taken += 1
@@ -108,15 +108,26 @@ class Placer:
     async def _assign(self, cmd: PlaceRun, placement: Placement, now: datetime) -> int | None:
         """CAS scheduled -> assigned (with the GPU devices), then one AssignRun per host; the revision
         written, or None if the run moved on."""
-        try:
-            run, revision = await self.ctx.runs.get(cmd.run_id)
-            new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents), now)
-            if run.attempt != cmd.attempt:
+        # The record as the runs watch last delivered it saves a read; if it is stale the CAS says so, and
+        # the next round reads the record itself (None: read it).
+        cached = self.view.scheduled.get(cmd.run_id)
+        rounds = [cached] if cached is not None and cached[0].attempt == cmd.attempt else []
+        for entry in [*rounds, None]:
+            try:
+                run, revision = entry if entry is not None else await self.ctx.runs.get(cmd.run_id)
+                if run.attempt != cmd.attempt:
+                    return None
+                new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents), now)
+                if any(placement.gpu_indices.values()):
+                    new = msgspec.structs.replace(new, gpu_indices=placement.gpu_indices)
+                written = await self.ctx.runs.update(run.run_id, new, revision)
+                break
+            except WriteConflict:
+                if entry is None:
+                    return None
+            except JetcronError:  # not found, an illegal transition (the run moved on), storage trouble
                 return None
-            if any(placement.gpu_indices.values()):
-                new = msgspec.structs.replace(new, gpu_indices=placement.gpu_indices)
-            written = await self.ctx.runs.update(run.run_id, new, revision)
-        except (NotFound, WriteConflict, JetcronError):
+        else:
             return None
         assert new.spec is not None
         with messaging_span(_tracer, "process", s.place_subject(cmd.priority),

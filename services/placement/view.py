@@ -59,8 +59,9 @@ class View:
         self.active: dict[str, Run] = {}
         """Assigned and running records, by run id (the truth the books follow)."""
         self.by_agent: dict[str, set[str]] = {}
-        self.scheduled: dict[str, Run] = {}
-        """Records waiting for placement: a new leader takes them up without waiting for redelivery."""
+        self.scheduled: dict[str, tuple[Run, int]] = {}
+        """Records waiting for placement, with their revisions: a new leader takes them up without waiting for
+        redelivery, and an assignment CASes from them without reading first."""
         self.finished: dict[str, int] = {}
         """Attempts a RunFinished released before their record caught up: not adopted again."""
         self.seen: dict[str, tuple[float, AgentInfo]] = {}
@@ -176,7 +177,7 @@ class View:
 
     def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
         if run is not None and run.state is RunState.SCHEDULED and run.spec is not None:
-            self.scheduled[run_id] = run
+            self.scheduled[run_id] = (run, revision)
         else:
             self.scheduled.pop(run_id, None)
         held = self.placed.get(run_id)

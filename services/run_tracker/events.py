@@ -80,6 +80,7 @@ class EventHandler:
 
         def make(run: Run) -> list[Change] | None:
             nonlocal early
+            early = False  # decided afresh on each copy of the record (Records.change may call twice)
             if run.state is RunState.ASSIGNED and change.attempt == run.attempt and change.event is not RunEvent.START:
                 if start is not None:
                     # A quick run reported once: apply its start and its end in one write.

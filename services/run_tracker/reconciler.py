@@ -36,6 +36,8 @@ class Reconciler:
         self.not_before: dict[str, datetime] = {}
         """Run id -> the earliest time a sweep could act on it (`_quiet_until`): a herd staged minutes ahead
         is tens of thousands of assigned runs that need no look until their due time."""
+        self.revisions: dict[str, int] = {}
+        """Run id -> the revision of its record in `active`: the tracker's CAS starts from it (Records.known)."""
         self.missing_lease: dict[str, datetime] = {}
         self.missing_seq: dict[str, int] = {}
         """Run id -> the events stream's last sequence after its lease was first seen gone (see progress.py)."""
@@ -49,13 +51,14 @@ class Reconciler:
         self.synced = asyncio.Event()
 
     async def watch(self) -> None:
-        async for run_id, run, _ in self.ctx.runs.watch():
+        async for run_id, run, revision in self.ctx.runs.watch():
             if not run_id:
                 self.synced.set()
                 continue
             if run is None or run.state.terminal:
                 self.active.pop(run_id, None)
                 self.not_before.pop(run_id, None)
+                self.revisions.pop(run_id, None)
                 self.missing_lease.pop(run_id, None)
                 self.missing_seq.pop(run_id, None)
                 self.checked.pop(run_id, None)
@@ -68,6 +71,12 @@ class Reconciler:
                     self.missing_seq.pop(run_id, None)
                 self.active[run_id] = run
                 self.not_before[run_id] = self._quiet_until(run)
+                self.revisions[run_id] = revision
+
+    def known(self, run_id: str) -> tuple[Run, int] | None:
+        """The last watched record of an active run and its revision (maybe stale: Records.change checks)."""
+        run = self.active.get(run_id)
+        return None if run is None else (run, self.revisions[run_id])
 
     async def sweep(self, now: datetime) -> None:
         """Check every active run; those that need a read or a write proceed concurrently (many agents can

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core import retry
-from jetcron.core.errors import Contended, WriteConflict
+from jetcron.core.errors import Contended, JetcronError, WriteConflict
 from jetcron.core.models import Run, RunState
 from jetcron.core.runs import Change, apply
 from jetcron.services.runtime import Context
@@ -27,6 +27,8 @@ class Records:
         self.ctx = ctx
         self.rng = rng
         self.on_terminal = on_terminal
+        self.known: Callable[[str], tuple[Run, int] | None] = lambda _: None
+        """The record and revision the runs watch last delivered, if this replica keeps it (the reconciler)."""
 
     def with_retry(self, run: Run, change: Change) -> Change:
         """Fill in the retry decision for failure-like events (pure, from the run's history)."""
@@ -40,18 +42,31 @@ class Records:
         return change
 
     async def change(self, run_id: str, make: Callable[[Run], Change | list[Change] | None]) -> Run | None:
-        """CAS loop; `make` sees the fresh run each try and may return None to give up quietly.
+        """CAS loop; `make` sees the run each try and may return None to give up quietly.
 
-        Several changes (a quick run's start and finish) are applied in order and written once.
+        The first try decides on the copy the runs watch delivered (`known`), saving a read per event. A copy
+        can be stale, so only a CAS that succeeds on it counts: a refused CAS, a `None` or an illegal change
+        decided on the copy is decided again on the stored record. `make` must therefore not keep state
+        between calls. Several changes (a quick run's start and finish) are applied in order and written once.
         """
+        copy = self.known(run_id)
         for _ in range(MAX_CAS_TRIES):
-            run, revision = await self.ctx.runs.get(run_id)
-            changes = make(run)
-            if changes is None:
-                return None
-            new = run
-            for change in changes if isinstance(changes, list) else [changes]:
-                new = apply(new, self.with_retry(new, change), self.ctx.clock.now())
+            stored = copy is None
+            run, revision = copy if copy is not None else await self.ctx.runs.get(run_id)
+            copy = None
+            try:
+                changes = make(run)
+                if changes is None:
+                    if stored:
+                        return None
+                    continue
+                new = run
+                for change in changes if isinstance(changes, list) else [changes]:
+                    new = apply(new, self.with_retry(new, change), self.ctx.clock.now())
+            except JetcronError:
+                if stored:
+                    raise
+                continue
             try:
                 await self.ctx.runs.update(run_id, new, revision)
             except WriteConflict:

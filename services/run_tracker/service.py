@@ -63,6 +63,7 @@ async def main(ctx: Context) -> None:
     records = Records(ctx, random.Random(), on_terminal=flows.on_terminal)
     handler = EventHandler(records)
     reconciler = Reconciler(ctx, records)
+    records.known = reconciler.known
     stop = asyncio.Event()
     tasks = [asyncio.create_task(t) for t in (
         flows.watch_jobs(), reconciler.watch(),

@@ -1,0 +1,99 @@
+"""The tracker's CAS starts from the watched copy of a run; a stale copy never decides what is written."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jetcron.core.clock import ManualClock
+from jetcron.core.errors import IllegalTransition, NotFound, WriteConflict
+from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.core.run_state import RunEvent
+from jetcron.core.runs import Change
+from jetcron.services.run_tracker.records import Records
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+class Runs:
+    """An in-memory twin of the runs bucket's get / revision-checked update (unit test only)."""
+
+    def __init__(self, run: Run, revision: int) -> None:
+        self.run, self.revision = run, revision
+        self.reads = 0
+
+    async def get(self, run_id: str) -> tuple[Run, int]:
+        self.reads += 1
+        if run_id != self.run.run_id:
+            raise NotFound(f"run {run_id!r} not found")
+        return self.run, self.revision
+
+    async def update(self, run_id: str, run: Run, revision: int) -> int:
+        if revision != self.revision:
+            raise WriteConflict(f"run {run_id}: revision {revision} is not the latest ({self.revision})")
+        self.run, self.revision = run, revision + 1
+        return self.revision
+
+
+def a_run(state: RunState) -> Run:
+    return Run(run_id="job.1", job="job", state=state, attempt=1, scheduled_at=NOW, due_at=NOW, created_at=NOW,
+               spec=JobSpec(name="job", command=["true"]), agent="a1", agents=["a1"], token=7,
+               started_at=NOW if state is RunState.RUNNING else None)
+
+
+def records_over(runs: Runs, known: tuple[Run, int] | None) -> Records:
+    ctx: Any = SimpleNamespace(runs=runs, clock=ManualClock(NOW))
+    records = Records(ctx, random.Random(1))
+    records.known = lambda run_id: known
+    return records
+
+
+FINISH = Change(event=RunEvent.SUCCEED, attempt=1, token=7, agent="a1", outcome="succeeded", at=NOW)
+
+
+async def test_a_current_copy_is_written_without_a_read() -> None:
+    runs = Runs(a_run(RunState.RUNNING), 5)
+    new = await records_over(runs, (a_run(RunState.RUNNING), 5)).change("job.1", lambda run: FINISH)
+    assert new is not None and new.state is RunState.SUCCEEDED
+    assert (runs.reads, runs.revision, runs.run.state) == (0, 6, RunState.SUCCEEDED)
+
+
+async def test_a_stale_copy_is_refused_by_the_cas_and_the_stored_record_decides() -> None:
+    runs = Runs(a_run(RunState.RUNNING), 6)
+    new = await records_over(runs, (a_run(RunState.RUNNING), 5)).change("job.1", lambda run: FINISH)
+    assert new is not None and new.state is RunState.SUCCEEDED
+    assert (runs.reads, runs.revision) == (1, 7)
+
+
+async def test_a_change_illegal_on_a_stale_copy_is_decided_again_on_the_stored_record() -> None:
+    # The watch has not delivered the start yet: a copy still `scheduled` cannot take a finish
+    runs = Runs(a_run(RunState.RUNNING), 6)
+    new = await records_over(runs, (a_run(RunState.SCHEDULED), 4)).change("job.1", lambda run: FINISH)
+    assert new is not None and new.state is RunState.SUCCEEDED and runs.reads == 1
+
+
+async def test_giving_up_on_a_copy_is_not_final_but_giving_up_on_the_stored_record_is() -> None:
+    seen: list[RunState] = []
+
+    def only_if_running(run: Run) -> Change | None:
+        seen.append(run.state)
+        return FINISH if run.state is RunState.RUNNING else None
+
+    runs = Runs(a_run(RunState.RUNNING), 6)
+    assert await records_over(runs, (a_run(RunState.ASSIGNED), 5)).change("job.1", only_if_running) is not None
+    assert seen == [RunState.ASSIGNED, RunState.RUNNING]
+
+    runs = Runs(a_run(RunState.ASSIGNED), 6)
+    assert await records_over(runs, None).change("job.1", only_if_running) is None
+    assert runs.revision == 6, "nothing written"
+
+
+async def test_an_illegal_change_on_the_stored_record_is_raised() -> None:
+    runs = Runs(a_run(RunState.SCHEDULED), 3)
+    with pytest.raises(IllegalTransition):
+        await records_over(runs, (a_run(RunState.SCHEDULED), 3)).change("job.1", lambda run: FINISH)
+    assert runs.revision == 3 and runs.reads == 1
