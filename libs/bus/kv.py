@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -13,7 +13,7 @@ import nats.js.errors as jse
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from jetcron.core.errors import NotFound, Unavailable, WriteConflict
+from jetcron.core.errors import Contended, JetcronError, NotFound, Unavailable, WriteConflict
 from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -105,6 +105,35 @@ class Store(Generic[T]):
             return int(await self.kv.update(key, encode(value), last=revision))
         except Exception as exc:
             raise translate(exc, f"update {self.name}/{key}") from exc
+
+    async def change(self, key: str, decide: Callable[[T], T | None], *, copy: tuple[T, int] | None = None,
+                     tries: int = 8) -> tuple[T, T, int] | None:
+        """Read, decide, compare-and-set until a write lands: (old, new, revision written), or None when
+        `decide` gives up on the stored value. Its errors on the stored value propagate.
+
+        `copy` (a value and revision a watch delivered) is tried first and saves the read. A copy may be
+        stale, so only a CAS that lands on it counts: a refused CAS, a None or an error from `decide` on the
+        copy is decided again on the stored value. `decide` must therefore keep no state between calls.
+        """
+        for _ in range(tries):
+            stored = copy is None
+            old, revision = copy if copy is not None else await self.get(key)
+            copy = None
+            try:
+                new = decide(old)
+            except JetcronError:
+                if stored:
+                    raise
+                continue
+            if new is None:
+                if stored:
+                    return None
+                continue
+            try:
+                return old, new, await self.update(key, new, revision)
+            except WriteConflict:
+                continue
+        raise Contended(f"{self.name}/{key}: too many concurrent writers")
 
     async def put(self, key: str, value: T) -> int:
         try:

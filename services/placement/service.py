@@ -15,7 +15,8 @@ from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, pull_loop
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
-from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
+from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.core.models import Run
 from jetcron.core.placement import Demand, Placement
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
@@ -108,27 +109,23 @@ class Placer:
     async def _assign(self, cmd: PlaceRun, placement: Placement, now: datetime) -> int | None:
         """CAS scheduled -> assigned (with the GPU devices), then one AssignRun per host; the revision
         written, or None if the run moved on."""
-        # The record as the runs watch last delivered it saves a read; if it is stale the CAS says so, and
-        # the next round reads the record itself (None: read it).
-        cached = self.view.scheduled.get(cmd.run_id)
-        rounds = [cached] if cached is not None and cached[0].attempt == cmd.attempt else []
-        for entry in [*rounds, None]:
-            try:
-                run, revision = entry if entry is not None else await self.ctx.runs.get(cmd.run_id)
-                if run.attempt != cmd.attempt:
-                    return None
-                new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents), now)
-                if any(placement.gpu_indices.values()):
-                    new = msgspec.structs.replace(new, gpu_indices=placement.gpu_indices)
-                written = await self.ctx.runs.update(run.run_id, new, revision)
-                break
-            except WriteConflict:
-                if entry is None:
-                    return None
-            except JetcronError:  # not found, an illegal transition (the run moved on), storage trouble
+        def decide(run: Run) -> Run | None:
+            if run.attempt != cmd.attempt:
                 return None
-        else:
+            new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents), now)
+            if any(placement.gpu_indices.values()):
+                new = msgspec.structs.replace(new, gpu_indices=placement.gpu_indices)
+            return new
+
+        # From the record the runs watch delivered (no read first); the run moved on: None.
+        cached = self.view.scheduled.get(cmd.run_id)
+        try:
+            done = await self.ctx.runs.change(cmd.run_id, decide, copy=cached, tries=2)
+        except JetcronError:  # not found, an illegal transition, contended, storage trouble
             return None
+        if done is None:
+            return None
+        run, new, written = done
         assert new.spec is not None
         with messaging_span(_tracer, "process", s.place_subject(cmd.priority),
                             parent=context_from_trace_id(run.trace_id), run_id=run.run_id, job=run.job,

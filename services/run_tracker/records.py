@@ -8,7 +8,6 @@ from collections.abc import Callable
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core import retry
-from jetcron.core.errors import Contended, JetcronError, WriteConflict
 from jetcron.core.models import Run, RunState
 from jetcron.core.runs import Change, apply
 from jetcron.services.runtime import Context
@@ -42,38 +41,26 @@ class Records:
         return change
 
     async def change(self, run_id: str, make: Callable[[Run], Change | list[Change] | None]) -> Run | None:
-        """CAS loop; `make` sees the run each try and may return None to give up quietly.
+        """Compare-and-set `make`'s changes, starting from the copy the runs watch delivered (`known`, see
+        Store.change); `make` may return None to give up quietly and must keep no state between calls.
 
-        The first try decides on the copy the runs watch delivered (`known`), saving a read per event. A copy
-        can be stale, so only a CAS that succeeds on it counts: a refused CAS, a `None` or an illegal change
-        decided on the copy is decided again on the stored record. `make` must therefore not keep state
-        between calls. Several changes (a quick run's start and finish) are applied in order and written once.
+        Several changes (a quick run's start and finish) are applied in order and written once.
         """
-        copy = self.known(run_id)
-        for _ in range(MAX_CAS_TRIES):
-            stored = copy is None
-            run, revision = copy if copy is not None else await self.ctx.runs.get(run_id)
-            copy = None
-            try:
-                changes = make(run)
-                if changes is None:
-                    if stored:
-                        return None
-                    continue
-                new = run
-                for change in changes if isinstance(changes, list) else [changes]:
-                    new = apply(new, self.with_retry(new, change), self.ctx.clock.now())
-            except JetcronError:
-                if stored:
-                    raise
-                continue
-            try:
-                await self.ctx.runs.update(run_id, new, revision)
-            except WriteConflict:
-                continue
-            await self.after(run, new)
+        def decide(run: Run) -> Run | None:
+            changes = make(run)
+            if changes is None:
+                return None
+            new = run
+            for change in changes if isinstance(changes, list) else [changes]:
+                new = apply(new, self.with_retry(new, change), self.ctx.clock.now())
             return new
-        raise Contended(f"run {run_id}: too many concurrent writers")
+
+        done = await self.ctx.runs.change(run_id, decide, copy=self.known(run_id), tries=MAX_CAS_TRIES)
+        if done is None:
+            return None
+        old, new, _ = done
+        await self.after(old, new)
+        return new
 
     async def after(self, old: Run, new: Run) -> None:
         """Side effects that follow a successful write; each is idempotent (message ids, KV create)."""

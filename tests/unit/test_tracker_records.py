@@ -1,4 +1,5 @@
-"""The tracker's CAS starts from the watched copy of a run; a stale copy never decides what is written."""
+"""The tracker's CAS starts from the watched copy of a run (Store.change); a stale copy never decides what is
+written."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from jetcron.bus.kv import Store
 from jetcron.core.clock import ManualClock
-from jetcron.core.errors import IllegalTransition, NotFound, WriteConflict
+from jetcron.core.errors import Contended, IllegalTransition, NotFound, WriteConflict
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
@@ -20,7 +22,11 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 class Runs:
-    """An in-memory twin of the runs bucket's get / revision-checked update (unit test only)."""
+    """An in-memory twin of the runs bucket's get / revision-checked update (unit test only); its change()
+    is Store.change itself, the code under test."""
+
+    name = "jc_runs"
+    change = Store.change
 
     def __init__(self, run: Run, revision: int) -> None:
         self.run, self.revision = run, revision
@@ -97,3 +103,14 @@ async def test_an_illegal_change_on_the_stored_record_is_raised() -> None:
     with pytest.raises(IllegalTransition):
         await records_over(runs, (a_run(RunState.SCHEDULED), 3)).change("job.1", lambda run: FINISH)
     assert runs.revision == 3 and runs.reads == 1
+
+
+async def test_a_run_that_keeps_changing_under_the_cas_is_contended() -> None:
+    class Busy(Runs):
+        async def update(self, run_id: str, run: Run, revision: int) -> int:
+            raise WriteConflict(f"run {run_id}: someone wrote first")
+
+    runs = Busy(a_run(RunState.RUNNING), 5)
+    with pytest.raises(Contended, match=r"jc_runs/job\.1: too many concurrent writers"):
+        await records_over(runs, None).change("job.1", lambda run: FINISH)
+    assert runs.reads == 8
