@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     agent_labels: str = ""
     """comma-separated key=value labels, e.g. zone=eu,leaf=l1"""
     agent_slots: int = Field(default=64, ge=1)
+    agent_start_rate: float = Field(default=500.0, gt=0)
+    """Attempts per second an agent is assumed to start when a staged herd comes due at once: a staged
+    attempt's first lease covers its place in the queue (core/leases.first_grant)."""
+    agent_start_burst: int = Field(default=256, ge=1)
+    """Staged attempts an agent starts before the earlier ones have sent their first report: a herd due at one
+    instant starts as a stream, not as 50,000 tasks at once (services/agent/waiting.py)."""
     agent_sim: bool = False
     """Execute nothing and report success (scale tests only)."""
     gpu_health_check: str | None = None

@@ -17,7 +17,7 @@ from jetcron.wire.codec import decode, encode
 RELEASED_TTL = 1  # seconds a release marker lives; then the key is empty and create() works again
 
 
-class LeaseValue(msgspec.Struct, frozen=True, kw_only=True):
+class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     holder: str
     """Who holds it; empty once released or revoked."""
     attempt: int = 0
@@ -26,7 +26,9 @@ class LeaseValue(msgspec.Struct, frozen=True, kw_only=True):
     """Set when a third party (cancel, a newer attempt) took the lease away: why."""
 
 
-class Lease(msgspec.Struct, frozen=True, kw_only=True):
+class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One per attempt an agent holds (a staged herd: tens of thousands): plain data, untracked (core/models)."""
+
     key: str
     token: int
     """The revision of the write that granted or renewed it: the fencing token."""

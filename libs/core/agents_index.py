@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
-from jetcron.core.models import AgentInfo
+from jetcron.core.models import AgentInfo, Resources
 
 # Entries sort by free cpu, then free memory, then id: a bisect finds the tightest fit.
 Entry = tuple[int, int, str]
@@ -15,6 +16,24 @@ Accept = Callable[["AgentState"], bool]
 def to_mcpu(cpu: float) -> int:
     """CPU is kept in integer millicores so that place-then-release always restores exactly."""
     return round(cpu * 1000)
+
+
+class Used(NamedTuple):
+    """Resources taken by a set of runs, kept as runs come and go (cpu in millicores: exact both ways)."""
+
+    mcpu: int = 0
+    memory_mb: int = 0
+    gpus: int = 0
+
+    @property
+    def cpu(self) -> float:
+        return self.mcpu / 1000
+
+    def plus(self, res: Resources) -> Used:
+        return Used(self.mcpu + to_mcpu(res.cpu), self.memory_mb + res.memory_mb, self.gpus + res.gpus)
+
+    def minus(self, res: Resources) -> Used:
+        return Used(self.mcpu - to_mcpu(res.cpu), self.memory_mb - res.memory_mb, self.gpus - res.gpus)
 
 
 class AgentState:

@@ -9,15 +9,22 @@ from __future__ import annotations
 from datetime import datetime
 
 
-def first_grant(ttl: float, due_at: datetime, now: datetime) -> float:
+def first_grant(ttl: float, due_at: datetime, now: datetime, queued: int = 0, start_rate: float = 500.0) -> float:
     """The first lease of an attempt: the TTL, plus the wait when the run was assigned ahead of its due time.
 
     A herd staged seconds ahead would otherwise renew every lease every TTL/3 while it waits (10,000 staged
     runs: 3,000 writes/s on one agent, which then starts them late). A cancel reaches a waiting attempt by
     its control message; if that is lost, the first renewal (TTL/3 after the due time) finds the lease
     revoked, the same bound as for a running attempt.
+
+    A staged attempt also gets its place in the agent's queue: `queued` attempts already wait there and may
+    all be due at the same instant, and the agent starts them at about `start_rate` per second. The last of
+    50,000 on one agent starts some 100 s late; its lease must not lapse first (the agent would then have to
+    fence it, and the tracker would re-dispatch it). The price: if the agent dies, its staged runs are
+    re-dispatched that much later.
     """
-    return ttl + max(0.0, (due_at - now).total_seconds())
+    wait = max(0.0, (due_at - now).total_seconds())
+    return ttl + wait + (queued / start_rate if wait > 0 else 0.0)
 
 
 def renew_at(written: float, granted: float, ttl: float) -> float:

@@ -16,11 +16,15 @@ __all__ = [
 ]
 
 
-class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+# gc=False: these are trees of plain data (no cycles), and the services hold them by the hundred thousand in a
+# herd. Left to the cycle collector, each full collection walked them all: multi-second pauses in the agent
+# and placement at 100,000 staged runs. Their lists and dicts are still tracked; a struct holding nothing
+# that could point back at it needs no tracking itself.
+class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """User-written structures: a misspelt field must fail, not vanish."""
 
 
-class _Record(msgspec.Struct, frozen=True, kw_only=True):
+class _Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Stored and exchanged records: tolerate unknown fields for rolling upgrades."""
 
 

@@ -121,11 +121,14 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
         if run.state is RunState.ASSIGNED:
             # Never started: the job did not fail, so this spends no attempt from the budget.
             history = _close_attempt(run, change, now, "not_started")
-            return _next_attempt(run, now, now, change.reason or "assignment not started; re-dispatched", history)
+            why = change.reason or "assignment not started; re-dispatched"
+            return _next_attempt(run, now, max(now, run.due_at), why, history)
         return _after_failure(run, change, now, "lost")
     if e is RunEvent.HAND_BACK:
         history = _close_attempt(run, change, now, "handed_back")
-        return _next_attempt(run, now, now, change.reason or "handed back by draining agent", history)
+        # A staged attempt given back before its due time: the next one must not start early either.
+        return _next_attempt(run, now, max(now, run.due_at), change.reason or "handed back by draining agent",
+                             history)
     if e is RunEvent.RETRY:
         return _next_attempt(run, now, now, "", list(run.history))
     if e is RunEvent.CANCEL:

@@ -9,8 +9,10 @@ import msgspec
 from jetcron.core.models import JobSpec, Priority, Resources, Run
 
 
-class _Msg(msgspec.Struct, frozen=True, kw_only=True):
-    """Inter-service messages ignore unknown fields so services can be upgraded one at a time."""
+class _Msg(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Inter-service messages ignore unknown fields so services can be upgraded one at a time.
+
+    Untracked by the cycle collector, like the records (core/models): plain data, held in bulk."""
 
 
 class PlaceRun(_Msg, frozen=True, kw_only=True):
@@ -90,6 +92,9 @@ class RunHandedBack(_Msg, frozen=True, kw_only=True):
     agent: str
     reason: str = ""
     at: datetime
+    started: bool = True
+    """False: given back before it started (a staged attempt waiting for its due time), so no start report
+    will come; the tracker re-dispatches it at once. True (and from older agents): it may have started."""
 
 
 class DeadLettered(_Msg, frozen=True, kw_only=True):

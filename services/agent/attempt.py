@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 
@@ -30,6 +31,10 @@ TRUNCATED = b"\n[jetcron: output truncated at the per-run cap]\n"
 # A run that ends sooner than this reports once: its finish carries the start (one write instead of two).
 START_REPORT_DELAY = 0.25
 _tracer = tracer("agent")
+
+
+def _nothing() -> None:
+    pass
 
 
 async def sleep_until(ctx: Context, at: datetime) -> None:
@@ -65,6 +70,8 @@ class Attempt:
         self.fenced = False
         self.handed_back = False
         self.done = asyncio.Event()
+        self.settled: Callable[[], None] = _nothing
+        """Called at the first report (start or finish) and at the end: the agent starts a herd as a stream."""
         self.sent = 0
         self.seq = 0
         # The fencing token is the revision that granted the lease; renewals move the revision on.
@@ -119,6 +126,10 @@ class Attempt:
                     self._fence("lease could not be renewed in time")
                     return
 
+    def lease_covers(self, at: float) -> bool:
+        """The first lease still holds at monotonic time `at` (before any renewal: a waiting attempt's)."""
+        return at < leases.fence_at(self.leased_at, self.granted, self.ctx.settings.run_lease_ttl)
+
     def _fence(self, why: str) -> None:
         self.fenced = True
         if self.execution is not None:
@@ -128,7 +139,8 @@ class Attempt:
         cmd, spec = self.cmd, self.cmd.spec
         lease_task = asyncio.create_task(self.keep_lease())
         try:
-            await sleep_until(self.ctx, cmd.due_at)
+            if not (self.fenced or self.handed_back):  # either ends it before it starts: no need to wait
+                await sleep_until(self.ctx, cmd.due_at)
             with messaging_span(_tracer, "process", s.assign_subject(cmd.agent), parent=self.parent,
                                 run_id=cmd.run_id, job=cmd.job, attempt=cmd.attempt) as span:
                 outcome = await self._execute(spec.command)
@@ -137,6 +149,7 @@ class Attempt:
                 if not self.fenced and not self.handed_back:
                     await self._report(outcome)  # inside the span: the report carries its traceparent
         finally:
+            self.settled()
             self.done.set()
             await lease_task
             await self._settle_start_report()
@@ -146,8 +159,8 @@ class Attempt:
                     await self.ctx.leases.release(self.lease)
 
     async def _execute(self, argv: list[str]) -> Outcome:
-        if self.fenced:
-            return Outcome("killed", None, "fenced before start")
+        if self.fenced or self.handed_back:
+            return Outcome("killed", None, "fenced before start" if self.fenced else "handed back before start")
         if self.ctx.settings.agent_sim:
             await self._started(0)
             # Yield before reporting: the rest of a herd due at this instant starts before this one's report
@@ -200,6 +213,7 @@ class Attempt:
         await publish(self.ctx.js, s.event_subject("started"), RunStarted(
             run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
             pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"))
+        self.settled()
 
     async def _settle_start_report(self) -> None:
         """Before the finish: drop a start report not yet sent, or let one in flight land first (order)."""
@@ -223,6 +237,7 @@ class Attempt:
             outcome=kind, exit_code=outcome.exit_code, reason=outcome.reason, at=self.ctx.clock.now(),
             started_at=self.started_at, pid=self.pid),
             msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"))
+        self.settled()
         self.succeeded = kind == "succeeded"
 
     async def hand_back(self, why: str) -> None:
@@ -235,4 +250,5 @@ class Attempt:
                             job=self.cmd.job, attempt=self.cmd.attempt):
             await publish(self.ctx.js, subject, RunHandedBack(
                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
-                reason=why, at=self.ctx.clock.now()), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "handback"))
+                reason=why, at=self.ctx.clock.now(), started=self.execution is not None or self.started_at is not None),
+                msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "handback"))

@@ -29,7 +29,6 @@ from jetcron.core.models import Run
 from jetcron.core.run_state import ACTIVE
 from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.executor import Outcome
-from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack
@@ -151,7 +150,6 @@ async def take_gang(agent: Agent, cmd: AssignRun, msg: Msg) -> None:
     env = {**agent._env(cmd, lease.token), **gang_env(cmd)}
     kind = GangLeader if leader else GangMember
     attempt = kind(ctx, cmd, lease, env, continue_trace(msg.headers), agent.strays, agent.setup)
-    agent.attempts[cmd.run_id] = attempt
-    metrics.AGENT_RUNNING.set(len(agent.attempts))
+    agent.hold(attempt)
     agent._tasks.add(task := asyncio.create_task(agent._run(attempt)))
     task.add_done_callback(agent._tasks.discard)

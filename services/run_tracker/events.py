@@ -21,6 +21,7 @@ from jetcron.wire.messages import RunFinished, RunHandedBack, RunStarted
 
 _tracer = tracer("run_tracker")
 _FINISHED = {"succeeded": RunEvent.SUCCEED, "cancelled": RunEvent.CANCEL}
+NOT_STARTED = "not_started"
 
 
 def change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
@@ -37,8 +38,9 @@ def change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
                                 outcome=f.outcome, reason=f.reason, at=f.at), start
     if kind == "handed_back":
         h = decode(data, RunHandedBack)
+        # outcome marks a hand-back of an attempt that never started: no start report will come for it
         return h.run_id, Change(event=RunEvent.HAND_BACK, attempt=h.attempt, token=h.token, agent=h.agent,
-                                reason=h.reason), None
+                                reason=h.reason, outcome="" if h.started else NOT_STARTED), None
     if kind == "blocked":
         raise Informational()
     raise Drop(f"unknown event kind {kind!r}")
@@ -85,7 +87,8 @@ class EventHandler:
                 if start is not None:
                     # A quick run reported once: apply its start and its end in one write.
                     return [start, change]
-                if change.event in (RunEvent.SUCCEED, RunEvent.HAND_BACK):
+                if change.event is RunEvent.SUCCEED or (change.event is RunEvent.HAND_BACK
+                                                        and change.outcome != NOT_STARTED):
                     # A finish that overtook its start (another replica holds the start): wait, don't drop.
                     early = True
                     return None

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from opentelemetry.trace import Span
 
 from jetcron.bus.dispatch import dispatch
+from jetcron.core.due_index import DueIndex
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
@@ -33,9 +34,13 @@ class Reconciler:
         self.ctx = ctx
         self.records = records
         self.active: dict[str, Run] = {}
-        self.not_before: dict[str, datetime] = {}
-        """Run id -> the earliest time a sweep could act on it (`_quiet_until`): a herd staged minutes ahead
-        is tens of thousands of assigned runs that need no look until their due time."""
+        self.quiet = DueIndex(1)
+        """Runs no sweep could act on before a time (`_quiet_until`), by that time: a herd staged minutes ahead
+        is tens of thousands of assigned runs that need no look until their due time, and a sweep must not
+        even walk them (a scan of 100,000 every 0.25 s was 40 % of the tracker's CPU)."""
+        self.looked_at: set[str] = set()
+        """Runs every sweep looks at (running, gangs, waiting, or past their quiet time) until their record
+        changes."""
         self.revisions: dict[str, int] = {}
         """Run id -> the revision of its record in `active`: the tracker's CAS starts from it (Records.known)."""
         self.missing_lease: dict[str, datetime] = {}
@@ -57,7 +62,8 @@ class Reconciler:
                 continue
             if run is None or run.state.terminal:
                 self.active.pop(run_id, None)
-                self.not_before.pop(run_id, None)
+                self.quiet.remove(run_id)
+                self.looked_at.discard(run_id)
                 self.revisions.pop(run_id, None)
                 self.missing_lease.pop(run_id, None)
                 self.missing_seq.pop(run_id, None)
@@ -70,7 +76,13 @@ class Reconciler:
                     self.missing_lease.pop(run_id, None)
                     self.missing_seq.pop(run_id, None)
                 self.active[run_id] = run
-                self.not_before[run_id] = self._quiet_until(run)
+                quiet = self._quiet_until(run)
+                if quiet == _EARLIEST:
+                    self.quiet.remove(run_id)
+                    self.looked_at.add(run_id)
+                else:
+                    self.looked_at.discard(run_id)
+                    self.quiet.set(run_id, quiet)
                 self.revisions[run_id] = revision
 
     def known(self, run_id: str) -> tuple[Run, int] | None:
@@ -92,7 +104,8 @@ class Reconciler:
 
         # Only the runs that could need something now get a task: creating one per active run every sweep
         # cost the tracker most of a core with 40,000 staged runs waiting for their due time.
-        due = [self.active[r] for r, at in self.not_before.items() if at <= now]
+        self.looked_at.update(self.quiet.pop_due(0, now, limit=len(self.active) + 1))
+        due = [self.active[r] for r in self.looked_at]
         await asyncio.gather(*(one(run) for run in due))
         if self._unsequenced:
             with contextlib.suppress(JetcronError):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,40 @@ async def test_sigterm_drains_and_hands_running_work_back(services: Services, cl
     assert [(a["attempt"], a["agent"], a["outcome"]) for a in run["history"]] == [
         (1, "agent-1", "handed_back"), (2, "agent-2", "succeeded")]
     assert calls.read_text().splitlines() == ["1 agent-1", "2 agent-2"]
+
+
+async def test_sigterm_hands_staged_work_back_at_once_and_it_still_starts_on_time(
+        services: Services, client: Client, tmp_path: Path) -> None:
+    # Given a run staged 20 s ahead and taken by agent-1, which waits for its due time, and a second agent
+    calls = tmp_path / "calls"
+    await services.start_system(agents=1, JETCRON_TRIGGER_HORIZON="20")
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=22)
+    await client.call("jobs.create", {"spec": {
+        "name": "staged", "command": ["sh", "-c", f'echo "$JETCRON_ATTEMPT $JETCRON_AGENT_ID" >> {calls}'],
+        "schedule": {"kind": "at", "at": due.isoformat()}}})
+    await the_run(client, "staged", when=lambda r: r["state"] == "assigned", timeout=10, what="the staging")
+
+    async def held_by_agent_1() -> bool:
+        agents = (await client.call("agents.list"))["items"]
+        return any(a["agent_id"] == "agent-1" and a["running"] == 1 for a in agents)
+    await wait_for(held_by_agent_1, 5, what="agent-1 to hold the staged attempt")
+    services.start("agent-2", "agent", JETCRON_AGENT_ID="agent-2")
+    await services["agent-2"].wait_logged("agent ready", 30)
+
+    # When agent-1 gets SIGTERM well before the due time
+    services["agent-1"].terminate()
+
+    # Then it gives the waiting attempt back and exits without waiting for the due time
+    assert await asyncio.to_thread(services["agent-1"].finish, 10) == 0
+    assert datetime.now(UTC) < due - timedelta(seconds=3), "agent-1 held its exit until the staged run was due"
+
+    # And the run starts once, on agent-2, at its due time, not early
+    run = await the_run(client, "staged", when=state_is("succeeded", "dead", "failed"), timeout=40,
+                        what="the staged run to end")
+    assert [(a["attempt"], a["agent"], a["outcome"]) for a in run["history"]] == [
+        (1, "agent-1", "handed_back"), (2, "agent-2", "succeeded")]
+    assert datetime.fromisoformat(run["started_at"]) >= due
+    assert calls.read_text().splitlines() == ["2 agent-2"]
 
 
 async def test_a_restarted_agent_kills_what_its_earlier_life_left(services: Services, client: Client,

@@ -22,6 +22,15 @@ def test_first_grant_covers_the_wait_until_the_due_time(due_in: float, granted: 
     assert first_grant(10.0, NOW + timedelta(seconds=due_in), NOW) == granted
 
 
+@pytest.mark.parametrize(("due_in", "queued", "granted"), [
+    pytest.param(60.0, 0, 70.0, id="first_of_a_herd"),
+    pytest.param(60.0, 50_000, 170.0, id="behind_50000_at_500_per_s"),
+    pytest.param(0.0, 50_000, 10.0, id="due_now_is_not_queued"),
+])
+def test_a_staged_grant_covers_its_place_in_the_agents_queue(due_in: float, queued: int, granted: float) -> None:
+    assert first_grant(10.0, NOW + timedelta(seconds=due_in), NOW, queued=queued, start_rate=500.0) == granted
+
+
 def test_a_plain_lease_is_renewed_at_a_third_of_its_ttl() -> None:
     assert renew_at(100.0, 9.0, 9.0) == pytest.approx(103.0)
 

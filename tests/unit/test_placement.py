@@ -188,6 +188,17 @@ def test_upsert_keeps_reservations_and_a_shrink_does_not_over_commit() -> None:
     assert c.free("a") == (4.0, 16384, [0, 1, 2, 3])
 
 
+def test_a_heartbeat_that_only_starts_or_stops_draining_keeps_the_books() -> None:
+    c = cluster(agent("a", cpu=8, gpus=4))
+    c.place(demand("r", cpu=6, gpus=2))
+    c.upsert_agent(agent("a", cpu=8, gpus=4, draining=True))
+    assert isinstance(c.place(demand("r2", cpu=1)), Unplaced)  # draining: takes nothing new
+    assert c.free("a") == (2.0, 15360, [2, 3])
+    c.upsert_agent(agent("a", cpu=8, gpus=4))
+    assert placed_on(c.place(demand("r2", cpu=1, gpus=1))) == ["a"]
+    assert c.free("a") == (1.0, 14336, [3])
+
+
 def test_remove_agent_returns_its_runs_and_forgets_it() -> None:
     c = cluster(agent("a"), agent("b", cpu=2))
     c.place(demand("r1", cpu=2))

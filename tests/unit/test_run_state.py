@@ -184,3 +184,18 @@ def test_hand_back_spends_no_attempt_from_the_budget() -> None:
     new = apply(run, Change(event=RunEvent.HAND_BACK, attempt=1, token=7), NOW)
     assert new.attempt == 2 and new.history[-1].outcome == "handed_back"
     assert retry.failures_so_far(new) == 0
+
+
+@pytest.mark.parametrize(("event", "outcome"), [
+    pytest.param(RunEvent.HAND_BACK, "handed_back", id="staged_handed_back_keeps_its_due_time"),
+    pytest.param(RunEvent.LOSE, "not_started", id="staged_assignment_lost_keeps_its_due_time"),
+])
+def test_a_staged_attempt_given_up_before_its_due_time_is_not_redone_early(event: RunEvent, outcome: str) -> None:
+    # A herd run assigned minutes ahead, then given back (draining agent) or lost (dead agent) before its time
+    due = NOW + timedelta(minutes=5)
+    run = make_run(RunState.ASSIGNED, scheduled_at=due, due_at=due)
+    new = apply(run, Change(event=event, attempt=1, token=7, retry=RETRY_NOW), NOW)
+    assert (new.state, new.attempt, new.due_at, new.history[-1].outcome) == (RunState.SCHEDULED, 2, due, outcome)
+    # One given up after its due time goes again at once
+    late = apply(run, Change(event=event, attempt=1, token=7, retry=RETRY_NOW), due + timedelta(seconds=3))
+    assert late.due_at == due + timedelta(seconds=3)

@@ -96,3 +96,17 @@ def test_log_lines_inside_a_run_span_name_the_run_job_and_trace(capsys: pytest.C
     assert first["run_id"] == "job1.20260101T000000000Z"
     assert first["trace_id"] == TRACE_A
     assert "run_id" not in second and "trace_id" not in second
+
+
+@pytest.mark.parametrize("dropping", [pytest.param(True, id="no_exporter_no_span_made"),
+                                      pytest.param(False, id="span_made")])
+def test_what_is_published_inside_a_messaging_span_carries_the_runs_trace(
+        dropping: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetcron.telemetry import tracing
+
+    monkeypatch.setattr(tracing, "_dropping", lambda: dropping)
+    with tracing.messaging_span(tracing.tracer("agent"), "process", "jc.assign.a1",
+                                parent=context_from_trace_id(TRACE_A), run_id="r1", job="j", attempt=1):
+        inside = tracing.inject_headers({})
+    assert inside["traceparent"].split("-")[1] == TRACE_A
+    assert "traceparent" not in tracing.inject_headers({})  # the parent context is let go on exit

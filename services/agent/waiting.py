@@ -1,0 +1,112 @@
+"""Attempts assigned ahead of their due time wait here, in one index with one timer, not as tasks.
+
+A staged herd leaves tens of thousands of attempts waiting on one agent. As tasks, each one held about forty
+objects (its task, the lease keeper's task, wait_for's inner task, futures, timer handles, contexts) that
+the cycle collector walked on every full collection: pauses of seconds at 30,000 waiting attempts, while
+leases, assignments and the starts themselves queued behind them. Here a waiting attempt is an entry in a
+due-time index (core/due_index, the trigger's); its tasks are created when it is due. Its first lease already
+covers the wait and its place in the queue (core/leases.first_grant), so nothing renews it meanwhile.
+
+When thousands come due at the same instant they start as a stream: at most `burst` started ones may still
+be on their way to their first report. Started all at once, 30,000 sim attempts on one agent queued 30,000
+reports, whose acks then timed out, and the agent's heartbeats and lease renewals waited behind them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from jetcron.core.clock import Clock
+from jetcron.core.due_index import DueIndex
+
+T = TypeVar("T")
+
+# Sleep coarsely to this many seconds before the earliest due time, then precisely (timer slack, FIELD_NOTES).
+_COARSE_MARGIN = 0.05
+
+
+Settled = Callable[[], None]
+"""Called (once or more: only the first counts) when a started item no longer takes room in the burst."""
+
+
+class Waiting(Generic[T]):
+    """Items by key, each started by `start(item, settled)` once its due time has come, earliest first."""
+
+    def __init__(self, clock: Clock, start: Callable[[T, Settled], None], burst: int = 256) -> None:
+        self._clock = clock
+        self._start = start
+        self._index = DueIndex(1)
+        self._items: dict[str, T] = {}
+        self._changed = asyncio.Event()
+        self._room = asyncio.Semaphore(burst)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    def add(self, key: str, due: datetime, item: T) -> None:
+        first = self._index.next_wake({0})
+        self._items[key] = item
+        self._index.set(key, due)
+        if first is None or due < first:
+            self._changed.set()  # earlier than what the loop sleeps for
+
+    def take_back(self, key: str) -> T | None:
+        """Stop waiting for it (cancelled, handed back); None when it was not waiting."""
+        self._index.remove(key)
+        return self._items.pop(key, None)
+
+    def take_all(self) -> list[T]:
+        """Stop waiting for every item (draining); the items, in no particular order."""
+        items = list(self._items.values())
+        for key in self._items:
+            self._index.remove(key)
+        self._items.clear()
+        return items
+
+    async def start_due(self) -> int:
+        """Start every item whose time has come, earliest first, as room in the burst allows; how many."""
+        started = 0
+        while True:
+            first = self._index.next_wake({0})
+            if first is None or first > self._clock.now():
+                return started
+            await self._room.acquire()
+            keys = self._index.pop_due(0, self._clock.now(), limit=1)
+            if not keys:  # taken back while this waited for room
+                self._room.release()
+                return started
+            self._start(self._items.pop(keys[0]), self._settler())
+            started += 1
+
+    def _settler(self) -> Settled:
+        done = False
+
+        def settled() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self._room.release()
+        return settled
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start items as they come due, until `stop` is set."""
+        while not stop.is_set():
+            self._changed.clear()
+            await self.start_due()
+            first = self._index.next_wake({0})
+            timeout = None
+            if first is not None:
+                left = (first - self._clock.now()).total_seconds()
+                timeout = left - _COARSE_MARGIN if left > _COARSE_MARGIN else max(0.0, left)
+            changed, stopped = asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(stop.wait())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait((changed, stopped), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            stopped.cancel()

@@ -1,0 +1,116 @@
+"""An agent's staged attempts wait in one due-time index (services/agent/waiting), not as tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from datetime import UTC, datetime, timedelta
+
+from jetcron.bus.lease import Lease, LeaseValue
+from jetcron.core.clock import ManualClock
+from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.services.agent.waiting import Settled, Waiting
+from jetcron.wire.messages import AssignRun
+
+T0 = datetime(2026, 12, 31, 23, 50, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def waiting(clock: ManualClock, burst: int = 256) -> tuple[Waiting[str], list[str], list[Settled]]:
+    started: list[str] = []
+    settlers: list[Settled] = []
+
+    def start(key: str, settled: Settled) -> None:
+        started.append(key)
+        settlers.append(settled)
+    return Waiting(clock, start, burst), started, settlers
+
+
+async def test_items_start_in_due_order_once_their_time_has_come() -> None:
+    clock = ManualClock(T0)
+    w, started, _ = waiting(clock)
+    for key, due in (("c", 30), ("a", 10), ("b", 20), ("a2", 10)):
+        w.add(key, at(due), key)
+    assert (await w.start_due(), started, len(w)) == (0, [], 4)
+    clock.set(at(20))
+    assert (await w.start_due(), started, len(w)) == (3, ["a", "a2", "b"], 1)
+    clock.set(at(99))
+    assert (await w.start_due(), started) == (1, ["a", "a2", "b", "c"])
+    assert await w.start_due() == 0  # each item starts once
+
+
+async def test_a_herd_due_at_once_starts_as_a_stream_of_at_most_burst_unsettled_items() -> None:
+    clock = ManualClock(T0)
+    w, started, settlers = waiting(clock, burst=3)
+    for i in range(7):
+        w.add(f"r{i}", T0, f"r{i}")
+    starting = asyncio.create_task(w.start_due())
+    await asyncio.sleep(0)
+    assert started == ["r0", "r1", "r2"]  # the fourth waits for room
+    settlers[0]()
+    settlers[0]()  # settling twice frees one place, not two
+    await asyncio.sleep(0)
+    assert started == ["r0", "r1", "r2", "r3"]
+    for settle in settlers[1:4]:
+        settle()
+    assert await asyncio.wait_for(starting, timeout=5) == 7  # all due items, in order
+    assert (started, len(w)) == ([f"r{i}" for i in range(7)], 0)
+
+
+async def test_taken_back_items_never_start() -> None:
+    clock = ManualClock(T0)
+    w, started, _ = waiting(clock)
+    w.add("cancelled", at(5), "cancelled")
+    w.add("kept", at(5), "kept")
+    assert (w.take_back("cancelled"), w.take_back("cancelled"), "cancelled" in w) == ("cancelled", None, False)
+    clock.set(at(6))
+    await w.start_due()
+    assert started == ["kept"]
+
+
+async def test_take_all_empties_it_for_a_draining_agent() -> None:
+    clock = ManualClock(T0)
+    w, started, _ = waiting(clock)
+    w.add("x", at(5), "x")
+    w.add("y", at(1), "y")
+    assert sorted(w.take_all()) == ["x", "y"]
+    clock.set(at(9))
+    assert (await w.start_due(), started, len(w)) == (0, [], 0)
+
+
+async def test_the_loop_starts_an_item_added_while_it_sleeps_for_a_later_one() -> None:
+    clock = ManualClock(T0)
+    done = asyncio.Event()
+    started: list[str] = []
+
+    def start(key: str, settled: Settled) -> None:
+        started.append(key)
+        done.set()
+
+    w: Waiting[str] = Waiting(clock, start)
+    w.add("later", at(3600), "later")  # the loop sleeps towards this one
+    stop = asyncio.Event()
+    loop = asyncio.create_task(w.run(stop))
+    await asyncio.sleep(0)
+    w.add("due-now", T0, "due-now")  # earlier: wakes the loop at once
+    await asyncio.wait_for(done.wait(), timeout=5)
+    stop.set()
+    await asyncio.wait_for(loop, timeout=5)
+    assert (started, len(w)) == (["due-now"], 1)
+
+
+def test_records_held_in_bulk_are_not_tracked_by_the_cycle_collector() -> None:
+    # A staged herd holds these by the hundred thousand in one process; tracked, every full collection walked
+    # them all (pauses of seconds). They are plain data, with no way to form a cycle.
+    spec = JobSpec(name="j", command=["true"])
+    held = [
+        spec,
+        AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0, due_at=T0),
+        Run(run_id="r", job="j", state=RunState.SCHEDULED, attempt=1, scheduled_at=T0, due_at=T0, created_at=T0,
+            spec=spec),
+        Lease(key="k", token=1, value=LeaseValue(holder="a")),
+    ]
+    assert [type(r).__name__ for r in held if gc.is_tracked(r)] == []
