@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not chaos" -p no:cacheprovider
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit tests/contract -p no:cacheprovider
+	$(BIN)/python -m pytest -q tests/unit -p no:cacheprovider
 
 chaos: $(STAMP)
 	$(BIN)/python -m pytest -q tests/chaos -m "chaos or slow" -p no:cacheprovider

@@ -80,6 +80,8 @@ class Agent:
             if existing.cmd.attempt >= cmd.attempt:
                 return  # duplicate delivery of a run we are already running
             existing._fence(f"superseded by attempt {cmd.attempt}")  # a gang re-dispatched onto this host
+            if self.waiting.take_back(cmd.run_id) is not None:
+                self.launch(existing)  # fenced while waiting: it ends without starting and frees its slot
         if cmd.gang:
             await take_gang(self, cmd, msg)
             return
