@@ -449,7 +449,8 @@ def test_shape_version_moves_only_when_what_agents_could_hold_changes() -> None:
 
 
 def test_used_resources_come_and_go_exactly() -> None:
-    runs = [Resources(cpu=0.1, memory_mb=64), Resources(cpu=0.2, memory_mb=1, gpus=2), Resources(cpu=0.001, memory_mb=2)]
+    runs = [Resources(cpu=0.1, memory_mb=64), Resources(cpu=0.2, memory_mb=1, gpus=2),
+            Resources(cpu=0.001, memory_mb=2)]
     used = Used()
     for r in runs * 1000:
         used = used.plus(r)
