@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import structlog
 from opentelemetry import context, propagate, trace
@@ -146,6 +146,12 @@ def current_trace_id() -> str:
     return f"{ctx.trace_id:032x}" if ctx.is_valid else ""
 
 
+def _log_fields(run_id: str, job: str) -> AbstractContextManager[object]:
+    """Bind run_id, job and the current trace id into every log line written inside."""
+    bound = {k: v for k, v in (("run_id", run_id), ("job", job), ("trace_id", current_trace_id())) if v}
+    return structlog.contextvars.bound_contextvars(**bound)
+
+
 @contextmanager
 def messaging_span(service_tracer: trace.Tracer, operation: str, destination: str, *,
                    parent: context.Context | None = None, kind: trace.SpanKind | None = None,
@@ -172,16 +178,13 @@ def messaging_span(service_tracer: trace.Tracer, operation: str, destination: st
         # inside carries the same trace as before, and log lines keep their trace id.
         token = context.attach(parent) if parent is not None else None
         try:
-            span = trace.get_current_span()
-            bound = {k: v for k, v in (("run_id", run_id), ("job", job), ("trace_id", current_trace_id())) if v}
-            with structlog.contextvars.bound_contextvars(**bound):
-                yield span
+            with _log_fields(run_id, job):
+                yield trace.get_current_span()
         finally:
             if token is not None:
                 context.detach(token)
         return
+    # (the log fields are bound after the span is current: they carry its trace id)
     with service_tracer.start_as_current_span(f"{operation} {destination}", context=parent, kind=kind,
-                                              attributes=attributes, links=links) as span:
-        bound = {k: v for k, v in (("run_id", run_id), ("job", job), ("trace_id", current_trace_id())) if v}
-        with structlog.contextvars.bound_contextvars(**bound):
-            yield span
+                                              attributes=attributes, links=links) as span, _log_fields(run_id, job):
+        yield span
