@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 
 import structlog
 from opentelemetry import context, propagate, trace
@@ -14,6 +14,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
+
+from jetcron.telemetry.logging import LogFields
 
 
 class _RecordWhenExported(Sampler):
@@ -146,12 +148,6 @@ def current_trace_id() -> str:
     return f"{ctx.trace_id:032x}" if ctx.is_valid else ""
 
 
-def _log_fields(run_id: str, job: str) -> AbstractContextManager[object]:
-    """Bind run_id, job and the current trace id into every log line written inside."""
-    bound = {k: v for k, v in (("run_id", run_id), ("job", job), ("trace_id", current_trace_id())) if v}
-    return structlog.contextvars.bound_contextvars(**bound)
-
-
 @contextmanager
 def messaging_span(service_tracer: trace.Tracer, operation: str, destination: str, *,
                    parent: context.Context | None = None, kind: trace.SpanKind | None = None,
@@ -159,6 +155,18 @@ def messaging_span(service_tracer: trace.Tracer, operation: str, destination: st
                    links: Sequence[trace.Link] = ()) -> Iterator[trace.Span]:
     """A span named and described by the OpenTelemetry messaging conventions (`process jc.event.finished`),
     with run_id, job and trace_id bound into every log line written inside it."""
+    if _dropping():
+        # Nothing records spans in this process: skip making one (sampler, ids, attributes: a fifth of an
+        # agent's CPU while a herd starts). The parent's context is still made current, so what is published
+        # inside carries the same trace as before, and log lines keep their trace id (logging._add_trace_id).
+        token = context.attach(parent) if parent is not None else None
+        try:
+            with LogFields(run_id=run_id, job=job):
+                yield trace.get_current_span()
+        finally:
+            if token is not None:
+                context.detach(token)
+        return
     if kind is None:
         kind = trace.SpanKind.PRODUCER if operation in ("publish", "send", "create") else trace.SpanKind.CONSUMER
     attributes: dict[str, str | int] = {
@@ -172,19 +180,7 @@ def messaging_span(service_tracer: trace.Tracer, operation: str, destination: st
         attributes["jetcron.job"] = job
     if attempt is not None:
         attributes["jetcron.attempt"] = attempt
-    if _dropping():
-        # Nothing records spans in this process: skip making one (sampler, ids, attributes: a fifth of an
-        # agent's CPU while a herd starts). The parent's context is still made current, so what is published
-        # inside carries the same trace as before, and log lines keep their trace id.
-        token = context.attach(parent) if parent is not None else None
-        try:
-            with _log_fields(run_id, job):
-                yield trace.get_current_span()
-        finally:
-            if token is not None:
-                context.detach(token)
-        return
-    # (the log fields are bound after the span is current: they carry its trace id)
     with service_tracer.start_as_current_span(f"{operation} {destination}", context=parent, kind=kind,
-                                              attributes=attributes, links=links) as span, _log_fields(run_id, job):
+                                              attributes=attributes, links=links) as span, \
+            LogFields(run_id=run_id, job=job):
         yield span

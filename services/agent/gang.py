@@ -51,6 +51,9 @@ class _GangWatch(Attempt):
         """Set once the record has left this attempt: the gang is over."""
         self.exited = False
 
+    def keeper_delay(self) -> float:
+        return 0.0  # the record watch rides on the keeper: a member must see the gang end while it waits
+
     async def keep_lease(self) -> None:
         watch = asyncio.create_task(self._watch_record())
         try:

@@ -74,14 +74,19 @@ def test_log_lines_carry_the_current_trace_id() -> None:
     assert "trace_id" not in _add_trace_id(None, "info", {"event": "x"})
 
 
-def test_log_lines_inside_a_run_span_name_the_run_job_and_trace(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("dropping", [pytest.param(True, id="no_exporter_no_span_made"),
+                                      pytest.param(False, id="span_made")])
+def test_log_lines_inside_a_run_span_name_the_run_job_and_trace(
+        dropping: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     import structlog
 
+    from jetcron.telemetry import tracing
     from jetcron.telemetry.logging import setup_logging
     from jetcron.telemetry.tracing import messaging_span, tracer
 
+    monkeypatch.setattr(tracing, "_dropping", lambda: dropping)
     setup_logging("agent")
     try:
         with messaging_span(tracer("agent"), "process", "jc.assign.a1", parent=context_from_trace_id(TRACE_A),
@@ -95,7 +100,8 @@ def test_log_lines_inside_a_run_span_name_the_run_job_and_trace(capsys: pytest.C
     assert first["service"] == "agent" and first["job"] == "job1"
     assert first["run_id"] == "job1.20260101T000000000Z"
     assert first["trace_id"] == TRACE_A
-    assert "run_id" not in second and "trace_id" not in second
+    assert "run_id" not in second and "job" not in second and "trace_id" not in second
+    assert second["service"] == "agent"
 
 
 @pytest.mark.parametrize("dropping", [pytest.param(True, id="no_exporter_no_span_made"),
