@@ -26,7 +26,10 @@ class LogFields:
         self._token: Token[tuple[tuple[str, str], ...]] | None = None
 
     def __enter__(self) -> None:
-        self._token = _LOG_FIELDS.set(self._fields)
+        outer = _LOG_FIELDS.get()
+        # Inside another span's fields: keep those this one does not name (rare; most spans are not nested).
+        fields = tuple({**dict(outer), **dict(self._fields)}.items()) if outer else self._fields
+        self._token = _LOG_FIELDS.set(fields)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._token is not None:

@@ -38,10 +38,14 @@ def _nothing() -> None:
 
 
 async def sleep_until(ctx: Context, at: datetime) -> None:
-    """Coarse sleep to ~50 ms before, then a short precise one (timer slack, FIELD_NOTES)."""
-    while (left := (at - ctx.clock.now()).total_seconds()) > 0.05:
+    """Coarse sleep to ~50 ms before, then a short precise one (timer slack, FIELD_NOTES).
+
+    Already due (a herd's attempts, started as they come due): one clock read, no sleep."""
+    left = (at - ctx.clock.now()).total_seconds()
+    while left > 0.05:
         await asyncio.sleep(left - 0.05)
-    if (left := (at - ctx.clock.now()).total_seconds()) > 0:
+        left = (at - ctx.clock.now()).total_seconds()
+    if left > 0:
         await asyncio.sleep(left)
 
 
@@ -150,8 +154,8 @@ class Attempt:
         cmd, spec = self.cmd, self.cmd.spec
         keeper_timer = asyncio.get_running_loop().call_later(max(0.0, self.keeper_delay()), self._start_keeper)
         try:
-            if not (self.fenced or self.handed_back) and cmd.due_at > self.ctx.clock.now():
-                await sleep_until(self.ctx, cmd.due_at)  # (fenced or handed back: it ends before it starts)
+            if not (self.fenced or self.handed_back):  # either ends it before it starts: no need to wait
+                await sleep_until(self.ctx, cmd.due_at)
             with messaging_span(_tracer, "process", s.assign_subject(cmd.agent), parent=self.parent,
                                 run_id=cmd.run_id, job=cmd.job, attempt=cmd.attempt) as span:
                 outcome = await self._execute(spec.command)

@@ -104,6 +104,17 @@ def test_log_lines_inside_a_run_span_name_the_run_job_and_trace(
     assert second["service"] == "agent"
 
 
+def test_log_fields_of_a_nested_span_keep_the_outer_ones_it_does_not_name() -> None:
+    from jetcron.telemetry.logging import LogFields, _add_log_fields
+
+    with LogFields(run_id="r1", job="j"):
+        with LogFields(run_id="r2"):
+            assert _add_log_fields(None, "info", {}) == {"run_id": "r2", "job": "j"}
+        assert _add_log_fields(None, "info", {}) == {"run_id": "r1", "job": "j"}
+        assert _add_log_fields(None, "info", {"job": "mine"})["job"] == "mine"  # a field the line names wins
+    assert _add_log_fields(None, "info", {}) == {}
+
+
 @pytest.mark.parametrize("dropping", [pytest.param(True, id="no_exporter_no_span_made"),
                                       pytest.param(False, id="span_made")])
 def test_what_is_published_inside_a_messaging_span_carries_the_runs_trace(
