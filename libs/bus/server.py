@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -26,9 +27,20 @@ def nats_server_binary() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports.
+
+    All sockets stay bound until the last one is: the kernel may hand a just-released port out again, and
+    once gave one node the same port for its clients and its monitor (CI, session 5).
+    """
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 @dataclass
@@ -129,13 +141,15 @@ class EmbeddedNats:
         self.sync_always = sync_always
         self.nodes: list[ServerNode] = []
         clustered = nodes > 1
+        ports = iter(free_ports(3 * nodes))
         for i in range(nodes):
             name = f"n{i + 1}" if clustered else "jetcron"
             store = base / name / "store"
             store.mkdir(parents=True, exist_ok=True)
+            client_port = next(ports)
             self.nodes.append(ServerNode(
-                name=name, port=port if (port and i == 0) else free_port(), monitor_port=free_port(),
-                cluster_port=free_port() if clustered else None, store_dir=store, config_path=base / f"{name}.conf",
+                name=name, port=port if (port and i == 0) else client_port, monitor_port=next(ports),
+                cluster_port=next(ports) if clustered else None, store_dir=store, config_path=base / f"{name}.conf",
             ))
         routes = [n.cluster_port for n in self.nodes if n.cluster_port is not None]
         for n in self.nodes:
