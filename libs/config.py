@@ -48,8 +48,10 @@ class Settings(BaseSettings):
     """Attempts per second an agent is assumed to start when a staged herd comes due at once: a staged
     attempt's first lease covers its place in the queue (core/leases.first_grant)."""
     agent_start_burst: int = Field(default=256, ge=1)
-    """Staged attempts an agent starts before the earlier ones have sent their first report: a herd due at one
-    instant starts as a stream, not as 50,000 tasks at once (services/agent/waiting.py)."""
+    """Staged attempts an agent has begun to start and not yet started: a herd due at one instant starts as a
+    stream, not as 50,000 tasks at once (services/agent/waiting.py)."""
+    agent_report_window: int = Field(default=256, ge=1)
+    """Reports (started, finished) an agent has in flight, waiting for their JetStream acks."""
     agent_sim: bool = False
     """Execute nothing and report success (scale tests only)."""
     gpu_health_check: str | None = None

@@ -95,17 +95,23 @@ class Leases:
     async def acquire(
         self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None
     ) -> Lease | None:
-        """Take the lease if nobody holds it; None if somebody does."""
+        """Take the lease if nobody holds it, or if it is already ours; None if somebody else holds it.
+
+        Ours: the same holder for the same attempt. An earlier try whose write landed but whose ack never came
+        (the server slow under a herd: outcome unknown) left it; taken as held elsewhere, the run never started
+        and the tracker re-dispatched it a stall later. It is re-armed from now, so that its expiry is known.
+        """
         value = LeaseValue(holder=holder, attempt=attempt, at=now)
         try:
             return Lease(key=key, token=await self._write(key, value, ttl, expected=0), value=value)
         except WriteConflict:
             pass
         current = await self.read(key)
-        if current is None or current.value.holder:
+        ours = current is not None and current.value.holder == holder and current.value.attempt == attempt
+        if current is None or (current.value.holder and not ours):
             # Held (or expired between our write and read: the caller's next try will get it).
             return None
-        try:  # a released marker is still the last message: take over from it by revision
+        try:  # a released marker (or our own lease) is still the last message: write over it by revision
             return Lease(key=key, token=await self._write(key, value, ttl, expected=current.token), value=value)
         except WriteConflict:
             return None

@@ -52,8 +52,10 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
 class Attempt:
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
-                 asked_at: float | None = None) -> None:
+                 asked_at: float | None = None, window: asyncio.Semaphore | None = None) -> None:
         self.ctx = ctx
+        self.window = window if window is not None else asyncio.Semaphore(1)
+        """The agent's reports in flight (RunStarted, RunFinished): a herd's reports queue here, its starts do not."""
         self.granted = ctx.settings.run_lease_ttl if granted is None else granted
         """Seconds the lease was taken for: a staged run's first lease also covers its wait (first_grant)."""
         self.leased_at = time.monotonic() if asked_at is None else asked_at
@@ -77,7 +79,7 @@ class Attempt:
         self.handed_back = False
         self.done = asyncio.Event()
         self.settled: Callable[[], None] = _nothing
-        """Called at the first report (start or finish) and at the end: the agent starts a herd as a stream."""
+        """Called once started (or at the end, if it never starts): the agent starts a herd as a stream."""
         self.sent = 0
         self.seq = 0
         # The fencing token is the revision that granted the lease; renewals move the revision on.
@@ -222,15 +224,18 @@ class Attempt:
         self.pid = pid
         metrics.RUN_WAIT.observe(max(0.0, (now - self.cmd.due_at).total_seconds()))
         self.start_report = asyncio.create_task(self._report_start_later())
+        # Started: the next of a herd may start now. Its reports wait for room in the window instead; gating
+        # the starts on the reports' acks made a herd start only as fast as the tracker took reports in.
+        self.settled()
 
     async def _report_start_later(self) -> None:
         await asyncio.sleep(START_REPORT_DELAY)
         self.start_publishing = True
         assert self.started_at is not None
-        await publish(self.ctx.js, s.event_subject("started"), RunStarted(
-            run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
-            pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"))
-        self.settled()
+        async with self.window:
+            await publish(self.ctx.js, s.event_subject("started"), RunStarted(
+                run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
+                pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"))
 
     async def _settle_start_report(self) -> None:
         """Before the finish: drop a start report not yet sent, or let one in flight land first (order)."""
@@ -244,17 +249,18 @@ class Attempt:
 
     async def _report(self, outcome: Outcome) -> None:
         await self._settle_start_report()
-        if self.sent:
-            # The end marker lets `runs logs --follow` stop; a run with no output has nothing to follow.
-            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), b"", headers={s.HDR_LOG_END: "1"},
-                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"))
         kind = "cancelled" if outcome.outcome == "killed" else outcome.outcome
-        await publish(self.ctx.js, s.event_subject("finished"), RunFinished(
+        finished = RunFinished(
             run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
             outcome=kind, exit_code=outcome.exit_code, reason=outcome.reason, at=self.ctx.clock.now(),
-            started_at=self.started_at, pid=self.pid),
-            msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"))
-        self.settled()
+            started_at=self.started_at, pid=self.pid)
+        async with self.window:
+            if self.sent:
+                # The end marker lets `runs logs --follow` stop; a run with no output has nothing to follow.
+                await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), b"", headers={s.HDR_LOG_END: "1"},
+                              msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"))
+            await publish(self.ctx.js, s.event_subject("finished"), finished,
+                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"))
         self.succeeded = kind == "succeeded"
 
     async def hand_back(self, why: str) -> None:

@@ -32,6 +32,11 @@ from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, CancelRun
 
+LEASE_WRITES = 64
+"""Lease acquisitions in flight: the leader and shard leases share their bucket's write queue, and a thousand
+run leases ahead of a leader's renewal (a herd's assignments, fsync on) made it time out (placement and the
+trigger lost their leases at the instant); the same bound as placement's assignment writes, halved."""
+
 
 class Agent:
     def __init__(self, ctx: Context, agent_id: str, setup: HostSetup) -> None:
@@ -49,6 +54,10 @@ class Agent:
         walked a staged herd of tens of thousands."""
         self.waiting: Waiting[Attempt] = Waiting(ctx.clock, self.launch, ctx.settings.agent_start_burst)
         """Attempts assigned ahead of their due time (a staged herd), holding their slots but no tasks yet."""
+        self.lease_writes = asyncio.Semaphore(LEASE_WRITES)
+        self.reports = asyncio.Semaphore(ctx.settings.agent_report_window)
+        """Reports in flight from all attempts: a herd's 50,000 must not queue 50,000 publishes, whose acks then
+        time out while heartbeats and lease renewals wait behind them."""
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.started_at = ctx.clock.now()
@@ -93,9 +102,10 @@ class Agent:
             settings = self.ctx.settings
             granted = leases.first_grant(settings.run_lease_ttl, cmd.due_at, self.ctx.clock.now(),
                                          queued=len(self.waiting), start_rate=settings.agent_start_rate)
-            asked_at = time.monotonic()
-            lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id, granted,
-                                                  attempt=cmd.attempt, now=self.ctx.clock.now())
+            async with self.lease_writes:
+                asked_at = time.monotonic()
+                lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id, granted,
+                                                      attempt=cmd.attempt, now=self.ctx.clock.now())
         except BaseException:
             self.slots.release()
             raise
@@ -106,7 +116,7 @@ class Agent:
             return
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
         attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays,
-                          self.setup, granted, asked_at)
+                          self.setup, granted, asked_at, self.reports)
         self.holding.add(attempt)
         self.hold(attempt)
         if cmd.due_at > self.ctx.clock.now():
@@ -126,7 +136,7 @@ class Agent:
     def launch(self, attempt: Attempt, settled: Settled | None = None) -> None:
         """Run an attempt whose time has come (or that ends before it: cancelled or fenced while waiting).
 
-        `settled` is called at its first report or its end (the staged herd's burst, waiting.py)."""
+        `settled` is called once it has started, or at its end (the staged herd's burst, waiting.py)."""
         if settled is not None:
             attempt.settled = settled
         if not attempt.lease_covers(time.monotonic()):

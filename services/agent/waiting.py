@@ -7,9 +7,11 @@ leases, assignments and the starts themselves queued behind them. Here a waiting
 due-time index (core/due_index, the trigger's); its tasks are created when it is due. Its first lease already
 covers the wait and its place in the queue (core/leases.first_grant), so nothing renews it meanwhile.
 
-When thousands come due at the same instant they start as a stream: at most `burst` started ones may still
-be on their way to their first report. Started all at once, 30,000 sim attempts on one agent queued 30,000
-reports, whose acks then timed out, and the agent's heartbeats and lease renewals waited behind them.
+When thousands come due at the same instant they start as a stream: at most `burst` may be between leaving
+the index and having started. Their reports are bounded apart, by the agent's report window: started all at
+once and unbounded, 30,000 sim attempts on one agent queued 30,000 reports, whose acks then timed out, and
+the agent's heartbeats and lease renewals waited behind them. (Gating the starts on those reports instead
+made a herd start only as fast as the tracker took its reports in.)
 """
 
 from __future__ import annotations

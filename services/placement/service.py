@@ -283,7 +283,10 @@ async def _hold(ctx: Context, lease: Lease, ttl: float) -> None:
             return
         except JetcronError:
             if time.monotonic() - renewed > ttl * 2 / 3:
-                return  # self-fence: stop acting before the lease can have expired on the server
+                # self-fence: stop acting before the lease can have expired on the server
+                ctx.log.warning("placement leadership given up: lease not renewed in time",
+                                seconds=round(time.monotonic() - renewed, 1))
+                return
 
 
 async def _ack(msg: Msg) -> None:

@@ -5,11 +5,20 @@ from __future__ import annotations
 import asyncio
 import gc
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import cast
+
+from opentelemetry.context import Context as TraceContext
 
 from jetcron.bus.lease import Lease, LeaseValue
+from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.host import HostSetup
+from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
+from jetcron.services.runtime import Context
 from jetcron.wire.messages import AssignRun
 
 T0 = datetime(2026, 12, 31, 23, 50, tzinfo=UTC)
@@ -114,3 +123,46 @@ def test_records_held_in_bulk_are_not_tracked_by_the_cycle_collector() -> None:
         Lease(key="k", token=1, value=LeaseValue(holder="a")),
     ]
     assert [type(r).__name__ for r in held if gc.is_tracked(r)] == []
+
+
+class _HeldAcks:
+    """JetStream whose publish acks wait until released: the tracker's side of a herd, slow to take reports in."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.sent: list[str] = []
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> SimpleNamespace:
+        self.sent.append(subject)
+        await self.release.wait()
+        return SimpleNamespace(seq=len(self.sent))
+
+
+async def test_a_herd_starts_without_waiting_for_its_reports_which_stay_within_the_window() -> None:
+    clock = ManualClock(T0)
+    js = _HeldAcks()
+    ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=clock, js=js))
+    window = asyncio.Semaphore(2)
+    spec = JobSpec(name="j", command=["true"])
+    attempts = [Attempt(ctx, AssignRun(run_id=f"r{i}", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0,
+                                       due_at=T0),
+                        Lease(key=f"k{i}", token=i + 1, value=LeaseValue(holder="a")), {}, TraceContext(),
+                        cast(StrayGuard, None), cast(HostSetup, None), window=window) for i in range(6)]
+    tasks: list[asyncio.Task[None]] = []
+
+    def launch(attempt: Attempt, settled: Settled) -> None:
+        attempt.settled = settled
+        tasks.append(asyncio.create_task(attempt.run()))
+
+    w: Waiting[Attempt] = Waiting(clock, launch, burst=2)
+    for a in attempts:
+        w.add(a.cmd.run_id, T0, a)
+    # No report is acknowledged yet, and still every attempt starts: a burst of 2 is room to start, not to report
+    assert await asyncio.wait_for(w.start_due(), timeout=5) == 6
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert [a.started_at for a in attempts] == [T0] * 6
+    assert js.sent == ["jc.event.finished"] * 2  # the window: two reports in flight, four wait for room
+    js.release.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
+    assert (js.sent, [a.succeeded for a in attempts]) == (["jc.event.finished"] * 6, [True] * 6)
