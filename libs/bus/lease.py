@@ -97,9 +97,11 @@ class Leases:
     ) -> Lease | None:
         """Take the lease if nobody holds it, or if it is already ours; None if somebody else holds it.
 
-        Ours: the same holder for the same attempt. An earlier try whose write landed but whose ack never came
-        (the server slow under a herd: outcome unknown) left it; taken as held elsewhere, the run never started
-        and the tracker re-dispatched it a stall later. It is re-armed from now, so that its expiry is known.
+        Ours: the same holder for the same run attempt (attempt >= 1). An earlier try whose write landed but whose
+        ack never came (the server slow under a herd: outcome unknown) left it; taken as held elsewhere, the run
+        never started and the tracker re-dispatched it a stall later. It is re-armed from now, so that its expiry
+        is known. Leader and shard leases (attempt 0) are never adopted: their holder names a process only by
+        convention (a replica named by configuration), and two processes must not both come to hold one.
         """
         value = LeaseValue(holder=holder, attempt=attempt, at=now)
         try:
@@ -107,7 +109,8 @@ class Leases:
         except WriteConflict:
             pass
         current = await self.read(key)
-        ours = current is not None and current.value.holder == holder and current.value.attempt == attempt
+        ours = attempt > 0 and current is not None and (current.value.holder, current.value.attempt) == (
+            holder, attempt)
         if current is None or (current.value.holder and not ours):
             # Held (or expired between our write and read: the caller's next try will get it).
             return None

@@ -11,8 +11,10 @@ from jetcron.bus.lease import Leases
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
 from jetcron.core.errors import LeaseLost
+from jetcron.wire import subjects as s
 
 KEY = "run.job-1.20261231T000000Z"
+SHARD = s.shard_lease_key(3)
 
 
 @pytest.fixture
@@ -49,6 +51,15 @@ async def test_a_lease_held_by_another_holder_or_for_another_attempt_is_not_take
     assert await leases.acquire(KEY, "agent-1", 30, attempt=2) is None  # ours, but an older attempt's
     current = await leases.read(KEY)
     assert current is not None and current.token == held.token  # neither refusal wrote anything
+
+
+async def test_a_leader_lease_is_never_adopted_by_a_second_process_with_the_same_name(leases: Leases) -> None:
+    # Two trigger replicas configured with one name (attempt 0: a leader or shard lease) must not both hold it
+    held = await leases.acquire(SHARD, "trigger-a", 30)
+    assert held is not None
+    assert await leases.acquire(SHARD, "trigger-a", 30) is None
+    current = await leases.read(SHARD)
+    assert current is not None and current.token == held.token
 
 
 async def test_a_released_lease_goes_to_the_next_holder(leases: Leases) -> None:
