@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -145,6 +146,20 @@ def system(
         finally:
             sys_.stop()
             server.stop()
+            _keep_logs(base)
+
+
+def _keep_logs(base: Path) -> None:
+    """Copy the service and server logs out of the temp dir when JETCRON_BENCH_LOGS names a folder: a slow
+    repetition can then be read afterwards (who lost a lease, what timed out)."""
+    keep = os.environ.get("JETCRON_BENCH_LOGS")
+    if not keep:
+        return
+    dest = Path(keep) / base.name
+    for log in base.rglob("*.log"):
+        target = dest / log.relative_to(base)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)
 
 
 def emit(result: dict[str, Any]) -> None:

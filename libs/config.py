@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     stream, not as 50,000 tasks at once (services/agent/waiting.py)."""
     agent_report_window: int = Field(default=256, ge=1)
     """Reports (started, finished) an agent has in flight, waiting for their JetStream acks."""
+    agent_report_hold: float = Field(default=10.0, ge=0)
+    """Seconds an agent's reports may wait while it starts a herd's due attempts (services/agent/reports.py)."""
     agent_sim: bool = False
     """Execute nothing and report success (scale tests only)."""
     gpu_health_check: str | None = None

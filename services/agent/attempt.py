@@ -20,6 +20,7 @@ from jetcron.services.agent import container as containers
 from jetcron.services.agent.executor import Execution, Outcome
 from jetcron.services.agent.host import HostSetup
 from jetcron.services.agent.limits import RunLimits
+from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -52,9 +53,9 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
 class Attempt:
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
-                 asked_at: float | None = None, window: asyncio.Semaphore | None = None) -> None:
+                 asked_at: float | None = None, window: ReportWindow | None = None) -> None:
         self.ctx = ctx
-        self.window = window if window is not None else asyncio.Semaphore(1)
+        self.window = window if window is not None else ReportWindow(1, hold=0.0)
         """The agent's reports in flight (RunStarted, RunFinished): a herd's reports queue here, its starts do not."""
         self.granted = ctx.settings.run_lease_ttl if granted is None else granted
         """Seconds the lease was taken for: a staged run's first lease also covers its wait (first_grant)."""

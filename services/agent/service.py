@@ -23,6 +23,7 @@ from jetcron.services.agent.container import remove_leftovers
 from jetcron.services.agent.gang import take_gang
 from jetcron.services.agent.gpu_health import GpuHealth
 from jetcron.services.agent.host import HostSetup, describe
+from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context
@@ -52,12 +53,12 @@ class Agent:
         self.used = Used()
         """What the attempts in `attempts` take, kept as they come and go: summing them at every heartbeat
         walked a staged herd of tens of thousands."""
-        self.waiting: Waiting[Attempt] = Waiting(ctx.clock, self.launch, ctx.settings.agent_start_burst)
+        self.reports = ReportWindow(ctx.settings.agent_report_window, ctx.settings.agent_report_hold)
+        """Reports in flight from all attempts, bounded, and held while a herd starts (reports.py)."""
+        self.waiting: Waiting[Attempt] = Waiting(ctx.clock, self.launch, ctx.settings.agent_start_burst,
+                                                 self.reports)
         """Attempts assigned ahead of their due time (a staged herd), holding their slots but no tasks yet."""
         self.lease_writes = asyncio.Semaphore(LEASE_WRITES)
-        self.reports = asyncio.Semaphore(ctx.settings.agent_report_window)
-        """Reports in flight from all attempts: a herd's 50,000 must not queue 50,000 publishes, whose acks then
-        time out while heartbeats and lease renewals wait behind them."""
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.started_at = ctx.clock.now()

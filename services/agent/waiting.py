@@ -8,10 +8,9 @@ due-time index (core/due_index, the trigger's); its tasks are created when it is
 covers the wait and its place in the queue (core/leases.first_grant), so nothing renews it meanwhile.
 
 When thousands come due at the same instant they start as a stream: at most `burst` may be between leaving
-the index and having started. Their reports are bounded apart, by the agent's report window: started all at
-once and unbounded, 30,000 sim attempts on one agent queued 30,000 reports, whose acks then timed out, and
-the agent's heartbeats and lease renewals waited behind them. (Gating the starts on those reports instead
-made a herd start only as fast as the tracker took its reports in.)
+the index and having started. Their reports are bounded apart, and wait while due attempts are still being
+started (reports.py). (Gating the starts on those reports instead made a herd start only as fast as the
+tracker took its reports in.)
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Generic, TypeVar
 
 from jetcron.core.clock import Clock
 from jetcron.core.due_index import DueIndex
+from jetcron.services.agent.reports import ReportWindow
 
 T = TypeVar("T")
 
@@ -38,9 +38,12 @@ Settled = Callable[[], None]
 class Waiting(Generic[T]):
     """Items by key, each started by `start(item, settled)` once its due time has come, earliest first."""
 
-    def __init__(self, clock: Clock, start: Callable[[T, Settled], None], burst: int = 256) -> None:
+    def __init__(self, clock: Clock, start: Callable[[T, Settled], None], burst: int = 256,
+                 reports: ReportWindow | None = None) -> None:
         self._clock = clock
         self._start = start
+        self._reports = reports
+        """Held while due items are being started: the starts of a herd go first (reports.py)."""
         self._index = DueIndex(1)
         self._items: dict[str, T] = {}
         self._changed = asyncio.Event()
@@ -75,17 +78,23 @@ class Waiting(Generic[T]):
     async def start_due(self) -> int:
         """Start every item whose time has come, earliest first, as room in the burst allows; how many."""
         started = 0
-        while True:
-            first = self._index.next_wake({0})
-            if first is None or first > self._clock.now():
-                return started
-            await self._room.acquire()
-            keys = self._index.pop_due(0, self._clock.now(), limit=1)
-            if not keys:  # taken back while this waited for room
-                self._room.release()
-                return started
-            self._start(self._items.pop(keys[0]), self._settler())
-            started += 1
+        try:
+            while True:
+                first = self._index.next_wake({0})
+                if first is None or first > self._clock.now():
+                    return started
+                if self._reports is not None:
+                    self._reports.starting()
+                await self._room.acquire()
+                keys = self._index.pop_due(0, self._clock.now(), limit=1)
+                if not keys:  # taken back while this waited for room
+                    self._room.release()
+                    return started
+                self._start(self._items.pop(keys[0]), self._settler())
+                started += 1
+        finally:
+            if self._reports is not None:
+                self._reports.started()
 
     def _settler(self) -> Settled:
         done = False

@@ -16,6 +16,7 @@ from jetcron.core.clock import ManualClock
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.host import HostSetup
+from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context
@@ -138,31 +139,55 @@ class _HeldAcks:
         return SimpleNamespace(seq=len(self.sent))
 
 
-async def test_a_herd_starts_without_waiting_for_its_reports_which_stay_within_the_window() -> None:
+HERD = 40
+
+
+async def test_a_herd_starts_first_and_its_reports_follow_within_the_window() -> None:
     clock = ManualClock(T0)
     js = _HeldAcks()
     ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=clock, js=js))
-    window = asyncio.Semaphore(2)
+    window = ReportWindow(2, hold=3600)
     spec = JobSpec(name="j", command=["true"])
     attempts = [Attempt(ctx, AssignRun(run_id=f"r{i}", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0,
                                        due_at=T0),
                         Lease(key=f"k{i}", token=i + 1, value=LeaseValue(holder="a")), {}, TraceContext(),
-                        cast(StrayGuard, None), cast(HostSetup, None), window=window) for i in range(6)]
+                        cast(StrayGuard, None), cast(HostSetup, None), window=window) for i in range(HERD)]
     tasks: list[asyncio.Task[None]] = []
+    sent_before_launch: list[int] = []
 
     def launch(attempt: Attempt, settled: Settled) -> None:
+        sent_before_launch.append(len(js.sent))
         attempt.settled = settled
         tasks.append(asyncio.create_task(attempt.run()))
 
-    w: Waiting[Attempt] = Waiting(clock, launch, burst=2)
+    w: Waiting[Attempt] = Waiting(clock, launch, burst=2, reports=window)
     for a in attempts:
         w.add(a.cmd.run_id, T0, a)
-    # No report is acknowledged yet, and still every attempt starts: a burst of 2 is room to start, not to report
-    assert await asyncio.wait_for(w.start_due(), timeout=5) == 6
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert [a.started_at for a in attempts] == [T0] * 6
-    assert js.sent == ["jc.event.finished"] * 2  # the window: two reports in flight, four wait for room
-    js.release.set()
-    await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
-    assert (js.sent, [a.succeeded for a in attempts]) == (["jc.event.finished"] * 6, [True] * 6)
+    try:
+        # No report is acknowledged yet, and still every attempt starts: a burst of 2 is room to start, not to report
+        assert await asyncio.wait_for(w.start_due(), timeout=5) == HERD
+        # and no report went out while the herd was starting: the tracker's work waits for the starts
+        assert sent_before_launch == [0] * HERD
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [a.started_at for a in attempts] == [T0] * HERD
+        assert js.sent == ["jc.event.finished"] * 2  # the window: two reports in flight, the rest wait for room
+    finally:
+        js.release.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
+    assert (js.sent, [a.succeeded for a in attempts]) == (["jc.event.finished"] * HERD, [True] * HERD)
+
+
+async def test_reports_held_by_a_herd_go_out_after_the_hold_even_if_it_is_still_starting() -> None:
+    window = ReportWindow(4, hold=0.01)
+    window.starting()
+    assert not window.quiet
+    async with asyncio.timeout(5):  # the hold ends it, though started() never comes
+        async with window:
+            pass
+    assert window.quiet
+    window.starting()  # the same herd: the hold is not restarted, reports keep going
+    assert window.quiet
+    window.started()
+    window.starting()  # the next herd holds them again
+    assert not window.quiet
