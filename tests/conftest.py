@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import nats
 import pytest
 from harness import FAILURE_REPORTS, Services, add_failure_report, services_on
+from nats.js import JetStreamContext
 
 from jetcron.bus.server import EmbeddedNats
+from jetcron.bus.topology import ensure_topology
 from jetcron.sdk.client import Client
 
 
@@ -76,3 +79,15 @@ async def client(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
         yield c
     finally:
         await c.close()
+
+
+@pytest.fixture
+async def topology_js(nats_server: EmbeddedNats) -> AsyncIterator[JetStreamContext]:
+    """A JetStream context on `nats_server` with jetcron's streams and buckets made: for tests of one store."""
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream(timeout=5)
+    await ensure_topology(js)
+    try:
+        yield js
+    finally:
+        await nc.close()

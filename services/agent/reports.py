@@ -14,7 +14,6 @@ Two rules, both learnt from herds of tens of thousands due at one instant on sim
 from __future__ import annotations
 
 import asyncio
-import time
 from types import TracebackType
 
 
@@ -26,8 +25,8 @@ class ReportWindow:
         self._quiet = asyncio.Event()
         self._quiet.set()
         self._hold = hold
-        self._busy_since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        """Set from the first `starting()` of a herd to its `started()`: the hold's end."""
 
     @property
     def quiet(self) -> bool:
@@ -35,16 +34,14 @@ class ReportWindow:
 
     def starting(self) -> None:
         """Attempts are coming due: reports wait until `started()`, or `hold` seconds from the first call."""
-        if self._busy_since is not None:
+        if self._timer is not None:
             return
-        self._busy_since = time.monotonic()
         self._quiet.clear()
         # Held no longer than `hold`: an agent that never catches up with its due attempts still reports.
         self._timer = asyncio.get_running_loop().call_later(self._hold, self._quiet.set)
 
     def started(self) -> None:
         """Nothing due is waiting any more: reports go."""
-        self._busy_since = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

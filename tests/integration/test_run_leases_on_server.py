@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import nats
 import pytest
+from nats.js import JetStreamContext
 
 from jetcron.bus.lease import Leases
-from jetcron.bus.server import EmbeddedNats
-from jetcron.bus.topology import ensure_topology
 from jetcron.core.errors import LeaseLost
 from jetcron.wire import subjects as s
 
@@ -18,14 +14,8 @@ SHARD = s.shard_lease_key(3)
 
 
 @pytest.fixture
-async def leases(nats_server: EmbeddedNats) -> AsyncIterator[Leases]:
-    nc = await nats.connect(nats_server.url)
-    js = nc.jetstream(timeout=5)
-    await ensure_topology(js)
-    try:
-        yield Leases(js)
-    finally:
-        await nc.close()
+def leases(topology_js: JetStreamContext) -> Leases:
+    return Leases(topology_js)
 
 
 async def test_a_retried_acquire_finds_its_own_lease_and_rearms_it(leases: Leases) -> None:

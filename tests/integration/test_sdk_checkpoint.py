@@ -4,30 +4,22 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nats
 import pytest
 from harness import Services, wait_for
+from nats.js import JetStreamContext
 from test_runs import now_job, state_is, the_run
 
 from jetcron.bus.checkpoints import Checkpoints
-from jetcron.bus.server import EmbeddedNats
-from jetcron.bus.topology import ensure_topology
 from jetcron.sdk import checkpoint
 from jetcron.sdk.client import Client
 
 
 @pytest.fixture
-async def store(nats_server: EmbeddedNats) -> AsyncIterator[Checkpoints]:
-    nc = await nats.connect(nats_server.url)
-    js = nc.jetstream(timeout=5)
-    await ensure_topology(js)
-    try:
-        yield Checkpoints(js)
-    finally:
-        await nc.close()
+def store(topology_js: JetStreamContext) -> Checkpoints:
+    return Checkpoints(topology_js)
 
 
 async def test_the_latest_save_is_what_loads(store: Checkpoints) -> None:
