@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import secrets
 from datetime import datetime
 
 import msgspec
@@ -24,6 +25,9 @@ class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     at: datetime | None = None
     revoked: str = ""
     """Set when a third party (cancel, a newer attempt) took the lease away: why."""
+    nonce: str = ""
+    """Random per acquisition, kept by its renewals: the stored lease carrying ours proves the last write was
+    one of ours (a renewal whose ack was lost), never another process's of the same name, nor a revoke."""
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -43,22 +47,22 @@ def _ttl_header(ttl: float) -> str:
 
 
 class Leases:
-    """Acquire, renew, release and revoke leases in the leases bucket by raw, revision-checked publishes.
+    """Acquire, renew, release and revoke leases by raw, revision-checked publishes.
 
     nats-py's KeyValue.update() carries no TTL, so a renewal through it would make the lease immortal;
-    each write here carries both Nats-TTL and Nats-Expected-Last-Subject-Sequence (FIELD_NOTES).
+    each write here carries both Nats-TTL and Nats-Expected-Last-Subject-Sequence (FIELD_NOTES). Each key
+    lives in the bucket `subjects.lease_bucket` names: run leases apart from leader and shard leases.
     """
 
     def __init__(self, js: JetStreamContext) -> None:
         self.js = js
-        self.prefix = f"$KV.{s.BUCKET_LEASES}."
 
     async def _write(self, key: str, value: LeaseValue, ttl: float, expected: int | None) -> int:
         headers = {s.HDR_TTL: _ttl_header(ttl)}
         if expected is not None:
             headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(expected)
         try:
-            ack = await self.js.publish(self.prefix + key, encode(value), headers=headers)
+            ack = await self.js.publish(f"$KV.{s.lease_bucket(key)}.{key}", encode(value), headers=headers)
         except Exception as exc:
             raise translate(exc, f"lease {key}") from exc
         return int(ack.seq)
@@ -66,7 +70,7 @@ class Leases:
     async def keys(self, pattern: str) -> list[str]:
         """Live lease keys matching a subject pattern (expired ones are gone from the stream)."""
         try:
-            return await scan_keys(await self.js.key_value(s.BUCKET_LEASES), pattern)
+            return await scan_keys(await self.js.key_value(s.lease_bucket(pattern)), pattern)
         except Exception as exc:
             raise translate(exc, f"list leases {pattern}") from exc
 
@@ -82,7 +86,8 @@ class Leases:
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
         try:
-            msg = await self.js.get_msg(f"KV_{s.BUCKET_LEASES}", subject=self.prefix + key, direct=False)
+            bucket = s.lease_bucket(key)
+            msg = await self.js.get_msg(f"KV_{bucket}", subject=f"$KV.{bucket}.{key}", direct=False)
         except jse.NotFoundError:
             return None
         except Exception as exc:
@@ -103,7 +108,7 @@ class Leases:
         is known. Leader and shard leases (attempt 0) are never adopted: their holder names a process only by
         convention (a replica named by configuration), and two processes must not both come to hold one.
         """
-        value = LeaseValue(holder=holder, attempt=attempt, at=now)
+        value = LeaseValue(holder=holder, attempt=attempt, at=now, nonce=secrets.token_hex(8))
         try:
             return Lease(key=key, token=await self._write(key, value, ttl, expected=0), value=value)
         except WriteConflict:
@@ -120,13 +125,28 @@ class Leases:
             return None
 
     async def renew(self, lease: Lease, ttl: float, *, now: datetime | None = None) -> Lease:
-        """Re-arm the expiry; LeaseLost if it expired or someone else wrote it since our token."""
+        """Re-arm the expiry; LeaseLost if it expired or someone else wrote it since our token.
+
+        A renewal whose write landed but whose ack never came (outcome unknown: the server slow under a herd)
+        leaves the lease one revision past our token. If the stored lease still carries our nonce, that write
+        was ours: re-arm over it. Read as lost, it made a trigger drop a shard and an agent kill a healthy run.
+        """
         value = msgspec.structs.replace(lease.value, at=now)
         try:
             token = await self._write(lease.key, value, ttl, expected=lease.token)
         except WriteConflict:
-            raise LeaseLost(f"lease {lease.key} (token {lease.token}) was lost") from None
+            token = await self._rearm_own(lease, value, ttl)
         return Lease(key=lease.key, token=token, value=value)
+
+    async def _rearm_own(self, lease: Lease, value: LeaseValue, ttl: float) -> int:
+        lost = LeaseLost(f"lease {lease.key} (token {lease.token}) was lost")
+        current = await self.read(lease.key)
+        if current is None or not lease.value.nonce or current.value.nonce != lease.value.nonce:
+            raise lost
+        try:
+            return await self._write(lease.key, value, ttl, expected=current.token)
+        except WriteConflict:
+            raise lost from None
 
     async def release(self, lease: Lease) -> None:
         """Give it up early so the next holder need not wait for the TTL; losing the race is fine."""
@@ -147,7 +167,7 @@ class Leases:
         current = await self.read(key)
         if current is None or not current.value.holder or current.value.attempt >= attempt:
             return None
-        value = LeaseValue(holder=holder, attempt=attempt, at=now)
+        value = LeaseValue(holder=holder, attempt=attempt, at=now, nonce=secrets.token_hex(8))
         try:
             return Lease(key=key, token=await self._write(key, value, ttl, expected=current.token), value=value)
         except WriteConflict:

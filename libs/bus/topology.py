@@ -76,7 +76,10 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
                        description="one record per run", **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CURSORS, history=1, description="last recorded fire time per job",
                        **common),  # type: ignore[arg-type]
-        KeyValueConfig(bucket=s.BUCKET_LEASES, history=1, description="shard, leader and run leases (per-message TTL)",
+        KeyValueConfig(bucket=s.BUCKET_LEASES, history=1, description="run and gang leases (per-message TTL)",
+                       **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_LEADERS, history=1,
+                       description="leader, trigger shard and member leases (per-message TTL)",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_AGENTS, history=1, ttl=limits.agents_ttl,
                        description="live agents; a key ages out when its agent stops heartbeating",

@@ -18,6 +18,7 @@ BUCKET_JOBS = "jc_jobs"
 BUCKET_RUNS = "jc_runs"
 BUCKET_CURSORS = "jc_cursors"
 BUCKET_LEASES = "jc_leases"
+BUCKET_LEADERS = "jc_leaders"
 BUCKET_AGENTS = "jc_agents"
 BUCKET_IDEMPOTENCY = "jc_idem"
 BUCKET_TENANTS = "jc_tenants"
@@ -140,6 +141,14 @@ def trigger_member_key(replica: str) -> str:
 TRIGGER_MEMBERS = "trigger.member.*"
 PLACEMENT_LEADER_KEY = "placement.leader"
 TRACKER_LEADER_KEY = "tracker.leader"
+_RUN_LEASE_PREFIXES = ("run.", "gang.")
+
+
+def lease_bucket(key: str) -> str:
+    """The bucket a lease key (or key pattern) lives in: run and gang leases in jc_leases, the few leader, shard
+    and member leases in jc_leaders. Each bucket is its own stream with its own write queue on the server, so a
+    herd's tens of thousands of run-lease writes (and their expiries) cannot hold a leader's renewal back."""
+    return BUCKET_LEASES if key.startswith(_RUN_LEASE_PREFIXES) else BUCKET_LEADERS
 
 
 def service_key(service: str, instance: str) -> str:

@@ -76,6 +76,8 @@ class Attempt:
         """Renews the lease; started at the first renewal (keeper_delay), if the attempt is still on by then."""
         self.start_publishing = False
         self.succeeded = False
+        self.reporting = False
+        """The child has ended and its finish report waits (or is in flight): the lease only guards the report."""
         self.fenced = False
         self.handed_back = False
         self.done = asyncio.Event()
@@ -123,9 +125,12 @@ class Attempt:
             if sent >= deadline:
                 self._fence(f"lease not renewed for {sent - renewed:.1f}s (paused or cut off)")
                 return
+            # Ended, its report waiting its turn: one renewal covers that wait (nothing is left to fence).
+            grant = leases.reporting_grant(ttl, self.window.queued, self.window.rate()) if self.reporting else ttl
             try:
-                self.lease = await asyncio.wait_for(self.ctx.leases.renew(self.lease, ttl), timeout=deadline - sent)
-                renewed, granted = sent, ttl
+                self.lease = await asyncio.wait_for(self.ctx.leases.renew(self.lease, grant),
+                                                    timeout=deadline - sent)
+                renewed, granted = sent, grant
             except LeaseLost:
                 self._fence("lease taken (cancelled or re-dispatched)")
                 return
@@ -165,6 +170,7 @@ class Attempt:
                 span.set_attribute("jetcron.outcome", outcome.outcome)
                 faults.point("agent.after_exit")
                 if not self.fenced and not self.handed_back:
+                    self.reporting = True
                     await self._report(outcome)  # inside the span: the report carries its traceparent
         finally:
             self.settled()

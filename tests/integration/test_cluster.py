@@ -17,7 +17,7 @@ async def test_a_job_runs_on_a_three_node_cluster_with_replicated_state(cluster_
     try:
         # Then its state is replicated three ways
         js = nc.jetstream()
-        for stream in (s.STREAM_EVENTS, f"KV_{s.BUCKET_RUNS}", f"KV_{s.BUCKET_LEASES}"):
+        for stream in (s.STREAM_EVENTS, f"KV_{s.BUCKET_RUNS}", f"KV_{s.BUCKET_LEASES}", f"KV_{s.BUCKET_LEADERS}"):
             assert (await js.stream_info(stream)).config.num_replicas == 3, stream
     finally:
         await nc.close()

@@ -58,3 +58,64 @@ async def test_a_released_lease_goes_to_the_next_holder(leases: Leases) -> None:
     await leases.release(held)
     taken = await leases.acquire(KEY, "agent-2", 30, attempt=2)
     assert taken is not None and taken.value.holder == "agent-2"
+
+
+async def test_leader_and_shard_leases_live_apart_from_run_leases(leases: Leases,
+                                                                 topology_js: JetStreamContext) -> None:
+    # Given a run lease, a shard lease and the placement leader lease
+    run = await leases.acquire(KEY, "agent-1", 30, attempt=1)
+    shard = await leases.acquire(SHARD, "trigger-a", 30)
+    leader = await leases.acquire(s.PLACEMENT_LEADER_KEY, "placement-a", 30)
+    assert run is not None and shard is not None and leader is not None
+
+    # Then the run lease is the only message of the run-lease stream, and the other two are in a stream of
+    # their own (a herd's run-lease writes cannot queue ahead of a leader's renewal)
+    runs = await topology_js.stream_info(f"KV_{s.BUCKET_LEASES}", subjects_filter=">")
+    leaders = await topology_js.stream_info(f"KV_{s.BUCKET_LEADERS}", subjects_filter=">")
+    assert set(runs.state.subjects or {}) == {f"$KV.{s.BUCKET_LEASES}.{KEY}"}
+    assert set(leaders.state.subjects or {}) == {f"$KV.{s.BUCKET_LEADERS}.{SHARD}",
+                                                 f"$KV.{s.BUCKET_LEADERS}.{s.PLACEMENT_LEADER_KEY}"}
+    # And each reads back, renews and lists from where it lives
+    assert [await leases.keys(s.SHARD_LEASES), await leases.keys("run.>")] == [[SHARD], [KEY]]
+    for held in (run, shard, leader):
+        again = await leases.read(held.key)
+        assert again is not None and again.token == held.token
+        assert (await leases.renew(held, 30)).token > held.token
+
+
+@pytest.mark.parametrize("key", [KEY, SHARD], ids=["run_lease", "shard_lease"])
+async def test_a_renewal_whose_ack_was_lost_is_adopted_by_the_next_one(leases: Leases, key: str) -> None:
+    # Given a lease whose renewal landed on the server while its holder never saw the ack (it kept the old token)
+    held = await leases.acquire(key, "holder-a", 30, attempt=1 if key == KEY else 0)
+    assert held is not None
+    landed = await leases.renew(held, 30)
+
+    # When the holder renews again from the token it knows
+    again = await leases.renew(held, 30)
+
+    # Then the landed write is recognised as its own (same nonce) and re-armed over: still held, newer token
+    assert again.token > landed.token
+    current = await leases.read(key)
+    assert current is not None and current.token == again.token and current.value.nonce == held.value.nonce
+
+
+async def test_a_renewal_after_a_revoke_or_a_new_holder_of_the_same_name_is_lost(leases: Leases) -> None:
+    # Given a shard lease given up and taken by a second process configured with the same name
+    first = await leases.acquire(SHARD, "trigger-a", 30)
+    assert first is not None
+    await leases.release(first)
+    second = await leases.acquire(SHARD, "trigger-a", 30)
+    assert second is not None and second.value.nonce != first.value.nonce
+
+    # Then the first process's renewal is refused: the stored lease is not one of its writes
+    with pytest.raises(LeaseLost, match=f"lease {SHARD} \\(token {first.token}\\) was lost"):
+        await leases.renew(first, 30)
+
+    # And a revoked run lease is lost to its holder, however the holder's last renewal went
+    run = await leases.acquire(KEY, "agent-1", 30, attempt=1)
+    assert run is not None
+    await leases.revoke(KEY, "cancelled", 30)
+    with pytest.raises(LeaseLost, match=f"lease {KEY} \\(token {run.token}\\) was lost"):
+        await leases.renew(run, 30)
+    current = await leases.read(KEY)  # still the revoke marker: nobody was re-armed over it
+    assert current is not None and (current.value.holder, current.value.revoked) == ("", "cancelled")

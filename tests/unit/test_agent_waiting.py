@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import cast
 
+import pytest
 from opentelemetry.context import Context as TraceContext
 
 from jetcron.bus.lease import Lease, LeaseValue
@@ -191,3 +193,72 @@ async def test_reports_held_by_a_herd_go_out_after_the_hold_even_if_it_is_still_
     window.started()
     window.starting()  # the next herd holds them again
     assert not window.quiet
+
+
+async def test_the_report_window_counts_what_waits_and_measures_its_rate() -> None:
+    now = [100.0]
+    window = ReportWindow(1, hold=0.0, clock=lambda: now[0])
+    assert (window.queued, window.rate()) == (0, None)
+    inside, leave = asyncio.Event(), asyncio.Event()
+
+    async def slow_report() -> None:
+        async with window:
+            inside.set()
+            await leave.wait()
+
+    async def report(at: float) -> None:
+        async with window:
+            now[0] = at
+
+    # Given one report in flight and one waiting for room behind it
+    first, second = asyncio.create_task(slow_report()), asyncio.create_task(report(101.0))
+    await inside.wait()
+    assert window.queued == 2
+    # When both have gone (at 100.0 and 101.0), and two more (at 101.5, 102.0)
+    leave.set()
+    await asyncio.gather(first, second)
+    assert (window.queued, window.rate()) == (0, 1.0)
+    for at in (101.5, 102.0):
+        await report(at)
+    # Then the rate is over the latest reports: three intervals in two seconds
+    assert window.rate() == 1.5
+
+
+class _Renewals:
+    """Leases whose renewals are recorded with the TTL they asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        self.asked.append(ttl)
+        return Lease(key=lease.key, token=lease.token + 1, value=lease.value)
+
+
+@pytest.mark.parametrize(("reporting", "asked"), [
+    # its child has ended and its report waits behind 5,000 others at 250 reports/s: TTL + 20 s, once
+    pytest.param(True, [30.0], id="ended_renews_once_for_its_reports_whole_wait"),
+    # its child may still run: a short lease, so that it is fenced in time if the agent is cut off
+    pytest.param(False, [10.0], id="running_renews_for_the_plain_ttl"),
+])
+async def test_the_lease_keeper_renews_an_ended_attempt_for_its_reports_wait(reporting: bool,
+                                                                             asked: list[float]) -> None:
+    renewals = _Renewals()
+    ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0), clock=ManualClock(T0),
+                                        leases=renewals))
+    window = cast(ReportWindow, SimpleNamespace(queued=5_000, rate=lambda: 250.0))
+    spec = JobSpec(name="j", command=["true"])
+    # Given an attempt whose 10 s lease was written 5 s ago: its first renewal is due
+    attempt = Attempt(ctx, AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0,
+                                     due_at=T0), Lease(key="k", token=1, value=LeaseValue(holder="a")), {},
+                      TraceContext(), cast(StrayGuard, None), cast(HostSetup, None), granted=10.0,
+                      asked_at=time.monotonic() - 5.0, window=window)
+    attempt.reporting = reporting
+    keeper = asyncio.create_task(attempt.keep_lease())
+    for _ in range(20):
+        await asyncio.sleep(0)
+        if renewals.asked:
+            break
+    attempt.done.set()
+    await asyncio.wait_for(keeper, timeout=5)
+    assert renewals.asked == asked  # and nothing more: the next renewal is not due yet

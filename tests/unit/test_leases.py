@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jetcron.core.leases import fence_at, first_grant, renew_at
+from jetcron.core.leases import REPORT_WAIT_CAP, fence_at, first_grant, renew_at, reporting_grant
+from jetcron.wire import subjects as s
 
 NOW = datetime(2026, 3, 8, 12, 0, tzinfo=UTC)
 
@@ -46,3 +47,29 @@ def test_the_agent_fences_a_margin_before_expiry_and_after_its_renewal_time(ttl:
     for granted in (ttl, ttl + 30.0):
         assert fence_at(100.0, granted, ttl) == pytest.approx(100.0 + granted - margin)
         assert renew_at(100.0, granted, ttl) < fence_at(100.0, granted, ttl)
+
+
+@pytest.mark.parametrize(("key", "bucket"), [
+    pytest.param(s.run_lease_key("nightly.20261202T000000Z"), s.BUCKET_LEASES, id="run_lease"),
+    pytest.param(s.gang_lease_key("train.20261202T000000Z", "gpu-7"), s.BUCKET_LEASES, id="gang_member_lease"),
+    pytest.param("run.>", s.BUCKET_LEASES, id="run_lease_pattern"),
+    pytest.param(s.shard_lease_key(3), s.BUCKET_LEADERS, id="trigger_shard"),
+    pytest.param(s.SHARD_LEASES, s.BUCKET_LEADERS, id="trigger_shard_pattern"),
+    pytest.param(s.trigger_member_key("trigger-a"), s.BUCKET_LEADERS, id="trigger_member"),
+    pytest.param(s.PLACEMENT_LEADER_KEY, s.BUCKET_LEADERS, id="placement_leader"),
+    pytest.param(s.TRACKER_LEADER_KEY, s.BUCKET_LEADERS, id="tracker_leader"),
+])
+def test_run_leases_and_leader_leases_live_in_separate_buckets(key: str, bucket: str) -> None:
+    assert s.lease_bucket(key) == bucket
+
+
+@pytest.mark.parametrize(("queued", "rate", "granted"), [
+    pytest.param(0, 250.0, 10.0, id="nothing_queued_gets_the_plain_ttl"),
+    pytest.param(5_000, 250.0, 30.0, id="queue_at_the_measured_rate"),
+    pytest.param(200, None, 20.0, id="rate_unknown_assumes_the_floor_of_20_per_s"),
+    pytest.param(200, 2.0, 20.0, id="a_measured_rate_below_the_floor_counts_as_the_floor"),
+    pytest.param(1_000_000, 250.0, 10.0 + REPORT_WAIT_CAP, id="capped"),
+])
+def test_a_finished_attempt_keeps_its_lease_for_its_reports_wait(queued: int, rate: float | None,
+                                                                   granted: float) -> None:
+    assert reporting_grant(10.0, queued, rate) == granted
