@@ -59,7 +59,8 @@ async def _herd(url: str, n: int, spread: float, lead: float, timeout: float, pr
             "recorded_p50_ms": percentile(staged, 50), "recorded_p99_ms": percentile(staged, 99),
             "recorded_max_ms": max(staged, default=float("nan")),
             "assigned_p50_ms": percentile(assigned, 50), "assigned_p99_ms": percentile(assigned, 99),
-            "jobs_stored_s": stored_in}
+            # Runs re-dispatched (a record's times are its latest attempt's: these show as late assignments)
+            "second_attempts": sum(1 for r in runs if r.attempt > 1), "jobs_stored_s": stored_in}
 
 
 def run(scenario: str, n: int, reps: int, lead: float, timeout: float, rounds: int = 5,

@@ -26,6 +26,7 @@ from jetcron.config import Settings
 from jetcron.core.errors import JetcronError, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.telemetry import metrics
+from jetcron.telemetry.gc_pauses import GcPauses
 from jetcron.telemetry.http import HealthServer
 from jetcron.telemetry.logging import setup_logging
 from jetcron.telemetry.tracing import flush_tracing, setup_tracing
@@ -127,9 +128,13 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
     ping = await add_ping_service(ctx.nc, me, VERSION)
     announcer = asyncio.create_task(_announce(ctx, registry, started))
     ctx.log.info("serving health", metrics_url=ctx.metrics_url, instance=ctx.instance)
+    pauses = GcPauses()
+    pauses.install()
     try:
         await main(ctx)
     finally:
+        pauses.uninstall()
+        ctx.log.info("stopping", gc_pause_seconds=pauses.totals())
         announcer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await announcer

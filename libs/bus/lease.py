@@ -38,7 +38,17 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The revision of the write that granted or renewed it: the fencing token."""
     value: LeaseValue
     written_at: datetime | None = None
-    """Server time of that write, when read back: the lease expires TTL after it (by the server's clock)."""
+    """Server time of that write, when read back: the lease expires `ttl` after it (by the server's clock)."""
+    ttl: float | None = None
+    """The TTL that write carried (its Nats-TTL header), when read back: a staged run's first lease is granted
+    for its wait too (core/leases.first_grant), so the run lease TTL alone would say it lapsed long ago."""
+
+
+def _ttl_of(headers: dict[str, str] | None) -> float | None:
+    try:
+        return float((headers or {})[s.HDR_TTL])
+    except (KeyError, ValueError):  # not ours: a write by hand, or a duration like "1m" (we write seconds)
+        return None
 
 
 def _ttl_header(ttl: float) -> str:
@@ -95,7 +105,8 @@ class Leases:
         if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
             return None
         # A released or revoked marker comes back with an empty holder: callers read that as free.
-        return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue), written_at=msg.time)
+        return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue), written_at=msg.time,
+                     ttl=_ttl_of(msg.headers))
 
     async def acquire(
         self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None

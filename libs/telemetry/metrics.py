@@ -32,6 +32,8 @@ AGENT_FREE_GPUS = Gauge("jetcron_agent_free_gpus", "Unassigned GPUs on this agen
 LEASES_HELD = Gauge("jetcron_leases_held", "Leader and shard leases this instance holds now", ["kind"])
 TRIGGER_SHARDS = Gauge("jetcron_trigger_shards", "Trigger shards configured (every one should be held)")
 SERVICE_READY = Gauge("jetcron_service_ready", "1 once the service is connected and its consumers exist")
+GC_PAUSE = Counter("jetcron_gc_pause_seconds_total", "Seconds this process spent in cycle-collector passes",
+                   ["generation"])
 
 # Known label values start at zero, so rate() and absent() work before the first event.
 LEASE_KINDS = ("placement_leader", "tracker_leader", "trigger_shard")
@@ -44,3 +46,5 @@ for _reason in ("stale", "duplicate_or_late", "unknown_run"):
     REPORTS_DROPPED.labels(reason=_reason)
 for _kind in LEASE_KINDS:
     TAKEOVERS.labels(kind=_kind)
+for _generation in ("0", "1", "2"):
+    GC_PAUSE.labels(generation=_generation)

@@ -35,9 +35,13 @@ _tracer = tracer("placement")
 
 
 class Placer:
-    def __init__(self, ctx: Context, view: View) -> None:
+    def __init__(self, ctx: Context, view: View, over: asyncio.Event | None = None) -> None:
         self.ctx = ctx
         self.view = view
+        self.over = over if over is not None else asyncio.Event()
+        """Set when this leadership ends. Its loops stop on it, not only on cancel(): Python 3.11's wait_for()
+        swallows a cancel that lands as the awaited event is set, and `view.changed` is set all the time
+        under a herd, so a cancelled loop went on forever and the replica never led again."""
         self.ahead = timedelta(seconds=ctx.settings.lead_seconds)
         """How long before its due time a held run is assigned (the agent then starts it on time)."""
         # The message is None for a run taken up from its record at takeover (its message is still pending).
@@ -202,7 +206,7 @@ class Placer:
         Each one every TOUCH_EVERY seconds, counted from when this pass first saw it (it was delivered at most
         one pass earlier), not all of them every pass: a herd holds tens of thousands."""
         touched: dict[str, float] = {}
-        while not self.ctx.stop.is_set():
+        while not self.over.is_set():
             await asyncio.sleep(TOUCH_EVERY / 2)
             now = time.monotonic()
             seen: dict[str, float] = {}
@@ -217,7 +221,7 @@ class Placer:
             touched = seen
 
     async def loop(self) -> None:
-        while not self.ctx.stop.is_set():
+        while not self.over.is_set():
             self.view.changed.clear()
             await self.place_once()
             nearest = min((c.due_at - self.ahead for c, _, _ in self.held.values() if not c.staged), default=None)
@@ -247,11 +251,11 @@ async def lead(ctx: Context, view: View) -> None:
         metrics.TAKEOVERS.labels(kind="placement_leader").inc()
         metrics.LEASES_HELD.labels(kind="placement_leader").set(1)
         view.leading = True
-        placer = Placer(ctx, view)
+        stop = asyncio.Event()
+        placer = Placer(ctx, view, stop)
         taken = placer.take_up_records()
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
                      waiting=taken)
-        stop = asyncio.Event()
         tasks = [asyncio.create_task(t) for t in (
             pull_loop(ctx.js, s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
             placer.loop(), placer.keep_alive(), view.publish_capacity(stop))]

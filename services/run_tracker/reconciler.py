@@ -60,30 +60,34 @@ class Reconciler:
             if not run_id:
                 self.synced.set()
                 continue
-            if run is None or run.state.terminal:
-                self.active.pop(run_id, None)
-                self.quiet.remove(run_id)
-                self.looked_at.discard(run_id)
-                self.revisions.pop(run_id, None)
-                self.missing_lease.pop(run_id, None)
-                self.missing_seq.pop(run_id, None)
-                self.checked.pop(run_id, None)
-                self.next_look.pop(run_id, None)
-                self._forget_gang(run_id)
-            else:
-                old = self.active.get(run_id)
-                if old is None or old.state != run.state or old.attempt != run.attempt:
-                    self.missing_lease.pop(run_id, None)
-                    self.missing_seq.pop(run_id, None)
-                self.active[run_id] = run
-                quiet = self._quiet_until(run)
-                if quiet == _EARLIEST:
-                    self.quiet.remove(run_id)
-                    self.looked_at.add(run_id)
-                else:
-                    self.looked_at.discard(run_id)
-                    self.quiet.set(run_id, quiet)
-                self.revisions[run_id] = revision
+            self.on_record(run_id, run, revision)
+
+    def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
+        """A run's record changed (or was deleted): index it afresh."""
+        if run is None or run.state.terminal:
+            self.active.pop(run_id, None)
+            self.quiet.remove(run_id)
+            self.looked_at.discard(run_id)
+            self.revisions.pop(run_id, None)
+            self.missing_lease.pop(run_id, None)
+            self.missing_seq.pop(run_id, None)
+            self.checked.pop(run_id, None)
+            self.next_look.pop(run_id, None)
+            self._forget_gang(run_id)
+            return
+        old = self.active.get(run_id)
+        if old is None or old.state != run.state or old.attempt != run.attempt:
+            self.missing_lease.pop(run_id, None)
+            self.missing_seq.pop(run_id, None)
+        self.active[run_id] = run
+        quiet = self._quiet_until(run)
+        if quiet == _EARLIEST:
+            self.quiet.remove(run_id)
+            self.looked_at.add(run_id)
+        else:
+            self.looked_at.discard(run_id)
+            self.quiet.set(run_id, quiet)
+        self.revisions[run_id] = revision
 
     def known(self, run_id: str) -> tuple[Run, int] | None:
         """The last watched record of an active run and its revision (maybe stale: Records.change checks)."""
@@ -197,8 +201,14 @@ class Reconciler:
         if lease is not None and lease.value.holder:
             self.missing_lease.pop(run.run_id, None)
             self.missing_seq.pop(run.run_id, None)
-            expires = (lease.written_at or now) + timedelta(seconds=ttl)
-            self.next_look[run.run_id] = max(expires, now + timedelta(seconds=min(ttl / 4, 1.0)))
+            expires = (lease.written_at or now) + timedelta(seconds=lease.ttl or ttl)
+            look = self.next_look[run.run_id] = max(expires, now + timedelta(seconds=min(ttl / 4, 1.0)))
+            if len(run.agents) <= 1 and run.run_id in self.looked_at:
+                # Nothing but its record (which re-indexes it) can change it before then: out of the sweeps
+                # until then. Walked every sweep instead, a herd's 100,000 runs past their stall with live
+                # leases were most of the tracker's CPU while their reports waited for it.
+                self.looked_at.discard(run.run_id)
+                self.quiet.set(run.run_id, look)
             return False
         first = self.missing_lease.setdefault(run.run_id, now)
         seq = self.missing_seq.get(run.run_id)

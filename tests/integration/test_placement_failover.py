@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import nats
 from harness import Services, wait_for
-from placement_support import agents_known, job, runs_of, start
+from placement_support import agents_known, job, one_run, runs_of, start
 
+from jetcron.bus.lease import Leases
 from jetcron.sdk.client import Client
+from jetcron.wire import subjects as s
 
 # Each run appends its start and end (as epoch seconds) and its cpu, so overlaps can be summed afterwards.
 TIMED = ('echo "$JETCRON_RUN_ID start $(date +%s.%N) {cpu}" >> {out}; sleep {secs}; '
@@ -66,3 +69,22 @@ async def test_leader_killed_while_runs_wait_every_run_is_placed_once_without_ov
     # And the new leader counted the hog it had not placed: never more than 2 cpu at once on the agent
     assert peak_cpu(out) <= 2
     assert "running=1" in services["placement-2"].output() or '"running": 1' in services["placement-2"].output()
+
+
+async def test_a_leader_that_loses_its_lease_leads_again_and_keeps_placing(services: Services, client: Client) -> None:
+    # Given a lone placement leader that has placed a run
+    await start(services, {"agent-1": {}})
+    await agents_known(services.server.url, 1)
+    await client.call("jobs.create", job("before", "true"))
+    await one_run(client, "before", lambda r: r["state"] == "succeeded", what="the first run to succeed")
+
+    # When its lease is taken from it (as when a renewal could not land in time and the lease lapsed)
+    async with await nats.connect(services.server.url) as nc:
+        await Leases(nc.jetstream()).revoke(s.PLACEMENT_LEADER_KEY, "test: taken away", 30)
+    await services["placement-1"].wait_logged("placement leadership lost", 20)
+
+    # Then, nobody else contending, it leads again and places what comes next
+    await wait_for(lambda: services["placement-1"].output().count('"placement leader"') >= 2, 20,
+                   what="placement to lead again")
+    await client.call("jobs.create", job("after", "true"))
+    await one_run(client, "after", lambda r: r["state"] == "succeeded", what="the run after the loss to succeed")

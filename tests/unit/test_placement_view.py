@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+from jetcron.config import Settings
+from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, RunState
 from jetcron.core.placement import Demand
+from jetcron.services.placement.service import Placer
 from jetcron.services.placement.view import View
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -93,3 +97,20 @@ def test_a_record_for_an_agent_not_seen_yet_is_counted_when_it_appears() -> None
     assert RID not in v.placed
     v.upsert_agent(AgentInfo(agent_id="late", cpu=4, memory_mb=4096, heartbeat_at=T0, started_at=T0))
     assert v.cluster.free("late")[0] == 2.0
+
+
+async def test_the_leaders_loops_stop_when_its_leadership_ends_even_if_the_cancel_is_lost() -> None:
+    ctx = SimpleNamespace(settings=Settings(), clock=ManualClock(T0), stop=asyncio.Event())
+    v = View(ctx)  # type: ignore[arg-type]
+    over = asyncio.Event()
+    placer = Placer(ctx, v, over)  # type: ignore[arg-type]
+    loop = asyncio.create_task(placer.loop())
+    for _ in range(3):
+        await asyncio.sleep(0)  # it passed once and waits for the next change
+    # When a change arrives (the runs watch sets it all the time under a herd) just as the leadership ends
+    v.changed.set()
+    over.set()
+    loop.cancel()  # Python 3.11's wait_for() swallows this cancel: the event it waited for is set
+    # Then the loop still ends (the service is not stopping: it is to lead again once it can)
+    done, _ = await asyncio.wait({loop}, timeout=2)
+    assert loop in done and not ctx.stop.is_set()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from opentelemetry import trace
+from prometheus_client import REGISTRY
 
+from jetcron.telemetry.gc_pauses import GcPauses
 from jetcron.telemetry.http import HealthServer
 from jetcron.telemetry.logging import _add_trace_id
 from jetcron.telemetry.tracing import context_from_trace_id, continue_trace, trace_id_of
@@ -127,3 +130,31 @@ def test_what_is_published_inside_a_messaging_span_carries_the_runs_trace(
         inside = tracing.inject_headers({})
     assert inside["traceparent"].split("-")[1] == TRACE_A
     assert "traceparent" not in tracing.inject_headers({})  # the parent context is let go on exit
+
+
+def test_gc_pauses_are_timed_per_generation() -> None:
+    now = [10.0]
+    pauses = GcPauses(clock=lambda: now[0])
+    before = REGISTRY.get_sample_value("jetcron_gc_pause_seconds_total", {"generation": "1"}) or 0.0
+    for generation, began, ended in ((1, 10.0, 10.25), (2, 11.0, 12.5), (1, 13.0, 13.5)):
+        now[0] = began
+        pauses.on_gc("start", {"generation": generation})
+        now[0] = ended
+        pauses.on_gc("stop", {"generation": generation})
+    assert pauses.totals() == {"gen0": 0.0, "gen1": 0.75, "gen2": 1.5}
+    assert REGISTRY.get_sample_value("jetcron_gc_pause_seconds_total", {"generation": "1"}) == before + 0.75
+
+
+def test_gc_pauses_watch_the_real_collector_once_installed() -> None:
+    pauses = GcPauses()
+    pauses.install()
+    pauses.install()  # once only
+    try:
+        gc.collect()
+    finally:
+        pauses.uninstall()
+    assert pauses.totals()["gen2"] > 0
+    gc.collect()  # uninstalled: no longer counted
+    after = pauses.totals()["gen2"]
+    gc.collect()
+    assert pauses.totals()["gen2"] == after
