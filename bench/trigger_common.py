@@ -36,6 +36,22 @@ async def store_jobs(url: str, records: list[JobRecord], in_flight: int = 2000) 
     return took
 
 
+async def reports_settled(url: str, expected: int) -> bool:
+    """At least `expected` finish reports are stored and the tracker has taken every event in: only then is
+    it worth reading every run record (a read of 100,000 records every few seconds competed with the tracker
+    for the server it measured). Two requests."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        finished = s.event_subject("finished")
+        info = await js.stream_info(s.STREAM_EVENTS, subjects_filter=finished)
+        consumer = await js.consumer_info(s.STREAM_EVENTS, s.CONSUMER_TRACKER)
+        return (info.state.subjects or {}).get(finished, 0) >= expected and not (
+            consumer.num_pending or consumer.num_ack_pending)
+    finally:
+        await nc.close()
+
+
 async def read_runs_exact(url: str, prefix: str = "") -> list[Run]:
     """Every run record of jobs named `prefix`..., from the stream's per-subject key list, then each record.
 

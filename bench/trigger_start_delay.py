@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from bench import raw_js
 from bench.common import emit, percentile, summary, system
-from bench.trigger_common import job_record, read_runs_exact, store_jobs
+from bench.trigger_common import job_record, read_runs_exact, reports_settled, store_jobs
 from jetcron.config import Settings
 
 
@@ -43,6 +43,8 @@ async def _herd(url: str, n: int, spread: float, lead: float, timeout: float, pr
         if datetime.now(UTC) < last:
             continue
         try:  # bounded: a poll that hangs must not outlive the deadline
+            if not await asyncio.wait_for(reports_settled(url, n * rounds), timeout=30):
+                continue
             found = await asyncio.wait_for(read_runs_exact(url, prefix), timeout=max(60.0, n / 500))
         except TimeoutError:
             continue

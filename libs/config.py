@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_Count = Annotated[int, Field(ge=0)]
 
 
 class Settings(BaseSettings):
@@ -77,6 +81,10 @@ class Settings(BaseSettings):
     """Seconds a finished run's checkpoint is kept (jetcron.checkpoint) before the run tracker removes it."""
     data_dir: str = ".jetcron"
     """Where the agent keeps its list of child process groups (to kill strays after a crash)."""
+    gc_thresholds: tuple[_Count, _Count, _Count] = (20_000, 20, 20)
+    """The cycle collector's thresholds (gc.set_threshold), as JSON, e.g. [20000, 20, 20]; [0, 0, 0] turns it off.
+    Python's (700, 10, 10) suit a small heap: an agent holding a staged herd of 50,000 attempts spent a minute in
+    collections over one herd, the tracker and placement most of one too (jetcron_gc_pause_seconds_total)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
 

@@ -37,6 +37,8 @@ def fence_at(written: float, granted: float, ttl: float) -> float:
     return written + granted - max(0.5, min(2.0, ttl / 5))
 
 
+REPORT_RENEW_SLACK = 30.0
+"""How long before its expiry an ended attempt's lease is renewed, at most (half the lease, at least 2 TTL/3)."""
 REPORT_WAIT_CAP = 300.0
 """The most seconds a finished attempt's lease is extended for its report's wait: if its agent dies meanwhile,
 the run is re-dispatched at most this much later than with a plain lease."""
@@ -54,3 +56,13 @@ def reporting_grant(ttl: float, queued: int, rate: float | None) -> float:
     minutes for the tracker wrote hundreds of renewals a second, which slowed the reports they waited for.
     """
     return ttl + min(REPORT_WAIT_CAP, queued / max(rate or 0.0, REPORT_RATE_FLOOR))
+
+
+def reporting_renew_at(written: float, granted: float, ttl: float) -> float:
+    """When the lease of an attempt that has ended (and waits to report) is renewed: well before it could expire.
+
+    Its renewal is due right after a herd's instant, when the server answers slowest; with the 2 TTL/3 of a
+    running attempt, renewals that took longer than that landed after the lease had lapsed (the tracker then ran
+    the run again). Its child is gone, so nothing is fenced by waiting: up to REPORT_RENEW_SLACK of room.
+    """
+    return written + granted - max(2 * ttl / 3, min(REPORT_RENEW_SLACK, granted / 2))

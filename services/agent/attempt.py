@@ -51,7 +51,8 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
 
 
 class Attempt:
-    def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: dict[str, str], parent: TraceContext,
+    def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: Callable[[], dict[str, str]],
+                 parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
                  asked_at: float | None = None, window: ReportWindow | None = None) -> None:
         self.ctx = ctx
@@ -66,6 +67,8 @@ class Attempt:
         self.cmd = cmd
         self.lease = lease
         self.env = env
+        """Builds the child's environment when it starts: held from assignment, tens of thousands of staged
+        attempts' copies of it were much of what the cycle collector walked in a herd (and a sim runs none)."""
         self.parent = parent
         """The trace context the assignment carried: every span and report of this attempt continues it."""
         self.execution: Execution | None = None
@@ -74,6 +77,9 @@ class Attempt:
         self.start_report: asyncio.Task[None] | None = None
         self.keeper: asyncio.Task[None] | None = None
         """Renews the lease; started at the first renewal (keeper_delay), if the attempt is still on by then."""
+        self._keeper_timer: asyncio.TimerHandle | None = None
+        self._rewake = asyncio.Event()
+        """Wakes the lease keeper: the attempt ended (done), or its child did (its renewal comes earlier)."""
         self.start_publishing = False
         self.succeeded = False
         self.reporting = False
@@ -111,17 +117,24 @@ class Attempt:
         The deadline (last renewal sent + TTL - margin) is checked on our own monotonic clock before each
         renewal and bounds each renewal's wait: a partition or a SIGSTOP must not let the child outlive a
         lease the server has already expired (another attempt may hold it by then).
+
+        Once the child has ended and its report waits, the lease only keeps the tracker from running the run
+        again: it is renewed early (core/leases.reporting_renew_at) for the report queue's whole wait, and a
+        renewal that fails is tried again until the lease has certainly lapsed (there is no child to fence).
         """
         ttl = self.ctx.settings.run_lease_ttl
         renewed, granted = self.leased_at, self.granted
         while not self.done.is_set():
-            wake = leases.renew_at(renewed, granted, ttl)
+            self._rewake.clear()
+            wake = self._renew_at(renewed, granted)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.done.wait(), timeout=max(0.0, wake - time.monotonic()))
+                await asyncio.wait_for(self._rewake.wait(), timeout=max(0.0, wake - time.monotonic()))
             if self.done.is_set():
                 return
-            deadline = leases.fence_at(renewed, granted, ttl)
+            if time.monotonic() < self._renew_at(renewed, granted):
+                continue  # woken as the child ended: its renewal time moved
             sent = time.monotonic()
+            deadline = renewed + granted if self.reporting else leases.fence_at(renewed, granted, ttl)
             if sent >= deadline:
                 self._fence(f"lease not renewed for {sent - renewed:.1f}s (paused or cut off)")
                 return
@@ -140,11 +153,28 @@ class Attempt:
                     self._fence("lease could not be renewed in time")
                     return
 
+    def _renew_at(self, renewed: float, granted: float) -> float:
+        ttl = self.ctx.settings.run_lease_ttl
+        return (leases.reporting_renew_at if self.reporting else leases.renew_at)(renewed, granted, ttl)
+
+    def _now_reporting(self) -> None:
+        """The child has ended; its report is next: the lease keeper's renewal time moves earlier."""
+        self.reporting = True
+        self._rewake.set()
+        if self.keeper is None and self._keeper_timer is not None:
+            self._keeper_timer.cancel()
+            self._keeper_timer = asyncio.get_running_loop().call_later(
+                max(0.0, self._renew_at(self.leased_at, self.granted) - time.monotonic()), self._start_keeper)
+
     def lease_covers(self, at: float) -> bool:
         """The first lease still holds at monotonic time `at` (before any renewal: a waiting attempt's)."""
         return at < leases.fence_at(self.leased_at, self.granted, self.ctx.settings.run_lease_ttl)
 
     def _fence(self, why: str) -> None:
+        if not self.fenced:
+            # An operator's clue to a run that ran twice or was killed: its agent gave up its lease (and why).
+            self.ctx.log.info("attempt fenced", run_id=self.cmd.run_id, attempt=self.cmd.attempt, reason=why,
+                              reporting=self.reporting)
         self.fenced = True
         if self.execution is not None:
             self.execution.kill_now(why)
@@ -160,7 +190,8 @@ class Attempt:
 
     async def run(self) -> None:
         cmd, spec = self.cmd, self.cmd.spec
-        keeper_timer = asyncio.get_running_loop().call_later(max(0.0, self.keeper_delay()), self._start_keeper)
+        self._keeper_timer = asyncio.get_running_loop().call_later(max(0.0, self.keeper_delay()),
+                                                                   self._start_keeper)
         try:
             if not (self.fenced or self.handed_back):  # either ends it before it starts: no need to wait
                 await sleep_until(self.ctx, cmd.due_at)
@@ -170,12 +201,13 @@ class Attempt:
                 span.set_attribute("jetcron.outcome", outcome.outcome)
                 faults.point("agent.after_exit")
                 if not self.fenced and not self.handed_back:
-                    self.reporting = True
+                    self._now_reporting()
                     await self._report(outcome)  # inside the span: the report carries its traceparent
         finally:
             self.settled()
             self.done.set()
-            keeper_timer.cancel()
+            self._rewake.set()
+            self._keeper_timer.cancel()
             if self.keeper is not None:
                 await self.keeper
             await self._settle_start_report()
@@ -193,7 +225,7 @@ class Attempt:
             # (encode, publish) takes its turn on the loop, as a real child's exit would come later anyway.
             await asyncio.sleep(0)
             return Outcome("succeeded", 0)
-        spec, settings = self.cmd.spec, self.ctx.settings
+        spec, settings, env = self.cmd.spec, self.ctx.settings, self.env()
         container = None
         limits: RunLimits | None = RunLimits(self.setup.limits, f"{self.cmd.run_id}-{self.cmd.attempt}",
                                              memory_mb=spec.resources.memory_mb, max_pids=settings.agent_max_pids)
@@ -203,14 +235,14 @@ class Attempt:
             if runtime is None:
                 return Outcome("start_failed", None, f"image {spec.image!r}: no working docker or podman on this agent")
             container = containers.container_name(self.cmd.run_id, self.cmd.attempt)
-            passed = [k for k in self.env if k in spec.env or k.startswith("JETCRON_") or k == "CUDA_VISIBLE_DEVICES"]
+            passed = [k for k in env if k in spec.env or k.startswith("JETCRON_") or k == "CUDA_VISIBLE_DEVICES"]
             argv = containers.run_argv(runtime, name=container, agent_id=self.cmd.agent, image=spec.image,
                                        command=argv, env_names=passed, memory_mb=spec.resources.memory_mb,
                                        max_pids=settings.agent_max_pids, cpu=spec.resources.cpu)
             on_kill = partial(containers.remove, runtime, container)
             limits = None  # the engine enforces them (--memory, --pids-limit)
             self.groups.add_container(container)
-        self.execution = Execution(argv, self.env, limits=limits, timeout=spec.timeout_seconds,
+        self.execution = Execution(argv, env, limits=limits, timeout=spec.timeout_seconds,
                                    kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill)
         try:
             failed = await self.execution.start()

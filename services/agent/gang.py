@@ -150,9 +150,10 @@ async def take_gang(agent: Agent, cmd: AssignRun, msg: Msg) -> None:
         ctx.log.info("gang assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt,
                      key=key)
         return
-    env = {**agent._env(cmd, lease.token), **gang_env(cmd)}
+    token = lease.token
     kind = GangLeader if leader else GangMember
-    attempt = kind(ctx, cmd, lease, env, continue_trace(msg.headers), agent.strays, agent.setup)
+    attempt = kind(ctx, cmd, lease, lambda: {**agent._env(cmd, token), **gang_env(cmd)}, continue_trace(msg.headers),
+                   agent.strays, agent.setup)
     agent.hold(attempt)
     agent._tasks.add(task := asyncio.create_task(agent._run(attempt)))
     task.add_done_callback(agent._tasks.discard)

@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -116,8 +117,8 @@ class Agent:
             self.ctx.log.info("assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt)
             return
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
-        attempt = Attempt(self.ctx, cmd, lease, self._env(cmd, lease.token), continue_trace(msg.headers), self.strays,
-                          self.setup, granted, asked_at, self.reports)
+        attempt = Attempt(self.ctx, cmd, lease, partial(self._env, cmd, lease.token), continue_trace(msg.headers),
+                          self.strays, self.setup, granted, asked_at, self.reports)
         self.holding.add(attempt)
         self.hold(attempt)
         if cmd.due_at > self.ctx.clock.now():

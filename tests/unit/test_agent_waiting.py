@@ -15,6 +15,7 @@ from opentelemetry.context import Context as TraceContext
 from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
+from jetcron.core.errors import Unavailable
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.host import HostSetup
@@ -152,7 +153,7 @@ async def test_a_herd_starts_first_and_its_reports_follow_within_the_window() ->
     spec = JobSpec(name="j", command=["true"])
     attempts = [Attempt(ctx, AssignRun(run_id=f"r{i}", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0,
                                        due_at=T0),
-                        Lease(key=f"k{i}", token=i + 1, value=LeaseValue(holder="a")), {}, TraceContext(),
+                        Lease(key=f"k{i}", token=i + 1, value=LeaseValue(holder="a")), dict, TraceContext(),
                         cast(StrayGuard, None), cast(HostSetup, None), window=window) for i in range(HERD)]
     tasks: list[asyncio.Task[None]] = []
     sent_before_launch: list[int] = []
@@ -250,7 +251,7 @@ async def test_the_lease_keeper_renews_an_ended_attempt_for_its_reports_wait(rep
     spec = JobSpec(name="j", command=["true"])
     # Given an attempt whose 10 s lease was written 5 s ago: its first renewal is due
     attempt = Attempt(ctx, AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0,
-                                     due_at=T0), Lease(key="k", token=1, value=LeaseValue(holder="a")), {},
+                                     due_at=T0), Lease(key="k", token=1, value=LeaseValue(holder="a")), dict,
                       TraceContext(), cast(StrayGuard, None), cast(HostSetup, None), granted=10.0,
                       asked_at=time.monotonic() - 5.0, window=window)
     attempt.reporting = reporting
@@ -262,3 +263,82 @@ async def test_the_lease_keeper_renews_an_ended_attempt_for_its_reports_wait(rep
     attempt.done.set()
     await asyncio.wait_for(keeper, timeout=5)
     assert renewals.asked == asked  # and nothing more: the next renewal is not due yet
+
+
+class _SlowServer(_Renewals):
+    """The first renewal finds the server too busy to answer (outcome unknown); later ones land."""
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        self.asked.append(ttl)
+        if len(self.asked) == 1:
+            raise Unavailable("lease k: storage did not answer (TimeoutError); outcome unknown, retry")
+        return Lease(key=lease.key, token=lease.token + 1, value=lease.value)
+
+
+def herd_attempt(leases: object, *, left: float) -> Attempt:
+    """A staged attempt's first lease (510 s, written at its assignment) with `left` seconds to go."""
+    ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0), clock=ManualClock(T0),
+                                        leases=leases, log=SimpleNamespace(info=lambda *a, **k: None)))
+    window = cast(ReportWindow, SimpleNamespace(queued=5_000, rate=lambda: 250.0))
+    spec = JobSpec(name="j", command=["true"])
+    return Attempt(ctx, AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0, due_at=T0),
+                   Lease(key="k", token=1, value=LeaseValue(holder="a")), dict, TraceContext(),
+                   cast(StrayGuard, None), cast(HostSetup, None), granted=510.0,
+                   asked_at=time.monotonic() - 510.0 + left, window=window)
+
+
+async def _keeper_turns(attempt: Attempt, leases: _Renewals, renewals: int) -> None:
+    keeper = asyncio.create_task(attempt.keep_lease())
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if len(leases.asked) >= renewals:
+            break
+    attempt.done.set()
+    attempt._rewake.set()
+    await asyncio.wait_for(keeper, timeout=5)
+
+
+@pytest.mark.parametrize(("ended", "asked"), [
+    # nothing to fence: renewed up to 30 s ahead of expiry, the server being slowest right after an instant
+    pytest.param(True, [30.0], id="ended_renews_20s_ahead_of_expiry"),
+    # a running child: renewed 2 TTL/3 (6.7 s) ahead, so not yet
+    pytest.param(False, [], id="running_waits_until_2ttl_3_before_expiry"),
+])
+async def test_an_ended_attempts_lease_is_renewed_well_before_it_could_lapse(ended: bool, asked: list[float]) -> None:
+    leases = _Renewals()
+    attempt = herd_attempt(leases, left=20.0)
+    attempt.reporting = ended
+    await _keeper_turns(attempt, leases, 1)
+    assert leases.asked == asked
+
+
+async def test_an_ended_attempt_tries_its_renewal_again_instead_of_fencing() -> None:
+    # Given an ended attempt whose lease has 20 s left, and a server too busy to answer its first renewal
+    leases = _SlowServer()
+    attempt = herd_attempt(leases, left=20.0)
+    attempt.reporting = True
+    # When its keeper renews
+    await _keeper_turns(attempt, leases, 2)
+    # Then it asks again at once, and is not fenced (a running child would be, once past 2 TTL/3)
+    assert (leases.asked, attempt.fenced) == ([30.0, 30.0], False)
+
+
+async def test_the_end_of_the_child_moves_the_first_renewal_earlier() -> None:
+    # Given an attempt whose first renewal is 13 s away (its lease has 20 s left) and no keeper running yet
+    leases = _Renewals()
+    attempt = herd_attempt(leases, left=20.0)
+    attempt._keeper_timer = asyncio.get_running_loop().call_later(max(0.0, attempt.keeper_delay()),
+                                                                  attempt._start_keeper)
+    assert 12 < attempt.keeper_delay() < 14
+    # When its child ends and its report has to wait
+    attempt._now_reporting()
+    # Then the keeper starts at once and renews for the report's wait
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if leases.asked:
+            break
+    assert leases.asked == [30.0]
+    attempt.done.set()
+    attempt._rewake.set()
+    assert attempt.keeper is not None
+    await asyncio.wait_for(attempt.keeper, timeout=5)

@@ -7,7 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jetcron.core.leases import REPORT_WAIT_CAP, fence_at, first_grant, renew_at, reporting_grant
+from jetcron.core.leases import (
+    REPORT_WAIT_CAP,
+    fence_at,
+    first_grant,
+    renew_at,
+    reporting_grant,
+    reporting_renew_at,
+)
 from jetcron.wire import subjects as s
 
 NOW = datetime(2026, 3, 8, 12, 0, tzinfo=UTC)
@@ -73,3 +80,12 @@ def test_run_leases_and_leader_leases_live_in_separate_buckets(key: str, bucket:
 def test_a_finished_attempt_keeps_its_lease_for_its_reports_wait(queued: int, rate: float | None,
                                                                    granted: float) -> None:
     assert reporting_grant(10.0, queued, rate) == granted
+
+
+@pytest.mark.parametrize(("granted", "renew_after"), [
+    pytest.param(510.0, 480.0, id="staged_first_lease_renewed_30s_ahead"),
+    pytest.param(40.0, 20.0, id="short_grant_renewed_at_half"),
+    pytest.param(10.0, 10.0 - 20 / 3, id="plain_ttl_at_least_2ttl_3_ahead"),
+])
+def test_an_ended_attempts_lease_is_renewed_with_room_to_land(granted: float, renew_after: float) -> None:
+    assert reporting_renew_at(1000.0, granted, 10.0) == pytest.approx(1000.0 + renew_after)

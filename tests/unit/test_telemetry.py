@@ -9,6 +9,7 @@ import pytest
 from opentelemetry import trace
 from prometheus_client import REGISTRY
 
+from jetcron.services.runtime import tune_gc
 from jetcron.telemetry.gc_pauses import GcPauses
 from jetcron.telemetry.http import HealthServer
 from jetcron.telemetry.logging import _add_trace_id
@@ -158,3 +159,14 @@ def test_gc_pauses_watch_the_real_collector_once_installed() -> None:
     after = pauses.totals()["gen2"]
     gc.collect()
     assert pauses.totals()["gen2"] == after
+
+
+def test_services_collect_cycles_less_often_and_never_walk_their_start_up_heap() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc((20_000, 20, 20))
+        assert gc.get_threshold() == (20_000, 20, 20)
+        assert gc.get_freeze_count() > 0  # what start-up built is out of every collection
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
