@@ -36,33 +36,3 @@ def fence_at(written: float, granted: float, ttl: float) -> float:
     """The last moment the child may run without a renewal: a margin before the lease can have expired."""
     return written + granted - max(0.5, min(2.0, ttl / 5))
 
-
-REPORT_RENEW_SLACK = 30.0
-"""How long before its expiry an ended attempt's lease is renewed, at most (half the lease, at least 2 TTL/3)."""
-REPORT_WAIT_CAP = 300.0
-"""The most seconds a finished attempt's lease is extended for its report's wait: if its agent dies meanwhile,
-the run is re-dispatched at most this much later than with a plain lease."""
-REPORT_RATE_FLOOR = 20.0
-"""Reports per second assumed when the agent has not measured its own rate yet (or it is lower)."""
-
-
-def reporting_grant(ttl: float, queued: int, rate: float | None) -> float:
-    """The lease of an attempt whose process has ended and whose report waits in the agent's queue: the TTL
-    plus that queue's wait at the rate the agent's reports are being acked (`rate`, per second; None: unknown).
-
-    Until the report lands, the lease is what keeps the tracker from calling the run lost (its record still
-    says assigned or running) and running it again. A finished attempt has no child left to fence, so the
-    lease need not be short: renewed every TTL/3 instead, the 100,000 finished attempts of a herd waiting
-    minutes for the tracker wrote hundreds of renewals a second, which slowed the reports they waited for.
-    """
-    return ttl + min(REPORT_WAIT_CAP, queued / max(rate or 0.0, REPORT_RATE_FLOOR))
-
-
-def reporting_renew_at(written: float, granted: float, ttl: float) -> float:
-    """When the lease of an attempt that has ended (and waits to report) is renewed: well before it could expire.
-
-    Its renewal is due right after a herd's instant, when the server answers slowest; with the 2 TTL/3 of a
-    running attempt, renewals that took longer than that landed after the lease had lapsed (the tracker then ran
-    the run again). Its child is gone, so nothing is fenced by waiting: up to REPORT_RENEW_SLACK of room.
-    """
-    return written + granted - max(2 * ttl / 3, min(REPORT_RENEW_SLACK, granted / 2))

@@ -51,6 +51,10 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
 
 
 class Attempt:
+    renews_while_reporting = False
+    """Whether the lease is still renewed once the child has ended (gangs: the tracker judges a gang by each
+    member's own lease, which no heartbeat stands in for)."""
+
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: Callable[[], dict[str, str]],
                  parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
@@ -79,11 +83,11 @@ class Attempt:
         """Renews the lease; started at the first renewal (keeper_delay), if the attempt is still on by then."""
         self._keeper_timer: asyncio.TimerHandle | None = None
         self._rewake = asyncio.Event()
-        """Wakes the lease keeper: the attempt ended (done), or its child did (its renewal comes earlier)."""
+        """Wakes the lease keeper to stop: the attempt is done, or its child has ended."""
         self.start_publishing = False
         self.succeeded = False
         self.reporting = False
-        """The child has ended and its finish report waits (or is in flight): the lease only guards the report."""
+        """The child has ended and its finish report waits (or is in flight): its lease is no longer renewed."""
         self.fenced = False
         self.handed_back = False
         self.done = asyncio.Event()
@@ -118,32 +122,29 @@ class Attempt:
         renewal and bounds each renewal's wait: a partition or a SIGSTOP must not let the child outlive a
         lease the server has already expired (another attempt may hold it by then).
 
-        Once the child has ended and its report waits, the lease only keeps the tracker from running the run
-        again: it is renewed early (core/leases.reporting_renew_at) for the report queue's whole wait, and a
-        renewal that fails is tried again until the lease has certainly lapsed (there is no child to fence).
+        Once the child has ended the lease is no longer renewed: it fences nothing any more, and its report
+        queued here is covered by the agent's heartbeat (`pending_reports`), which the tracker waits on before it
+        calls a run with a lapsed lease lost. Renewed instead, the finished attempts of a 100,000 herd waiting
+        minutes for the tracker wrote hundreds of renewals a second at the instant, the busiest moment; those
+        that did not land in time made runs run twice.
         """
         ttl = self.ctx.settings.run_lease_ttl
         renewed, granted = self.leased_at, self.granted
-        while not self.done.is_set():
+        while not (self.done.is_set() or self._renewals_over):
             self._rewake.clear()
-            wake = self._renew_at(renewed, granted)
+            wake = leases.renew_at(renewed, granted, ttl)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._rewake.wait(), timeout=max(0.0, wake - time.monotonic()))
-            if self.done.is_set():
+            if self.done.is_set() or self._renewals_over:
                 return
-            if time.monotonic() < self._renew_at(renewed, granted):
-                continue  # woken as the child ended: its renewal time moved
+            deadline = leases.fence_at(renewed, granted, ttl)
             sent = time.monotonic()
-            deadline = renewed + granted if self.reporting else leases.fence_at(renewed, granted, ttl)
             if sent >= deadline:
                 self._fence(f"lease not renewed for {sent - renewed:.1f}s (paused or cut off)")
                 return
-            # Ended, its report waiting its turn: one renewal covers that wait (nothing is left to fence).
-            grant = leases.reporting_grant(ttl, self.window.queued, self.window.rate()) if self.reporting else ttl
             try:
-                self.lease = await asyncio.wait_for(self.ctx.leases.renew(self.lease, grant),
-                                                    timeout=deadline - sent)
-                renewed, granted = sent, grant
+                self.lease = await asyncio.wait_for(self.ctx.leases.renew(self.lease, ttl), timeout=deadline - sent)
+                renewed, granted = sent, ttl
             except LeaseLost:
                 self._fence("lease taken (cancelled or re-dispatched)")
                 return
@@ -153,18 +154,16 @@ class Attempt:
                     self._fence("lease could not be renewed in time")
                     return
 
-    def _renew_at(self, renewed: float, granted: float) -> float:
-        ttl = self.ctx.settings.run_lease_ttl
-        return (leases.reporting_renew_at if self.reporting else leases.renew_at)(renewed, granted, ttl)
+    @property
+    def _renewals_over(self) -> bool:
+        return self.reporting and not self.renews_while_reporting
 
     def _now_reporting(self) -> None:
-        """The child has ended; its report is next: the lease keeper's renewal time moves earlier."""
+        """The child has ended; its report is next: the lease keeper stops (or never starts)."""
         self.reporting = True
         self._rewake.set()
-        if self.keeper is None and self._keeper_timer is not None:
+        if self._renewals_over and self._keeper_timer is not None:
             self._keeper_timer.cancel()
-            self._keeper_timer = asyncio.get_running_loop().call_later(
-                max(0.0, self._renew_at(self.leased_at, self.granted) - time.monotonic()), self._start_keeper)
 
     def lease_covers(self, at: float) -> bool:
         """The first lease still holds at monotonic time `at` (before any renewal: a waiting attempt's)."""

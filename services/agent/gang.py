@@ -45,6 +45,8 @@ def gang_env(cmd: AssignRun) -> dict[str, str]:
 class _GangWatch(Attempt):
     """An attempt that also watches the run record and stops when the gang's attempt is over."""
 
+    renews_while_reporting = True
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.over = asyncio.Event()

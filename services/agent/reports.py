@@ -7,39 +7,27 @@ Two rules, both learnt from herds of tens of thousands due at one instant on sim
 - While the agent is starting a herd (its waiting index has due attempts), reports wait, for at most `hold`
   seconds. Every report makes the tracker decide a run (a CAS and the server's fsync), on the same cores as
   the starts; interleaved, a 100,000 herd started at the pace the tracker recorded it. A report that waits
-  costs nothing but freshness: its attempt keeps its slot and its lease until the report is acked, and the
-  tracker does not call an assignment lost while its agent has assignments pending.
-
-The window also says how many reports wait and how fast they have been going: an attempt that has ended keeps
-its lease for that wait in one renewal (core/leases.reporting_grant), not one every TTL/3.
+  costs nothing but freshness: its attempt keeps its slot until the report is acked, and the tracker does not
+  call a run lost while its agent says (`AgentInfo.pending_reports`, this window's `queued`) reports are left.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections import deque
-from collections.abc import Callable
 from types import TracebackType
-
-RATE_SAMPLE = 256
-"""Reports the measured rate is taken over (the latest ones)."""
 
 
 class ReportWindow:
     """`async with window:` around each report's publish: waits for quiet (or the hold) and for room."""
 
-    def __init__(self, size: int, hold: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, size: int, hold: float) -> None:
         self._room = asyncio.Semaphore(size)
         self._quiet = asyncio.Event()
         self._quiet.set()
         self._hold = hold
         self._timer: asyncio.TimerHandle | None = None
         """Set from the first `starting()` of a herd to its `started()`: the hold's end."""
-        self._clock = clock
         self._queued = 0
-        self._done: deque[float] = deque(maxlen=RATE_SAMPLE)
-        """When the latest reports left the window (acked, or failed): their rate."""
 
     @property
     def quiet(self) -> bool:
@@ -49,12 +37,6 @@ class ReportWindow:
     def queued(self) -> int:
         """Reports waiting to go out or waiting for their acks."""
         return self._queued
-
-    def rate(self) -> float | None:
-        """Reports per second over the latest ones; None until two have gone."""
-        if len(self._done) < 2 or self._done[-1] <= self._done[0]:
-            return None
-        return (len(self._done) - 1) / (self._done[-1] - self._done[0])
 
     def starting(self) -> None:
         """Attempts are coming due: reports wait until `started()`, or `hold` seconds from the first call."""
@@ -84,4 +66,3 @@ class ReportWindow:
                         tb: TracebackType | None) -> None:
         self._room.release()
         self._queued -= 1
-        self._done.append(self._clock())

@@ -190,7 +190,7 @@ class Agent:
                         len(self.attempts), self.draining)
         used = self.used
         info = msgspec.structs.replace(
-            info, free_cpu=round(max(0.0, info.cpu - used.cpu), 3),
+            info, pending_reports=self.reports.queued, free_cpu=round(max(0.0, info.cpu - used.cpu), 3),
             free_memory_mb=max(0, info.memory_mb - used.memory_mb), free_gpus=max(0, info.gpus - used.gpus))
         info = self.gpu_health.stamp(info)  # placement clears a suspect GPU host only on a later pass
         try:

@@ -1,15 +1,21 @@
 """What the reconciler must know before it calls a run lost: has the tracker read every report that could have
 been sent for it, and is the agent it was assigned to still alive and working through its queue?
 
-An agent publishes its finish report (and has it acked) before it releases the run lease, and a lease that
-lapsed did so after any report its holder sent. So once a run's lease is seen gone, every report about it sits
-in JC_EVENTS at or below the stream's last sequence read after that look; when the tracker's consumer has acked
-up to there, a run still not terminal really was lost. Without this, a tracker that falls behind under load
-would see released leases of finished runs, re-dispatch them, and then drop their reports as stale (a retry
-storm that also spends no retry budget).
+An agent publishes its finish report (and has it acked) before it releases the run lease. A lease may also
+lapse while the report still waits on its agent: a herd's reports queue there for minutes, and an attempt whose
+child has ended no longer renews. So while its agent is alive and its heartbeat says reports are still queued
+or in flight, a run whose lease is gone may yet be reported, and is not called lost (`may_still_report`). Once
+a heartbeat says none are left (or the agent is gone), every report it sent was acked before that, so every
+report about the run sits in JC_EVENTS at or below the stream's last sequence read after that look; when the
+tracker's consumer has acked up to there, a run still not terminal really was lost. Without this, a tracker
+that falls behind under load would see released leases of finished runs, re-dispatch them, and then drop their
+reports as stale (a retry storm that also spends no retry budget).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import nats.js.errors as jse
 
@@ -18,17 +24,25 @@ from jetcron.core.errors import JetcronError
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 
+HEARTBEATS_TO_GONE = 3
+"""Heartbeats an agent's record may stand still before its word on pending reports no longer counts."""
+
 
 class Progress:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, clock: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
         self.read_up_to = -1
         """The tracker consumer's ack floor at the start of this sweep (-1: unknown, so nobody is lost)."""
         self._agents: dict[str, bool] = {}
+        self._reporting: dict[str, bool] = {}
+        self._beats: dict[str, tuple[int, float]] = {}
+        """Agent -> the revision of its heartbeat record last read, and when (our clock) it was first seen."""
+        self._clock = clock
 
     async def refresh(self) -> None:
         """At the start of a sweep."""
         self._agents.clear()
+        self._reporting.clear()
         try:
             info = await self.ctx.js.consumer_info(s.STREAM_EVENTS, s.CONSUMER_TRACKER)
             self.read_up_to = int(info.ack_floor.stream_seq or 0) if info.ack_floor else 0
@@ -65,3 +79,27 @@ class Progress:
             idle = False  # unknown: do not call anything lost on a guess
         self._agents[agent] = idle
         return idle
+
+    async def may_still_report(self, agent: str | None) -> bool:
+        """The agent is alive (its heartbeat record moved on within the last HEARTBEATS_TO_GONE heartbeats, by
+        our clock, not its) and its last heartbeat says reports are queued or in flight: one may be this run's.
+        Unknown (a read failed): True, nothing is called lost on a guess. Asked once per agent per sweep."""
+        if not agent:
+            return False
+        if agent in self._reporting:
+            return self._reporting[agent]
+        try:
+            found = await self.ctx.agents.maybe(agent)
+        except JetcronError:
+            found, pending = None, True
+        else:
+            pending = found is not None and found[0].pending_reports > 0
+            if found is not None:
+                now = self._clock()
+                seen = self._beats.get(agent)
+                if seen is None or seen[0] != found[1]:
+                    self._beats[agent] = seen = (found[1], now)
+                if now - seen[1] > HEARTBEATS_TO_GONE * self.ctx.settings.heartbeat:
+                    pending = False  # its record stands still: the agent is gone, whatever it said last
+        self._reporting[agent] = pending
+        return pending

@@ -24,6 +24,9 @@ from jetcron.wire import subjects as s
 
 _tracer = tracer("run_tracker")
 SWEEP_CONCURRENCY = 64
+REPORT_WAIT_CAP = timedelta(seconds=300)
+"""The longest a run whose lease is gone waits for its live agent's queued reports before it is called lost: a
+run the agent lost track of is re-dispatched at most this much later, however busy that agent stays."""
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
@@ -51,6 +54,11 @@ class Reconciler:
         self.checked: dict[str, datetime] = {}
         self.next_look: dict[str, datetime] = {}
         """Run id -> when its live lease could first have expired: no look before then."""
+        self.awaiting: dict[str, dict[str, datetime]] = {}
+        """Agent -> runs whose lease is gone while that agent said reports were still to go (since when their
+        lease was first seen gone): out of the sweeps, released together once it has none left (or is gone)."""
+        self.cleared: set[str] = set()
+        """Runs released from `awaiting`: their agent has nothing left to report (or went), so they are judged."""
         self.gang_checked: dict[str, datetime] = {}
         self.gang_missing: dict[str, datetime] = {}
         self.synced = asyncio.Event()
@@ -64,21 +72,18 @@ class Reconciler:
 
     def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
         """A run's record changed (or was deleted): index it afresh."""
+        old = self.active.get(run_id)
+        if old is None or run is None or old.state != run.state or old.attempt != run.attempt:
+            self._forget_missing(run_id, old)
         if run is None or run.state.terminal:
             self.active.pop(run_id, None)
             self.quiet.remove(run_id)
             self.looked_at.discard(run_id)
             self.revisions.pop(run_id, None)
-            self.missing_lease.pop(run_id, None)
-            self.missing_seq.pop(run_id, None)
             self.checked.pop(run_id, None)
             self.next_look.pop(run_id, None)
             self._forget_gang(run_id)
             return
-        old = self.active.get(run_id)
-        if old is None or old.state != run.state or old.attempt != run.attempt:
-            self.missing_lease.pop(run_id, None)
-            self.missing_seq.pop(run_id, None)
         self.active[run_id] = run
         quiet = self._quiet_until(run)
         if quiet == _EARLIEST:
@@ -88,6 +93,32 @@ class Reconciler:
             self.looked_at.discard(run_id)
             self.quiet.set(run_id, quiet)
         self.revisions[run_id] = revision
+
+    def _forget_missing(self, run_id: str, old: Run | None) -> None:
+        """The record moved on (or ended): what was judged of its lease no longer applies."""
+        self.missing_lease.pop(run_id, None)
+        self.missing_seq.pop(run_id, None)
+        self.cleared.discard(run_id)
+        if old is not None and old.agent in self.awaiting:
+            runs = self.awaiting[old.agent]
+            runs.pop(run_id, None)
+            if not runs:
+                del self.awaiting[old.agent]
+
+    async def _release_awaiting(self, now: datetime) -> None:
+        """Runs waiting on an agent's queued reports go back to the sweep once it has none left or is gone (and
+        any of them after REPORT_WAIT_CAP). Read before this sweep's events horizon: a heartbeat that said none
+        were left was written after every one of them was acked, so that horizon covers them."""
+        for agent, runs in list(self.awaiting.items()):
+            done = not await self.progress.may_still_report(agent)
+            for run_id in [r for r, since in runs.items() if done or now - since >= REPORT_WAIT_CAP]:
+                del runs[run_id]
+                if run_id in self.active:
+                    self.cleared.add(run_id)
+                    self.quiet.remove(run_id)
+                    self.looked_at.add(run_id)
+            if not runs:
+                del self.awaiting[agent]
 
     def known(self, run_id: str) -> tuple[Run, int] | None:
         """The last watched record of an active run and its revision (maybe stale: Records.change checks)."""
@@ -106,6 +137,7 @@ class Reconciler:
                 with contextlib.suppress(JetcronError):
                     await self._check(run, now, ttl)
 
+        await self._release_awaiting(now)
         # Only the runs that could need something now get a task: creating one per active run every sweep
         # cost the tracker most of a core with 40,000 staged runs waiting for their due time.
         self.looked_at.update(self.quiet.pop_due(0, now, limit=len(self.active) + 1))
@@ -201,6 +233,7 @@ class Reconciler:
         if lease is not None and lease.value.holder:
             self.missing_lease.pop(run.run_id, None)
             self.missing_seq.pop(run.run_id, None)
+            self.cleared.discard(run.run_id)
             expires = (lease.written_at or now) + timedelta(seconds=lease.ttl or ttl)
             look = self.next_look[run.run_id] = max(expires, now + timedelta(seconds=min(ttl / 4, 1.0)))
             if len(run.agents) <= 1 and run.run_id in self.looked_at:
@@ -211,11 +244,19 @@ class Reconciler:
                 self.quiet.set(run.run_id, look)
             return False
         first = self.missing_lease.setdefault(run.run_id, now)
+        if now - first < confirm:
+            return False
+        if (run.run_id not in self.cleared and now - first < REPORT_WAIT_CAP
+                and await self.progress.may_still_report(run.agent)):
+            # Its agent is alive and still has reports to send: this run's may be one of them (progress.py).
+            assert run.agent is not None
+            self.awaiting.setdefault(run.agent, {})[run.run_id] = first
+            self.looked_at.discard(run.run_id)
+            self.quiet.remove(run.run_id)
+            return False
         seq = self.missing_seq.get(run.run_id)
         if seq is None:
-            self._unsequenced.add(run.run_id)
-            return False
-        if now - first < confirm:
+            self._unsequenced.add(run.run_id)  # the horizon is read at the end of this sweep, after the look above
             return False
         # a report sent before the lease went may still be queued for the tracker
         return self.progress.reports_read(seq)

@@ -15,9 +15,9 @@ from opentelemetry.context import Context as TraceContext
 from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
-from jetcron.core.errors import Unavailable
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.gang import GangMember
 from jetcron.services.agent.host import HostSetup
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.strays import StrayGuard
@@ -196,10 +196,8 @@ async def test_reports_held_by_a_herd_go_out_after_the_hold_even_if_it_is_still_
     assert not window.quiet
 
 
-async def test_the_report_window_counts_what_waits_and_measures_its_rate() -> None:
-    now = [100.0]
-    window = ReportWindow(1, hold=0.0, clock=lambda: now[0])
-    assert (window.queued, window.rate()) == (0, None)
+async def test_the_report_window_counts_what_waits_and_is_in_flight() -> None:
+    window = ReportWindow(1, hold=0.0)
     inside, leave = asyncio.Event(), asyncio.Event()
 
     async def slow_report() -> None:
@@ -207,22 +205,27 @@ async def test_the_report_window_counts_what_waits_and_measures_its_rate() -> No
             inside.set()
             await leave.wait()
 
-    async def report(at: float) -> None:
+    async def report() -> None:
         async with window:
-            now[0] = at
+            pass
 
-    # Given one report in flight and one waiting for room behind it
-    first, second = asyncio.create_task(slow_report()), asyncio.create_task(report(101.0))
+    # Given one report in flight and one waiting for room behind it: both count (the heartbeat says so)
+    first, second = asyncio.create_task(slow_report()), asyncio.create_task(report())
     await inside.wait()
     assert window.queued == 2
-    # When both have gone (at 100.0 and 101.0), and two more (at 101.5, 102.0)
     leave.set()
     await asyncio.gather(first, second)
-    assert (window.queued, window.rate()) == (0, 1.0)
-    for at in (101.5, 102.0):
-        await report(at)
-    # Then the rate is over the latest reports: three intervals in two seconds
-    assert window.rate() == 1.5
+    assert window.queued == 0
+    # A report whose publish is cancelled (the agent stopping) does not stay counted
+    leave.clear()
+    stuck = asyncio.create_task(slow_report())
+    waiting = asyncio.create_task(report())
+    await asyncio.sleep(0)
+    assert window.queued == 2
+    stuck.cancel()
+    waiting.cancel()
+    await asyncio.gather(stuck, waiting, return_exceptions=True)
+    assert window.queued == 0
 
 
 class _Renewals:
@@ -236,109 +239,52 @@ class _Renewals:
         return Lease(key=lease.key, token=lease.token + 1, value=lease.value)
 
 
-@pytest.mark.parametrize(("reporting", "asked"), [
-    # its child has ended and its report waits behind 5,000 others at 250 reports/s: TTL + 20 s, once
-    pytest.param(True, [30.0], id="ended_renews_once_for_its_reports_whole_wait"),
-    # its child may still run: a short lease, so that it is fenced in time if the agent is cut off
-    pytest.param(False, [10.0], id="running_renews_for_the_plain_ttl"),
-])
-async def test_the_lease_keeper_renews_an_ended_attempt_for_its_reports_wait(reporting: bool,
-                                                                             asked: list[float]) -> None:
-    renewals = _Renewals()
+def attempt_due_for_renewal(leases: _Renewals, kind: type[Attempt] = Attempt) -> Attempt:
+    """An attempt whose 10 s lease was written 5 s ago: its first renewal is due now."""
     ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0), clock=ManualClock(T0),
-                                        leases=renewals))
-    window = cast(ReportWindow, SimpleNamespace(queued=5_000, rate=lambda: 250.0))
+                                        leases=leases, log=SimpleNamespace(info=lambda *a, **k: None)))
     spec = JobSpec(name="j", command=["true"])
-    # Given an attempt whose 10 s lease was written 5 s ago: its first renewal is due
-    attempt = Attempt(ctx, AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0,
-                                     due_at=T0), Lease(key="k", token=1, value=LeaseValue(holder="a")), dict,
-                      TraceContext(), cast(StrayGuard, None), cast(HostSetup, None), granted=10.0,
-                      asked_at=time.monotonic() - 5.0, window=window)
-    attempt.reporting = reporting
+    return kind(ctx, AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0, due_at=T0),
+                Lease(key="k", token=1, value=LeaseValue(holder="a")), dict, TraceContext(),
+                cast(StrayGuard, None), cast(HostSetup, None), granted=10.0, asked_at=time.monotonic() - 5.0)
+
+
+async def _keeper_turns(attempt: Attempt, leases: _Renewals) -> None:
     keeper = asyncio.create_task(attempt.keep_lease())
     for _ in range(20):
         await asyncio.sleep(0)
-        if renewals.asked:
-            break
-    attempt.done.set()
-    await asyncio.wait_for(keeper, timeout=5)
-    assert renewals.asked == asked  # and nothing more: the next renewal is not due yet
-
-
-class _SlowServer(_Renewals):
-    """The first renewal finds the server too busy to answer (outcome unknown); later ones land."""
-
-    async def renew(self, lease: Lease, ttl: float) -> Lease:
-        self.asked.append(ttl)
-        if len(self.asked) == 1:
-            raise Unavailable("lease k: storage did not answer (TimeoutError); outcome unknown, retry")
-        return Lease(key=lease.key, token=lease.token + 1, value=lease.value)
-
-
-def herd_attempt(leases: object, *, left: float) -> Attempt:
-    """A staged attempt's first lease (510 s, written at its assignment) with `left` seconds to go."""
-    ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0), clock=ManualClock(T0),
-                                        leases=leases, log=SimpleNamespace(info=lambda *a, **k: None)))
-    window = cast(ReportWindow, SimpleNamespace(queued=5_000, rate=lambda: 250.0))
-    spec = JobSpec(name="j", command=["true"])
-    return Attempt(ctx, AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0, due_at=T0),
-                   Lease(key="k", token=1, value=LeaseValue(holder="a")), dict, TraceContext(),
-                   cast(StrayGuard, None), cast(HostSetup, None), granted=510.0,
-                   asked_at=time.monotonic() - 510.0 + left, window=window)
-
-
-async def _keeper_turns(attempt: Attempt, leases: _Renewals, renewals: int) -> None:
-    keeper = asyncio.create_task(attempt.keep_lease())
-    for _ in range(50):
-        await asyncio.sleep(0)
-        if len(leases.asked) >= renewals:
-            break
     attempt.done.set()
     attempt._rewake.set()
     await asyncio.wait_for(keeper, timeout=5)
 
 
 @pytest.mark.parametrize(("ended", "asked"), [
-    # nothing to fence: renewed up to 30 s ahead of expiry, the server being slowest right after an instant
-    pytest.param(True, [30.0], id="ended_renews_20s_ahead_of_expiry"),
-    # a running child: renewed 2 TTL/3 (6.7 s) ahead, so not yet
-    pytest.param(False, [], id="running_waits_until_2ttl_3_before_expiry"),
+    # its child may still run: renewed, so that it is fenced in time if the agent is cut off
+    pytest.param(False, [10.0], id="running_renews"),
+    # its child has ended: nothing to fence, and its queued report is covered by the agent's heartbeat
+    pytest.param(True, [], id="ended_no_longer_renews"),
 ])
-async def test_an_ended_attempts_lease_is_renewed_well_before_it_could_lapse(ended: bool, asked: list[float]) -> None:
+async def test_the_lease_keeper_renews_only_while_the_child_may_run(ended: bool, asked: list[float]) -> None:
     leases = _Renewals()
-    attempt = herd_attempt(leases, left=20.0)
+    attempt = attempt_due_for_renewal(leases)
     attempt.reporting = ended
-    await _keeper_turns(attempt, leases, 1)
+    await _keeper_turns(attempt, leases)
     assert leases.asked == asked
 
 
-async def test_an_ended_attempt_tries_its_renewal_again_instead_of_fencing() -> None:
-    # Given an ended attempt whose lease has 20 s left, and a server too busy to answer its first renewal
-    leases = _SlowServer()
-    attempt = herd_attempt(leases, left=20.0)
-    attempt.reporting = True
-    # When its keeper renews
-    await _keeper_turns(attempt, leases, 2)
-    # Then it asks again at once, and is not fenced (a running child would be, once past 2 TTL/3)
-    assert (leases.asked, attempt.fenced) == ([30.0, 30.0], False)
-
-
-async def test_the_end_of_the_child_moves_the_first_renewal_earlier() -> None:
-    # Given an attempt whose first renewal is 13 s away (its lease has 20 s left) and no keeper running yet
+async def test_a_gang_attempt_still_renews_while_it_reports() -> None:
+    # The tracker judges a gang by its members' own leases, which no heartbeat stands in for
     leases = _Renewals()
-    attempt = herd_attempt(leases, left=20.0)
-    attempt._keeper_timer = asyncio.get_running_loop().call_later(max(0.0, attempt.keeper_delay()),
-                                                                  attempt._start_keeper)
-    assert 12 < attempt.keeper_delay() < 14
-    # When its child ends and its report has to wait
+    attempt = attempt_due_for_renewal(leases, GangMember)
+    attempt.reporting = True
+    await _keeper_turns(attempt, leases)
+    assert leases.asked == [10.0]
+
+
+async def test_the_end_of_the_child_stops_a_keeper_that_has_not_started() -> None:
+    leases = _Renewals()
+    attempt = attempt_due_for_renewal(leases)
+    attempt._keeper_timer = asyncio.get_running_loop().call_later(0.01, attempt._start_keeper)
     attempt._now_reporting()
-    # Then the keeper starts at once and renews for the report's wait
-    for _ in range(50):
-        await asyncio.sleep(0)
-        if leases.asked:
-            break
-    assert leases.asked == [30.0]
-    attempt.done.set()
-    attempt._rewake.set()
-    assert attempt.keeper is not None
-    await asyncio.wait_for(attempt.keeper, timeout=5)
+    await asyncio.sleep(0.05)
+    assert (attempt.keeper, leases.asked) == (None, [])

@@ -7,14 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jetcron.core.leases import (
-    REPORT_WAIT_CAP,
-    fence_at,
-    first_grant,
-    renew_at,
-    reporting_grant,
-    reporting_renew_at,
-)
+from jetcron.core.leases import fence_at, first_grant, renew_at
 from jetcron.wire import subjects as s
 
 NOW = datetime(2026, 3, 8, 12, 0, tzinfo=UTC)
@@ -69,23 +62,3 @@ def test_the_agent_fences_a_margin_before_expiry_and_after_its_renewal_time(ttl:
 def test_run_leases_and_leader_leases_live_in_separate_buckets(key: str, bucket: str) -> None:
     assert s.lease_bucket(key) == bucket
 
-
-@pytest.mark.parametrize(("queued", "rate", "granted"), [
-    pytest.param(0, 250.0, 10.0, id="nothing_queued_gets_the_plain_ttl"),
-    pytest.param(5_000, 250.0, 30.0, id="queue_at_the_measured_rate"),
-    pytest.param(200, None, 20.0, id="rate_unknown_assumes_the_floor_of_20_per_s"),
-    pytest.param(200, 2.0, 20.0, id="a_measured_rate_below_the_floor_counts_as_the_floor"),
-    pytest.param(1_000_000, 250.0, 10.0 + REPORT_WAIT_CAP, id="capped"),
-])
-def test_a_finished_attempt_keeps_its_lease_for_its_reports_wait(queued: int, rate: float | None,
-                                                                   granted: float) -> None:
-    assert reporting_grant(10.0, queued, rate) == granted
-
-
-@pytest.mark.parametrize(("granted", "renew_after"), [
-    pytest.param(510.0, 480.0, id="staged_first_lease_renewed_30s_ahead"),
-    pytest.param(40.0, 20.0, id="short_grant_renewed_at_half"),
-    pytest.param(10.0, 10.0 - 20 / 3, id="plain_ttl_at_least_2ttl_3_ahead"),
-])
-def test_an_ended_attempts_lease_is_renewed_with_room_to_land(granted: float, renew_after: float) -> None:
-    assert reporting_renew_at(1000.0, granted, 10.0) == pytest.approx(1000.0 + renew_after)
