@@ -2,6 +2,7 @@
 
 Points: trigger.after_publish (run recorded and PlaceRun published, cursor not yet moved), placement.after_dispatch
 (run assigned and AssignRun published, PlaceRun not yet acked), agent.after_exit (child exited, nothing reported),
+agent.before_release (attempt over, its lease not yet released),
 tracker.after_receive (event decoded, run record not yet written).
 """
 

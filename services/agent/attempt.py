@@ -90,6 +90,8 @@ class Attempt:
         """The child has ended and its finish report waits (or is in flight): its lease is no longer renewed."""
         self.fenced = False
         self.handed_back = False
+        self.hand_back_reason: str | None = None
+        """Set by a drain's hand_back: the run is given back at the end of run(), after the lease is released."""
         self.done = asyncio.Event()
         self.settled: Callable[[], None] = _nothing
         """Called once started (or at the end, if it never starts): the agent starts a herd as a stream."""
@@ -212,8 +214,11 @@ class Attempt:
             await self._settle_start_report()
             # After a success no attempt follows, so the lease may simply expire: one write saved per run.
             if not self.fenced and not self.succeeded:
+                faults.point("agent.before_release")  # tests: a slow release must not strand a hand-back
                 with contextlib.suppress(JetcronError):
                     await self.ctx.leases.release(self.lease)
+            if self.hand_back_reason is not None and not self.fenced:
+                await self._give_back(self.hand_back_reason)
 
     async def _execute(self, argv: list[str]) -> Outcome:
         if self.fenced or self.handed_back:
@@ -302,10 +307,15 @@ class Attempt:
         self.succeeded = kind == "succeeded"
 
     async def hand_back(self, why: str) -> None:
-        """Drain: stop the child and give the run back for re-dispatch."""
+        """Drain: stop the child; the run is given back once it has ended and its lease is released (run())."""
         self.handed_back = True
+        self.hand_back_reason = why
         if self.execution is not None:
             self.execution.stop(why)
+
+    async def _give_back(self, why: str) -> None:
+        # Sent only after the lease is released: the tracker re-dispatches at once, and the next agent's
+        # acquire must find the lease free, or it skips the assignment and the run waits for a stall timeout.
         subject = s.event_subject("handed_back")
         with messaging_span(_tracer, "publish", subject, parent=self.parent, run_id=self.cmd.run_id,
                             job=self.cmd.job, attempt=self.cmd.attempt):

@@ -227,9 +227,10 @@ async def test_sigterm_drains_and_hands_running_work_back(services: Services, cl
 
 async def test_sigterm_hands_staged_work_back_at_once_and_it_still_starts_on_time(
         services: Services, client: Client, tmp_path: Path) -> None:
-    # Given a run staged 20 s ahead and taken by agent-1, which waits for its due time, and a second agent
+    # Given a run staged 20 s ahead and taken by agent-1, which waits for its due time, and a second agent;
+    # agent-1 is slow to release a lease (2 s): the hand-back must still not reach agent-2 before the lease is free
     calls = tmp_path / "calls"
-    await services.start_system(agents=1, JETCRON_TRIGGER_HORIZON="20")
+    await services.start_system(agents=1, JETCRON_TRIGGER_HORIZON="20", JETCRON_FAULT="agent.before_release=sleep2")
     due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=22)
     await client.call("jobs.create", {"spec": {
         "name": "staged", "command": ["sh", "-c", f'echo "$JETCRON_ATTEMPT $JETCRON_AGENT_ID" >> {calls}'],
