@@ -143,7 +143,7 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
         await main(ctx)
     finally:
         pauses.uninstall()
-        ctx.log.info("stopping", gc_pause_seconds=pauses.totals())
+        ctx.log.info("stopping", gc_pause_seconds=pauses.totals(), gc_longest_pause_seconds=pauses.longest())
         announcer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await announcer

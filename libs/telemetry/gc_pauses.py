@@ -23,6 +23,7 @@ class GcPauses:
         self._clock = clock
         self._began = 0.0
         self._seconds = [0.0, 0.0, 0.0]
+        self._longest = [0.0, 0.0, 0.0]
         self._callback: _Callback | None = None
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
@@ -32,6 +33,7 @@ class GcPauses:
         generation = info.get("generation", 2)
         paused = self._clock() - self._began
         self._seconds[generation] += paused
+        self._longest[generation] = max(self._longest[generation], paused)
         metrics.GC_PAUSE.labels(generation=str(generation)).inc(paused)
 
     def install(self) -> None:
@@ -46,3 +48,7 @@ class GcPauses:
 
     def totals(self) -> dict[str, float]:
         return {f"gen{g}": round(s, 3) for g, s in enumerate(self._seconds)}
+
+    def longest(self) -> dict[str, float]:
+        """The longest single pause per generation, in seconds: what a run due at that moment waited."""
+        return {f"gen{g}": round(s, 4) for g, s in enumerate(self._longest)}

@@ -143,6 +143,7 @@ def test_gc_pauses_are_timed_per_generation() -> None:
         now[0] = ended
         pauses.on_gc("stop", {"generation": generation})
     assert pauses.totals() == {"gen0": 0.0, "gen1": 0.75, "gen2": 1.5}
+    assert pauses.longest() == {"gen0": 0.0, "gen1": 0.5, "gen2": 1.5}
     assert REGISTRY.get_sample_value("jetcron_gc_pause_seconds_total", {"generation": "1"}) == before + 0.75
 
 
