@@ -39,7 +39,7 @@ class Used(NamedTuple):
 class AgentState:
     """One agent: what it has, what is still free, and the runs holding a share of it."""
 
-    __slots__ = ("agent_id", "free_gpus", "free_mcpu", "free_mem", "gpu_ids", "indexed", "info",
+    __slots__ = ("agent_id", "free_gpus", "free_mcpu", "free_mem", "free_slots", "gpu_ids", "indexed", "info",
                  "leaf", "runs", "suspect", "total_mcpu")
 
     def __init__(self, info: AgentInfo, suspect: bool) -> None:
@@ -51,6 +51,8 @@ class AgentState:
         self.free_mcpu = self.total_mcpu
         self.free_mem = info.memory_mb
         self.free_gpus: list[int] = sorted(self.gpu_ids)
+        self.free_slots = info.slots
+        """Attempts it may still be given (None: the agent sets no limit)."""
         self.suspect = suspect
         self.leaf = info.labels.get("leaf")
         self.runs: set[str] = set()
@@ -72,19 +74,31 @@ class AgentState:
         """Draining agents take nothing; suspect agents take no GPU work until cleared."""
         return not self.info.draining and (gpus == 0 or not self.suspect)
 
+    def has_slot(self) -> bool:
+        return self.free_slots is None or self.free_slots > 0
+
+    def take_slot(self, n: int = 1) -> None:
+        if self.free_slots is not None:
+            self.free_slots -= n
+
     def fits_now(self, mcpu: int, mem: int, gpus: int) -> bool:
-        return self.free_mcpu >= mcpu and self.free_mem >= mem and len(self.free_gpus) >= gpus
+        return self.has_slot() and self.free_mcpu >= mcpu and self.free_mem >= mem and len(self.free_gpus) >= gpus
 
 
 class FreeIndex:
-    """Non-draining agents bucketed by (free GPUs, GPU model); each bucket a sorted list of entries."""
+    """Non-draining agents with a free slot, bucketed by (free GPUs, GPU model); each bucket a sorted list of
+    entries. `full` holds the other non-draining ones: every slot taken (the reason a run waits)."""
 
     def __init__(self) -> None:
         self._levels: dict[int, dict[str | None, list[Entry]]] = {}
         self._level_keys: list[int] = []
+        self.full: set[str] = set()
 
     def add(self, a: AgentState) -> None:
         if a.info.draining:
+            return
+        if not a.has_slot():
+            self.full.add(a.agent_id)
             return
         level, model, entry = len(a.free_gpus), a.info.gpu_model, a.entry()
         buckets = self._levels.get(level)
@@ -95,6 +109,7 @@ class FreeIndex:
         a.indexed = (level, model, entry)
 
     def discard(self, a: AgentState) -> None:
+        self.full.discard(a.agent_id)
         if a.indexed is None:
             return
         level, model, entry = a.indexed

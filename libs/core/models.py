@@ -271,6 +271,9 @@ class AgentInfo(_Record, frozen=True, kw_only=True):
     limits: str = "rlimit"
     """How resource limits are enforced: cgroup2 or rlimit."""
     running: int = 0
+    slots: int | None = None
+    """How many attempts this agent holds at once (JETCRON_AGENT_SLOTS), waiting ones included: placement gives
+    it no more than that. None from agents that predate it: no limit."""
     pending_reports: int = 0
     """Reports (started, finished) this agent has queued or in flight. A run whose lease lapsed while its report
     waited here is not lost: the tracker waits for a heartbeat that says none are left (or for the agent to go)."""

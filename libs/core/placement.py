@@ -77,7 +77,7 @@ def _check(res: Resources) -> None:
 
 def _static(info: AgentInfo) -> tuple[object, ...]:
     """What decides whether a demand could ever fit; a heartbeat that changes none of it keeps caches."""
-    return (info.cpu, info.memory_mb, info.gpus, info.gpu_model, tuple(info.gpu_indices),
+    return (info.cpu, info.memory_mb, info.gpus, info.gpu_model, tuple(info.gpu_indices), info.slots,
             tuple(sorted(info.labels.items())), tuple(sorted(info.capabilities)))
 
 
@@ -121,6 +121,7 @@ class Cluster:
                 new.free_mcpu -= share.mcpu
                 new.free_mem -= share.mem
                 new.free_gpus = [g for g in new.free_gpus if g not in share.gpus]
+            new.take_slot(len(old.runs))
             new.runs = old.runs
         self._agents[info.agent_id] = new
         self._hook(new)
@@ -201,6 +202,7 @@ class Cluster:
             a.free_mcpu -= share.mcpu
             a.free_mem -= share.mem
             a.free_gpus = [g for g in a.free_gpus if g not in gpus]
+            a.take_slot()
             a.runs.add(run_id)
             self._attach(a, share)
             shares[agent_id] = share
@@ -231,6 +233,7 @@ class Cluster:
             if share.gpus:
                 # An agent re-registered with fewer GPUs does not get the vanished ones back.
                 a.free_gpus = sorted(a.free_gpus + [g for g in share.gpus if g in a.gpu_ids])
+            a.take_slot(-1)
             a.runs.discard(run_id)
             self._attach(a, share)
 
@@ -277,6 +280,7 @@ class Cluster:
             a.free_mem -= share.mem
             if share.gpus:
                 a.free_gpus = a.free_gpus[res.gpus:]
+            a.take_slot()
             a.runs.add(run_id)
             self._attach(a, share)
             shares[a.agent_id] = share
@@ -302,7 +306,7 @@ class Cluster:
         if never is not None:
             return Unplaced(run_id=d.run_id, reason=never, unsatisfiable=True)
         if now_text is None:
-            now_text = now_reason(d, self._largest_free(d), len(self._agents))
+            now_text = now_reason(d, *self._largest_free(d), registered=len(self._agents))
         return Unplaced(run_id=d.run_id, reason=now_text, unsatisfiable=False)
 
     def _candidates(self, d: Demand) -> list[AgentState]:
@@ -311,22 +315,26 @@ class Cluster:
         agents = self._agents.values() if pool is None else (self._agents[i] for i in pool)
         return [a for a in agents if a.matches(d.require, d.needs, d.resources.gpu_model)]
 
-    def _largest_free(self, d: Demand) -> AgentState | None:
-        """The open matching agent with the most free GPUs (GPU work) or cpu (other work)."""
+    def _largest_free(self, d: Demand) -> tuple[AgentState | None, int]:
+        """The open matching agent with a free slot and the most free GPUs (GPU work) or cpu (other work);
+        and how many open agents have every slot taken (all of them for an unconstrained run: no scan)."""
         res = d.resources
         if not d.require and not d.needs and not (res.gpus and self._suspect):
             # Unconstrained: the top of each index bucket is enough, no scan.
+            full = len(self._index.full)
             if res.gpus > 0:
                 top = self._index.top_level(res.gpu_model)
-                return None if top is None else self._agents[top[1][2]]
+                return (None if top is None else self._agents[top[1][2]]), full
             tails = list(self._index.tails(0, res.gpu_model))
-            return self._agents[max(tails)[2]] if tails else None
+            return (self._agents[max(tails)[2]] if tails else None), full
         open_ = [a for a in self._candidates(d) if a.open_for(res.gpus)]
+        full = sum(1 for a in open_ if not a.has_slot())
+        open_ = [a for a in open_ if a.has_slot()]
         if not open_:
-            return None
+            return None, full
         if res.gpus > 0:
-            return max(open_, key=lambda a: (len(a.free_gpus), a.free_mcpu, a.free_mem))
-        return max(open_, key=lambda a: (a.free_mcpu, a.free_mem))
+            return max(open_, key=lambda a: (len(a.free_gpus), a.free_mcpu, a.free_mem)), full
+        return max(open_, key=lambda a: (a.free_mcpu, a.free_mem)), full
 
     def _set_suspect(self, agent_id: str, suspect: bool) -> None:
         (self._suspect.add if suspect else self._suspect.discard)(agent_id)

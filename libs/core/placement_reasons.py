@@ -66,9 +66,13 @@ def never_reason(d: Demand, candidates: list[AgentState]) -> str | None:
             f"{top.info.cpu:g} cpu, {top.info.memory_mb} MB and {_gpus(len(top.gpu_ids), None, False)})")
 
 
-def now_reason(d: Demand, largest: AgentState | None, registered: int) -> str:
-    """Why the run has no place right now; `largest` is the open matching agent with most free."""
+def now_reason(d: Demand, largest: AgentState | None, full: int = 0, *, registered: int) -> str:
+    """Why the run has no place right now; `largest` is the open matching agent with a free slot and the most
+    free; `full`, how many open matching agents have every slot taken."""
     res = d.resources
+    if largest is None and full:
+        who = "agent runs as many attempts as its" if full == 1 else "agents run as many attempts as their"
+        return f"no agent with a free slot{matching(d)} ({full} {who} slots allow)"
     if res.gpus > 0:
         need = (f"{cpu_text(res.cpu)} free cpu, {res.memory_mb} MB free memory and "
                 f"{_gpus(res.gpus, res.gpu_model, True)}")

@@ -67,6 +67,29 @@ async def test_a_run_over_its_tenants_quota_waits_saying_so(services: Services, 
     await one_run(client, "second", lambda r: r["state"] == "succeeded", timeout=30, what="the second run to run")
 
 
+async def test_runs_go_to_agents_with_a_free_slot_and_wait_for_one_saying_so(
+        services: Services, client: Client) -> None:
+    # Given two roomy agents that each hold one attempt at a time (JETCRON_AGENT_SLOTS=1)
+    one = {"JETCRON_AGENT_CPU": "8", "JETCRON_AGENT_SLOTS": "1"}
+    await start(services, {"agent-1": one, "agent-2": one})
+    await agents_known(services.server.url, 2)
+
+    # When three long runs come (packing alone would put all three on one agent)
+    for name in ("long-1", "long-2"):
+        await client.call("jobs.create", job(name, "sleep", "12", resources={"cpu": 1}))
+        await one_run(client, name, lambda r: r["state"] == "running", timeout=30, what=f"{name} to run")
+    await client.call("jobs.create", job("third", "true", resources={"cpu": 1}))
+
+    # Then the first two run on different agents, and the third waits for a slot, saying so
+    agents = {(await one_run(client, n, lambda r: True, what=n))["agent"] for n in ("long-1", "long-2")}
+    assert agents == {"agent-1", "agent-2"}
+    why = "no agent with a free slot (2 agents run as many attempts as their slots allow)"
+    await one_run(client, "third", lambda r: r["state"] == "scheduled" and r["reason"] == why,
+                  what="the third run to wait for a slot")
+    # And it runs once a slot is free
+    await one_run(client, "third", lambda r: r["state"] == "succeeded", timeout=40, what="the third run to run")
+
+
 async def test_a_downstream_run_waits_on_its_upstream_jobs_and_says_which(services: Services, client: Client) -> None:
     # Given a diamond: root -> (slow, quick) -> join
     await start(services, {"agent-1": {"JETCRON_AGENT_CPU": "8"}})

@@ -19,10 +19,10 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def agent(agent_id: str, cpu: float = 8, mem: int = 16384, gpus: int = 0, *, model: str | None = None,
           leaf: str | None = None, zone: str | None = None, caps: list[str] | None = None,
-          draining: bool = False, indices: list[int] | None = None) -> AgentInfo:
+          draining: bool = False, indices: list[int] | None = None, slots: int | None = None) -> AgentInfo:
     labels = {k: v for k, v in (("leaf", leaf), ("zone", zone)) if v is not None}
     return AgentInfo(agent_id=agent_id, cpu=cpu, memory_mb=mem, gpus=gpus, gpu_model=model, labels=labels,
-                     capabilities=caps or [], draining=draining, gpu_indices=indices or [],
+                     capabilities=caps or [], draining=draining, gpu_indices=indices or [], slots=slots,
                      heartbeat_at=T0, started_at=T0)
 
 
@@ -307,7 +307,8 @@ def test_cpu_gang_without_gpus_also_stays_on_one_leaf() -> None:
 
 agent_specs = st.lists(
     st.tuples(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1024, 4096]), st.sampled_from([0, 0, 2, 8]),
-              st.sampled_from(["leaf-a", "leaf-b", "leaf-c"]), st.booleans(), st.booleans()),
+              st.sampled_from(["leaf-a", "leaf-b", "leaf-c"]), st.booleans(), st.booleans(),
+              st.sampled_from([None, None, 1, 2, 3])),
     min_size=1, max_size=12,
 )
 ops = st.lists(
@@ -326,15 +327,16 @@ ops = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(specs=agent_specs, steps=ops, spread=st.booleans())
 def test_random_sequences_never_over_commit_and_pick_a_best_fit(
-    specs: list[tuple[int, int, int, str, bool, bool]], steps: list[tuple[Any, ...]], spread: bool,
+    specs: list[tuple[int, int, int, str, bool, bool, int | None]], steps: list[tuple[Any, ...]], spread: bool,
 ) -> None:
-    infos = {f"a{i}": agent(f"a{i}", cpu=c, mem=m, gpus=g, leaf=leaf, caps=["docker"] if dock else [])
-             for i, (c, m, g, leaf, dock, _) in enumerate(specs)}
+    infos = {f"a{i}": agent(f"a{i}", cpu=c, mem=m, gpus=g, leaf=leaf, caps=["docker"] if dock else [], slots=slots)
+             for i, (c, m, g, leaf, dock, _, slots) in enumerate(specs)}
     c = cluster(*infos.values(), strategy="spread" if spread else "pack")
     drained = {f"a{i}" for i, s in enumerate(specs) if s[5]}
     for agent_id in drained:
         infos[agent_id] = agent(agent_id, cpu=infos[agent_id].cpu, mem=infos[agent_id].memory_mb,
-                                gpus=infos[agent_id].gpus, leaf=infos[agent_id].labels["leaf"], draining=True)
+                                gpus=infos[agent_id].gpus, leaf=infos[agent_id].labels["leaf"], draining=True,
+                                slots=infos[agent_id].slots)
         c.upsert_agent(infos[agent_id])
     suspect: set[str] = set()
     held: dict[str, Demand] = {}
@@ -344,13 +346,14 @@ def test_random_sequences_never_over_commit_and_pick_a_best_fit(
             d = demand(f"r{n}", cpu=float(cpu), mem=int(mem), gpus=int(gpus), hosts=int(hosts),
                        require={"leaf": leaf} if leaf else None)
             before = {a: c.free(a) for a in infos}
+            taken = attempts_on(c, held)
             result = c.place(d)
             if isinstance(result, Placement):
                 held[d.run_id] = d
-                check_placement(d, result, infos, suspect, before, spread)
+                check_placement(d, result, infos, suspect, before, spread, taken)
             else:
                 assert before == {a: c.free(a) for a in infos}, "an unplaced demand reserved something"
-                ok = feasible(d, infos, suspect, before)
+                ok = feasible(d, infos, suspect, before, taken)
                 if d.resources.hosts == 1:
                     assert not ok, f"missed a feasible agent: {result.reason}"
                 else:
@@ -368,19 +371,31 @@ def test_random_sequences_never_over_commit_and_pick_a_best_fit(
         assert_books_balance(c, infos, held)
 
 
+def attempts_on(c: Cluster, held: dict[str, Demand]) -> dict[str, int]:
+    """How many held runs have a share on each agent (each takes one of its slots)."""
+    taken: dict[str, int] = {}
+    for run_id in held:
+        p = c.reservation(run_id)
+        assert p is not None
+        for a in p.agents:
+            taken[a] = taken.get(a, 0) + 1
+    return taken
+
+
 def feasible(d: Demand, infos: dict[str, AgentInfo], suspect: set[str],
-             free: dict[str, tuple[float, int, list[int]]]) -> list[str]:
+             free: dict[str, tuple[float, int, list[int]]], taken: dict[str, int]) -> list[str]:
     res = d.resources
     return [a for a, info in infos.items()
             if not info.draining and not (res.gpus and a in suspect)
+            and (info.slots is None or taken.get(a, 0) < info.slots)
             and all(info.labels.get(k) == v for k, v in d.require.items())
             and free[a][0] >= res.cpu - 1e-9 and free[a][1] >= res.memory_mb and len(free[a][2]) >= res.gpus]
 
 
 def check_placement(d: Demand, p: Placement, infos: dict[str, AgentInfo], suspect: set[str],
-                    before: dict[str, tuple[float, int, list[int]]], spread: bool) -> None:
+                    before: dict[str, tuple[float, int, list[int]]], spread: bool, taken: dict[str, int]) -> None:
     res = d.resources
-    ok = feasible(d, infos, suspect, before)
+    ok = feasible(d, infos, suspect, before, taken)
     assert len(p.agents) == len(set(p.agents)) == res.hosts
     assert set(p.agents) <= set(ok)
     if res.hosts > 1:
@@ -409,6 +424,8 @@ def assert_books_balance(c: Cluster, infos: dict[str, AgentInfo], held: dict[str
         assert len(gpus_taken[a]) == len(set(gpus_taken[a])) <= info.gpus
         assert abs(cpu - (info.cpu - used[a][0])) < 1e-6 and mem == info.memory_mb - used[a][1]
         assert sorted(free_gpus + gpus_taken[a]) == list(range(info.gpus))
+    for a, n in attempts_on(c, held).items():
+        assert infos[a].slots is None or n <= infos[a].slots, f"{a} given more runs than its slots"
 
 
 def test_adopt_counts_a_run_already_out_even_over_capacity_and_release_gives_it_back() -> None:
@@ -458,3 +475,69 @@ def test_used_resources_come_and_go_exactly() -> None:
     for r in runs * 1000:
         used = used.minus(r)
     assert used == Used()  # millicores: no float drift after 6,000 steps
+
+
+# --- slots: how many attempts an agent holds at once ----------------------------------------------
+
+def test_pack_moves_on_once_every_slot_of_the_tightest_agent_is_taken() -> None:
+    # Given two agents with room for many runs each but two slots each (the tighter one is `a`)
+    c = cluster(agent("a", cpu=8, slots=2), agent("b", cpu=16, slots=2))
+    # When five small runs come
+    results = [c.place(demand(f"r{i}", cpu=0.1, mem=1)) for i in range(5)]
+    # Then two go to a, two to b, and the fifth waits for a slot, saying so
+    assert [r.agents for r in results[:4] if isinstance(r, Placement)] == [["a"], ["a"], ["b"], ["b"]]
+    assert results[4] == Unplaced(run_id="r4", reason="no agent with a free slot (2 agents run as many attempts "
+                                  "as their slots allow)", unsatisfiable=False)
+    # And a slot freed on a is used again
+    c.release("r0")
+    assert placed_on(c.place(demand("r5", cpu=0.1, mem=1))) == ["a"]
+
+
+def test_a_full_agent_is_not_named_as_the_largest_free_one() -> None:
+    # Given a roomy agent with its one slot taken, and a small one with free slots
+    c = cluster(agent("roomy", cpu=64, zone="eu", slots=1), agent("small", cpu=2, zone="eu"))
+    assert placed_on(c.place(demand("r0", cpu=3, require={"zone": "eu"}))) == ["roomy"]
+    # When a run fits neither (cpu on the small one, a slot on the roomy one)
+    result = c.place(demand("big", cpu=4, require={"zone": "eu"}))
+    # Then the reason names the small one: the roomy one can take nothing until a run ends
+    assert result == Unplaced(run_id="big", reason="no agent with 4.0 free cpu and 1024 MB free memory matching "
+                              "zone=eu (largest free: small with 2.0 cpu and 16384 MB)", unsatisfiable=False)
+
+
+def test_a_constrained_run_waiting_only_for_slots_says_so() -> None:
+    c = cluster(agent("eu1", zone="eu", slots=1), agent("us1", zone="us", slots=1))
+    assert placed_on(c.place(demand("r0", require={"zone": "eu"}))) == ["eu1"]
+    assert c.place(demand("r1", require={"zone": "eu"})) == Unplaced(
+        run_id="r1", reason="no agent with a free slot matching zone=eu (1 agent runs as many attempts as its "
+        "slots allow)", unsatisfiable=False)
+
+
+def test_slots_follow_heartbeats_and_adoption() -> None:
+    # Given an agent with two slots, both taken
+    c = cluster(agent("a", slots=2))
+    c.place(demand("r0", cpu=0.1))
+    c.place(demand("r1", cpu=0.1))
+    assert isinstance(c.place(demand("r2", cpu=0.1)), Unplaced)
+    # When it comes back with three slots, one is free; with one, none (its two runs stay counted)
+    c.upsert_agent(agent("a", slots=3))
+    assert placed_on(c.place(demand("r2", cpu=0.1))) == ["a"]
+    c.upsert_agent(agent("a", slots=1))
+    c.release("r0")
+    c.release("r1")
+    assert isinstance(c.place(demand("r3", cpu=0.1)), Unplaced)
+    c.release("r2")
+    assert placed_on(c.place(demand("r3", cpu=0.1))) == ["a"]
+    # And a run adopted from its record takes a slot even over the limit (the records are the truth)
+    assert c.adopt("old", Resources(cpu=0.1), ["a"], {}) is True
+    c.release("r3")
+    assert isinstance(c.place(demand("r4", cpu=0.1)), Unplaced)
+    c.release("old")
+    assert placed_on(c.place(demand("r4", cpu=0.1))) == ["a"]
+
+
+def test_a_gang_takes_a_slot_on_every_host() -> None:
+    c = cluster(*(agent(f"h{i}", leaf="leaf-1", slots=1) for i in range(3)))
+    assert sorted(placed_on(c.place(demand("g", cpu=1, hosts=3)))) == ["h0", "h1", "h2"]
+    assert isinstance(c.place(demand("r", cpu=1)), Unplaced)
+    c.release("g")
+    assert placed_on(c.place(demand("r", cpu=1))) in (["h0"], ["h1"], ["h2"])
