@@ -86,5 +86,6 @@ def describe(settings: Settings, setup: HostSetup, agent_id: str, started_at: da
         agent_id=agent_id, host=socket.gethostname(), cpu=settings.agent_cpu or float(os.cpu_count() or 1),
         memory_mb=memory, gpus=gpus, gpu_model=model, gpu_indices=indices,
         labels=parse_labels(settings.agent_labels), capabilities=setup.capabilities,
-        limits=setup.limits.mechanism, running=running, slots=settings.agent_slots, draining=draining, heartbeat_at=now, started_at=started_at,
+        limits=setup.limits.mechanism, running=running, slots=settings.agent_slots, draining=draining,
+        heartbeat_at=now, started_at=started_at,
     )
