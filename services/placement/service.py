@@ -17,7 +17,7 @@ from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.core.models import Run
-from jetcron.core.placement import Demand, Placement
+from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
 from jetcron.services.placement.view import View, open_board
@@ -164,6 +164,9 @@ class Placer:
         view = self.view
         chosen: list[tuple[Demand, Placement]] = []
         waiting: list[tuple[str, str]] = []
+        # A pass only takes capacity, so a shape that found no place will not find one later in the pass: with
+        # every agent full, a backlog of thousands costs one fit and one reason per shape, not per run.
+        unfit: dict[tuple[object, ...], Unplaced] = {}
         for demand in list(view.queue.candidates(now)):
             held = self.held.get(demand.run_id)
             if held is None:
@@ -174,8 +177,10 @@ class Placer:
             if (blocked := view.queue.quota_block(demand)) is not None:
                 waiting.append((demand.run_id, blocked))
                 continue
-            result = view.cluster.place(demand)
+            shape = (demand.resources, tuple(sorted(demand.require.items())), tuple(demand.needs))
+            result = unfit.get(shape) or view.cluster.place(demand)
             if not isinstance(result, Placement):
+                unfit[shape] = result
                 metrics.PLACEMENTS.labels(result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
                 waiting.append((demand.run_id, result.reason))
                 continue

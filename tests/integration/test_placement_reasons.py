@@ -78,16 +78,19 @@ async def test_runs_go_to_agents_with_a_free_slot_and_wait_for_one_saying_so(
     for name in ("long-1", "long-2"):
         await client.call("jobs.create", job(name, "sleep", "12", resources={"cpu": 1}))
         await one_run(client, name, lambda r: r["state"] == "running", timeout=30, what=f"{name} to run")
-    await client.call("jobs.create", job("third", "true", resources={"cpu": 1}))
+    for name in ("third", "fourth"):
+        await client.call("jobs.create", job(name, "true", resources={"cpu": 1}))
 
-    # Then the first two run on different agents, and the third waits for a slot, saying so
+    # Then the first two run on different agents, and the others wait for a slot, each saying so
     agents = {(await one_run(client, n, lambda r: True, what=n))["agent"] for n in ("long-1", "long-2")}
     assert agents == {"agent-1", "agent-2"}
     why = "no agent with a free slot (2 agents run as many attempts as their slots allow)"
-    await one_run(client, "third", lambda r: r["state"] == "scheduled" and r["reason"] == why,
-                  what="the third run to wait for a slot")
-    # And it runs once a slot is free
-    await one_run(client, "third", lambda r: r["state"] == "succeeded", timeout=40, what="the third run to run")
+    for name in ("third", "fourth"):
+        await one_run(client, name, lambda r: r["state"] == "scheduled" and r["reason"] == why,
+                      what=f"{name} to wait for a slot")
+    # And they run once slots are free
+    for name in ("third", "fourth"):
+        await one_run(client, name, lambda r: r["state"] == "succeeded", timeout=40, what=f"{name} to run")
 
 
 async def test_a_downstream_run_waits_on_its_upstream_jobs_and_says_which(services: Services, client: Client) -> None:
