@@ -29,6 +29,9 @@ from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, PlaceRun, place_run_for
 
 ASSIGN_CONCURRENCY = 128
+REASON_AFTER = timedelta(seconds=1)
+"""A run placed within this long of being queued has its waiting reason never written: a backlog behind full
+agents cost a fsynced write per run for a reason nobody could read (throughput bench: 8.1 -> 9.6 writes/run)."""
 TOUCH_EVERY = 10.0
 """Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
@@ -174,15 +177,18 @@ class Placer:
                 continue
             if self._waits(held[0], now):
                 continue
+            shown = now - demand.enqueued_at >= REASON_AFTER
             if (blocked := view.queue.quota_block(demand)) is not None:
-                waiting.append((demand.run_id, blocked))
+                if shown:
+                    waiting.append((demand.run_id, blocked))
                 continue
             shape = (demand.resources, tuple(sorted(demand.require.items())), tuple(demand.needs))
             result = unfit.get(shape) or view.cluster.place(demand)
             if not isinstance(result, Placement):
                 unfit[shape] = result
                 metrics.PLACEMENTS.labels(result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
-                waiting.append((demand.run_id, result.reason))
+                if shown or result.unsatisfiable:
+                    waiting.append((demand.run_id, result.reason))
                 continue
             view.queue.remove(demand.run_id)
             view.queue.charge(demand)
