@@ -24,7 +24,7 @@ from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import ensure_topology
 from jetcron.config import Settings
-from jetcron.core.errors import JetcronError, UnsafeServer
+from jetcron.core.errors import JetcronError, Misconfigured, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.telemetry import metrics
 from jetcron.telemetry.gc_pauses import GcPauses
@@ -172,7 +172,7 @@ def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Setti
 
     try:
         asyncio.run(runner())
-    except UnsafeServer as exc:
+    except (UnsafeServer, Misconfigured) as exc:
         # The operator has a server to reconfigure: say what to change, not a traceback that buries it.
         print(f"jetcron {name}: refusing to start: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -46,6 +46,16 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+JETCRON = str(Path(sys.executable).parent / "jetcron")
+
+
+def run_cli(url: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """`jetcron [--nats URL] ARGS...` as a user types it; a wide terminal, so table cells are not wrapped."""
+    server = ["--nats", url] if url else []
+    return subprocess.run([JETCRON, *server, *args], capture_output=True, text=True, timeout=30,
+                          env=clean_env(COLUMNS="400"), check=False)
+
+
 def service_env(server: EmbeddedNats, data_dir: Path, **extra: str) -> dict[str, str]:
     """What every service of a test gets: the server (and its monitor, for the fsync check) and fast settings."""
     return clean_env(JETCRON_NATS_URL=server.url, JETCRON_NATS_MONITOR_URL=server.monitor_url,

@@ -15,6 +15,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry
@@ -60,6 +61,8 @@ class Overview(msgspec.Struct, kw_only=True):
     tracker_leader: str | None
     shard_holders: dict[str, str]
     """Trigger shard number -> the replica holding it (a shard missing here is unheld)."""
+    trigger_shards: int | None = None
+    """How many shards the cluster was created with (None: no trigger replica has started yet)."""
     agents: list[AgentView]
     queue_depth: dict[str, int]
     """Runs waiting for placement, by priority."""
@@ -165,6 +168,7 @@ async def gather(nc: Client, now: datetime) -> Overview:
         placement_leader=await _holder(leases, s.PLACEMENT_LEADER_KEY),
         tracker_leader=await _holder(leases, s.TRACKER_LEADER_KEY),
         shard_holders=dict(sorted(shards.items(), key=lambda kv: int(kv[0]))),
+        trigger_shards=await pinned_shards(js),
         agents=agents,
         queue_depth=await _queue_depth(js),
         runs_last_hour=runs,

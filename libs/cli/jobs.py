@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,10 @@ import msgspec
 import typer
 
 from jetcron.cli.connection import client
+from jetcron.cli.job_flags import JobFlags, apply_flags, new_spec
 from jetcron.cli.output import emit, fail, run_view, usage
 from jetcron.cli.parse import duration, instant
+from jetcron.config import Settings
 from jetcron.core import cron, dag
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import Schedule
@@ -43,85 +46,10 @@ def _job_row(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _spec_from_flags(
-    name: str,
-    command: list[str],
-    at: str | None,
-    every: str | None,
-    cron_expr: str | None,
-    tz: str,
-    cpu: float | None,
-    memory: int | None,
-    max_attempts: int | None,
-    timeout: float | None,
-    backoff_initial: str | None,
-    backoff_max: str | None,
-    backoff_multiplier: float | None,
-    env: list[str],
-    priority: str | None,
-    tenant: str | None,
-    depends_on: list[str],
-    require: list[str],
-    overlap: str | None,
-    misfire: str | None,
-    on_gap: str | None,
-    on_fold: str | None,
-    gpus: int | None,
-) -> dict[str, Any]:
-    if sum(x is not None for x in (at, every, cron_expr)) > 1:
-        usage("give at most one of --at, --every, --cron")
-    now = datetime.now(UTC)
-    schedule: dict[str, Any] = {"kind": "now", "tz": tz}
-    if at is not None and at.strip() != "now":
-        schedule = {"kind": "at", "at": instant(at, now, "schedule.at").isoformat(), "tz": tz}
-    elif every is not None:
-        schedule = {"kind": "every", "every_seconds": duration(every, "schedule.every_seconds"), "tz": tz}
-    elif cron_expr is not None:
-        schedule = {"kind": "cron", "cron": cron_expr, "tz": tz}
-    if on_gap:
-        schedule["on_gap"] = on_gap
-    if on_fold:
-        schedule["on_fold"] = on_fold
-    spec: dict[str, Any] = {"name": name, "command": command, "schedule": schedule}
-    resources = {k: v for k, v in (("cpu", cpu), ("memory_mb", memory), ("gpus", gpus)) if v is not None}
-    if resources:
-        spec["resources"] = resources
-    retry = {
-        k: v
-        for k, v in (
-            ("max_attempts", max_attempts),
-            ("initial_seconds", duration(backoff_initial, "retry.initial_seconds") if backoff_initial else None),
-            ("max_delay_seconds", duration(backoff_max, "retry.max_delay_seconds") if backoff_max else None),
-            ("multiplier", backoff_multiplier),
-        )
-        if v is not None
-    }
-    if retry:
-        spec["retry"] = retry
-    if timeout is not None:
-        spec["timeout_seconds"] = timeout
-    if env:
-        spec["env"] = dict(_pair(e, "env") for e in env)
-    if require:
-        spec["require"] = dict(_pair(r, "require") for r in require)
-    for key, value in (("priority", priority), ("tenant", tenant), ("overlap", overlap)):
-        if value is not None:
-            spec[key] = value
-    if depends_on:
-        spec["depends_on"] = depends_on
-    if misfire:
-        spec["misfire"] = {"kind": misfire}
-    return spec
-
-
-def _pair(text: str, field: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise InvalidSpec(field, text, "must be NAME=VALUE")
-    return key, value
-
-
-@app.command("create")
+@app.command("update", help="Change a job: each flag given (and a command after --) replaces that field, the rest "
+             "stays; -f spec.json replaces the whole spec. Takes effect from the next occurrence.")
+@app.command("create", help="Create a job: `jetcron jobs create NAME [--at|--every|--cron ...] -- COMMAND [ARG...]` "
+             "or `-f spec.json`.")
 def create(
     ctx: typer.Context,
     name: str | None = typer.Argument(None, help="job name"),
@@ -130,7 +58,7 @@ def create(
     at: str | None = typer.Option(None, "--at", help="now, +30s or an ISO 8601 instant"),
     every: str | None = typer.Option(None, "--every", help="interval, e.g. 5m"),
     cron_expr: str | None = typer.Option(None, "--cron", help="cron expression (5 fields, or 6 with seconds first)"),
-    tz: str = typer.Option("UTC", "--tz"),
+    tz: str | None = typer.Option(None, "--tz", help="IANA time zone (a new job: UTC)"),
     cpu: float | None = typer.Option(None, "--cpu"),
     memory: int | None = typer.Option(None, "--memory", help="MB"),
     gpus: int | None = typer.Option(None, "--gpus"),
@@ -139,111 +67,60 @@ def create(
     backoff_initial: str | None = typer.Option(None, "--backoff-initial"),
     backoff_max: str | None = typer.Option(None, "--backoff-max"),
     backoff_multiplier: float | None = typer.Option(None, "--backoff-multiplier"),
-    env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE"),
+    env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE (update: replaces the whole environment)"),
     priority: str | None = typer.Option(None, "--priority"),
     tenant: str | None = typer.Option(None, "--tenant"),
-    depends_on: list[str] = typer.Option([], "--depends-on"),
-    require: list[str] = typer.Option([], "--require", help="label=value"),
+    depends_on: list[str] = typer.Option([], "--depends-on", help="update: replaces the whole list"),
+    require: list[str] = typer.Option([], "--require", help="label=value (update: replaces every requirement)"),
     overlap: str | None = typer.Option(None, "--overlap"),
     misfire: str | None = typer.Option(None, "--misfire"),
     on_gap: str | None = typer.Option(None, "--on-gap"),
     on_fold: str | None = typer.Option(None, "--on-fold"),
-    idempotency_key: str | None = typer.Option(None, "--idempotency-key"),
+    idempotency_key: str | None = typer.Option(None, "--idempotency-key", help="create only"),
     output: str = Output,
-    verb: str = typer.Option("jobs.create", hidden=True),
 ) -> None:
-    """Create a job: `jetcron jobs create NAME [--at|--every|--cron ...] -- COMMAND [ARG...]` or `-f spec.json`."""
-    try:
+    updating = ctx.info_name == "update"
+    flags = JobFlags(at=at, every=every, cron=cron_expr, tz=tz, on_gap=on_gap, on_fold=on_fold, cpu=cpu,
+                     memory=memory, gpus=gpus, max_attempts=max_attempts, timeout=timeout,
+                     backoff_initial=backoff_initial, backoff_max=backoff_max, backoff_multiplier=backoff_multiplier,
+                     env=env, priority=priority, tenant=tenant, depends_on=depends_on, require=require,
+                     overlap=overlap, misfire=misfire)
+    now = datetime.now(UTC)
+    payload: dict[str, Any] = {}
+    try:  # every flag is checked before anything is sent
         if file is not None:
-            try:
-                spec = json.loads(file.read_text()) if str(file) != "-" else json.load(sys.stdin)
-            except (OSError, json.JSONDecodeError) as exc:
-                usage(f"cannot read {file}: {exc}")
+            payload["spec"] = _read_spec(file)
+        elif updating:
+            if not name:
+                usage("give the NAME of the job to update")
+            if flags == JobFlags() and not command:
+                usage("nothing to change: give a flag, a command after --, or -f spec.json")
+            apply_flags({}, flags, now)
         else:
             if not name or not command:
                 usage("give NAME and a command after --, or -f spec.json")
-            spec = _spec_from_flags(
-                name,
-                list(command),
-                at,
-                every,
-                cron_expr,
-                tz,
-                cpu,
-                memory,
-                max_attempts,
-                timeout,
-                backoff_initial,
-                backoff_max,
-                backoff_multiplier,
-                env,
-                priority,
-                tenant,
-                depends_on,
-                require,
-                overlap,
-                misfire,
-                on_gap,
-                on_fold,
-                gpus,
-            )
+            payload["spec"] = new_spec(name, list(command), flags, now)
     except InvalidSpec as exc:
         usage(str(exc))
-    payload: dict[str, Any] = {"spec": spec}
-    if idempotency_key and verb == "jobs.create":
+    if idempotency_key and not updating:
         payload["idempotency_key"] = idempotency_key
     with client(ctx) as c:
-        record = c.call(verb, payload)
+        if "spec" not in payload:
+            # From the stored spec; its version makes the API refuse the change if the job changed meanwhile.
+            stored = c.call("jobs.get", {"name": name, "count": 0})["job"]
+            payload["spec"] = apply_flags(stored["spec"], flags, now) | ({"command": command} if command else {})
+            payload["expected_version"] = stored["version"]
+        record = c.call("jobs.update" if updating else "jobs.create", payload)
     for warning in record.get("warnings", []):
         typer.echo(f"warning: {warning}", err=True)
     emit(record, output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
 
 
-@app.command("update", context_settings={"ignore_unknown_options": False})
-def update(
-    ctx: typer.Context,
-    name: str = typer.Argument(...),
-    command: list[str] | None = typer.Argument(None),
-    file: Path | None = typer.Option(None, "-f", "--file"),
-    at: str | None = typer.Option(None, "--at"),
-    every: str | None = typer.Option(None, "--every"),
-    cron_expr: str | None = typer.Option(None, "--cron"),
-    tz: str = typer.Option("UTC", "--tz"),
-    max_attempts: int | None = typer.Option(None, "--max-attempts"),
-    timeout: float | None = typer.Option(None, "--timeout"),
-    output: str = Output,
-) -> None:
-    """Replace a job's spec; takes effect from the next occurrence."""
-    create(
-        ctx,
-        name,
-        command,
-        file,
-        at,
-        every,
-        cron_expr,
-        tz,
-        None,
-        None,
-        None,
-        max_attempts,
-        timeout,
-        None,
-        None,
-        None,
-        [],
-        None,
-        None,
-        [],
-        [],
-        None,
-        None,
-        None,
-        None,
-        None,
-        output,
-        "jobs.update",
-    )
+def _read_spec(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text()) if str(file) != "-" else json.load(sys.stdin)
+    except (OSError, json.JSONDecodeError) as exc:
+        usage(f"cannot read {file}: {exc}")
 
 
 @app.command("list")
@@ -346,11 +223,12 @@ def preview(
     tz: str = typer.Option("UTC", "--tz"),
     on_gap: str = typer.Option("shift", "--on-gap"),
     on_fold: str = typer.Option("first", "--on-fold"),
-    start: str = typer.Option(..., "--from"),
+    start: str = typer.Option(..., "--from", help="an ISO 8601 instant (or now, +DURATION); counted if it fires"),
     count: int = typer.Option(10, "--count"),
     output: str = Output,
 ) -> None:
-    """The next N fire times from any instant, computed by the same code the trigger uses (no server)."""
+    """The next N fire times at or after an instant, by the code the trigger uses (no server); -o json: a list of
+    ISO 8601 instants in the zone. The table also lists occurrences a DST gap skips (`--on-gap skip`)."""
     if (cron_expr is None) == (every is None):
         usage("give exactly one of --cron or --every")
     if not 1 <= count <= 10000:
@@ -363,14 +241,18 @@ def preview(
             else {"kind": "every", "every_seconds": duration(every or "", "every"), "anchor": after.isoformat()}
         )
         schedule = msgspec.convert({**raw, "tz": tz, "on_gap": on_gap, "on_fold": on_fold}, Schedule, strict=False)
-        cron.validate_schedule(schedule, created_at=after)
-        fires = cron.next_fires(
-            schedule, after - (datetime.resolution if every else datetime.resolution * 0), count, created_at=after
-        )
+        cron.validate_schedule(schedule, created_at=after, min_interval_seconds=Settings().min_interval)
     except (InvalidSpec, msgspec.ValidationError) as exc:
         usage(str(exc))
     zone = cron.zone(tz)
-    rows = [{"local": o.at.astimezone(zone).isoformat(), "utc": o.at.isoformat(), "skipped": o.skipped} for o in fires]
+    rows: list[dict[str, Any]] = []
+    fired = 0
+    # Bounded: skipped occurrences are a gap's worth at a time, never all of them (validate_schedule).
+    for o in islice(cron.occurrences(schedule, after - datetime.resolution, created_at=after), 2 * count + 10_000):
+        rows.append({"local": o.at.astimezone(zone).isoformat(), "utc": o.at.isoformat(), "skipped": o.skipped})
+        fired += o.skipped is None
+        if fired == count:
+            break
     if output == "json":
         emit([r["local"] for r in rows if r["skipped"] is None], output)
         return

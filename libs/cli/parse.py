@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+from jetcron.core.cron import check_instant
 from jetcron.core.errors import InvalidSpec
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -34,11 +35,17 @@ def instant(text: str, now: datetime, field: str = "at") -> datetime:
     if cleaned == "now":
         return now
     if cleaned.startswith("+"):
-        return now + timedelta(seconds=duration(cleaned[1:], field))
+        try:
+            later = now + timedelta(seconds=duration(cleaned[1:], field))
+        except OverflowError:
+            raise InvalidSpec(field, text, "must lie between the years 2000 and 2200") from None
+        check_instant(later, field)
+        return later
     try:
         parsed = datetime.fromisoformat(cleaned.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidSpec(field, text, "is not 'now', '+DURATION' or an ISO 8601 instant") from None
     if parsed.tzinfo is None:
         raise InvalidSpec(field, text, "needs a UTC offset, e.g. 2026-12-01T09:00:00Z")
+    check_instant(parsed, field)
     return parsed.astimezone(UTC)

@@ -41,7 +41,7 @@ def render(view: Overview) -> None:
     holders = Counter(view.shard_holders.values())
     console.print(f"placement leader: {view.placement_leader or '[red]none[/red]'}   "
                   f"tracker leader: {view.tracker_leader or '[red]none[/red]'}   "
-                  f"trigger shards held: {len(view.shard_holders)} "
+                  f"trigger shards held: {len(view.shard_holders)} of {view.trigger_shards or '?'} "
                   f"({', '.join(f'{h}: {n}' for h, n in sorted(holders.items())) or 'nobody'})")
     agents = Table("agent", "host", "free cpu", "free memory MiB", "free gpus", "running", "draining", "heartbeat",
                    box=None)

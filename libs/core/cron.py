@@ -48,8 +48,9 @@ class CronExpr(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def wildcard_hour(self) -> bool:
-        """Every hour matches: such a job runs in both passes of a fall-back fold, as in Vixie cron."""
-        return len(self.hours) == 24
+        """The hour field is a wildcard as Vixie cron reads it (it starts with `*`: `*`, `*/2`), or every hour
+        matches: such a job runs in both passes of a fall-back fold, as in Vixie cron."""
+        return len(self.hours) == 24 or self.croniter_form.split()[1].startswith("*")
 
     @property
     def shortest_gap_seconds(self) -> int:
@@ -100,10 +101,15 @@ def parse_cron(expr: str, field: str = "schedule.cron") -> CronExpr:
     return CronExpr(text=expr, croniter_form=form, seconds=seconds, minutes=minutes, hours=hours)
 
 
-def _aware(value: datetime | None, field: str) -> None:
+def check_instant(value: datetime | None, field: str) -> None:
+    """An instant a user gave: with a UTC offset, between the years 2000 and 2200 (InvalidSpec otherwise)."""
     if value is None or value.tzinfo is None or value.utcoffset() is None:
         raise InvalidSpec(field, value, "must be an ISO 8601 instant with a UTC offset")
-    if not 2000 <= value.astimezone(UTC).year <= 2200:
+    try:
+        year = value.astimezone(UTC).year
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 and 0001-01-01T00:00:00+01:00 have no UTC datetime
+        year = value.year
+    if not 2000 <= year <= 2200:
         raise InvalidSpec(field, value, "must lie between the years 2000 and 2200")
 
 
@@ -116,7 +122,7 @@ _KIND_FIELDS: dict[ScheduleKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 def validate_schedule(schedule: Schedule, *, created_at: datetime, min_interval_seconds: float = 1.0) -> None:
     """Raise InvalidSpec unless the schedule is complete, consistent and can fire."""
-    _aware(created_at, "created_at")
+    check_instant(created_at, "created_at")
     tz = zone(schedule.tz)
     required, optional = _KIND_FIELDS[schedule.kind]
     for name in ("at", "every_seconds", "anchor", "cron"):
@@ -127,7 +133,7 @@ def validate_schedule(schedule: Schedule, *, created_at: datetime, min_interval_
             raise InvalidSpec(f"schedule.{name}", value, f"not allowed for kind={kind}")
     for name in ("at", "anchor"):
         if getattr(schedule, name) is not None:
-            _aware(getattr(schedule, name), f"schedule.{name}")
+            check_instant(getattr(schedule, name), f"schedule.{name}")
     if schedule.kind is ScheduleKind.EVERY:
         every = schedule.every_seconds
         if isinstance(every, bool) or not isinstance(every, int | float) or not math.isfinite(every):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class JetcronError(Exception):
     """Root of every error jetcron raises on purpose."""
@@ -19,7 +21,8 @@ class InvalidSpec(JetcronError, ValueError):
         self.field = field
         self.value = value
         self.problem = problem
-        shown = repr(value)
+        # An instant reads as the user wrote it, not as datetime.datetime(9999, 12, 31, ..., tzinfo=...).
+        shown = repr(value.isoformat()) if isinstance(value, datetime) else repr(value)
         if len(shown) > 120:
             shown = shown[:117] + "..."
         super().__init__(f"{field}: {problem} (got {shown})")
@@ -82,6 +85,12 @@ class UnsafeServer(JetcronError):
     """The NATS server does not meet jetcron's durability requirements."""
 
     code = "unsafe_server"
+
+
+class Misconfigured(JetcronError):
+    """This process's settings contradict what the cluster was created with: it refuses to start."""
+
+    code = "misconfigured"
 
 
 class IdempotencyStoreFull(Unavailable):

@@ -292,6 +292,15 @@ class AgentInfo(_Record, frozen=True, kw_only=True):
     """What the failing check said (its output or error), for operators."""
 
 
+class ShardLayout(_Record, frozen=True, kw_only=True):
+    """How many shards the trigger splits jobs into: set once, by the first trigger replica of the cluster."""
+
+    shards: int
+    set_at: datetime
+    set_by: str
+    """The replica that set it."""
+
+
 class TenantPolicy(_Spec, frozen=True, kw_only=True):
     """Quotas and weight for one tenant."""
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from jetcron.core.cron import Occurrence, every_index, occurrences
+from jetcron.core.cron import Occurrence, check_instant, every_index, occurrences
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import run_id, stable_fraction
 from jetcron.core.models import JitterPolicy, JobSpec, MisfireKind, OverlapPolicy, Schedule, ScheduleKind
@@ -258,9 +258,8 @@ def _decide(spec: JobSpec, occ: Occurrence, ahead: _Ahead, *, now: datetime, lat
 def plan_backfill(spec: JobSpec, *, created_at: datetime, start: datetime, end: datetime, now: datetime,
                   limit: int) -> list[PlannedFire]:
     """Every occurrence with start <= nominal < end, due at its nominal (the caller may move it)."""
-    for name, value in (("backfill.start", start), ("backfill.end", end)):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise InvalidSpec(name, value, "must be an instant with a UTC offset")
+    check_instant(start, "backfill.start")
+    check_instant(end, "backfill.end")
     if start >= end:
         raise InvalidSpec("backfill", f"{start.isoformat()}..{end.isoformat()}", "start must be before end")
     if end > now:

@@ -24,6 +24,7 @@ BUCKET_IDEMPOTENCY = "jc_idem"
 BUCKET_TENANTS = "jc_tenants"
 BUCKET_SERVICES = "jc_services"
 BUCKET_PLACEMENT = "jc_placement"
+BUCKET_CLUSTER = "jc_cluster"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 # Durable consumers
@@ -109,6 +110,9 @@ def gang_lease_key(run_id: str, agent_id: str) -> str:
     """A gang member's lease (the first member holds run.<run_id>): it lapses when the member's host dies."""
     return f"gang.{run_id}.{agent_id}"
 
+
+# jc_cluster keys: settings fixed when the cluster was created.
+SHARDS_KEY = "trigger.shards"
 
 # jc_placement keys: placement's capacity summary (read by the API at submit) and suspect GPU hosts.
 CAPACITY_KEY = "capacity"

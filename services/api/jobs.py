@@ -103,9 +103,15 @@ class Jobs:
         return record
 
     async def update(self, data: bytes) -> JobRecord:
-        req = body(data, {"spec"}, {"spec"})
+        """Replace a job's spec; with `expected_version`, only if the job is still at that version (a client that
+        read, changed and wrote it back must not undo a change made in between)."""
+        req = body(data, {"spec", "expected_version"}, {"spec"})
+        expected = integer(req, "expected_version", 0, 0, 2**53) or None
         spec, digest = await self._validated(req["spec"])
         old, revision = await self._job(spec.name)
+        if expected is not None and old.version != expected:
+            raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
+                           "read; read it again and retry")
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
                                          body_hash=digest, trace_id=current_trace_id(),
                                          warnings=await self.capacity.warnings(spec))

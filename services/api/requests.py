@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from jetcron.core import cron
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.validate import parse_json_object
 
@@ -48,4 +49,5 @@ def instant(data: dict[str, Any], key: str) -> datetime:
         raise InvalidSpec(key, value, "is not an ISO 8601 instant") from None
     if parsed.tzinfo is None:
         raise InvalidSpec(key, value, "needs a UTC offset (e.g. 2026-01-01T00:00:00Z)")
+    cron.check_instant(parsed, key)
     return parsed

@@ -8,6 +8,7 @@ import random
 import secrets
 from datetime import datetime, timedelta
 
+from jetcron.bus.cluster import shard_layout
 from jetcron.core import triggers
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.herds import Herds
@@ -165,7 +166,9 @@ async def _sleep_or(event: asyncio.Event, seconds: float) -> None:
 
 
 async def main(ctx: Context) -> None:
-    trigger = Trigger(ctx, ctx.settings.agent_id or f"trigger-{secrets.token_hex(4)}")
+    replica = ctx.settings.agent_id or f"trigger-{secrets.token_hex(4)}"
+    await shard_layout(ctx.js, wanted=ctx.settings.trigger_shards, by=replica, now=ctx.clock.now())
+    trigger = Trigger(ctx, replica)
     tasks = [asyncio.create_task(c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
                                               trigger.fire_loop())]
     ctx.ready.set()

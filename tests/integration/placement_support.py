@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import nats
-from harness import Services, wait_for
+from harness import Services, run_cli, wait_for
 
 from jetcron.core.capacity import CapacitySummary
 from jetcron.sdk.client import Client
@@ -77,7 +74,7 @@ async def one_run(client: Client, job_name: str, when: Any, timeout: float = 20.
 
 
 def cli(url: str, *args: str) -> str:
-    """`jetcron --nats URL ARGS...` as a user types it; a wide terminal so table cells are not wrapped."""
-    out = subprocess.run([str(Path(sys.executable).parent / "jetcron"), "--nats", url, *args], capture_output=True,
-                         text=True, timeout=30, env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"}, check=True)
+    """`jetcron --nats URL ARGS...`; its standard output (it must succeed)."""
+    out = run_cli(url, *args)
+    out.check_returncode()
     return out.stdout

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import urllib.error
-import urllib.parse
-import urllib.request
-
 import nats
 from harness import Services, wait_for
+from metrics_support import http_get, local_url, samples
 from prometheus_client.parser import text_string_to_metric_families
 
 from jetcron.bus.registry import Registry
@@ -37,30 +33,6 @@ EXPECTED = {
 }
 
 
-def _local(url: str, path: str) -> str:
-    """The instance's URL, reached over loopback (it advertises its host name)."""
-    port = urllib.parse.urlsplit(url).port
-    return f"http://127.0.0.1:{port}{path}"
-
-
-async def _get(url: str) -> tuple[int, str]:
-    def fetch() -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return int(resp.status), resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-
-    return await asyncio.to_thread(fetch)
-
-
-async def _samples(instance: ServiceInstance) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    status, text = await _get(_local(instance.metrics_url, "/metrics"))
-    assert status == 200
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
 async def _instances(url: str) -> dict[str, ServiceInstance]:
     nc = await nats.connect(url)
     try:
@@ -83,12 +55,12 @@ async def test_metrics_are_served_named_by_convention_and_move(services: Service
     instances = await _instances(services.server.url)
 
     for instance in instances.values():
-        assert (await _get(_local(instance.metrics_url, "/livez")))[0] == 200
-        assert (await _get(_local(instance.metrics_url, "/readyz")))[0] == 200
-        assert (await _get(_local(instance.metrics_url, "/nope")))[0] == 404
+        assert (await http_get(local_url(instance.metrics_url, "/livez")))[0] == 200
+        assert (await http_get(local_url(instance.metrics_url, "/readyz")))[0] == 200
+        assert (await http_get(local_url(instance.metrics_url, "/nope")))[0] == 404
 
     # Every metric is there with its type; queue depth has every priority before the first run
-    _, text = await _get(_local(instances["placement"].metrics_url, "/metrics"))
+    _, text = await http_get(local_url(instances["placement"].metrics_url, "/metrics"))
     families = {f.name: f.type for f in text_string_to_metric_families(text)}
     missing = {name: kind for name, kind in EXPECTED.items() if families.get(name) != kind}
     assert not missing, f"missing or mistyped: {missing}"
@@ -96,7 +68,7 @@ async def test_metrics_are_served_named_by_convention_and_move(services: Service
              if f.name == "jetcron_queue_depth" for s in f.samples}
     assert depth == {"critical", "high", "normal", "low"}
 
-    before = {name: await _samples(i) for name, i in instances.items()}
+    before = {name: await samples(i) for name, i in instances.items()}
 
     # When a job runs to success
     await client.call("jobs.create", {"spec": {"name": "metered", "command": ["true"], "schedule": {"kind": "now"}}})
@@ -121,7 +93,7 @@ async def test_metrics_are_served_named_by_convention_and_move(services: Service
     async def moved() -> list[str]:
         still = []
         for service, sample in checks:
-            after = await _samples(instances[service])
+            after = await samples(instances[service])
             if after.get(sample, 0.0) <= before[service].get(sample, 0.0):
                 still.append(f"{service} {sample[0]}")
         return still
@@ -130,7 +102,7 @@ async def test_metrics_are_served_named_by_convention_and_move(services: Service
         return not await moved()
 
     await wait_for(all_moved, 10, what="every checked metric to increase")
-    agent_now = await _samples(instances["agent"])
+    agent_now = await samples(instances["agent"])
     assert agent_now[key("jetcron_agent_free_cpu_cores")] > 0
-    placement_now = await _samples(instances["placement"])
+    placement_now = await samples(instances["placement"])
     assert placement_now[key("jetcron_leases_held", kind="placement_leader")] == 1

@@ -53,6 +53,7 @@ async def test_status_json_lists_the_whole_system(services: Services, client: Cl
     # the leaders and shard holders, the agents with free capacity, queue depth per priority, recent runs, DLQ
     assert view["placement_leader"].startswith("placement-")
     assert set(view["shard_holders"].values()) == {"trigger-1"} and len(view["shard_holders"]) == 16
+    assert view["trigger_shards"] == 16
     assert {a["agent_id"] for a in view["agents"]} == {"agent-1", "agent-2"}
     assert all(a["free_cpu"] is not None and a["free_cpu"] > 0 for a in view["agents"])
     assert view["queue_depth"] == {"critical": 0, "high": 0, "normal": 0, "low": 0}

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
 import nats
-from harness import Services, wait_for
+from harness import Services, run_cli, wait_for
+from metrics_support import samples
 
 from jetcron.bus.lease import Leases
+from jetcron.bus.registry import Registry
 from jetcron.core.ids import run_id, shard_of
 from jetcron.sdk.client import Client
 
@@ -109,3 +113,72 @@ async def test_killing_the_shard_owner_loses_and_duplicates_no_occurrence(servic
 async def _both(url: str) -> dict[int, str] | None:
     held = await shard_holders(url)
     return held if len(set(held.values())) == 2 else None
+
+
+async def test_the_shard_count_is_fixed_by_the_first_replica_and_a_replica_that_disagrees_refuses_to_start(
+        services: Services) -> None:
+    # Given a cluster whose first trigger replica was started with 4 shards (not the default)
+    services.start("trigger-1", "trigger", JETCRON_AGENT_ID="trigger-1", JETCRON_TRIGGER_SHARDS="4")
+    await services["trigger-1"].wait_logged("trigger ready", 30)
+
+    # When a second replica comes up with the default 16
+    second = services.start("trigger-2", "trigger", JETCRON_AGENT_ID="trigger-2")
+
+    # Then it refuses to start, saying what the cluster uses and how to fix it
+    assert await asyncio.to_thread(second.wait_exit, 30) == 2
+    refused = " ".join(second.output().split())
+    assert "jetcron trigger: refusing to start: JETCRON_TRIGGER_SHARDS is 16, but this cluster was created with 4 " \
+           "shards (set by trigger-1 at " in refused
+    assert "start every trigger replica with JETCRON_TRIGGER_SHARDS=4" in refused
+    # And the first replica holds all 4 shards, which `jetcron status` reports as 4 of 4
+    await wait_for(lambda: _held_by(services.server.url, 4, "trigger-1"), 15, what="trigger-1 to hold 4 shards")
+    status = json.loads(run_cli(services.server.url, "status", "-o", "json").stdout)
+    assert (status["trigger_shards"], len(status["shard_holders"])) == (4, 4)
+    # And a replica started with the cluster's count joins
+    services.start("trigger-3", "trigger", JETCRON_AGENT_ID="trigger-3", JETCRON_TRIGGER_SHARDS="4")
+    await services["trigger-3"].wait_logged("trigger ready", 30)
+
+
+async def _held_by(url: str, shards: int, holder: str) -> bool:
+    nc = await nats.connect(url)
+    try:
+        return set((await Leases(nc.jetstream()).shard_holders(shards)).values()) == {holder}
+    finally:
+        await nc.close()
+
+
+async def test_a_trigger_restarted_after_recording_an_occurrence_fires_it_into_the_gate_once(
+        services: Services, client: Client) -> None:
+    # Given a trigger that dies (like kill -9) right after recording and dispatching an occurrence
+    await services.start_system(agents=1, core=("api", "placement", "run_tracker"))
+    dying = services.start("trigger-1", "trigger", JETCRON_AGENT_ID="trigger-1",
+                           JETCRON_FAULT="trigger.after_publish=exit")
+    await dying.wait_logged("trigger ready", 30)
+    await client.call("jobs.create", {"spec": {"name": "once", "command": ["true"], "schedule": {"kind": "now"}}})
+    assert await asyncio.to_thread(dying.wait_exit, 20) == 137
+
+    # When it starts again and plans the same occurrence
+    del services.procs["trigger-1"]
+    again = services.start("trigger-1", "trigger", JETCRON_AGENT_ID="trigger-1")
+    await again.wait_logged("trigger ready", 30)
+
+    # Then the occurrence has one run, which succeeds once...
+    async def succeeded() -> list[dict[str, Any]] | None:
+        runs = await records(client, "once")
+        return runs if runs and runs[0]["state"] == "succeeded" else None
+
+    runs = await wait_for(succeeded, 30, what="the run to succeed")
+    assert [(r["attempt"], r["state"]) for r in runs] == [(1, "succeeded")]
+
+    # ...and the second firing was stopped by the KV-create gate, and counted
+    async def gate_count() -> float | None:
+        nc = await nats.connect(services.server.url)
+        try:
+            mine = [i for i in await (await Registry.open(nc.jetstream())).instances() if i.pid == again.pid]
+        finally:
+            await nc.close()
+        if not mine:
+            return None
+        return (await samples(mine[0])).get(("jetcron_fire_gate_duplicates_total", frozenset()))
+
+    assert await wait_for(gate_count, 15, what="the restarted trigger's metrics") == 1.0

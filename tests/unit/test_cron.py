@@ -147,6 +147,13 @@ DST_CASES = [
         id="berlin_fall_fold_last",
     ),
     pytest.param(
+        cron("30 */2 * * *", BERLIN),
+        "2026-10-24T23:00:00Z",
+        [("2026-10-25T00:30:00Z", None), ("2026-10-25T01:30:00Z", None), ("2026-10-25T03:30:00Z", None),
+         ("2026-10-25T05:30:00Z", None)],
+        id="berlin_step_hour_is_a_wildcard_both_passes_of_the_fold",
+    ),
+    pytest.param(
         cron("0 2 * * *", LORD_HOWE),
         "2026-10-03T00:00:00Z",
         [("2026-10-03T15:30:00Z", None), ("2026-10-04T15:00:00Z", None)],
@@ -266,7 +273,8 @@ def test_every_is_lazy_and_exact_far_from_anchor() -> None:
         pytest.param("0 * * * *", "0 * * * *", True, id="star_hour"),
         pytest.param("0 0-23 * * *", "0 0-23 * * *", True, id="full_range_hour"),
         pytest.param("0 */1 * * *", "0 */1 * * *", True, id="step_one_hour"),
-        pytest.param("0 */2 * * *", "0 */2 * * *", False, id="step_two_is_fixed"),
+        pytest.param("0 */2 * * *", "0 */2 * * *", True, id="step_two_is_a_wildcard_as_in_vixie"),
+        pytest.param("0 1-23/2 * * *", "0 1-23/2 * * *", False, id="stepped_range_is_fixed"),
         pytest.param("0 1 * * *", "0 1 * * *", False, id="fixed_hour"),
         pytest.param("5 0 12 * * *", "0 12 * * * 5", False, id="seconds_first_moved_last"),
         pytest.param("@hourly", "0 * * * *", True, id="alias"),

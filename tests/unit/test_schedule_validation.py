@@ -33,7 +33,8 @@ def test_zone_accepts_iana_names() -> None:
 
 
 def named(field: str, value: object) -> str:
-    return rf"^{re.escape(field)}: .*\(got {re.escape(repr(value)[:60])}"
+    shown = repr(value.isoformat()) if isinstance(value, datetime) else repr(value)
+    return rf"^{re.escape(field)}: .*\(got {re.escape(shown[:60])}"
 
 
 @pytest.mark.parametrize(
@@ -160,6 +161,23 @@ BAD_SCHEDULES = [
         utc("2201-01-01T00:00:00Z"),
         "between the years",
         id="at_after_2200",
+    ),
+    pytest.param(
+        Schedule(kind=ScheduleKind.AT, at=datetime.fromisoformat("9999-12-31T23:59:59-01:00")),
+        1.0,
+        "schedule.at",
+        datetime.fromisoformat("9999-12-31T23:59:59-01:00"),
+        "between the years",
+        id="at_past_the_last_utc_datetime",
+    ),
+    pytest.param(
+        Schedule(kind=ScheduleKind.EVERY, every_seconds=60,
+                 anchor=datetime.fromisoformat("0001-01-01T00:00:00+01:00")),
+        1.0,
+        "schedule.anchor",
+        datetime.fromisoformat("0001-01-01T00:00:00+01:00"),
+        "between the years",
+        id="anchor_before_the_first_utc_datetime",
     ),
     pytest.param(
         Schedule(kind=ScheduleKind.EVERY, every_seconds=60, anchor=datetime(2026, 1, 1)),

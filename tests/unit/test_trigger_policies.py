@@ -214,6 +214,20 @@ def test_backfill_keeps_dst_skips() -> None:
             r"^backfill\.end: must not be after now .*\(got '2026-03-01T00:00:00\+00:00'\)",
             id="end_in_future",
         ),
+        pytest.param(
+            "1900-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+            10000,
+            r"^backfill\.start: must lie between the years 2000 and 2200",
+            id="start_before_2000",
+        ),
+        pytest.param(
+            "0001-01-01T00:00:00+01:00",
+            "2026-01-01T00:00:00Z",
+            10000,
+            r"^backfill\.start: must lie between the years 2000 and 2200",
+            id="start_before_the_first_utc_datetime",
+        ),
     ],
 )
 def test_backfill_rejects(start: str, end: str, limit: int, match: str) -> None:

@@ -1,0 +1,36 @@
+"""Settings fixed when the cluster was created (jc_cluster): the first writer sets them, everyone else agrees."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from nats.js import JetStreamContext
+
+from jetcron.bus.kv import Store
+from jetcron.core.errors import Misconfigured, WriteConflict
+from jetcron.core.models import ShardLayout
+from jetcron.wire import subjects as s
+
+
+async def shard_layout(js: JetStreamContext, *, wanted: int, by: str, now: datetime) -> ShardLayout:
+    """The cluster's trigger shard count, set by the first replica ever started (a KV create); Misconfigured if
+    `wanted` differs. Replicas with different counts would map jobs to shards that nobody holds."""
+    store = await Store.open(js, s.BUCKET_CLUSTER, ShardLayout)
+    try:
+        await store.create(s.SHARDS_KEY, ShardLayout(shards=wanted, set_at=now, set_by=by))
+    except WriteConflict:
+        pass  # set before: by this replica's earlier life, or another replica
+    layout, _ = await store.get(s.SHARDS_KEY)
+    if layout.shards != wanted:
+        raise Misconfigured(
+            f"JETCRON_TRIGGER_SHARDS is {wanted}, but this cluster was created with {layout.shards} shards "
+            f"(set by {layout.set_by} at {layout.set_at.isoformat()}): start every trigger replica with "
+            f"JETCRON_TRIGGER_SHARDS={layout.shards}")
+    return layout
+
+
+async def pinned_shards(js: JetStreamContext) -> int | None:
+    """The cluster's trigger shard count, or None before any trigger replica started."""
+    store = await Store.open(js, s.BUCKET_CLUSTER, ShardLayout)
+    found = await store.maybe(s.SHARDS_KEY)
+    return None if found is None else found[0].shards
