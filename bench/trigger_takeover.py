@@ -60,8 +60,10 @@ async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, 
     start, end = killed_at - timedelta(seconds=5), killed_at + timedelta(seconds=10)
     seen: dict[str, set[datetime]] = defaultdict(set)
     late = 0.0
+    duplicates = 0  # a second record of one occurrence (its run id is derived from it, so another id)
     for run in await read_runs_exact(url, prefix):
         if start <= run.scheduled_at <= end:
+            duplicates += run.scheduled_at in seen[run.job]
             seen[run.job].add(run.scheduled_at)
             if shard_of(run.job, SHARDS) in victim_shards and run.scheduled_at >= killed_at:
                 staged_by = run.scheduled_at - timedelta(seconds=HORIZON)
@@ -78,7 +80,7 @@ async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, 
         missed += len(expected - got)
         off_grid += len(got - expected)
     return {"takeover_s": takeover, "latest_record_past_staging_s": late, "missed": missed,
-            "off_grid": off_grid, "victim_shards": len(victim_shards),
+            "off_grid": off_grid, "duplicates": duplicates, "victim_shards": len(victim_shards),
             "occurrences_checked": sum(len(v) for v in seen.values())}
 
 
