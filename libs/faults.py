@@ -2,12 +2,13 @@
 
 Points: trigger.after_publish (run recorded and PlaceRun published, cursor not yet moved), placement.after_dispatch
 (run assigned and AssignRun published, PlaceRun not yet acked), agent.after_exit (child exited, nothing reported),
-agent.before_release (attempt over, its lease not yet released),
+agent.before_release (attempt over, its lease not yet released; slow_point),
 tracker.after_receive (event decoded, run record not yet written).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -22,16 +23,33 @@ def point(name: str) -> None:
 
     ACTION@N acts on the Nth time the point is reached (default: the first), so a fault can land mid-load.
     """
-    action = _points.get(name)
-    if action is None:
-        return
-    action, _, nth = action.partition("@")
-    _hits[name] = hits = _hits.get(name, 0) + 1
-    if hits != int(nth or 1):
-        return
+    _act(_due(name))
+
+
+async def slow_point(name: str) -> None:
+    """As point(), but sleepN waits without blocking the event loop: one slow step while the process goes on
+    with everything else, rather than a stuck process."""
+    action = _due(name)
+    if action.startswith("sleep"):
+        await asyncio.sleep(float(action[5:] or 1))
+    else:
+        _act(action)
+
+
+def _act(action: str) -> None:
     if action == "exit":
         os._exit(137)
     if action == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
     if action.startswith("sleep"):
         time.sleep(float(action[5:] or 1))
+
+
+def _due(name: str) -> str:
+    """The action configured for this point if this is the hit it acts on, else ''."""
+    action = _points.get(name)
+    if action is None:
+        return ""
+    action, _, nth = action.partition("@")
+    _hits[name] = hits = _hits.get(name, 0) + 1
+    return action if hits == int(nth or 1) else ""

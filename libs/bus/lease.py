@@ -16,6 +16,7 @@ from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
 RELEASED_TTL = 1  # seconds a release marker lives; then the key is empty and create() works again
+_TAKE_TRIES = 3
 
 
 class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -169,6 +170,29 @@ class Leases:
     async def revoke(self, key: str, why: str, ttl: float) -> int:
         """Take the lease from whoever holds it: their next renewal fails and they stop (fencing)."""
         return await self._write(key, LeaseValue(holder="", revoked=why), ttl, expected=None)
+
+    async def take(self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None
+                   ) -> Lease | None:
+        """A run lease for `attempt`: acquired, or taken over from an older attempt (supersede); None if it is
+        held for this attempt by someone else, or for a newer one.
+
+        An agent asks only for an attempt placement assigned from the run record, so an older attempt is over
+        as far as the record goes: it ended and its release is still to come (its report goes first), it was
+        handed back, or it stalled. Skipping the assignment left the run waiting for the tracker's stall
+        timeout and then ran it a third time (the chaos suite's storm of failing runs).
+
+        The older holder's release can land between our reads and writes (both come at once in a storm):
+        whatever moved under us, we look again, a few times."""
+        for _ in range(_TAKE_TRIES):
+            lease = await self.acquire(key, holder, ttl, attempt=attempt, now=now)
+            if lease is None:
+                lease = await self.supersede(key, holder, ttl, attempt=attempt, now=now)
+            if lease is not None:
+                return lease
+            current = await self.read(key)
+            if current is not None and current.value.holder and current.value.attempt >= attempt:
+                return None
+        return None
 
     async def supersede(
         self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None

@@ -214,7 +214,7 @@ class Attempt:
             await self._settle_start_report()
             # After a success no attempt follows, so the lease may simply expire: one write saved per run.
             if not self.fenced and not self.succeeded:
-                faults.point("agent.before_release")  # tests: a slow release must not strand a hand-back
+                await faults.slow_point("agent.before_release")  # tests: a slow release strands nothing
                 with contextlib.suppress(JetcronError):
                     await self.ctx.leases.release(self.lease)
             if self.hand_back_reason is not None and not self.fenced:

@@ -143,11 +143,9 @@ async def take_gang(agent: Agent, cmd: AssignRun, msg: Msg) -> None:
     leader = cmd.gang[0] == agent.agent_id
     key = s.run_lease_key(cmd.run_id) if leader else s.gang_lease_key(cmd.run_id, agent.agent_id)
     ttl, now = ctx.settings.run_lease_ttl, ctx.clock.now()
-    lease: Lease | None = await ctx.leases.acquire(key, agent.agent_id, ttl, attempt=cmd.attempt, now=now)
-    if lease is None:
-        # An older attempt of this gang may still hold it: the record moved on, so take it over (that
-        # holder's next renewal fails and it stops).
-        lease = await ctx.leases.supersede(key, agent.agent_id, ttl, attempt=cmd.attempt, now=now)
+    # An older attempt of this gang may still hold it: the record moved on, so it is taken over (that holder's
+    # next renewal fails and it stops).
+    lease: Lease | None = await ctx.leases.take(key, agent.agent_id, ttl, attempt=cmd.attempt, now=now)
     if lease is None:
         ctx.log.info("gang assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt,
                      key=key)

@@ -106,13 +106,16 @@ class Agent:
                                          queued=len(self.waiting), start_rate=settings.agent_start_rate)
             async with self.lease_writes:
                 asked_at = time.monotonic()
-                lease = await self.ctx.leases.acquire(s.run_lease_key(cmd.run_id), self.agent_id, granted,
-                                                      attempt=cmd.attempt, now=self.ctx.clock.now())
+                lease = await self.ctx.leases.take(s.run_lease_key(cmd.run_id), self.agent_id, granted,
+                                                   attempt=cmd.attempt, now=self.ctx.clock.now())
         except BaseException:
             self.slots.release()
             raise
-        if lease is None or cmd.run_id in self.attempts:
-            # Someone holds this run's lease: a stale assignment; the run record decides, not us.
+        mine = self.attempts.get(cmd.run_id)
+        if lease is None or (mine is not None and mine.cmd.attempt >= cmd.attempt):
+            # Held for this attempt elsewhere, or for a newer one (or a second delivery took it meanwhile): a
+            # stale assignment; the run record decides. An older attempt of the run still here (ended, its lease
+            # release still to come) is replaced: skipping this one left the run to the tracker's stall timeout.
             self.slots.release()
             self.ctx.log.info("assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt)
             return

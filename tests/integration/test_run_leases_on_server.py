@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from nats.js import JetStreamContext
 
-from jetcron.bus.lease import Leases
+from jetcron.bus.lease import Lease, Leases
 from jetcron.core.errors import LeaseLost
 from jetcron.wire import subjects as s
 
@@ -41,6 +43,49 @@ async def test_a_lease_held_by_another_holder_or_for_another_attempt_is_not_take
     assert await leases.acquire(KEY, "agent-1", 30, attempt=2) is None  # ours, but an older attempt's
     current = await leases.read(KEY)
     assert current is not None and current.token == held.token  # neither refusal wrote anything
+
+
+async def test_a_newer_attempt_takes_the_lease_from_an_older_one_which_is_then_fenced(leases: Leases) -> None:
+    # Given attempt 1's lease, not released yet (its failure report went out first)
+    old = await leases.acquire(KEY, "agent-1", 30, attempt=1)
+    assert old is not None
+
+    # When attempt 2, assigned from the run record, asks for it on another agent
+    new = await leases.take(KEY, "agent-2", 30, attempt=2)
+
+    # Then it holds it, and attempt 1 can neither renew nor release it any more
+    assert new is not None and new.token > old.token
+    assert (new.value.holder, new.value.attempt) == ("agent-2", 2)
+    with pytest.raises(LeaseLost, match=f"lease {KEY} \\(token {old.token}\\) was lost"):
+        await leases.renew(old, 30)
+    await leases.release(old)
+    current = await leases.read(KEY)
+    assert current is not None and current.token == new.token
+    # And an assignment of an older attempt, or of this one elsewhere, takes nothing
+    assert await leases.take(KEY, "agent-3", 30, attempt=1) is None
+    assert await leases.take(KEY, "agent-3", 30, attempt=2) is None
+    current = await leases.read(KEY)
+    assert current is not None and current.token == new.token
+
+
+async def test_take_looks_again_when_the_older_holder_releases_in_between(leases: Leases,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given attempt 1's lease, whose release lands just after attempt 2's acquire found it held
+    old = await leases.acquire(KEY, "agent-1", 30, attempt=1)
+    assert old is not None
+    supersede = leases.supersede
+
+    async def released_first(*args: Any, **kwargs: Any) -> Lease | None:
+        await leases.release(old)
+        return await supersede(*args, **kwargs)
+
+    monkeypatch.setattr(leases, "supersede", released_first)
+
+    # When attempt 2 takes the lease
+    new = await leases.take(KEY, "agent-2", 30, attempt=2)
+
+    # Then it gets it (the supersede found it free and gave up; the next acquire wins)
+    assert new is not None and (new.value.holder, new.value.attempt) == ("agent-2", 2)
 
 
 async def test_a_leader_lease_is_never_adopted_by_a_second_process_with_the_same_name(leases: Leases) -> None:

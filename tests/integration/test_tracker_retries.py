@@ -88,3 +88,20 @@ async def test_a_run_that_fails_then_succeeds_ends_succeeded(services: Services,
     run = await the_run(client, "second-time", when=state_is("succeeded", "dead"), what="the retry to succeed")
     assert [(a["attempt"], a["outcome"]) for a in run["history"]] == [(1, "failed"), (2, "succeeded")]
     assert (run["state"], run["exit_code"]) == ("succeeded", 0)
+
+
+async def test_a_retry_on_the_same_agent_starts_while_the_failed_attempt_still_releases_its_lease(
+        services: Services, client: Client) -> None:
+    # Given one agent whose lease releases are slow (3 s after an attempt's report, without stalling the agent)
+    await services.start_system(agents=1, JETCRON_FAULT="agent.before_release=sleep3")
+
+    # When a job fails at once and its retry is assigned to that agent within the 3 s
+    await client.call("jobs.create", now_job("again", "false", retry={**FAST_BACKOFF, "max_attempts": 2,
+                                                                      "initial_seconds": 0.1}))
+
+    # Then the retry runs as attempt 2, on the lease it took over from attempt 1, and the run is dead after two
+    # failures (it used to be skipped as "lease held elsewhere", stall, and run a third time)
+    run = await the_run(client, "again", when=state_is("dead"), timeout=25, what="the run to be dead")
+    assert [(a["attempt"], a["agent"], a["outcome"]) for a in run["history"]] == [
+        (1, "agent-1", "failed"), (2, "agent-1", "failed")]
+    assert "assignment skipped" not in services["agent-1"].output()
