@@ -18,6 +18,7 @@ from jetcron.bus.consume import Drop, Retry, pull_loop
 from jetcron.bus.topology import ensure_agent_consumer
 from jetcron.core import leases
 from jetcron.core.agents_index import Used
+from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
 from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.container import remove_leftovers
@@ -47,6 +48,8 @@ class Agent:
         self.setup = setup
         self.gpu_health = GpuHealth(ctx, setup.gpus[0])
         self.attempts: dict[str, Attempt] = {}
+        self.ended = Ended()
+        """Attempts that ended here lately: an assignment redelivered after one (its ack lost) is not run again."""
         # At most agent_slots attempts run at once; more assignments wait in the stream (back-pressure, not a
         # thousand processes when placement packs a storm of tiny runs onto one host).
         self.slots = asyncio.Semaphore(ctx.settings.agent_slots)
@@ -93,6 +96,11 @@ class Agent:
             existing._fence(f"superseded by attempt {cmd.attempt}")  # a gang re-dispatched onto this host
             if self.waiting.take_back(cmd.run_id) is not None:
                 self.launch(existing)  # fenced while waiting: it ends without starting and frees its slot
+        elif self.ended.ran(cmd.run_id, cmd.attempt, time.monotonic()):
+            # Every re-dispatch is a new attempt, so this is the same assignment again: its ack was lost.
+            self.ctx.log.info("assignment skipped: this attempt already ran here", run_id=cmd.run_id,
+                              attempt=cmd.attempt)
+            return
         if cmd.gang:
             await take_gang(self, cmd, msg)
             return
@@ -174,6 +182,7 @@ class Agent:
             if self.attempts.get(attempt.cmd.run_id) is attempt:
                 del self.attempts[attempt.cmd.run_id]
                 self.used = self.used.minus(attempt.cmd.spec.resources)
+            self.ended.add(attempt.cmd.run_id, attempt.cmd.attempt, time.monotonic())
             metrics.AGENT_RUNNING.set(len(self.attempts))
 
     async def on_control(self, msg: Msg) -> None:

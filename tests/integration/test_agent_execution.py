@@ -335,3 +335,36 @@ async def test_an_agent_killed_with_sigkill_leaves_no_process_and_no_cgroup(serv
     await wait_for(lambda: not pid_alive(shell) and not pid_alive(sleeper), 10, what="the job to die")
     await wait_for(lambda: not any(g.exists() or g.parent.exists() for g in groups), 10,
                    what="the cgroups to be removed")
+
+
+async def test_an_assignment_delivered_again_after_its_attempt_ended_does_not_run_it_again(
+        services: Services, client: Client, tmp_path: Path) -> None:
+    # Given one agent, and a copy of every assignment sent to it
+    import nats
+
+    from jetcron.wire import subjects as s
+    await services.start_system(agents=1)
+    nc = await nats.connect(services.server.url)
+    try:
+        sent: list[bytes] = []
+
+        async def copy(msg: Any) -> None:
+            sent.append(msg.data)
+        await nc.subscribe(s.assign_subject("agent-1"), cb=copy)
+        ran = tmp_path / "ran.log"
+        await client.call("jobs.create", now_job("once", "sh", "-c", f'echo "$JETCRON_ATTEMPT" >> {ran}'))
+        run = await the_run(client, "once", when=state_is("succeeded"), what="once to succeed")
+        assert len(sent) == 1
+
+        # When that assignment comes again after the attempt ended (as it does when the agent's ack was lost
+        # with a NATS node: the consumer redelivers it after its ack wait)
+        await nc.jetstream().publish(s.assign_subject("agent-1"), sent[0], headers={"Nats-Msg-Id": "again"})
+        await wait_for(lambda: "this attempt already ran here" in services["agent-1"].output(), 20,
+                       what="the agent to skip the assignment")
+    finally:
+        await nc.close()
+
+    # Then the job ran once, and its run still has its one attempt
+    assert ran.read_text().split() == ["1"]
+    again = await the_run(client, "once")
+    assert again["state"] == "succeeded" and len(again["history"]) == len(run["history"]) == 1
