@@ -3,7 +3,8 @@
 Points: trigger.after_publish (run recorded and PlaceRun published, cursor not yet moved), placement.after_dispatch
 (run assigned and AssignRun published, PlaceRun not yet acked), agent.after_exit (child exited, nothing reported),
 agent.before_release (attempt over, its lease not yet released; slow_point),
-tracker.after_receive (event decoded, run record not yet written).
+tracker.after_receive (event decoded, run record not yet written), placement.dispatch (an AssignRun about to be
+published), placement.pass (a placement pass about to start).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import os
 import signal
 import time
 
+from jetcron.core.errors import Unavailable
+
 _spec = os.environ.get("JETCRON_FAULT", "")
 _points = dict(item.split("=", 1) for item in _spec.split(",") if "=" in item)
 _hits: dict[str, int] = {}
 
 
 def point(name: str) -> None:
-    """exit: die at once like kill -9 (no cleanup); stop: SIGSTOP ourselves; sleepN: pause N seconds.
+    """exit: die at once like kill -9 (no cleanup); stop: SIGSTOP ourselves; sleepN: pause N seconds; fail: raise
+    Unavailable, as a write does while its stream elects a leader.
 
     ACTION@N acts on the Nth time the point is reached (default: the first), so a fault can land mid-load.
     """
@@ -43,6 +47,8 @@ def _act(action: str) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
     if action.startswith("sleep"):
         time.sleep(float(action[5:] or 1))
+    if action == "fail":
+        raise Unavailable("fault injected: storage did not answer")
 
 
 def _due(name: str) -> str:

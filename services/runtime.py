@@ -10,9 +10,11 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
+from typing import Any
 
 import structlog
 from nats.aio.client import Client
@@ -154,6 +156,29 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
         flush_tracing()
 
 
+def background(ctx: Context, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    """A long-lived task of a service. One that ends by raising says so in the log at once: the services await
+    these only when they stop, and a placement loop that had died in silence left a leader placing nothing."""
+    task = asyncio.create_task(coro)
+    task.add_done_callback(partial(_report_end, ctx))
+    return task
+
+
+def _report_end(ctx: Context, task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        ctx.log.error("background task failed", task=task.get_coro().__qualname__, error=repr(exc), exc_info=exc)
+
+
+def dump_tasks() -> None:
+    """SIGUSR1: every task's stack to stderr. A stalled service shows where it waits, which a thread dump
+    (py-spy) of an event loop cannot say."""
+    tasks = asyncio.all_tasks()
+    print(f"--- {len(tasks)} tasks ---", file=sys.stderr)
+    for task in tasks:
+        task.print_stack(limit=12, file=sys.stderr)
+    sys.stderr.flush()
+
+
 def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Settings | None = None) -> None:
     """Run a service until SIGTERM or Ctrl-C, then let it drain and close the connection."""
 
@@ -162,6 +187,7 @@ def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Setti
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, ctx.stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
         try:
             await run(ctx, main)
         finally:

@@ -28,7 +28,7 @@ from jetcron.services.agent.host import HostSetup, describe
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
-from jetcron.services.runtime import Context
+from jetcron.services.runtime import Context, background
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
@@ -260,10 +260,10 @@ async def main(ctx: Context) -> None:
     consume_stop = asyncio.Event()
     if setup.gpus[0]:
         await agent.gpu_health.check()  # the first heartbeat already carries a result
-    tasks = [asyncio.create_task(agent.heartbeat()), asyncio.create_task(agent.gpu_health.loop()),
-             asyncio.create_task(agent.waiting.run(ctx.stop)),
-             asyncio.create_task(pull_loop(ctx.js, s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
-                                           batch=64, concurrency=ctx.settings.agent_slots))]
+    tasks = [background(ctx, agent.heartbeat()), background(ctx, agent.gpu_health.loop()),
+             background(ctx, agent.waiting.run(ctx.stop)),
+             background(ctx, pull_loop(ctx.js, s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
+                                       batch=64, concurrency=ctx.settings.agent_slots))]
     ctx.ready.set()
     ctx.log.info("agent ready", agent=agent.agent_id, limits=setup.limits.mechanism,
                  capabilities=setup.capabilities)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 from nats.aio.msg import Msg
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, pull_loop
@@ -21,7 +22,7 @@ from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
 from jetcron.services.placement.view import View, open_board
-from jetcron.services.runtime import Context
+from jetcron.services.runtime import Context, background
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, messaging_span, tracer
 from jetcron.wire import subjects as s
@@ -32,6 +33,10 @@ ASSIGN_CONCURRENCY = 128
 REASON_AFTER = timedelta(seconds=1)
 """A run placed within this long of being queued has its waiting reason never written: a backlog behind full
 agents cost a fsynced write per run for a reason nobody could read (throughput bench: 8.1 -> 9.6 writes/run)."""
+DISPATCH_TRIES = 6
+"""Tries to publish one AssignRun (0.25 s apart, doubling up to 2 s: about 6 s, a stream leader election). Its
+message id makes a second copy a no-op. A run whose assignment is never sent stays `assigned` until the tracker
+re-dispatches it as not started."""
 TOUCH_EVERY = 10.0
 """Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
@@ -138,12 +143,27 @@ class Placer:
                             parent=context_from_trace_id(run.trace_id), run_id=run.run_id, job=run.job,
                             attempt=run.attempt):
             for agent in placement.agents:
-                await publish(self.ctx.js, s.assign_subject(agent), AssignRun(
+                await self._dispatch(agent, AssignRun(
                     run_id=run.run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec,
                     scheduled_at=run.scheduled_at, due_at=run.due_at, gpu_indices=placement.gpu_indices.get(agent, []),
-                    gang=placement.agents if len(placement.agents) > 1 else []),
-                    msg_id=s.msg_id(run.run_id, run.attempt, f"assign.{agent}"))
+                    gang=placement.agents if len(placement.agents) > 1 else []))
         return written
+
+    async def _dispatch(self, agent: str, cmd: AssignRun) -> None:
+        """Publish one AssignRun, again while its stream does not answer (a NATS node lost): the run is already
+        recorded as assigned, and a failure here once ended the placement loop for good (chaos suite)."""
+        try:
+            async for attempt in AsyncRetrying(
+                    stop=stop_after_attempt(DISPATCH_TRIES), wait=wait_exponential(multiplier=0.25, max=2),
+                    retry=retry_if_exception(lambda exc: isinstance(exc, JetcronError) and exc.retryable),
+                    reraise=True):
+                with attempt:
+                    faults.point("placement.dispatch")
+                    await publish(self.ctx.js, s.assign_subject(agent), cmd,
+                                  msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
+        except JetcronError as exc:
+            self.ctx.log.warning("assignment not sent; the tracker re-dispatches it", run_id=cmd.run_id,
+                                 attempt=cmd.attempt, agent=agent, error=str(exc))
 
     async def _note_waiting(self, run_id: str, reason: str, now: datetime) -> None:
         if run_id not in self.held:
@@ -234,7 +254,15 @@ class Placer:
     async def loop(self) -> None:
         while not self.over.is_set():
             self.view.changed.clear()
-            await self.place_once()
+            try:
+                faults.point("placement.pass")
+                await self.place_once()
+            except Exception:
+                # Nobody awaits this task until leadership ends: a pass that raised would leave a leader that
+                # places nothing, and the next pass may well succeed.
+                self.ctx.log.exception("placement pass failed")
+                await asyncio.sleep(0.5)
+                continue
             nearest = min((c.due_at - self.ahead for c, _, _ in self.held.values() if not c.staged), default=None)
             delay = 0.5 if nearest is None else max(0.005, min(0.5, (nearest - self.ctx.clock.now()).total_seconds()))
             with contextlib.suppress(TimeoutError):
@@ -267,7 +295,7 @@ async def lead(ctx: Context, view: View) -> None:
         taken = placer.take_up_records()
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
                      waiting=taken)
-        tasks = [asyncio.create_task(t) for t in (
+        tasks = [background(ctx, t) for t in (
             pull_loop(ctx.js, s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
             placer.loop(), placer.keep_alive(), view.publish_capacity(stop))]
         metrics.TAKEOVER_DURATION.labels(kind="placement_leader").observe(time.monotonic() - started)
@@ -311,7 +339,7 @@ async def _ack(msg: Msg) -> None:
 
 async def main(ctx: Context) -> None:
     view = View(ctx, await open_board(ctx))
-    tasks = [asyncio.create_task(t) for t in (view.watch_agents(), view.watch_tenants(), view.expire_agents(),
+    tasks = [background(ctx, t) for t in (view.watch_agents(), view.watch_tenants(), view.expire_agents(),
                                               view.watch_endings(), view.watch_runs(), view.watch_suspects())]
     ctx.ready.set()  # a standby is ready too: its view is warm and the durable consumer exists
     await lead(ctx, view)

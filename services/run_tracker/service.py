@@ -15,7 +15,7 @@ from jetcron.services.run_tracker.events import EventHandler
 from jetcron.services.run_tracker.flows import Flows
 from jetcron.services.run_tracker.reconciler import Reconciler
 from jetcron.services.run_tracker.records import Records
-from jetcron.services.runtime import Context
+from jetcron.services.runtime import Context, background
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 
@@ -65,7 +65,7 @@ async def main(ctx: Context) -> None:
     reconciler = Reconciler(ctx, records)
     records.known = reconciler.known
     stop = asyncio.Event()
-    tasks = [asyncio.create_task(t) for t in (
+    tasks = [background(ctx, t) for t in (
         flows.watch_jobs(), reconciler.watch(),
         pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
         reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx)))]

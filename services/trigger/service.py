@@ -12,7 +12,7 @@ from jetcron.bus.cluster import shard_layout
 from jetcron.core import triggers
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.herds import Herds
-from jetcron.services.runtime import Context
+from jetcron.services.runtime import Context, background
 from jetcron.services.trigger.firing import Firer
 from jetcron.services.trigger.shards import ShardOwner
 from jetcron.services.trigger.warm import Warm
@@ -169,7 +169,7 @@ async def main(ctx: Context) -> None:
     replica = ctx.settings.agent_id or f"trigger-{secrets.token_hex(4)}"
     await shard_layout(ctx.js, wanted=ctx.settings.trigger_shards, by=replica, now=ctx.clock.now())
     trigger = Trigger(ctx, replica)
-    tasks = [asyncio.create_task(c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
+    tasks = [background(ctx, c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
                                               trigger.fire_loop())]
     ctx.ready.set()
     ctx.log.info("trigger ready", replica=trigger.replica, shards=ctx.settings.trigger_shards)
