@@ -17,6 +17,7 @@ from typing import Any
 import nats
 from harness import Services, wait_for
 
+from jetcron.bus.kv import drop_subscription
 from jetcron.core.models import Run, RunState
 from jetcron.sdk.client import ApiError, Client
 from jetcron.wire import subjects as s
@@ -104,7 +105,8 @@ async def read_runs(url: str, prefix: str = "") -> dict[str, Run]:
                 if entry.value and entry.key.startswith(prefix):
                     runs[entry.key] = decode(entry.value, Run)
         finally:
-            await watcher.stop()
+            # Polled twice a second: a stopped watch leaves its consumer for minutes (about a hundred per test).
+            await drop_subscription(nc.jetstream(), watcher._sub)
         return runs
     finally:
         await nc.close()
