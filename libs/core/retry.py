@@ -29,6 +29,16 @@ class RetryDecision(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
 
 
+OUTAGE_TRIES = 6
+"""Tries of one idempotent write (a message id makes a copy a no-op) that its stream did not answer."""
+
+
+def outage_wait(tries: int) -> float:
+    """Seconds to wait after the `tries`-th failed try: 0.25 s doubling up to 2 s, about 6 s over OUTAGE_TRIES
+    tries, the length of a stream leader election after a NATS node is lost."""
+    return min(2.0, 0.25 * 2.0 ** (tries - 1))
+
+
 def failures_so_far(run: Run) -> int:
     return sum(1 for a in run.history if a.outcome in FAILURE_OUTCOMES)
 

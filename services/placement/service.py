@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 from nats.aio.msg import Msg
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, pull_loop
@@ -19,6 +19,7 @@ from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.core.models import Run
 from jetcron.core.placement import Demand, Placement, Unplaced
+from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
 from jetcron.services.placement.view import View, open_board
@@ -33,10 +34,6 @@ ASSIGN_CONCURRENCY = 128
 REASON_AFTER = timedelta(seconds=1)
 """A run placed within this long of being queued has its waiting reason never written: a backlog behind full
 agents cost a fsynced write per run for a reason nobody could read (throughput bench: 8.1 -> 9.6 writes/run)."""
-DISPATCH_TRIES = 6
-"""Tries to publish one AssignRun (0.25 s apart, doubling up to 2 s: about 6 s, a stream leader election). Its
-message id makes a second copy a no-op. A run whose assignment is never sent stays `assigned` until the tracker
-re-dispatches it as not started."""
 TOUCH_EVERY = 10.0
 """Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
@@ -151,10 +148,11 @@ class Placer:
 
     async def _dispatch(self, agent: str, cmd: AssignRun) -> None:
         """Publish one AssignRun, again while its stream does not answer (a NATS node lost): the run is already
-        recorded as assigned, and a failure here once ended the placement loop for good (chaos suite)."""
+        recorded as assigned, and a failure here once ended the placement loop for good (chaos suite). One never
+        sent leaves the run `assigned` until the tracker re-dispatches it as not started."""
         try:
             async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(DISPATCH_TRIES), wait=wait_exponential(multiplier=0.25, max=2),
+                    stop=stop_after_attempt(OUTAGE_TRIES), wait=lambda state: outage_wait(state.attempt_number),
                     retry=retry_if_exception(lambda exc: isinstance(exc, JetcronError) and exc.retryable),
                     reraise=True):
                 with attempt:

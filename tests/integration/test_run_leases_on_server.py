@@ -20,6 +20,24 @@ def leases(topology_js: JetStreamContext) -> Leases:
     return Leases(topology_js)
 
 
+async def assert_lost(leases: Leases, lease: Lease) -> None:
+    """The lease is fenced: its holder's next renewal fails, naming the key and the token it held."""
+    with pytest.raises(LeaseLost, match=f"lease {lease.key} \\(token {lease.token}\\) was lost"):
+        await leases.renew(lease, 30)
+
+
+def assert_written_over(new: Lease | None, old: Lease, holder: str, attempt: int) -> None:
+    """`new` is held by `holder` for `attempt`, written after `old`."""
+    assert new is not None and new.token > old.token
+    assert (new.value.holder, new.value.attempt) == (holder, attempt)
+
+
+async def assert_held_at(leases: Leases, token: int, key: str = KEY) -> None:
+    """The last write to the key is still the one at `token` (nothing wrote over it)."""
+    current = await leases.read(key)
+    assert current is not None and current.token == token
+
+
 async def test_a_retried_acquire_finds_its_own_lease_and_rearms_it(leases: Leases) -> None:
     # Given an agent's acquire that landed on the server, though the agent never saw the ack (a timeout)
     first = await leases.acquire(KEY, "agent-1", 30, attempt=1)
@@ -29,11 +47,9 @@ async def test_a_retried_acquire_finds_its_own_lease_and_rearms_it(leases: Lease
     again = await leases.acquire(KEY, "agent-1", 30, attempt=1)
 
     # Then it holds the lease, re-armed by a newer write: the earlier token fences nothing of ours any more
-    assert again is not None and again.token > first.token
-    assert (again.value.holder, again.value.attempt) == ("agent-1", 1)
-    with pytest.raises(LeaseLost, match=f"lease {KEY} \\(token {first.token}\\) was lost"):
-        await leases.renew(first, 30)
-    assert (await leases.renew(again, 30)).token > again.token
+    assert_written_over(again, first, "agent-1", 1)
+    await assert_lost(leases, first)
+    assert again is not None and (await leases.renew(again, 30)).token > again.token
 
 
 async def test_a_lease_held_by_another_holder_or_for_another_attempt_is_not_taken(leases: Leases) -> None:
@@ -41,8 +57,7 @@ async def test_a_lease_held_by_another_holder_or_for_another_attempt_is_not_take
     assert held is not None
     assert await leases.acquire(KEY, "agent-2", 30, attempt=1) is None  # someone else
     assert await leases.acquire(KEY, "agent-1", 30, attempt=2) is None  # ours, but an older attempt's
-    current = await leases.read(KEY)
-    assert current is not None and current.token == held.token  # neither refusal wrote anything
+    await assert_held_at(leases, held.token)  # neither refusal wrote anything
 
 
 async def test_a_newer_attempt_takes_the_lease_from_an_older_one_which_is_then_fenced(leases: Leases) -> None:
@@ -54,18 +69,14 @@ async def test_a_newer_attempt_takes_the_lease_from_an_older_one_which_is_then_f
     new = await leases.take(KEY, "agent-2", 30, attempt=2)
 
     # Then it holds it, and attempt 1 can neither renew nor release it any more
-    assert new is not None and new.token > old.token
-    assert (new.value.holder, new.value.attempt) == ("agent-2", 2)
-    with pytest.raises(LeaseLost, match=f"lease {KEY} \\(token {old.token}\\) was lost"):
-        await leases.renew(old, 30)
+    assert_written_over(new, old, "agent-2", 2)
+    await assert_lost(leases, old)
     await leases.release(old)
-    current = await leases.read(KEY)
-    assert current is not None and current.token == new.token
+    await assert_held_at(leases, new.token)
     # And an assignment of an older attempt, or of this one elsewhere, takes nothing
     assert await leases.take(KEY, "agent-3", 30, attempt=1) is None
     assert await leases.take(KEY, "agent-3", 30, attempt=2) is None
-    current = await leases.read(KEY)
-    assert current is not None and current.token == new.token
+    await assert_held_at(leases, new.token)
 
 
 async def test_take_looks_again_when_the_older_holder_releases_in_between(leases: Leases,
@@ -93,8 +104,7 @@ async def test_a_leader_lease_is_never_adopted_by_a_second_process_with_the_same
     held = await leases.acquire(SHARD, "trigger-a", 30)
     assert held is not None
     assert await leases.acquire(SHARD, "trigger-a", 30) is None
-    current = await leases.read(SHARD)
-    assert current is not None and current.token == held.token
+    await assert_held_at(leases, held.token, key=SHARD)
 
 
 async def test_a_released_lease_goes_to_the_next_holder(leases: Leases) -> None:
@@ -153,14 +163,12 @@ async def test_a_renewal_after_a_revoke_or_a_new_holder_of_the_same_name_is_lost
     assert second is not None and second.value.nonce != first.value.nonce
 
     # Then the first process's renewal is refused: the stored lease is not one of its writes
-    with pytest.raises(LeaseLost, match=f"lease {SHARD} \\(token {first.token}\\) was lost"):
-        await leases.renew(first, 30)
+    await assert_lost(leases, first)
 
     # And a revoked run lease is lost to its holder, however the holder's last renewal went
     run = await leases.acquire(KEY, "agent-1", 30, attempt=1)
     assert run is not None
     await leases.revoke(KEY, "cancelled", 30)
-    with pytest.raises(LeaseLost, match=f"lease {KEY} \\(token {run.token}\\) was lost"):
-        await leases.renew(run, 30)
+    await assert_lost(leases, run)
     current = await leases.read(KEY)  # still the revoke marker: nobody was re-armed over it
     assert current is not None and (current.value.holder, current.value.revoked) == ("", "cancelled")

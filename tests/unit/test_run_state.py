@@ -199,3 +199,9 @@ def test_a_staged_attempt_given_up_before_its_due_time_is_not_redone_early(event
     # One given up after its due time goes again at once
     late = apply(run, Change(event=event, attempt=1, token=7, retry=RETRY_NOW), due + timedelta(seconds=3))
     assert late.due_at == due + timedelta(seconds=3)
+
+
+def test_an_idempotent_write_is_tried_through_a_stream_leader_election_and_no_longer() -> None:
+    waits = [retry.outage_wait(n) for n in range(1, retry.OUTAGE_TRIES)]
+    assert waits == [0.25, 0.5, 1.0, 2.0, 2.0]
+    assert sum(waits) == 5.75
