@@ -29,9 +29,12 @@ chaos: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check libs services tests bench
 
-# mypy cannot follow the jetcron -> libs mapping of the editable install; give it a path that can.
+# mypy cannot follow the package-dir mapping of the editable install (jetcron -> libs, jetcron.services ->
+# services); give it a tree of links laid out as the installed package is.
 typecheck: $(STAMP)
-	mkdir -p build/mypy && ln -sfn ../../libs build/mypy/jetcron
+	rm -rf build/mypy && mkdir -p build/mypy/jetcron
+	for f in libs/*; do ln -s ../../../$$f build/mypy/jetcron/; done
+	ln -s ../../../services build/mypy/jetcron/services
 	MYPYPATH=build/mypy $(BIN)/mypy -p jetcron
 
 schemas: $(STAMP)

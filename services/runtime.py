@@ -166,7 +166,8 @@ def background(ctx: Context, coro: Coroutine[Any, Any, None]) -> asyncio.Task[No
 
 def _report_end(ctx: Context, task: asyncio.Task[None]) -> None:
     if not task.cancelled() and (exc := task.exception()) is not None:
-        ctx.log.error("background task failed", task=task.get_coro().__qualname__, error=repr(exc), exc_info=exc)
+        name = getattr(task.get_coro(), "__qualname__", task.get_name())
+        ctx.log.error("background task failed", task=name, error=repr(exc), exc_info=exc)
 
 
 def dump_tasks() -> None:

@@ -79,8 +79,8 @@ class Jobs:
                     return found[0]
                 claim = existing[1]
             else:
-                record = KeyRecord(state="claimed", body_hash=digest)
-                claim = await self.keys.claim(f"create.{key}", record, IDEMPOTENCY_TTL)
+                claim = await self.keys.claim(f"create.{key}", KeyRecord(state="claimed", body_hash=digest),
+                                              IDEMPOTENCY_TTL)
                 if claim is None:
                     raise Contended(f"idempotency key {key!r} is being used by a concurrent request; retry")
         now = self.ctx.clock.now()

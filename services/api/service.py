@@ -47,11 +47,15 @@ def endpoint(verb: str, op: Callable[[bytes], Awaitable[Any]]) -> Callable[[Requ
                     log.exception("api verb failed", verb=verb)
             await request.respond(encode(reply))
 
+    def _finished(task: asyncio.Task[None]) -> None:
+        _tasks.discard(task)
+        _inflight.release()
+
     async def handle(request: Request) -> None:
         await _inflight.acquire()
         task = asyncio.create_task(answer(request))
         _tasks.add(task)
-        task.add_done_callback(lambda t: (_tasks.discard(t), _inflight.release()))
+        task.add_done_callback(_finished)
 
     return handle
 

@@ -74,7 +74,7 @@ class EventHandler:
                                     attempt=change.attempt):
                     await self._apply(run_id, change, start)
             finally:
-                if not lock._waiters:  # type: ignore[attr-defined]
+                if not lock._waiters:
                     self.locks.pop(run_id, None)
 
     async def _apply(self, run_id: str, change: Change, start: Change | None) -> None:

@@ -79,4 +79,4 @@ class Records:
             if self.on_terminal is not None:
                 result = self.on_terminal(new)
                 if hasattr(result, "__await__"):
-                    await result  # type: ignore[misc]
+                    await result

@@ -80,11 +80,11 @@ class ShardOwner:
             if shard in self.owned:
                 continue
             asked = time.monotonic()
-            lease = await self.leases.acquire(s.shard_lease_key(shard), self.replica, self.ttl)
-            if lease is not None:
+            won = await self.leases.acquire(s.shard_lease_key(shard), self.replica, self.ttl)
+            if won is not None:
                 # The index is kept warm on every replica: a won shard serves at once.
                 metrics.TAKEOVER_DURATION.labels(kind="trigger_shard").observe(time.monotonic() - asked)
-                self.owned[shard] = lease
+                self.owned[shard] = won
                 self.renewed_at[shard] = now
                 gained.append(shard)
                 metrics.TAKEOVERS.labels(kind="trigger_shard").inc()
