@@ -7,6 +7,8 @@ from typing import Annotated
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from jetcron.bus.connect import Identity
+
 _Count = Annotated[int, Field(ge=0)]
 
 
@@ -17,6 +19,13 @@ class Settings(BaseSettings):
     nats_monitor_url: str | None = None
     """Where to read /varz and /jsz to check fsync; default: the NATS host on port 8222."""
     allow_unsafe_storage: bool = False
+    nats_creds: str | None = None
+    """A NATS credentials file (user JWT and seed) for this process's role; `jetcron up` writes one per role."""
+    nats_tls_ca: str | None = None
+    """PEM file of the CA that signed the NATS server's certificate: set it to connect over TLS and verify it."""
+    nats_tls_cert: str | None = None
+    """Client certificate (PEM) for servers that verify clients; needs nats_tls_key."""
+    nats_tls_key: str | None = None
     replicas: int | None = None
     """Stream and bucket replicas; default 1 on one node, 3 on a cluster."""
 
@@ -87,6 +96,11 @@ class Settings(BaseSettings):
     collections over one herd, the tracker and placement most of one too (jetcron_gc_pause_seconds_total)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
+
+    @property
+    def identity(self) -> Identity:
+        return Identity(creds=self.nats_creds, tls_ca=self.nats_tls_ca, tls_cert=self.nats_tls_cert,
+                        tls_key=self.nats_tls_key)
 
     @property
     def lead_seconds(self) -> float:

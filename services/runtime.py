@@ -90,7 +90,7 @@ async def boot(name: str, settings: Settings) -> Context:
     setup_logging(name)
     setup_tracing(name, console=settings.trace_console)
     nc, warnings = await connect(settings.nats_url, name=f"jetcron-{name}", monitor_url=settings.nats_monitor_url,
-                                 allow_unsafe=settings.allow_unsafe_storage)
+                                 allow_unsafe=settings.allow_unsafe_storage, identity=settings.identity)
     js = nc.jetstream(timeout=10)
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.

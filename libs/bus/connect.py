@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 import nats
@@ -65,8 +67,33 @@ def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool
     return []
 
 
+@dataclass(frozen=True)
+class Identity:
+    """How a process proves who it is to NATS and checks that the server is the real one."""
+
+    creds: str | None = None
+    """A .creds file (user JWT + nkey seed)."""
+    tls_ca: str | None = None
+    """The CA that signed the server's certificate: set, the connection is TLS and the server is verified."""
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for nats.connect()."""
+        opts: dict[str, Any] = {}
+        if self.creds:
+            opts["user_credentials"] = self.creds
+        if self.tls_ca:
+            context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca)
+            if self.tls_cert and self.tls_key:
+                context.load_cert_chain(self.tls_cert, self.tls_key)
+            opts["tls"] = context
+        return opts
+
+
 async def connect(
-    url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False, check: bool = True
+    url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False, check: bool = True,
+    identity: Identity | None = None,
 ) -> tuple[Client, list[str]]:
     """A connected client that never gives up reconnecting, after the server passed check_server()."""
     nc = await nats.connect(
@@ -76,6 +103,7 @@ async def connect(
         reconnect_time_wait=0.5,
         connect_timeout=5,
         allow_reconnect=True,
+        **(identity or Identity()).options(),
     )
     warnings: list[str] = []
     if check:

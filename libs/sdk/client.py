@@ -12,6 +12,7 @@ import nats
 import nats.errors
 from nats.aio.client import Client as Nats
 
+from jetcron.bus.connect import Identity
 from jetcron.bus.logs import read_chunks
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import RunState
@@ -45,10 +46,10 @@ class Client:
         self.timeout = timeout
 
     @classmethod
-    async def connect(cls, url: str | None = None, timeout: float = 10.0) -> Client:
+    async def connect(cls, url: str | None = None, timeout: float = 10.0, *, identity: Identity | None = None) -> Client:
         url = url or os.environ.get("JETCRON_NATS_URL", DEFAULT_URL)
         nc = await nats.connect(servers=url.split(","), name="jetcron-client", connect_timeout=3,
-                                max_reconnect_attempts=2, allow_reconnect=True)
+                                max_reconnect_attempts=2, allow_reconnect=True, **(identity or Identity()).options())
         return cls(nc, timeout)
 
     async def close(self) -> None:
@@ -93,9 +94,9 @@ class Client:
 class SyncClient:
     """The same verbs for scripts and the CLI, on a private event loop."""
 
-    def __init__(self, url: str | None = None, timeout: float = 10.0) -> None:
+    def __init__(self, url: str | None = None, timeout: float = 10.0, *, identity: Identity | None = None) -> None:
         self.loop = asyncio.new_event_loop()
-        self.client = self.loop.run_until_complete(Client.connect(url, timeout))
+        self.client = self.loop.run_until_complete(Client.connect(url, timeout, identity=identity))
 
     def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
         return self.loop.run_until_complete(self.client.call(verb, payload))

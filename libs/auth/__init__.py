@@ -1,0 +1,1 @@
+"""Identities and transport security: NATS JWTs and credentials, role permissions, certificates."""
