@@ -109,3 +109,15 @@ class LeaseLost(JetcronError):
     """A lease renewal failed: it expired or another holder took it; stop acting on it."""
 
     code = "lease_lost"
+
+
+class Forbidden(JetcronError, PermissionError):
+    """The caller's credential does not allow this verb (an admin verb asked for by a tenant)."""
+
+    code = "forbidden"
+
+
+class Unauthorized(JetcronError, PermissionError):
+    """No valid credential: the server refused the connection or a subject (named in the message)."""
+
+    code = "unauthorized"

@@ -41,6 +41,10 @@ HDR_LOG_END = "Jc-Log-End"
 
 API_SERVICE = "jetcron"
 API_GROUP = f"{PREFIX}.api"
+"""Tenant verbs: jc.api.<tenant>.<verb>. A tenant's credential may publish under its own tenant only, so the
+API takes the tenant from the subject a request came in on, never from its body."""
+ADMIN_GROUP = f"{PREFIX}.admin"
+"""Admin verbs and every tenant's data: jc.admin.<verb>, open to the admin credential alone."""
 API_QUEUE = "jetcron-api"
 
 
@@ -92,8 +96,21 @@ def control_subject(agent_id: str) -> str:
     return f"{PREFIX}.ctl.{agent_id}"
 
 
-def api_subject(verb: str) -> str:
-    return f"{API_GROUP}.{verb}"
+def api_subject(verb: str, tenant: str | None = None) -> str:
+    """Where a verb is asked: for one tenant, or (tenant None) on the admin subject that sees every tenant."""
+    return f"{ADMIN_GROUP}.{verb}" if tenant is None else f"{API_GROUP}.{tenant}.{verb}"
+
+
+def api_endpoint(verb: str) -> tuple[str, str]:
+    """The two subjects one verb is served on: every tenant's (a wildcard token) and the admin's."""
+    return f"{API_GROUP}.*.{verb}", f"{ADMIN_GROUP}.{verb}"
+
+
+def parse_api_subject(subject: str) -> str | None:
+    """The tenant a request was made for (None: the admin subject)."""
+    if subject.startswith(API_GROUP + "."):
+        return subject.split(".", 3)[2]
+    return None
 
 
 def msg_id(run_id: str, attempt: int, step: str) -> str:

@@ -15,6 +15,7 @@ from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, Writ
 from jetcron.core.ids import JOB_NAME_RE, body_hash, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.validate import decode_spec, validate_spec
+from jetcron.services.api.call import Call, visible
 from jetcron.services.api.capacity import CapacityCheck
 from jetcron.services.api.requests import body, instant, integer, text
 from jetcron.services.runtime import Context
@@ -40,46 +41,54 @@ class Jobs:
             if name in graph or name == spec.name or not JOB_NAME_RE.match(name):
                 continue
             found = await self.ctx.jobs.maybe(name)
-            if found is None or found[0].status is JobStatus.DELETED:
+            # Another tenant's job is left out, so it reads as unknown: a tenant learns nothing of it.
+            if found is None or found[0].status is JobStatus.DELETED or found[0].spec.tenant != spec.tenant:
                 continue
             graph[name] = (found[0].spec.tenant, list(found[0].spec.depends_on))
             todo.extend(found[0].spec.depends_on)
         return graph
 
-    async def _validated(self, raw: Any) -> tuple[JobSpec, str]:
+    async def _validated(self, raw: Any, tenant: str | None) -> tuple[JobSpec, str]:
         if not isinstance(raw, dict):
             raise InvalidSpec("spec", raw, "must be a JSON object")
+        if tenant is not None:
+            # The tenant is the caller's credential's, never the body's.
+            if raw.get("tenant", tenant) != tenant:
+                raise InvalidSpec("spec.tenant", raw["tenant"], f"is set by your credential (tenant {tenant!r}); "
+                                  "leave it out")
+            raw = {**raw, "tenant": tenant}
         spec = decode_spec(raw)
         validate_spec(spec, now=self.ctx.clock.now(), jobs=await self._graph(spec),
                       min_interval_seconds=self.ctx.settings.min_interval)
         return spec, body_hash(encode(spec))
 
-    async def _job(self, name: str | None) -> tuple[JobRecord, int]:
+    async def _job(self, name: str | None, tenant: str | None) -> tuple[JobRecord, int]:
+        """A live job the caller may see: another tenant's reads exactly like a missing one."""
         if name is None or not JOB_NAME_RE.match(name):
             raise InvalidSpec("name", name, "is not a valid job name")
         record, revision = await self.ctx.jobs.get(name)
-        if record.status is JobStatus.DELETED:
+        if record.status is JobStatus.DELETED or not visible(record.spec.tenant, tenant):
             raise NotFound("job", name)
         return record, revision
 
-    async def create(self, data: bytes) -> JobRecord:
-        req = body(data, {"spec", "idempotency_key"}, {"spec"})
-        spec, digest = await self._validated(req["spec"])
+    async def create(self, call: Call) -> JobRecord:
+        req = body(call.data, {"spec", "idempotency_key"}, {"spec"})
+        spec, digest = await self._validated(req["spec"], call.tenant)
         key = text(req, "idempotency_key", limit=128)
         claim: int | None = None
         if key is not None:
             if not key or not all(c.isalnum() or c in "-_" for c in key):
                 raise InvalidSpec("idempotency_key", key, "must be 1-128 letters, digits, '-' or '_'")
-            existing = await self.keys.get(f"create.{key}")
+            existing = await self.keys.get(f"create.{spec.tenant}.{key}")
             if existing is not None and existing[0].state != "released":
                 if existing[0].body_hash != digest:
                     raise Conflict(f"idempotency key {key!r} was already used with a different body")
                 found = await self.ctx.jobs.maybe(spec.name)
-                if found is not None:
+                if found is not None and found[0].spec.tenant == spec.tenant:
                     return found[0]
                 claim = existing[1]
             else:
-                claim = await self.keys.claim(f"create.{key}", KeyRecord(state="claimed", body_hash=digest),
+                claim = await self.keys.claim(f"create.{spec.tenant}.{key}", KeyRecord(state="claimed", body_hash=digest),
                                               IDEMPOTENCY_TTL)
                 if claim is None:
                     raise Contended(f"idempotency key {key!r} is being used by a concurrent request; retry")
@@ -91,24 +100,28 @@ class Jobs:
             await self.ctx.jobs.create(spec.name, record)
         except WriteConflict:
             old, revision = await self.ctx.jobs.get(spec.name)
-            if old.status is not JobStatus.DELETED:
-                if key is not None and old.body_hash == digest:
+            if old.status is not JobStatus.DELETED or old.spec.tenant != spec.tenant:
+                if key is not None and old.body_hash == digest and old.spec.tenant == spec.tenant:
                     return old
-                raise Conflict(f"job {spec.name!r} already exists (use update)") from None
+                # One message whoever holds the name. Names are still one namespace across tenants, so a taken
+                # name says that it is taken (docs/security.md: what a tenant can learn).
+                raise Conflict(f"job name {spec.name!r} is taken (update the job, or choose another name)") from None
             record = msgspec.structs.replace(record, version=old.version + 1)
             await self.ctx.jobs.update(spec.name, record, revision)
         if key is not None and claim is not None:
-            await self.keys.commit(f"create.{key}", KeyRecord(state="done", body_hash=digest, result=spec.name),
+            await self.keys.commit(f"create.{spec.tenant}.{key}", KeyRecord(state="done", body_hash=digest, result=spec.name),
                                    IDEMPOTENCY_TTL, claim)
         return record
 
-    async def update(self, data: bytes) -> JobRecord:
+    async def update(self, call: Call) -> JobRecord:
         """Replace a job's spec; with `expected_version`, only if the job is still at that version (a client that
         read, changed and wrote it back must not undo a change made in between)."""
-        req = body(data, {"spec", "expected_version"}, {"spec"})
+        req = body(call.data, {"spec", "expected_version"}, {"spec"})
         expected = integer(req, "expected_version", 0, 0, 2**53) or None
-        spec, digest = await self._validated(req["spec"])
-        old, revision = await self._job(spec.name)
+        spec, digest = await self._validated(req["spec"], call.tenant)
+        old, revision = await self._job(spec.name, call.tenant)
+        if old.spec.tenant != spec.tenant:
+            raise InvalidSpec("spec.tenant", spec.tenant, f"cannot move a job to another tenant (it is {old.spec.tenant!r})")
         if expected is not None and old.version != expected:
             raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
                            "read; read it again and retry")
@@ -118,9 +131,9 @@ class Jobs:
         await self.ctx.jobs.update(spec.name, record, revision)
         return record
 
-    async def get(self, data: bytes) -> JobView:
-        req = body(data, {"name", "count"}, {"name"})
-        record, _ = await self._job(text(req, "name"))
+    async def get(self, call: Call) -> JobView:
+        req = body(call.data, {"name", "count"}, {"name"})
+        record, _ = await self._job(text(req, "name"), call.tenant)
         count = integer(req, "count", 5, 0, 100)
         zone = cron.zone(record.spec.schedule.tz)
         upcoming = cron.next_fires(record.spec.schedule, self.ctx.clock.now(), count, created_at=record.created_at)
@@ -128,8 +141,8 @@ class Jobs:
                           skipped=o.skipped) for o in upcoming]
         return JobView(job=record, next_fires=fires)
 
-    async def list(self, data: bytes) -> Page:
-        req = body(data, {"cursor", "limit", "include_deleted"})
+    async def list(self, call: Call) -> Page:
+        req = body(call.data, {"cursor", "limit", "include_deleted"})
         limit = integer(req, "limit", 100, 1, 1000)
         after = text(req, "cursor") or ""
         names = sorted(k for k in await self.ctx.jobs.keys() if k > after)
@@ -138,16 +151,18 @@ class Jobs:
             found = await self.ctx.jobs.maybe(name)
             if found is None or (found[0].status is JobStatus.DELETED and not req.get("include_deleted")):
                 continue
+            if not visible(found[0].spec.tenant, call.tenant):
+                continue
             items.append(found[0])
             if len(items) == limit:
                 break
         more = bool(items) and items[-1].spec.name != names[-1] and len(items) == limit
         return Page(items=items, next_cursor=items[-1].spec.name if more else None)
 
-    async def _set_status(self, data: bytes, status: JobStatus) -> JobRecord:
-        req = body(data, {"name"}, {"name"})
+    async def _set_status(self, call: Call, status: JobStatus) -> JobRecord:
+        req = body(call.data, {"name"}, {"name"})
         for _ in range(5):
-            record, revision = await self._job(text(req, "name"))
+            record, revision = await self._job(text(req, "name"), call.tenant)
             now = self.ctx.clock.now()
             new = msgspec.structs.replace(record, status=status, version=record.version + 1, updated_at=now)
             # The pause window tells the trigger which unrecorded occurrences came due while paused (misfire).
@@ -162,18 +177,18 @@ class Jobs:
                 continue
         raise Contended(f"job {record.spec.name!r} is changing concurrently; retry")
 
-    async def pause(self, data: bytes) -> JobRecord:
-        return await self._set_status(data, JobStatus.PAUSED)
+    async def pause(self, call: Call) -> JobRecord:
+        return await self._set_status(call, JobStatus.PAUSED)
 
-    async def resume(self, data: bytes) -> JobRecord:
-        return await self._set_status(data, JobStatus.ACTIVE)
+    async def resume(self, call: Call) -> JobRecord:
+        return await self._set_status(call, JobStatus.ACTIVE)
 
-    async def delete(self, data: bytes) -> JobRecord:
-        return await self._set_status(data, JobStatus.DELETED)
+    async def delete(self, call: Call) -> JobRecord:
+        return await self._set_status(call, JobStatus.DELETED)
 
-    async def trigger(self, data: bytes) -> Run:
-        req = body(data, {"name", "key"}, {"name"})
-        record, _ = await self._job(text(req, "name"))
+    async def trigger(self, call: Call) -> Run:
+        req = body(call.data, {"name", "key"}, {"name"})
+        record, _ = await self._job(text(req, "name"), call.tenant)
         key = text(req, "key", limit=128) or secrets.token_hex(8)
         now = self.ctx.clock.now()
         # A retried request with the same key must hit the same run id: keep the time out of it then.
@@ -193,9 +208,9 @@ class Jobs:
             await dispatch(self.ctx.js, run)
         return run
 
-    async def backfill(self, data: bytes) -> Page:
-        req = body(data, {"name", "from", "to", "limit", "rate"}, {"name", "from", "to"})
-        record, _ = await self._job(text(req, "name"))
+    async def backfill(self, call: Call) -> Page:
+        req = body(call.data, {"name", "from", "to", "limit", "rate"}, {"name", "from", "to"})
+        record, _ = await self._job(text(req, "name"), call.tenant)
         spec = record.spec
         start, end = instant(req, "from"), instant(req, "to")
         now = self.ctx.clock.now()

@@ -8,9 +8,10 @@ from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
-from jetcron.core.errors import Conflict, InvalidSpec, WriteConflict
+from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.ids import RUN_ID_RE, TENANT_RE, job_of, replay_run_id
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
+from jetcron.services.api.call import Call, admin_only, visible
 from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -29,13 +30,19 @@ class Runs:
             raise InvalidSpec("run_id", value, "is not a run id (JOB.YYYYMMDDTHHMMSSmmmZ)")
         return value
 
-    async def get(self, data: bytes) -> Run:
-        req = body(data, {"run_id"}, {"run_id"})
-        run, _ = await self.ctx.runs.get(self._run_id(text(req, "run_id")))
+    async def _run(self, run_id: str, tenant: str | None) -> Run:
+        """A run the caller may see: another tenant's reads exactly like a missing one."""
+        run, _ = await self.ctx.runs.get(run_id)
+        if not visible(run.tenant, tenant):
+            raise NotFound("run", run_id)
         return run
 
-    async def list(self, data: bytes) -> Page:
-        req = body(data, {"job", "state", "cursor", "limit"})
+    async def get(self, call: Call) -> Run:
+        req = body(call.data, {"run_id"}, {"run_id"})
+        return await self._run(self._run_id(text(req, "run_id")), call.tenant)
+
+    async def list(self, call: Call) -> Page:
+        req = body(call.data, {"job", "state", "cursor", "limit"})
         job = text(req, "job")
         state = text(req, "state")
         if state is not None and state not in STATES:
@@ -52,21 +59,24 @@ class Runs:
             found = await self.ctx.runs.maybe(key)
             if found is None or (state is not None and found[0].state != state):
                 continue
+            if not visible(found[0].tenant, call.tenant):
+                continue
             items.append(found[0])
             if len(items) == limit:
                 break
         more = last is not None and last != keys[-1]
         return Page(items=items, next_cursor=last if more else None)
 
-    async def cancel(self, data: bytes) -> Run:
-        req = body(data, {"run_id", "reason"}, {"run_id"})
-        return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, self._run_id(text(req, "run_id")),
+    async def cancel(self, call: Call) -> Run:
+        req = body(call.data, {"run_id", "reason"}, {"run_id"})
+        run = await self._run(self._run_id(text(req, "run_id")), call.tenant)
+        return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, run.run_id,
                                 text(req, "reason") or "cancelled by user", self.ctx.clock.now(),
                                 self.ctx.settings.run_lease_ttl)
 
-    async def logs(self, data: bytes) -> dict[str, object]:
-        req = body(data, {"run_id", "limit_bytes"}, {"run_id"})
-        run_id = self._run_id(text(req, "run_id"))
+    async def logs(self, call: Call) -> dict[str, object]:
+        req = body(call.data, {"run_id", "limit_bytes"}, {"run_id"})
+        run_id = (await self._run(self._run_id(text(req, "run_id")), call.tenant)).run_id
         limit = integer(req, "limit_bytes", 1_048_576, 1, 8_388_608)
         out: list[str] = []
         size = 0
@@ -81,8 +91,9 @@ class Runs:
             out.append(chunk.decode("utf-8", "replace"))
         return {"run_id": run_id, "output": "".join(out), "complete": done}
 
-    async def agents(self, data: bytes) -> Page:
-        body(data, set())
+    async def agents(self, call: Call) -> Page:
+        admin_only(call, "agents.list")
+        body(call.data, set())
         items: list[AgentInfo] = []
         for key in sorted(await self.ctx.agents.keys()):
             found = await self.ctx.agents.maybe(key)
@@ -90,21 +101,23 @@ class Runs:
                 items.append(found[0])
         return Page(items=items)
 
-    async def dlq_list(self, data: bytes) -> Page:
-        req = body(data, {"limit"})
+    async def dlq_list(self, call: Call) -> Page:
+        req = body(call.data, {"limit"})
         limit = integer(req, "limit", 100, 1, 1000)
         # From the dead-letter stream, newest last; not a scan of every run record.
         latest = {e.run_id: e for e in await dead_lettered(self.ctx.js, limit)}
         items: list[Run] = []
         for run_id, entry in latest.items():
             found = await self.ctx.runs.maybe(run_id)
-            items.append(found[0] if found is not None else decode(entry.run, Run))
+            run = found[0] if found is not None else decode(entry.run, Run)
+            if visible(run.tenant, call.tenant):
+                items.append(run)
         return Page(items=items)
 
-    async def dlq_replay(self, data: bytes) -> Run:
-        req = body(data, {"run_id"}, {"run_id"})
+    async def dlq_replay(self, call: Call) -> Run:
+        req = body(call.data, {"run_id"}, {"run_id"})
         run_id = self._run_id(text(req, "run_id"))
-        run, _ = await self.ctx.runs.get(run_id)
+        run = await self._run(run_id, call.tenant)
         if run.state not in (RunState.DEAD, RunState.FAILED):
             raise Conflict(f"run {run_id} is {run.state}, only dead or failed runs can be replayed")
         now = self.ctx.clock.now()
@@ -122,8 +135,9 @@ class Runs:
             return replay
         raise Conflict(f"run {run_id} was replayed too many times")
 
-    async def tenants_set(self, data: bytes) -> TenantPolicy:
-        req = body(data, {"tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"}, {"tenant"})
+    async def tenants_set(self, call: Call) -> TenantPolicy:
+        admin_only(call, "tenants.set")
+        req = body(call.data, {"tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"}, {"tenant"})
         try:
             policy = msgspec.convert(req, TenantPolicy)
         except msgspec.ValidationError as exc:
@@ -139,8 +153,9 @@ class Runs:
         await self.ctx.tenants.put(policy.tenant, policy)
         return policy
 
-    async def tenants_list(self, data: bytes) -> Page:
-        body(data, set())
+    async def tenants_list(self, call: Call) -> Page:
+        admin_only(call, "tenants.list")
+        body(call.data, set())
         items = [found[0] for key in sorted(await self.ctx.tenants.keys())
                  if (found := await self.ctx.tenants.maybe(key)) is not None]
         return Page(items=items)

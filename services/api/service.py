@@ -11,6 +11,7 @@ from nats import micro
 from nats.micro.request import Request
 from opentelemetry.trace import SpanKind
 
+from jetcron.services.api.call import Call
 from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.runs import Runs
 from jetcron.services.runtime import Context
@@ -30,14 +31,15 @@ _inflight = asyncio.Semaphore(512)
 _tasks: set[asyncio.Task[None]] = set()
 
 
-def endpoint(verb: str, op: Callable[[bytes], Awaitable[Any]]) -> Callable[[Request], Awaitable[None]]:
+def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Request], Awaitable[None]]:
     """One place turns results and errors into replies: nothing is answered 'accepted' before it is stored."""
 
     async def answer(request: Request) -> None:
-        with messaging_span(_tracer, "process", s.api_subject(verb), parent=extract_context(request.headers),
+        tenant = s.parse_api_subject(request.subject)
+        with messaging_span(_tracer, "process", s.api_subject(verb, tenant), parent=extract_context(request.headers),
                             kind=SpanKind.SERVER):
             try:
-                reply = Reply(ok=True, result=await op(request.data))
+                reply = Reply(ok=True, result=await op(Call(request.data, tenant)))
                 metrics.API_REQUESTS.labels(verb=verb, outcome="ok").inc()
             except Exception as exc:
                 reply = error_reply(exc)
@@ -62,7 +64,7 @@ def endpoint(verb: str, op: Callable[[bytes], Awaitable[Any]]) -> Callable[[Requ
 
 async def main(ctx: Context) -> None:
     jobs, runs = Jobs(ctx), Runs(ctx)
-    verbs: dict[str, Callable[[bytes], Awaitable[Any]]] = {
+    verbs: dict[str, Callable[[Call], Awaitable[Any]]] = {
         "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,
         "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
         "jobs.trigger": jobs.trigger, "jobs.backfill": jobs.backfill,
@@ -73,7 +75,10 @@ async def main(ctx: Context) -> None:
     service = await micro.add_service(ctx.nc, name=s.API_SERVICE, version="0.1.0",
                                       description="jetcron job scheduler API", queue_group=s.API_QUEUE)
     for verb, op in verbs.items():
-        await service.add_endpoint(name=verb.replace(".", "_"), subject=s.api_subject(verb), handler=endpoint(verb, op))
+        for_tenants, for_admin = s.api_endpoint(verb)
+        name = verb.replace(".", "_")
+        await service.add_endpoint(name=name, subject=for_tenants, handler=endpoint(verb, op))
+        await service.add_endpoint(name=f"{name}_admin", subject=for_admin, handler=endpoint(verb, op))
     ctx.ready.set()
     ctx.log.info("api ready", verbs=len(verbs))
     await ctx.stop.wait()

@@ -1,0 +1,175 @@
+"""Who may publish and subscribe to what: the permission table of every role, enforced by the NATS server.
+
+Pure data and functions. Each role is a `Grant` (which buckets and streams it reads, which keys and subjects
+it writes, which durable consumers it pulls from); `permissions()` turns a grant into the subject lists a user
+JWT carries. docs/security.md prints the same table (`jetcron auth table`), and a test checks both against
+the server.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from jetcron.wire import subjects as s
+
+
+class Role(enum.StrEnum):
+    API = "api"
+    """Validates and stores jobs, answers queries: every tenant's verbs arrive here."""
+    TRIGGER = "trigger"
+    PLACEMENT = "placement"
+    TRACKER = "run_tracker"
+    GATEWAY = "gateway"
+    """The HTTP front door: calls the API's subjects for the tenant of each token, nothing else."""
+    AGENT = "agent"
+    """One user per agent id: only its own assignments, heartbeat and control subject."""
+    TENANT = "tenant"
+    """A tenant's client: its own tenant's API verbs, no stream or bucket."""
+    ADMIN = "admin"
+    """Operators: every API verb of every tenant, the admin verbs, read access to all state."""
+
+
+def kv_stream(bucket: str) -> str:
+    return f"KV_{bucket}"
+
+
+def obj_stream(bucket: str) -> str:
+    return f"OBJ_{bucket}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    reads: tuple[str, ...] = ()
+    """Streams read (KV buckets as KV_<bucket>): info, get, watch or ordered consumers."""
+    writes: tuple[str, ...] = ()
+    """Subjects published, KV puts included ($KV.<bucket>.<key pattern>)."""
+    consumes: tuple[tuple[str, str], ...] = ()
+    """(stream, durable) pull consumers: fetch and ack."""
+    listens: tuple[str, ...] = ()
+    """Core subjects subscribed to (API verbs, control)."""
+    manages: bool = False
+    """Creates and updates jetcron's streams, buckets and consumers at start (ensure_topology)."""
+    replies: bool = True
+    """Publishes to _INBOX.> (answers requests): services do, tenants only make requests."""
+    inbox: str = "_INBOX"
+    """This identity's reply prefix: it may subscribe under it alone, so no one reads another's replies."""
+
+
+@dataclass(frozen=True)
+class Permissions:
+    pub: tuple[str, ...]
+    sub: tuple[str, ...]
+
+
+ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
+               s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER)
+ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ,
+               *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
+
+
+def _kv(*buckets: str) -> tuple[str, ...]:
+    return tuple(f"$KV.{b}.>" for b in buckets)
+
+
+def _kvr(*buckets: str) -> tuple[str, ...]:
+    return tuple(kv_stream(b) for b in buckets)
+
+
+def _registry(service: str) -> str:
+    return f"$KV.{s.BUCKET_SERVICES}.{service}.>"
+
+
+def inbox(role: Role, *, agent_id: str = "", tenant: str = "") -> str:
+    """The reply-subject prefix of an identity (nats.connect(inbox_prefix=...)): `_INBOX.<who>`."""
+    if role is Role.AGENT:
+        return f"_INBOX.a-{agent_id}"
+    if role is Role.TENANT:
+        return f"_INBOX.t-{tenant}"
+    return f"_INBOX.{role.value}"
+
+
+def grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
+    """The grant of one role; an agent's names its own id, a tenant's its own tenant."""
+    return replace(_grant(role, agent_id=agent_id, tenant=tenant), inbox=inbox(role, agent_id=agent_id,
+                                                                                 tenant=tenant))
+
+
+def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
+    if role is Role.API:
+        return Grant(
+            reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
+            writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY), s.PLACE_ALL,
+                    _registry("api")),
+            listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>"), manages=True)
+    if role is Role.TRIGGER:
+        return Grant(
+            reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER),
+            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER), s.PLACE_ALL,
+                    _registry("trigger")),
+            manages=True)
+    if role is Role.PLACEMENT:
+        return Grant(
+            reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS,
+                         s.BUCKET_JOBS), s.STREAM_PLACE),
+            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS), s.ASSIGN_ALL, s.PLACE_ALL,
+                    _registry("placement")),
+            consumes=((s.STREAM_PLACE, s.CONSUMER_PLACEMENT),), manages=True)
+    if role is Role.TRACKER:
+        return Grant(
+            reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_AGENTS, s.BUCKET_LEASES, s.BUCKET_LEADERS,
+                         s.BUCKET_TENANTS), s.STREAM_EVENTS, s.STREAM_ASSIGN, obj_stream(s.OBJECT_CHECKPOINTS)),
+            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS), s.DLQ_ALL, s.PLACE_ALL, s.EVENTS_ALL,
+                    f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"),
+                    f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",
+                    f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}"),
+            consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), manages=True)
+    if role is Role.GATEWAY:
+        return Grant(writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>"), replies=False)
+    if role is Role.AGENT:
+        if not agent_id:
+            raise ValueError("an agent's grant names its agent id")
+        consumer = s.assign_consumer(agent_id)
+        return Grant(
+            reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_PLACEMENT), s.STREAM_ASSIGN),
+            writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", f"$KV.{s.BUCKET_LEASES}.run.>",
+                    f"$KV.{s.BUCKET_LEASES}.gang.>", s.EVENTS_ALL, s.LOGS_ALL, _registry("agent"),
+                    f"$JS.API.CONSUMER.CREATE.{s.STREAM_ASSIGN}.{consumer}.{s.assign_subject(agent_id)}",
+                    f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}"),
+            consumes=((s.STREAM_ASSIGN, consumer),), listens=(s.control_subject(agent_id),))
+    if role is Role.TENANT:
+        if not tenant:
+            raise ValueError("a tenant's grant names its tenant")
+        return Grant(writes=(f"{s.API_GROUP}.{tenant}.>",), replies=False)
+    return Grant(reads=ALL_STREAMS, writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>"), replies=False, manages=True)
+
+
+_READ = ("$JS.API.STREAM.INFO.{0}", "$JS.API.STREAM.MSG.GET.{0}", "$JS.API.DIRECT.GET.{0}",
+         "$JS.API.DIRECT.GET.{0}.>", "$JS.API.CONSUMER.CREATE.{0}", "$JS.API.CONSUMER.CREATE.{0}.>",
+         "$JS.API.CONSUMER.DELETE.{0}.>", "$JS.API.CONSUMER.INFO.{0}.>", "$JS.FC.{0}.>")
+_CONSUME = ("$JS.API.CONSUMER.INFO.{0}.{1}", "$JS.API.CONSUMER.MSG.NEXT.{0}.{1}", "$JS.ACK.{0}.{1}.>")
+_MANAGE = ("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.CREATE.{0}", "$JS.API.STREAM.UPDATE.{0}",
+           "$JS.API.STREAM.INFO.{0}", "$JS.API.CONSUMER.CREATE.{0}.>", "$JS.API.CONSUMER.DURABLE.CREATE.{0}.>")
+
+
+def permissions(g: Grant) -> Permissions:
+    """The subject lists of a grant, for a user JWT's pub.allow and sub.allow (everything else is denied)."""
+    pub: list[str] = []
+    for stream in g.reads:
+        pub += [t.format(stream) for t in _READ]
+    for stream, durable in g.consumes:
+        pub += [t.format(stream, durable) for t in _CONSUME]
+    if g.manages:
+        for stream in ALL_STREAMS:
+            pub += [t.format(stream) for t in _MANAGE]
+    pub += list(g.writes)
+    if g.replies:
+        pub.append("_INBOX.>")
+    sub = [f"{g.inbox}.>", *g.listens]
+    if g.replies:
+        sub.append("$SRV.>")  # nats.micro discovery: every service answers $SRV.PING/INFO/STATS
+    return Permissions(pub=tuple(dict.fromkeys(pub)), sub=tuple(dict.fromkeys(sub)))
+
+
+def for_role(role: Role, *, agent_id: str = "", tenant: str = "") -> Permissions:
+    return permissions(grant(role, agent_id=agent_id, tenant=tenant))
