@@ -26,7 +26,7 @@ from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import ensure_topology
 from jetcron.config import Settings
-from jetcron.core.errors import JetcronError, Misconfigured, UnsafeServer
+from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.telemetry import metrics
 from jetcron.telemetry.gc_pauses import GcPauses
@@ -94,7 +94,9 @@ async def boot(name: str, settings: Settings) -> Context:
     js = nc.jetstream(timeout=10)
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
-    await ensure_topology(nc.jetstream(timeout=3), replicas=replicas)
+    # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
+    if name != "agent":
+        await ensure_topology(nc.jetstream(timeout=3), replicas=replicas)
     ctx = Context(
         name=name, settings=settings, nc=nc, js=js,
         jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord),
@@ -199,7 +201,7 @@ def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Setti
 
     try:
         asyncio.run(runner())
-    except (UnsafeServer, Misconfigured) as exc:
+    except (UnsafeServer, Misconfigured, Unauthorized) as exc:
         # The operator has a server to reconfigure: say what to change, not a traceback that buries it.
         print(f"jetcron {name}: refusing to start: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -111,7 +111,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.PLACEMENT:
         return Grant(
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS,
-                         s.BUCKET_JOBS), s.STREAM_PLACE),
+                         s.BUCKET_JOBS), s.STREAM_PLACE, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS), s.ASSIGN_ALL, s.PLACE_ALL,
                     _registry("placement")),
             consumes=((s.STREAM_PLACE, s.CONSUMER_PLACEMENT),), manages=True)

@@ -11,9 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats
+import structlog
 from nats.aio.client import Client
 
-from jetcron.core.errors import UnsafeServer
+from jetcron.auth.authority import identity_of
+from jetcron.core.errors import Unauthorized, UnsafeServer
+from jetcron.telemetry import metrics
+
+_log = structlog.get_logger("jetcron.nats")
 
 MIN_VERSION = (2, 12, 3)
 
@@ -78,11 +83,30 @@ class Identity:
     tls_cert: str | None = None
     tls_key: str | None = None
 
+    def claims(self) -> dict[str, Any]:
+        """Who the credential says its holder is (role, tenant, agent, inbox); empty without one."""
+        if not self.creds:
+            return {}
+        try:
+            with open(self.creds) as f:
+                return identity_of(f.read())
+        except (OSError, ValueError) as exc:
+            raise Unauthorized(f"cannot read the credentials file {self.creds}: {exc}") from None
+
+    @property
+    def tenant(self) -> str | None:
+        """The tenant a tenant credential is bound to (None: admin, a service, or no auth at all)."""
+        found = self.claims().get("tenant")
+        return str(found) if found else None
+
     def options(self) -> dict[str, Any]:
         """Keyword arguments for nats.connect()."""
         opts: dict[str, Any] = {}
         if self.creds:
             opts["user_credentials"] = self.creds
+            # Replies come under the credential's own prefix, the only inbox its permissions let it read.
+            if inbox := self.claims().get("inbox"):
+                opts["inbox_prefix"] = str(inbox)
         if self.tls_ca:
             context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca)
             if self.tls_cert and self.tls_key:
@@ -91,20 +115,42 @@ class Identity:
         return opts
 
 
+async def _on_error(exc: Exception) -> None:
+    """A refused subject reaches a client only as this asynchronous error (the request itself just goes
+    unanswered): count it and say which subject, so a missing permission is never a silent hang."""
+    text = str(exc)
+    lowered = text.lower()
+    if "permissions violation" in lowered:
+        metrics.AUTH_FAILURES.labels(kind="permission").inc()
+        _log.error("permission denied by the NATS server", detail=text)
+    elif "authorization violation" in lowered or "authentication" in lowered:
+        metrics.AUTH_FAILURES.labels(kind="authorization").inc()
+        _log.error("NATS refused this process's credential", detail=text)
+    else:
+        _log.warning("nats client error", error=repr(exc))
+
+
 async def connect(
     url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False, check: bool = True,
     identity: Identity | None = None,
 ) -> tuple[Client, list[str]]:
     """A connected client that never gives up reconnecting, after the server passed check_server()."""
-    nc = await nats.connect(
-        servers=url.split(","),
-        name=name,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        connect_timeout=5,
-        allow_reconnect=True,
-        **(identity or Identity()).options(),
-    )
+    try:
+        nc = await nats.connect(
+            servers=url.split(","),
+            name=name,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            connect_timeout=5,
+            allow_reconnect=True,
+            error_cb=_on_error,
+            **(identity or Identity()).options(),
+        )
+    except nats.errors.Error as exc:
+        if "authorization violation" in str(exc).lower():
+            raise Unauthorized(f"NATS at {url} refused {name}'s credential "
+                               f"({(identity or Identity()).creds or 'none given'}): {exc}") from None
+        raise
     warnings: list[str] = []
     if check:
         version = str(nc._server_info.get("version", "0.0.0"))

@@ -62,6 +62,13 @@ async def scan_keys(kv: KeyValue, pattern: str) -> list[str]:
     return [subject[len(prefix):] for subject in (info.state.subjects or {})]
 
 
+def bind(js: JetStreamContext, bucket: str) -> KeyValue:
+    """A handle on one of jetcron's buckets without asking the server about it first (nats-py's key_value()
+    reads the stream's info): a role may use a bucket it is not allowed to inspect, and every bucket is made
+    by topology.py without direct gets."""
+    return KeyValue(name=bucket, stream=f"KV_{bucket}", pre=f"$KV.{bucket}.", js=js, direct=False)
+
+
 class Store(Generic[T]):
     """A KV bucket whose values are one msgspec type."""
 
@@ -72,7 +79,7 @@ class Store(Generic[T]):
 
     @classmethod
     async def open(cls, js: JetStreamContext, bucket: str, kind: type[T]) -> Store[T]:
-        return cls(await js.key_value(bucket), kind, bucket)
+        return cls(bind(js, bucket), kind, bucket)
 
     async def get(self, key: str) -> tuple[T, int]:
         """The value and its revision, or NotFound."""

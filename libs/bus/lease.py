@@ -10,7 +10,7 @@ import msgspec
 import nats.js.errors as jse
 from nats.js import JetStreamContext
 
-from jetcron.bus.kv import scan_keys, translate
+from jetcron.bus.kv import bind, scan_keys, translate
 from jetcron.core.errors import LeaseLost, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
@@ -81,7 +81,7 @@ class Leases:
     async def keys(self, pattern: str) -> list[str]:
         """Live lease keys matching a subject pattern (expired ones are gone from the stream)."""
         try:
-            return await scan_keys(await self.js.key_value(s.lease_bucket(pattern)), pattern)
+            return await scan_keys(bind(self.js, s.lease_bucket(pattern)), pattern)
         except Exception as exc:
             raise translate(exc, f"list leases {pattern}") from exc
 

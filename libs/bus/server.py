@@ -64,7 +64,9 @@ class ServerNode:
         return f"http://127.0.0.1:{self.monitor_port}"
 
 
-def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], cluster_name: str = "jetcron") -> None:
+def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], cluster_name: str = "jetcron",
+                 extra: str = "") -> None:
+    """`extra`: more top-level config (auth: the operator and resolver lines of auth/authority.py)."""
     lines = [
         f'server_name: "{node.name}"',
         f"listen: 127.0.0.1:{node.port}",
@@ -86,6 +88,8 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
             "  routes: [" + ", ".join(f"nats://127.0.0.1:{p}" for p in routes) + "]",
             "}",
         ]
+    if extra:
+        lines.append(extra)
     node.config_path.write_text("\n".join(lines) + "\n")
 
 
@@ -136,7 +140,8 @@ def stop_node(node: ServerNode, *, kill: bool = False, timeout: float = 10.0) ->
 class EmbeddedNats:
     """One node or an N-node cluster on loopback, with store dirs under `base`."""
 
-    def __init__(self, base: Path, *, nodes: int = 1, port: int | None = None, sync_always: bool = True) -> None:
+    def __init__(self, base: Path, *, nodes: int = 1, port: int | None = None, sync_always: bool = True,
+                 extra_config: str = "") -> None:
         self.base = base
         self.sync_always = sync_always
         self.nodes: list[ServerNode] = []
@@ -153,7 +158,8 @@ class EmbeddedNats:
             ))
         routes = [n.cluster_port for n in self.nodes if n.cluster_port is not None]
         for n in self.nodes:
-            write_config(n, sync_always=sync_always, routes=[p for p in routes if p != n.cluster_port])
+            write_config(n, sync_always=sync_always, routes=[p for p in routes if p != n.cluster_port],
+                         extra=extra_config)
 
     @property
     def url(self) -> str:

@@ -183,9 +183,18 @@ async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Li
 
 
 async def ensure_agent_consumer(js: JetStreamContext, agent_id: str) -> str:
+    """The agent's own durable consumer. Agents do not make the topology: on a fresh server this waits (at most
+    SETUP_DEADLINE) for a core service or `jetcron up` to make the assignment stream."""
     name = s.assign_consumer(agent_id)
-    await js.add_consumer(s.STREAM_ASSIGN, ConsumerConfig(
-        durable_name=name, ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=1000,
-        filter_subject=s.assign_subject(agent_id), inactive_threshold=7 * DAY,
-    ))
-    return name
+    config = ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=1000,
+                            filter_subject=s.assign_subject(agent_id), inactive_threshold=7 * DAY)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETUP_DEADLINE
+    while True:
+        try:
+            await _until_answered(partial(js.add_consumer, s.STREAM_ASSIGN, config), deadline)
+            return name
+        except NotFoundError:
+            if loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.5)

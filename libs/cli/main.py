@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from jetcron.cli import jobs, runs, services, status, up
+from jetcron.cli import identity, jobs, runs, services, status, up
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="jetcron: a distributed job scheduler on NATS JetStream."
@@ -15,10 +15,18 @@ app = typer.Typer(
 def root(
     ctx: typer.Context,
     nats: str = typer.Option(
-        None, "--nats", envvar="JETCRON_NATS_URL", help="NATS URL (default nats://127.0.0.1:4222)"
+        None, "--nats", envvar="JETCRON_NATS_URL", help="NATS URL (default: the context `jetcron up` wrote, "
+        "else nats://127.0.0.1:4222)"
+    ),
+    creds: str = typer.Option(
+        None, "--creds", envvar="JETCRON_NATS_CREDS", help="NATS credentials file (default: the admin "
+        "credential of the local `jetcron up`)"
+    ),
+    tls_ca: str = typer.Option(
+        None, "--tls-ca", envvar="JETCRON_NATS_TLS_CA", help="CA certificate that signed the server's (TLS)"
     ),
 ) -> None:
-    ctx.obj = {"nats": nats}
+    ctx.obj = {"nats": nats, "target": identity.resolve(nats, creds, tls_ca)}
 
 
 app.command("up")(up.up)

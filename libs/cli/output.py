@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from jetcron.sdk.client import ApiError
+from jetcron.core.errors import JetcronError
 
 # Piped output keeps whole values (run ids, timestamps) instead of folding them to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 220)
@@ -58,8 +58,8 @@ def emit(
 
 
 def fail(exc: Exception) -> NoReturn:
-    if isinstance(exc, ApiError):
-        err_console.print(f"[red]error[/red] ({exc.code}): {exc}")
+    if isinstance(exc, JetcronError):
+        err_console.print(f"[red]error[/red] ({exc.code}): {exc}", markup=True, highlight=False)
         raise typer.Exit(2 if exc.code == "invalid" else 1)
     err_console.print(f"[red]error[/red]: {exc}")
     raise typer.Exit(1)

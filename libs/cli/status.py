@@ -12,12 +12,15 @@ import typer
 from rich.table import Table
 
 from jetcron.bus.overview import Overview, gather
+from jetcron.cli.connection import target
+from jetcron.cli.identity import Target
 from jetcron.cli.output import console, fail
+from jetcron.core.errors import JetcronError
 from jetcron.sdk.client import Client
 
 
-async def _collect(url: str | None) -> Overview:
-    client = await Client.connect(url, timeout=5)
+async def _collect(where: Target) -> Overview:
+    client = await Client.connect(where.url, timeout=5, identity=where.identity)
     try:
         return await gather(client.nc, datetime.now(UTC))
     finally:
@@ -62,11 +65,13 @@ def render(view: Overview) -> None:
 
 def status(ctx: typer.Context, output: str = typer.Option("table", "-o", "--output", help="table or json")) -> None:
     """Services alive, leaders and shard holders, agents and free capacity, queue depth, recent runs, DLQ."""
-    url = (ctx.find_root().obj or {}).get("nats")
+    where = target(ctx)
     try:
-        view = asyncio.run(_collect(url))
+        view = asyncio.run(_collect(where))
+    except JetcronError as exc:
+        fail(exc)
     except Exception as exc:
-        fail(RuntimeError(f"cannot read the system's state from NATS at {url or 'nats://127.0.0.1:4222'}: {exc}"))
+        fail(RuntimeError(f"cannot read the system's state from NATS at {where.url}: {exc}"))
     if output == "json":
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(view), indent=2).decode() + "\n")
         return

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import typer
 
+from jetcron.auth.local import LocalCreds
 from jetcron.bus.server import EmbeddedNats
+from jetcron.cli.identity import write_context
 
 SERVICES = ("api", "trigger", "placement", "run_tracker")
 
@@ -71,11 +73,19 @@ def up(
         False, "--allow-unsafe-storage", help="run NATS without fsync before ack (throwaway dev setups only)"
     ),
     sim: bool = typer.Option(False, "--sim", help="agents execute nothing and report success (scale tests)"),
+    no_auth: bool = typer.Option(
+        False, "--no-auth", help="accept any connection with every permission (throwaway dev setups only)"
+    ),
 ) -> None:
-    """Run everything on this machine until Ctrl-C; restarting on the same --data-dir keeps every job and run."""
+    """Run everything on this machine until Ctrl-C; restarting on the same --data-dir keeps every job and run.
+
+    Authentication is on: the first start makes an operator, the JETCRON account and one credential per
+    service and agent under DATA_DIR/auth (mode 0700), and an admin credential the CLI finds by itself."""
     data_dir = data_dir.resolve()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
-    server = EmbeddedNats(data_dir / "nats", port=port, sync_always=not allow_unsafe_storage)
+    creds = None if no_auth else LocalCreds.ensure(data_dir / "auth", agents)
+    server = EmbeddedNats(data_dir / "nats", port=port, sync_always=not allow_unsafe_storage,
+                          extra_config=creds.authority.server_config() if creds else "")
     try:
         server.start()
     except (RuntimeError, TimeoutError) as exc:
@@ -92,6 +102,7 @@ def up(
     if sim:
         env["JETCRON_AGENT_SIM"] = "true"
     sup = Supervisor(env, data_dir / "logs")
+    context = write_context(server.url, creds.admin if creds else None, None)
     stop = {"flag": False}
 
     def on_signal(_sig: int, _frame: object) -> None:
@@ -101,15 +112,18 @@ def up(
     signal.signal(signal.SIGTERM, on_signal)
     try:
         for name in SERVICES:
-            sup.start(name, [sys.executable, "-m", f"jetcron.services.{name}"], {})
+            sup.start(name, [sys.executable, "-m", f"jetcron.services.{name}"], creds.env(name) if creds else {})
         for i in range(1, agents + 1):
-            sup.start(
-                f"agent-{i}", [sys.executable, "-m", "jetcron.services.agent"], {"JETCRON_AGENT_ID": f"agent-{i}"}
-            )
+            agent_id = f"agent-{i}"
+            sup.start(agent_id, [sys.executable, "-m", "jetcron.services.agent"],
+                      {"JETCRON_AGENT_ID": agent_id, **(creds.env(agent_id) if creds else {})})
         typer.echo(
             f"jetcron up: NATS at {server.url} (monitor {server.monitor_url}), "
             f"{len(SERVICES)} services and {agents} agents; logs in {data_dir / 'logs'}; Ctrl-C stops all"
         )
+        typer.echo(f"jetcron up: authentication {'OFF (--no-auth)' if creds is None else 'on'}; "
+                   f"the CLI finds this system through {context}"
+                   + (f" (admin credential {creds.admin})" if creds else ""))
         while not stop["flag"]:
             time.sleep(0.5)
             sup.restart_dead()

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import msgspec
 import nats
 import nats.errors
 from nats.aio.client import Client as Nats
+from nats.aio.msg import Msg
 
 from jetcron.bus.connect import Identity
 from jetcron.bus.logs import read_chunks
-from jetcron.core.errors import JetcronError
+from jetcron.core.errors import JetcronError, Unauthorized
 from jetcron.core.models import RunState
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
 from jetcron.wire.api import ErrorBody
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+LOG_POLL_SECONDS = 0.5
 
 
 class ApiError(JetcronError):
@@ -40,37 +42,88 @@ class _Envelope(msgspec.Struct):
     error: ErrorBody | None = None
 
 
+class _Denials:
+    """Permission errors the server sent this connection: a request to a subject the credential may not use
+    gets no answer, only this asynchronous error, so a call waits for either."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.seen = asyncio.Event()
+
+    async def on_error(self, exc: Exception) -> None:
+        text = str(exc)
+        if "permissions violation" in text.lower() or "authorization violation" in text.lower():
+            self.last = text
+            self.seen.set()
+
+
 class Client:
-    def __init__(self, nc: Nats, timeout: float = 10.0) -> None:
+    def __init__(self, nc: Nats, timeout: float = 10.0, *, tenant: str | None = None,
+                 denials: _Denials | None = None) -> None:
         self.nc = nc
         self.timeout = timeout
+        self.tenant = tenant
+        """The tenant every call is made for; None: the admin subject (an admin credential, or no auth)."""
+        self._denials = denials or _Denials()
 
     @classmethod
-    async def connect(cls, url: str | None = None, timeout: float = 10.0, *, identity: Identity | None = None) -> Client:
+    async def connect(cls, url: str | None = None, timeout: float = 10.0, *,
+                      identity: Identity | None = None) -> Client:
         url = url or os.environ.get("JETCRON_NATS_URL", DEFAULT_URL)
-        nc = await nats.connect(servers=url.split(","), name="jetcron-client", connect_timeout=3,
-                                max_reconnect_attempts=2, allow_reconnect=True, **(identity or Identity()).options())
-        return cls(nc, timeout)
+        identity = identity or Identity(creds=os.environ.get("JETCRON_NATS_CREDS") or None,
+                                        tls_ca=os.environ.get("JETCRON_NATS_TLS_CA") or None)
+        denials = _Denials()
+        try:
+            nc = await nats.connect(servers=url.split(","), name="jetcron-client", connect_timeout=3,
+                                    max_reconnect_attempts=2, allow_reconnect=True, error_cb=denials.on_error,
+                                    **identity.options())
+        except nats.errors.Error as exc:
+            if "authorization violation" in str(exc).lower():
+                how = f"credentials {identity.creds}" if identity.creds else "no credentials"
+                raise Unauthorized(f"NATS at {url} refused the connection ({how}): give a valid credentials "
+                                   "file with --creds or JETCRON_NATS_CREDS") from None
+            raise
+        return cls(nc, timeout, tenant=identity.tenant, denials=denials)
 
     async def close(self) -> None:
         await self.nc.close()
 
     async def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
         data = msgspec.json.encode(payload or {})
+        subject = s.api_subject(verb, self.tenant)
         try:
             # The caller's own trace, if it has one, continues into the api and every run it starts.
-            reply = await self.nc.request(s.api_subject(verb), data, timeout=self.timeout,
-                                          headers=inject_headers({}) or None)
+            reply = await self._request(subject, data)
         except nats.errors.NoRespondersError:
             raise ApiError(ErrorBody(code="unavailable", retryable=True,
                                      message="no api service is answering (is `jetcron up` running?)")) from None
         except (TimeoutError, nats.errors.TimeoutError):
             raise ApiError(ErrorBody(code="unavailable", retryable=True,
                                      message=f"api did not answer {verb} within {self.timeout}s")) from None
+        if reply is None:
+            raise ApiError(ErrorBody(code="forbidden", message=f"{verb}: the server refused it to this credential "
+                                     f"({self._denials.last})"))
         envelope = msgspec.json.decode(reply.data, type=_Envelope)
         if not envelope.ok:
             raise ApiError(envelope.error or ErrorBody(code="internal", message="error without detail"))
         return envelope.result
+
+    async def _request(self, subject: str, data: bytes) -> Msg | None:
+        """The reply, or None when the server refused the subject to this credential (no reply would come)."""
+        self._denials.seen.clear()
+        request = asyncio.ensure_future(self.nc.request(subject, data, timeout=self.timeout,
+                                                        headers=inject_headers({}) or None))
+        denied = asyncio.ensure_future(self._denials.seen.wait())
+        try:
+            await asyncio.wait({request, denied}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            denied.cancel()
+        if request.done():
+            return request.result()
+        if subject in (self._denials.last or ""):
+            request.cancel()
+            return None
+        return await request
 
     async def follow_logs(self, run_id: str) -> AsyncIterator[bytes]:
         """A run's output as it is written, across its attempts, until the run is terminal and all is read."""
@@ -86,9 +139,26 @@ class Client:
                 raise
             return RunState(run["state"]).terminal
 
+        if self.tenant is not None:
+            # A tenant's credential reads no stream: its run's output comes through the API, polled.
+            async for chunk in self._poll_logs(run_id, ended):
+                yield chunk
+            return
         async for _stream, chunk, end in read_chunks(self.nc.jetstream(), run_id, follow=True, until=ended):
             if not end:
                 yield chunk
+
+    async def _poll_logs(self, run_id: str, ended: Callable[[], Awaitable[bool]]) -> AsyncIterator[bytes]:
+        sent = 0
+        while True:
+            done = await ended()
+            out = (await self.call("runs.logs", {"run_id": run_id}))["output"].encode()
+            if len(out) > sent:
+                yield out[sent:]
+                sent = len(out)
+            if done:
+                return
+            await asyncio.sleep(LOG_POLL_SECONDS)
 
 
 class SyncClient:

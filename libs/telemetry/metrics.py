@@ -22,6 +22,8 @@ REPORTS_DROPPED = Counter("jetcron_reports_dropped_total", "Stale or duplicate r
 TAKEOVERS = Counter("jetcron_takeovers_total", "Leader or shard leases taken over", ["kind"])
 TAKEOVER_DURATION = Histogram("jetcron_takeover_duration_seconds", "Lease found free to ready to serve", ["kind"],
                               buckets=_LATENCY)
+AUTH_FAILURES = Counter("jetcron_auth_failures_total",
+                        "Connections or subjects the NATS server refused to this process's credential", ["kind"])
 HEARTBEAT_FAILURES = Counter("jetcron_agent_heartbeat_failures_total", "Agent heartbeats that failed to write")
 PLACEMENTS = Counter("jetcron_placements_total", "Placement decisions", ["result"])
 REDRIVES = Counter("jetcron_redrives_total", "Runs re-driven by the reconciler", ["step"])
