@@ -42,7 +42,9 @@ class Jobs:
                 continue
             found = await self.ctx.jobs.maybe(name)
             # Another tenant's job is left out, so it reads as unknown: a tenant learns nothing of it.
-            if found is None or found[0].status is JobStatus.DELETED or found[0].spec.tenant != spec.tenant:
+            if found is None or found[0].status is JobStatus.DELETED:
+                continue
+            if found[0].spec.tenant != spec.tenant:
                 continue
             graph[name] = (found[0].spec.tenant, list(found[0].spec.depends_on))
             todo.extend(found[0].spec.depends_on)
@@ -76,10 +78,12 @@ class Jobs:
         spec, digest = await self._validated(req["spec"], call.tenant)
         key = text(req, "idempotency_key", limit=128)
         claim: int | None = None
+        # Keys are per tenant: one tenant's key can neither collide with nor reveal another's.
+        scope = f"create.{spec.tenant}.{key}"
         if key is not None:
             if not key or not all(c.isalnum() or c in "-_" for c in key):
                 raise InvalidSpec("idempotency_key", key, "must be 1-128 letters, digits, '-' or '_'")
-            existing = await self.keys.get(f"create.{spec.tenant}.{key}")
+            existing = await self.keys.get(scope)
             if existing is not None and existing[0].state != "released":
                 if existing[0].body_hash != digest:
                     raise Conflict(f"idempotency key {key!r} was already used with a different body")
@@ -88,8 +92,7 @@ class Jobs:
                     return found[0]
                 claim = existing[1]
             else:
-                claim = await self.keys.claim(f"create.{spec.tenant}.{key}", KeyRecord(state="claimed", body_hash=digest),
-                                              IDEMPOTENCY_TTL)
+                claim = await self.keys.claim(scope, KeyRecord(state="claimed", body_hash=digest), IDEMPOTENCY_TTL)
                 if claim is None:
                     raise Contended(f"idempotency key {key!r} is being used by a concurrent request; retry")
         now = self.ctx.clock.now()
@@ -105,11 +108,12 @@ class Jobs:
                     return old
                 # One message whoever holds the name. Names are still one namespace across tenants, so a taken
                 # name says that it is taken (docs/security.md: what a tenant can learn).
-                raise Conflict(f"job name {spec.name!r} is taken (update the job, or choose another name)") from None
+                raise Conflict(f"job name {spec.name!r} is taken (update the job, or choose another name)") \
+                    from None
             record = msgspec.structs.replace(record, version=old.version + 1)
             await self.ctx.jobs.update(spec.name, record, revision)
         if key is not None and claim is not None:
-            await self.keys.commit(f"create.{spec.tenant}.{key}", KeyRecord(state="done", body_hash=digest, result=spec.name),
+            await self.keys.commit(scope, KeyRecord(state="done", body_hash=digest, result=spec.name),
                                    IDEMPOTENCY_TTL, claim)
         return record
 
@@ -121,7 +125,8 @@ class Jobs:
         spec, digest = await self._validated(req["spec"], call.tenant)
         old, revision = await self._job(spec.name, call.tenant)
         if old.spec.tenant != spec.tenant:
-            raise InvalidSpec("spec.tenant", spec.tenant, f"cannot move a job to another tenant (it is {old.spec.tenant!r})")
+            raise InvalidSpec("spec.tenant", spec.tenant,
+                              f"cannot move a job to another tenant (it is {old.spec.tenant!r})")
         if expected is not None and old.version != expected:
             raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
                            "read; read it again and retry")
