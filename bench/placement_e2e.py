@@ -79,7 +79,7 @@ async def fleet_consumer(js: nats.js.JetStreamContext, received: list[float], st
         received.append(msg.metadata.timestamp.timestamp())  # when the server stored it: placement's pace
         lease = await leases.acquire(s.run_lease_key(cmd.run_id), cmd.agent, 30, attempt=cmd.attempt)
         now = datetime.now(UTC)
-        await js.publish(s.event_subject("finished"), encode(RunFinished(
+        await js.publish(s.event_subject("finished", cmd.agent), encode(RunFinished(
             run_id=cmd.run_id, attempt=cmd.attempt, token=lease.token if lease else 0, agent=cmd.agent,
             outcome="succeeded", exit_code=0, at=now, started_at=now)),
             headers={s.HDR_MSG_ID: s.msg_id(cmd.run_id, cmd.attempt, "finished")})

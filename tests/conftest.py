@@ -11,6 +11,9 @@ import pytest
 from harness import FAILURE_REPORTS, Services, add_failure_report, services_on
 from nats.js import JetStreamContext
 
+from jetcron.auth.authority import Authority
+from jetcron.auth.local import SERVICE_ROLES
+from jetcron.auth.roles import Role
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
 from jetcron.sdk.client import Client
@@ -58,6 +61,37 @@ def nats_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Embe
 def nats_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedNats]:
     """Three clustered nodes (for chaos tests: stop_node / start_node one of `cluster.nodes`)."""
     yield from _running_server(request, tmp_path / "nats", nodes=3)
+
+
+@pytest.fixture
+def authority(tmp_path: Path) -> Authority:
+    """The keys of a system with auth on: operator, accounts, and credentials minted from them."""
+    return Authority.ensure(tmp_path / "auth")
+
+
+@pytest.fixture
+def secure_server(request: pytest.FixtureRequest, authority: Authority, tmp_path: Path) -> Iterator[EmbeddedNats]:
+    """One node in operator mode trusting `authority`: every connection needs a credential of it."""
+    yield from _running_server(request, tmp_path / "nats", extra_config=authority.server_config())
+
+
+def mint(authority: Authority, path: Path, role: Role, **who: str) -> str:
+    authority.write_creds(path, role, **who)
+    return str(path)
+
+
+@pytest.fixture
+def secure_services(request: pytest.FixtureRequest, secure_server: EmbeddedNats, authority: Authority,
+                    tmp_path: Path) -> Iterator[Services]:
+    """Services on `secure_server`, each process with the credential of its own role (an agent: its own id)."""
+    creds_dir = tmp_path / "creds"
+
+    def identity(name: str, module: str) -> dict[str, str]:
+        role = Role.AGENT if module == "agent" else SERVICE_ROLES[module]
+        who = {"agent_id": name} if role is Role.AGENT else {}
+        return {"JETCRON_NATS_CREDS": mint(authority, creds_dir / f"{name}.creds", role, **who)}
+
+    yield from services_on(request, secure_server, tmp_path, identity)
 
 
 @pytest.fixture

@@ -251,17 +251,21 @@ class ServiceProcess:
 class Services:
     """The services of one test, started against one NATS URL; everything stopped at teardown."""
 
-    def __init__(self, server: EmbeddedNats, log_dir: Path, data_dir: Path) -> None:
+    def __init__(self, server: EmbeddedNats, log_dir: Path, data_dir: Path,
+                 identity: Callable[[str, str], dict[str, str]] | None = None) -> None:
         self.server = server
         self.log_dir = log_dir
         self.env = service_env(server, data_dir)
+        self.identity = identity
+        """(process name, module) -> the env that gives it its own credential (servers with auth on)."""
         self.procs: dict[str, ServiceProcess] = {}
 
     def start(self, name: str, module: str, **extra_env: str) -> ServiceProcess:
         """`python -m jetcron.services.<module>` under a unique name (e.g. agent-1)."""
         assert name not in self.procs, f"service {name} already started"
+        own = self.identity(name, module) if self.identity else {}
         proc = ServiceProcess(name, [sys.executable, "-m", f"jetcron.services.{module}"],
-                              {**self.env, **extra_env}, self.log_dir / f"{name}.log").start()
+                              {**self.env, **own, **extra_env}, self.log_dir / f"{name}.log").start()
         self.procs[name] = proc
         return proc
 
@@ -306,10 +310,11 @@ class Services:
         return "\n".join(parts)
 
 
-def services_on(request: pytest.FixtureRequest, server: EmbeddedNats, tmp_path: Path) -> Iterator[Services]:
+def services_on(request: pytest.FixtureRequest, server: EmbeddedNats, tmp_path: Path,
+                identity: Callable[[str, str], dict[str, str]] | None = None) -> Iterator[Services]:
     """A Services harness on `server`, logs attached to a failing test's report, all stopped after."""
     (tmp_path / "logs").mkdir()
-    harness = Services(server, tmp_path / "logs", tmp_path / "data")
+    harness = Services(server, tmp_path / "logs", tmp_path / "data", identity)
     add_failure_report(request, "service logs", harness.report)
     try:
         yield harness

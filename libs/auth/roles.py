@@ -133,7 +133,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
         return Grant(
             reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_PLACEMENT), s.STREAM_ASSIGN),
             writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", f"$KV.{s.BUCKET_LEASES}.run.>",
-                    f"$KV.{s.BUCKET_LEASES}.gang.>", s.EVENTS_ALL, s.LOGS_ALL, _registry("agent"),
+                    f"$KV.{s.BUCKET_LEASES}.gang.>", f"{s.PREFIX}.event.*.{agent_id}",
+                    f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),
                     f"$JS.API.CONSUMER.CREATE.{s.STREAM_ASSIGN}.{consumer}.{s.assign_subject(agent_id)}",
                     f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}"),
             consumes=((s.STREAM_ASSIGN, consumer),), listens=(s.control_subject(agent_id),))

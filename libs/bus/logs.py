@@ -19,7 +19,7 @@ async def read_chunks(js: JetStreamContext, run_id: str, *, follow: bool = False
     With follow and `until` (e.g. "the run is terminal"), stop once caught up after `until()` says so, not at
     an end marker: an attempt without output writes none, a killed one cannot, and a retry writes more after it.
     """
-    sub = await js.subscribe(s.logs_subject(run_id), ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
+    sub = await js.subscribe(s.logs_filter(run_id), ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
                              inactive_threshold=30)
     ending = False
     try:

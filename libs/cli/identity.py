@@ -24,13 +24,24 @@ class Target:
     identity: Identity
 
 
-def write_context(url: str, creds: Path | None, tls_ca: Path | None) -> Path:
-    """Remember the local system for the CLI: its URL and the admin's credentials (paths, never contents)."""
+def write_context(url: str, creds: Path | None, tls_ca: Path | None, auth: Path | None = None) -> Path:
+    """Remember the local system for the CLI: its URL, the admin's credentials and the keys' folder (paths,
+    never contents)."""
     path = context_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.write_text(json.dumps({"nats_url": url, "creds": str(creds) if creds else None,
-                                "tls_ca": str(tls_ca) if tls_ca else None}, indent=1) + "\n")
+                                "tls_ca": str(tls_ca) if tls_ca else None,
+                                "auth_dir": str(auth) if auth else None}, indent=1) + "\n")
     return path
+
+
+def auth_dir() -> Path | None:
+    """The keys of the local system: the context's, else ./.jetcron/auth."""
+    found = _context().get("auth_dir")
+    if found:
+        return Path(found)
+    local = Path(os.environ.get("JETCRON_DATA_DIR", ".jetcron")) / "auth"
+    return local if local.exists() else None
 
 
 def _context() -> dict[str, str | None]:

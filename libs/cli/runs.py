@@ -1,4 +1,4 @@
-"""`jetcron runs|agents|dlq|tenants ...`."""
+"""`jetcron runs|agents|dlq ...`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from jetcron.cli.output import RUN_COLUMNS, emit, run_view
 app = typer.Typer(no_args_is_help=True)
 agents_app = typer.Typer(no_args_is_help=True)
 dlq_app = typer.Typer(no_args_is_help=True)
-tenants_app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
 SHORT = ("run_id", "state", "attempt", "agent", "scheduled_at", "finished_at", "exit_code", "reason")
 
@@ -87,29 +86,3 @@ def dlq_replay(ctx: typer.Context, run_id: str, output: str = Output) -> None:
     with client(ctx) as c:
         run = c.call("dlq.replay", {"run_id": run_id})
     emit(run_view(run), output, SHORT)
-
-
-@tenants_app.command("set")
-def tenants_set(
-    ctx: typer.Context,
-    tenant: str,
-    weight: float | None = typer.Option(None, "--weight"),
-    max_cpu: float | None = typer.Option(None, "--max-cpu"),
-    max_memory: int | None = typer.Option(None, "--max-memory"),
-    max_gpus: int | None = typer.Option(None, "--max-gpus"),
-    output: str = Output,
-) -> None:
-    payload: dict[str, Any] = {"tenant": tenant}
-    for key, value in (("weight", weight), ("max_cpu", max_cpu), ("max_memory_mb", max_memory), ("max_gpus", max_gpus)):
-        if value is not None:
-            payload[key] = value
-    with client(ctx) as c:
-        policy = c.call("tenants.set", payload)
-    emit(policy, output, ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"))
-
-
-@tenants_app.command("list")
-def tenants_list(ctx: typer.Context, output: str = Output) -> None:
-    with client(ctx) as c:
-        page = c.call("tenants.list")
-    emit(page["items"], output, ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"))

@@ -102,7 +102,7 @@ def up(
     if sim:
         env["JETCRON_AGENT_SIM"] = "true"
     sup = Supervisor(env, data_dir / "logs")
-    context = write_context(server.url, creds.admin if creds else None, None)
+    context = write_context(server.url, creds.admin if creds else None, None, creds.root if creds else None)
     stop = {"flag": False}
 
     def on_signal(_sig: int, _frame: object) -> None:

@@ -42,7 +42,9 @@ def _check_fence(run: Run, change: Change, target: str) -> None:
         raise StaleReport(
             run.run_id, run.state, target, f"report with token {change.token}, run holds token {run.token}"
         )
-    if change.event is RunEvent.START and run.agents and change.agent not in run.agents:
+    # Any agent's report (a start, a finish, a hand-back) counts only from an agent the run was assigned to: the
+    # sender is the authenticated subject's (wire/subjects.event_subject), so one agent cannot end another's run.
+    if change.agent is not None and run.agents and change.agent not in run.agents:
         raise StaleReport(run.run_id, run.state, target, f"agent {change.agent} was not assigned this run")
 
 

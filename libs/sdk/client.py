@@ -78,7 +78,9 @@ class Client:
                                     max_reconnect_attempts=2, allow_reconnect=True, error_cb=denials.on_error,
                                     **identity.options())
         except nats.errors.Error as exc:
-            if "authorization violation" in str(exc).lower():
+            # A refused credential may surface as the refusal itself or, after the client's own retries, as "no
+            # servers available" with the refusal reported to the error callback.
+            if "authorization violation" in f"{exc} {denials.last}".lower():
                 how = f"credentials {identity.creds}" if identity.creds else "no credentials"
                 raise Unauthorized(f"NATS at {url} refused the connection ({how}): give a valid credentials "
                                    "file with --creds or JETCRON_NATS_CREDS") from None

@@ -70,15 +70,32 @@ def assign_consumer(agent_id: str) -> str:
     return f"agent_{agent_id}"
 
 
-def event_subject(kind: str) -> str:
-    return f"{PREFIX}.event.{kind}"
+def event_subject(kind: str, source: str) -> str:
+    """jc.event.<kind>.<source>: `source` is the agent that reports (its credential may publish under its own id
+    only), or `tracker` for the tracker's own events."""
+    return f"{PREFIX}.event.{kind}.{source}"
+
+
+def parse_event_subject(subject: str) -> tuple[str, str]:
+    """(kind, source) of an event subject."""
+    parts = subject.split(".")
+    return parts[2], parts[3] if len(parts) > 3 else ""
+
+
+TRACKER_SOURCE = "tracker"
 
 
 EVENTS_ALL = f"{PREFIX}.event.>"
 
 
-def logs_subject(run_id: str) -> str:
-    return f"{PREFIX}.logs.{run_id}"
+def logs_subject(run_id: str, agent_id: str) -> str:
+    """Output of one run written by one agent: an agent's credential may publish under its own id only."""
+    return f"{PREFIX}.logs.{run_id}.{agent_id}"
+
+
+def logs_filter(run_id: str) -> str:
+    """Every chunk of one run's output, whichever agent wrote it."""
+    return f"{PREFIX}.logs.{run_id}.*"
 
 
 LOGS_ALL = f"{PREFIX}.logs.>"

@@ -110,8 +110,8 @@ class Attempt:
         self.seq += 1
         label, step = self._log_label(stream)
         with contextlib.suppress(JetcronError):
-            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), data, headers={s.HDR_LOG_STREAM: label},
-                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step))
+            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id, self.cmd.agent), data,
+                          headers={s.HDR_LOG_STREAM: label}, msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step))
 
     def _log_label(self, stream: str) -> tuple[str, str]:
         """The stream header and the message-id step of the next output chunk."""
@@ -276,7 +276,7 @@ class Attempt:
         self.start_publishing = True
         assert self.started_at is not None
         async with self.window:
-            await publish(self.ctx.js, s.event_subject("started"), RunStarted(
+            await publish(self.ctx.js, s.event_subject("started", self.cmd.agent), RunStarted(
                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
                 pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"))
 
@@ -300,9 +300,10 @@ class Attempt:
         async with self.window:
             if self.sent:
                 # The end marker lets `runs logs --follow` stop; a run with no output has nothing to follow.
-                await publish(self.ctx.js, s.logs_subject(self.cmd.run_id), b"", headers={s.HDR_LOG_END: "1"},
+                await publish(self.ctx.js, s.logs_subject(self.cmd.run_id, self.cmd.agent), b"",
+                              headers={s.HDR_LOG_END: "1"},
                               msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"))
-            await publish(self.ctx.js, s.event_subject("finished"), finished,
+            await publish(self.ctx.js, s.event_subject("finished", self.cmd.agent), finished,
                           msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"))
         self.succeeded = kind == "succeeded"
 
@@ -316,7 +317,7 @@ class Attempt:
     async def _give_back(self, why: str) -> None:
         # Sent only after the lease is released: the tracker re-dispatches at once, and the next agent's
         # acquire must find the lease free, or it skips the assignment and the run waits for a stall timeout.
-        subject = s.event_subject("handed_back")
+        subject = s.event_subject("handed_back", self.cmd.agent)
         with messaging_span(_tracer, "publish", subject, parent=self.parent, run_id=self.cmd.run_id,
                             job=self.cmd.job, attempt=self.cmd.attempt):
             await publish(self.ctx.js, subject, RunHandedBack(

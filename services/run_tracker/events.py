@@ -16,6 +16,7 @@ from jetcron.core.runs import Change
 from jetcron.services.run_tracker.records import Records
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
+from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import RunFinished, RunHandedBack, RunStarted
 
@@ -24,8 +25,17 @@ _FINISHED = {"succeeded": RunEvent.SUCCEED, "cancelled": RunEvent.CANCEL}
 NOT_STARTED = "not_started"
 
 
-def change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
-    """The run id, the Change an event asks for, and for a finish the start it implies."""
+def change_for(kind: str, data: bytes, source: str = "") -> tuple[str, Change, Change | None]:
+    """The run id, the Change an event asks for, and for a finish the start it implies. `source` is the agent
+    the subject names (the one its credential allows): a report about another agent is a forgery."""
+    run_id, change, start = _change_for(kind, data)
+    if source and change.agent != source:
+        metrics.REPORTS_DROPPED.labels(reason="forged").inc()
+        raise Drop(f"{kind} report for {run_id} names agent {change.agent} but was sent by {source}")
+    return run_id, change, start
+
+
+def _change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
     if kind == "started":
         e = decode(data, RunStarted)
         return e.run_id, Change(event=RunEvent.START, attempt=e.attempt, token=e.token, agent=e.agent, at=e.at), None
@@ -57,9 +67,9 @@ class EventHandler:
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def handle(self, msg: Msg) -> None:
-        kind = msg.subject.rsplit(".", 1)[-1]
+        kind, source = s.parse_event_subject(msg.subject)
         try:
-            run_id, change, start = change_for(kind, msg.data)
+            run_id, change, start = change_for(kind, msg.data, source)
         except Informational:
             return
         except Drop:

@@ -84,7 +84,8 @@ class Flows:
         if state is RunState.SCHEDULED:
             await dispatch(self.ctx.js, run)
             return
-        await publish(self.ctx.js, s.event_subject("blocked"), encode(run), msg_id=s.msg_id(run_id, 1, "blocked"))
+        await publish(self.ctx.js, s.event_subject("blocked", s.TRACKER_SOURCE), encode(run),
+                      msg_id=s.msg_id(run_id, 1, "blocked"))
         await self.on_terminal(run)
 
     async def _move_waiting(self, run_id: str, state: RunState, reason: str) -> None:
@@ -106,7 +107,7 @@ class Flows:
             if new.state is RunState.SCHEDULED:
                 await dispatch(self.ctx.js, new)
             elif new.state is RunState.BLOCKED:
-                await publish(self.ctx.js, s.event_subject("blocked"), encode(new),
+                await publish(self.ctx.js, s.event_subject("blocked", s.TRACKER_SOURCE), encode(new),
                               msg_id=s.msg_id(run_id, 1, "blocked"))
                 await self.on_terminal(new)
             return

@@ -144,7 +144,7 @@ async def test_a_stale_report_after_redispatch_changes_nothing(
         for attempt in (1, 2):
             report = RunFinished(run_id=first["run_id"], attempt=attempt, token=old_token, agent=victim,
                                  outcome="succeeded", exit_code=0, at=datetime.now(UTC))
-            ack = await js.publish(s.event_subject("finished"), encode(report),
+            ack = await js.publish(s.event_subject("finished", victim), encode(report),
                                    headers={s.HDR_MSG_ID: f"stale-{attempt}"})
             last_seq = ack.seq
 

@@ -174,11 +174,11 @@ async def test_a_herd_starts_first_and_its_reports_follow_within_the_window() ->
         for _ in range(5):
             await asyncio.sleep(0)
         assert [a.started_at for a in attempts] == [T0] * HERD
-        assert js.sent == ["jc.event.finished"] * 2  # the window: two reports in flight, the rest wait for room
+        assert js.sent == ["jc.event.finished.a"] * 2  # the window: two reports in flight, the rest wait for room
     finally:
         js.release.set()
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
-    assert (js.sent, [a.succeeded for a in attempts]) == (["jc.event.finished"] * HERD, [True] * HERD)
+    assert (js.sent, [a.succeeded for a in attempts]) == (["jc.event.finished.a"] * HERD, [True] * HERD)
 
 
 async def test_reports_held_by_a_herd_go_out_after_the_hold_even_if_it_is_still_starting() -> None:

@@ -1,0 +1,104 @@
+"""`jetcron tenants ...`: quotas and weights (API verbs), credentials (minted and revoked with the local keys)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from jetcron.auth.authority import Authority
+from jetcron.auth.roles import Role
+from jetcron.bus.accounts import push_account
+from jetcron.bus.connect import Identity
+from jetcron.cli.connection import client, target
+from jetcron.cli.identity import auth_dir
+from jetcron.cli.output import emit, fail, usage
+from jetcron.core.errors import JetcronError
+from jetcron.core.ids import TENANT_RE
+
+app = typer.Typer(no_args_is_help=True)
+Output = typer.Option("table", "-o", "--output", help="table or json")
+AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
+                       help="the keys of this system (default: the one `jetcron up` wrote)")
+POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus")
+
+
+@app.command("set")
+def tenants_set(
+    ctx: typer.Context,
+    tenant: str,
+    weight: float | None = typer.Option(None, "--weight"),
+    max_cpu: float | None = typer.Option(None, "--max-cpu"),
+    max_memory: int | None = typer.Option(None, "--max-memory"),
+    max_gpus: int | None = typer.Option(None, "--max-gpus"),
+    output: str = Output,
+) -> None:
+    """Set a tenant's fair-share weight and quotas (admin)."""
+    payload: dict[str, Any] = {"tenant": tenant}
+    for key, value in (("weight", weight), ("max_cpu", max_cpu), ("max_memory_mb", max_memory), ("max_gpus", max_gpus)):
+        if value is not None:
+            payload[key] = value
+    with client(ctx) as c:
+        policy = c.call("tenants.set", payload)
+    emit(policy, output, POLICY)
+
+
+@app.command("list")
+def tenants_list(ctx: typer.Context, output: str = Output) -> None:
+    """Tenants with a policy (admin)."""
+    with client(ctx) as c:
+        page = c.call("tenants.list")
+    emit(page["items"], output, POLICY)
+
+
+def _authority(path: Path | None) -> Authority:
+    root = path or auth_dir()
+    if root is None or not Authority.exists(root):
+        usage(f"no keys found at {root or 'the default places'}: give --auth-dir (the auth/ folder of "
+              "`jetcron up`'s data dir, or of `jetcron auth init`)")
+    return Authority(root)
+
+
+@app.command("create")
+def create(
+    tenant: str,
+    creds_out: Path = typer.Option(..., "--creds-out", help="where to write the tenant's credentials (mode 0600)"),
+    expires_in: float | None = typer.Option(None, "--expires-in", help="seconds the credential is valid"),
+    auth: Path | None = AuthDir,
+) -> None:
+    """Issue a credential for TENANT: it may use its own tenant's API verbs and nothing else."""
+    if not TENANT_RE.match(tenant):
+        usage(f"tenant {tenant!r}: must be 1-63 letters, digits, '-' or '_'")
+    if expires_in is not None and expires_in <= 0:
+        usage(f"--expires-in {expires_in}: must be > 0")
+    issued = _authority(auth).write_creds(creds_out, Role.TENANT, tenant=tenant, expires_in=expires_in)
+    typer.echo(f"tenant {tenant}: credential {issued.public} written to {creds_out}")
+
+
+@app.command("revoke")
+def revoke(
+    ctx: typer.Context,
+    tenant: str,
+    key: list[str] = typer.Option([], "--key", help="revoke only this credential (its public key, U...)"),
+    auth: Path | None = AuthDir,
+) -> None:
+    """Revoke every credential of TENANT (or those --key names): the servers drop them at once, no restart."""
+    authority = _authority(auth)
+    mine = [i.public for i in authority.issued() if i.role == Role.TENANT.value and i.subject == tenant]
+    chosen = key or mine
+    unknown = sorted(set(chosen) - set(mine))
+    if not chosen or unknown:
+        usage(f"tenant {tenant!r} has no credential {', '.join(unknown) or 'issued'}")
+    token = authority.revoke(chosen)
+    where = target(ctx)
+    sys_identity = Identity(creds=str(authority.sys_creds()), tls_ca=where.identity.tls_ca)
+    try:
+        message = asyncio.run(push_account(where.url, token, sys_identity))
+    except JetcronError as exc:
+        fail(exc)
+    typer.echo(f"tenant {tenant}: revoked {len(chosen)} credential(s); {message}")
+
+
+
