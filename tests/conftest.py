@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nats
 import pytest
-from harness import FAILURE_REPORTS, Services, add_failure_report, services_on
+from harness import FAILURE_REPORTS, Services, add_failure_report, mint, services_on
 from nats.js import JetStreamContext
 
 from jetcron.auth.authority import Authority
@@ -73,11 +73,6 @@ def authority(tmp_path: Path) -> Authority:
 def secure_server(request: pytest.FixtureRequest, authority: Authority, tmp_path: Path) -> Iterator[EmbeddedNats]:
     """One node in operator mode trusting `authority`: every connection needs a credential of it."""
     yield from _running_server(request, tmp_path / "nats", extra_config=authority.server_config())
-
-
-def mint(authority: Authority, path: Path, role: Role, **who: str) -> str:
-    authority.write_creds(path, role, **who)
-    return str(path)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from jetcron.auth.authority import Authority
+from jetcron.auth.roles import Role
 from jetcron.bus.server import EmbeddedNats
 
 # Short leases and heartbeats so failover happens in seconds, not the production tens of seconds.
@@ -38,15 +41,27 @@ def add_failure_report(request: pytest.FixtureRequest, name: str, report: Callab
     request.node.stash.setdefault(FAILURE_REPORTS, {})[name] = report
 
 
+TEST_CONFIG_HOME = tempfile.mkdtemp(prefix="jetcron-test-config-")
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The test process's environment without any JETCRON_* a developer's shell may carry."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the file as they happen (readiness waits read them)
+    # `jetcron up` remembers its system for the CLI there: a test's never lands in the developer's ~/.config,
+    # and the developer's never steers a test's CLI.
+    env["XDG_CONFIG_HOME"] = TEST_CONFIG_HOME
     env.update(extra)
     return env
 
 
 JETCRON = str(Path(sys.executable).parent / "jetcron")
+
+
+def mint(authority: Authority, path: Path, role: Role, **who: str) -> str:
+    """A credential of `role` written to `path`; its path, for JETCRON_NATS_CREDS or --creds."""
+    authority.write_creds(path, role, **who)
+    return str(path)
 
 
 def run_cli(url: str | None, *args: str) -> subprocess.CompletedProcess[str]:

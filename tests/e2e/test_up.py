@@ -127,6 +127,13 @@ def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(u
     assert logs.returncode == 0, logs.stderr
     assert f"hi from {run['run_id']}" in logs.stdout
 
+    # And a connection without the admin credential is refused, with a named error, not a hang
+    stranger = subprocess.run([*JETCRON, "--nats", f"nats://127.0.0.1:{up.port}", "jobs", "list"],
+                              env=clean_env(XDG_CONFIG_HOME=str(up.data_dir / "elsewhere")), capture_output=True,
+                              text=True, timeout=30, check=False)
+    assert stranger.returncode == 1
+    assert "error (unauthorized)" in one_line(stranger.stderr) and "refused" in one_line(stranger.stderr)
+
     # And invalid input exits 2 with the field and value named, and stores nothing
     bad_cron = jetcron(up, "jobs", "create", "bad", "--cron", "61 * * * *", "--", "true")
     assert bad_cron.returncode == 2

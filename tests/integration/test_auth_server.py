@@ -1,0 +1,280 @@
+"""Authentication and least privilege on the real server in operator mode: who may publish and subscribe to
+what (the role x operation table of docs/security.md), refused and revoked credentials, tenants confined."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import pytest
+from harness import Services, mint, run_cli, wait_for
+
+from jetcron.auth.authority import Authority
+from jetcron.auth.roles import Role
+from jetcron.bus.accounts import push_account
+from jetcron.bus.connect import Identity
+from jetcron.bus.server import EmbeddedNats
+from jetcron.core.errors import Unauthorized
+from jetcron.sdk.client import ApiError, Client
+
+pytestmark = pytest.mark.timeout(90)
+
+
+class Session:
+    """One connection as one identity, collecting the permission errors the server sends it."""
+
+    def __init__(self, nc: Any, errors: list[str]) -> None:
+        self.nc, self.errors = nc, errors
+
+    async def denied(self, action: str, subject: str) -> bool:
+        """Publish to or subscribe on `subject`; True if the server answered with a permission violation."""
+        self.errors.clear()
+        if action == "pub":
+            await self.nc.publish(subject, b"{}")
+        else:
+            await self.nc.subscribe(subject)
+        # The server handles a PUB or SUB before the PING of this flush: its -ERR comes before the PONG.
+        await self.nc.flush(timeout=5)
+        await asyncio.sleep(0.05)
+        return any("permissions violation" in e.lower() and subject.lower() in e.lower() for e in self.errors)
+
+
+async def session(server: EmbeddedNats, creds: str) -> Session:
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    identity = Identity(creds=creds)
+    nc = await nats.connect(server.url, error_cb=on_error, allow_reconnect=False, **identity.options())
+    return Session(nc, errors)
+
+
+ACME, BETA, AGENT_A = {"tenant": "acme"}, {"tenant": "beta"}, {"agent_id": "agent-a"}
+
+# (role, who, action, subject, allowed): the specification, written out rather than derived from roles.py.
+TABLE = [
+    (Role.TENANT, ACME, "pub", "jc.api.acme.jobs.create", True),
+    (Role.TENANT, ACME, "pub", "jc.api.beta.jobs.list", False),
+    (Role.TENANT, ACME, "pub", "jc.admin.tenants.set", False),
+    (Role.TENANT, ACME, "pub", "$KV.jc_jobs.nightly", False),
+    (Role.TENANT, ACME, "pub", "$JS.API.STREAM.INFO.KV_jc_runs", False),
+    (Role.TENANT, ACME, "pub", "$JS.API.DIRECT.GET.KV_jc_runs", False),
+    (Role.TENANT, ACME, "sub", "_INBOX.t-acme.x", True),
+    (Role.TENANT, ACME, "sub", "_INBOX.t-beta.x", False),
+    (Role.TENANT, ACME, "sub", "_INBOX.>", False),
+    (Role.TENANT, ACME, "sub", "jc.logs.>", False),
+    (Role.AGENT, AGENT_A, "sub", "jc.ctl.agent-a", True),
+    (Role.AGENT, AGENT_A, "sub", "jc.ctl.agent-b", False),
+    (Role.AGENT, AGENT_A, "pub", "$JS.API.CONSUMER.MSG.NEXT.JC_ASSIGN.agent_agent-a", True),
+    (Role.AGENT, AGENT_A, "pub", "$JS.API.CONSUMER.MSG.NEXT.JC_ASSIGN.agent_agent-b", False),
+    (Role.AGENT, AGENT_A, "pub", "$JS.API.CONSUMER.DURABLE.CREATE.JC_ASSIGN.agent_agent-b", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_agents.agent-a", True),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_agents.agent-b", False),
+    (Role.AGENT, AGENT_A, "pub", "jc.event.finished.agent-a", True),
+    (Role.AGENT, AGENT_A, "pub", "jc.event.finished.agent-b", False),
+    (Role.AGENT, AGENT_A, "pub", "jc.logs.job.20260101T000000000Z.agent-b", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.run.job.20260101T000000000Z", True),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_jobs.nightly", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_tenants.acme", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_placement.capacity", False),
+    (Role.AGENT, AGENT_A, "pub", "$JS.API.STREAM.INFO.KV_jc_jobs", False),
+    (Role.AGENT, AGENT_A, "pub", "jc.api.acme.jobs.list", False),
+    (Role.TRIGGER, {}, "pub", "$KV.jc_cursors.nightly", True),
+    (Role.TRIGGER, {}, "pub", "jc.place.normal", True),
+    (Role.TRIGGER, {}, "pub", "$KV.jc_tenants.acme", False),
+    (Role.TRIGGER, {}, "pub", "jc.assign.agent-a", False),
+    (Role.PLACEMENT, {}, "pub", "jc.assign.agent-a", True),
+    (Role.PLACEMENT, {}, "pub", "$KV.jc_placement.capacity", True),
+    (Role.PLACEMENT, {}, "pub", "$KV.jc_jobs.nightly", False),
+    (Role.TRACKER, {}, "pub", "jc.dlq.nightly", True),
+    (Role.TRACKER, {}, "pub", "jc.ctl.agent-a", True),
+    (Role.TRACKER, {}, "pub", "$KV.jc_tenants.acme", False),
+    (Role.TRACKER, {}, "pub", "$KV.jc_jobs.nightly", False),
+    (Role.API, {}, "pub", "$KV.jc_jobs.nightly", True),
+    (Role.API, {}, "pub", "$KV.jc_tenants.acme", True),
+    (Role.API, {}, "sub", "jc.api.*.jobs.create", True),
+    (Role.API, {}, "pub", "jc.assign.agent-a", False),
+    (Role.API, {}, "pub", "$KV.jc_leases.run.job.20260101T000000000Z", False),
+    (Role.GATEWAY, {}, "pub", "jc.api.acme.jobs.list", True),
+    (Role.GATEWAY, {}, "pub", "$KV.jc_jobs.nightly", False),
+    (Role.GATEWAY, {}, "sub", "jc.event.>", False),
+    (Role.ADMIN, {}, "pub", "jc.admin.tenants.set", True),
+    (Role.ADMIN, {}, "pub", "jc.api.acme.jobs.list", True),
+    (Role.ADMIN, {}, "pub", "$JS.API.STREAM.INFO.KV_jc_runs", True),
+    (Role.ADMIN, {}, "pub", "$KV.jc_jobs.nightly", False),
+]
+
+
+def _id(row: tuple[Role, dict[str, str], str, str, bool]) -> str:
+    role, _, action, subject, allowed = row
+    return f"{role.value}-{action}-{subject}-{'allowed' if allowed else 'denied'}"
+
+
+async def test_every_role_may_do_exactly_what_the_table_says(secure_server: EmbeddedNats, authority: Authority,
+                                                              tmp_path: Path) -> None:
+    sessions: dict[str, Session] = {}
+    try:
+        mismatches = []
+        for row in TABLE:
+            role, who, action, subject, allowed = row
+            key = f"{role.value}:{sorted(who.items())}"
+            if key not in sessions:
+                creds = mint(authority, tmp_path / f"{len(sessions)}.creds", role, **who)
+                sessions[key] = await session(secure_server, creds)
+            if await sessions[key].denied(action, subject) == allowed:
+                mismatches.append(_id(row))
+        assert mismatches == []
+    finally:
+        for s in sessions.values():
+            await s.nc.close()
+
+
+async def _refused(server: EmbeddedNats, **options: Any) -> str:
+    with pytest.raises(nats.errors.Error) as caught:
+        await nats.connect(server.url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3,
+                           **options)
+    return str(caught.value)
+
+
+async def test_no_credential_a_foreign_one_and_a_revoked_one_are_refused(
+        secure_server: EmbeddedNats, authority: Authority, tmp_path: Path) -> None:
+    # Given no credential, and one minted by another installation's keys
+    assert "Authorization Violation" in await _refused(secure_server)
+    foreign = Authority.ensure(tmp_path / "other-auth")
+    foreign_creds = mint(foreign, tmp_path / "foreign.creds", Role.ADMIN)
+    assert "Authorization Violation" in await _refused(secure_server, user_credentials=foreign_creds)
+
+    # Given a tenant credential that works, with a connection open on it
+    creds = mint(authority, tmp_path / "acme.creds", Role.TENANT, tenant="acme")
+    live = await session(secure_server, creds)
+    closed = asyncio.Event()
+    live.nc._closed_cb = lambda: closed.set()  # type: ignore[assignment]
+    try:
+        # When the admin revokes it and pushes the account to the running server (nothing restarts)
+        issued = [i.public for i in authority.issued() if i.subject == "acme"]
+        token = authority.revoke(issued)
+        await push_account(secure_server.url, token, Identity(creds=str(authority.sys_creds())))
+
+        # Then a new connection with it is refused, and the open one is dropped
+        assert "Authorization Violation" in await _refused(secure_server, user_credentials=creds)
+        await wait_for(lambda: not live.nc.is_connected, 10, what="the revoked connection to be dropped")
+    finally:
+        await live.nc.close()
+
+
+async def test_the_sdk_names_a_refused_connection_and_a_refused_subject(
+        secure_server: EmbeddedNats, authority: Authority, tmp_path: Path) -> None:
+    with pytest.raises(Unauthorized, match="refused the connection"):
+        await Client.connect(secure_server.url, timeout=2)
+    agent = mint(authority, tmp_path / "agent.creds", Role.AGENT, agent_id="agent-a")
+    client = await Client.connect(secure_server.url, timeout=10, identity=Identity(creds=agent))
+    try:
+        # An agent's credential may not ask the API anything: a named error at once, not a 10 s timeout
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        with pytest.raises(ApiError, match="refused it to this credential") as caught:
+            await client.call("jobs.list")
+        assert caught.value.code == "forbidden" and loop.time() - asked < 5
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def tenants(secure_services: Services, authority: Authority,
+                  tmp_path: Path) -> AsyncIterator[tuple[Client, Client, Client]]:
+    """The api service with auth on, and SDK clients for tenants acme and beta and for the admin."""
+    secure_services.start("api", "api")
+    await secure_services["api"].wait_logged("api ready", 30)
+    server = secure_services.server
+    clients = []
+    for name, role, who in (("acme", Role.TENANT, ACME), ("beta", Role.TENANT, BETA), ("admin", Role.ADMIN, {})):
+        creds = mint(authority, tmp_path / f"{name}.creds", role, **who)
+        clients.append(await Client.connect(server.url, timeout=10, identity=Identity(creds=creds)))
+    try:
+        yield clients[0], clients[1], clients[2]
+    finally:
+        for c in clients:
+            await c.close()
+
+
+def spec(name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "command": ["true"], "schedule": {"kind": "cron", "cron": "0 3 * * *"}, **extra}
+
+
+async def _not_found(call: Any) -> str:
+    with pytest.raises(ApiError) as caught:
+        await call
+    assert caught.value.code == "not_found", caught.value
+    return str(caught.value)
+
+
+async def test_a_tenant_sees_and_touches_only_its_own_jobs_and_runs(tenants: tuple[Client, Client, Client]) -> None:
+    acme, beta, admin = tenants
+    # Given a job and a run of acme (the tenant comes from acme's credential, not from the body)
+    job = await acme.call("jobs.create", {"spec": spec("nightly")})
+    assert job["spec"]["tenant"] == "acme"
+    run = await acme.call("jobs.trigger", {"name": "nightly"})
+    assert run["tenant"] == "acme"
+
+    # Then beta cannot learn that they exist: every verb answers exactly as for a missing name
+    missing = await _not_found(beta.call("jobs.get", {"name": "no-such-job"}))
+    assert await _not_found(beta.call("jobs.get", {"name": "nightly"})) == missing.replace("no-such-job", "nightly")
+    for verb in ("jobs.pause", "jobs.resume", "jobs.delete", "jobs.trigger"):
+        await _not_found(beta.call(verb, {"name": "nightly"}))
+    await _not_found(beta.call("jobs.backfill", {"name": "nightly", "from": "2026-01-01T00:00:00Z",
+                                                 "to": "2026-01-02T00:00:00Z"}))
+    await _not_found(beta.call("jobs.update", {"spec": spec("nightly")}))
+    for verb in ("runs.get", "runs.cancel", "runs.logs", "dlq.replay"):
+        await _not_found(beta.call(verb, {"run_id": run["run_id"]}))
+    assert (await beta.call("jobs.list"))["items"] == []
+    assert (await beta.call("runs.list", {"job": "nightly"}))["items"] == []
+    assert (await beta.call("runs.list"))["items"] == []
+
+    # And a dependency on acme's job reads like a dependency on a job that does not exist
+    with pytest.raises(ApiError, match="unknown job 'nightly'") as caught:
+        await beta.call("jobs.create", {"spec": spec("after", depends_on=["nightly"])})
+    assert caught.value.code == "invalid"
+
+    # And beta cannot put a job into acme's name space by writing the tenant in the body
+    with pytest.raises(ApiError, match="set by your credential") as caught:
+        await beta.call("jobs.create", {"spec": spec("sneaky", tenant="acme")})
+    assert caught.value.field == "spec.tenant"
+
+    # While acme and the admin see them
+    assert [j["spec"]["name"] for j in (await acme.call("jobs.list"))["items"]] == ["nightly"]
+    assert (await admin.call("runs.get", {"run_id": run["run_id"]}))["tenant"] == "acme"
+    assert (await acme.call("runs.cancel", {"run_id": run["run_id"]}))["state"] == "cancelled"
+
+
+async def test_quotas_weights_and_agents_are_for_the_admin(tenants: tuple[Client, Client, Client]) -> None:
+    acme, _, admin = tenants
+    for verb, payload in (("tenants.set", {"tenant": "acme", "weight": 100}), ("tenants.list", {}),
+                          ("agents.list", {})):
+        with pytest.raises(ApiError, match=f"{verb} is an admin verb") as caught:
+            await acme.call(verb, payload)
+        assert caught.value.code == "forbidden"
+    assert (await admin.call("tenants.set", {"tenant": "acme", "weight": 5}))["weight"] == 5
+
+
+async def test_the_cli_issues_a_tenant_credential_that_works_and_is_confined(
+        secure_services: Services, authority: Authority, tmp_path: Path) -> None:
+    secure_services.start("api", "api")
+    await secure_services["api"].wait_logged("api ready", 30)
+    url = secure_services.server.url
+    creds = tmp_path / "acme-cli.creds"
+
+    issued = run_cli(url, "tenants", "create", "acme", "--creds-out", str(creds), "--auth-dir", str(authority.root))
+    assert issued.returncode == 0, issued.stderr
+    assert f"written to {creds}" in issued.stdout
+
+    created = run_cli(url, "--creds", str(creds), "jobs", "create", "hello", "--cron", "0 3 * * *", "--", "true")
+    assert created.returncode == 0, created.stderr
+    listed = run_cli(url, "--creds", str(creds), "tenants", "list")
+    assert listed.returncode == 1 and "error (forbidden)" in listed.stderr
+    anonymous = run_cli(url, "jobs", "list")
+    assert anonymous.returncode == 1 and "error (unauthorized)" in anonymous.stderr
