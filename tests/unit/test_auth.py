@@ -23,7 +23,7 @@ def test_a_signed_jwt_decodes_to_its_claims_with_issuer_and_a_content_hash() -> 
     assert claims["iss"] == issuer.public and issuer.public.startswith("A")
     assert (claims["sub"], claims["nats"]["type"]) == ("UABC", "user")
     assert len(claims["jti"]) == 52  # base32 of a 32-byte SHA-512/256, unpadded
-    header, body, signature = token.split(".")
+    header, _body, signature = token.split(".")
     assert json.loads(jwt._unb64(header)) == {"typ": "JWT", "alg": "ed25519-nkey"}
     assert len(jwt._unb64(signature)) == 64  # an ed25519 signature
 
@@ -39,7 +39,7 @@ def test_creds_file_round_trip_and_a_file_without_a_jwt_is_refused() -> None:
     text = jwt.creds("HEADER.BODY.SIG", user)
     assert jwt.creds_jwt(text) == "HEADER.BODY.SIG"
     assert user.seed in text and user.seed.startswith("SU")
-    with pytest.raises(ValueError, match="not a NATS .creds file"):
+    with pytest.raises(ValueError, match=r"not a NATS \.creds file"):
         jwt.creds_jwt("hello\n")
 
 
