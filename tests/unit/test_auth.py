@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jetcron.auth import jwt
+from jetcron.auth import jwt, table
 from jetcron.auth.authority import Authority, identity_of
 from jetcron.auth.roles import Role, for_role, grant
 from jetcron.cli.identity import resolve, write_context
@@ -141,3 +141,9 @@ def test_the_cli_uses_the_context_for_its_url_and_flags_win(tmp_path: Path, monk
     # another server than the context's: the context's credential is not offered to it
     other = resolve("nats://127.0.0.1:10", None, None)
     assert (other.url, other.identity.creds) == ("nats://127.0.0.1:10", None)
+
+
+def test_the_permission_table_in_the_docs_is_the_one_the_code_grants() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    start, end = doc.index(table.START), doc.index(table.END) + len(table.END)
+    assert doc[start:end] == table.render(), "docs/security.md is stale: run python -m jetcron.auth.table"
