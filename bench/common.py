@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jetcron.auth.local import LocalCreds
+from jetcron.bus.connect import Identity
 from jetcron.bus.server import EmbeddedNats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +56,14 @@ class System:
     server: EmbeddedNats
     base: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    creds: LocalCreds | None = None
+    """Auth on: each process's credential, and the admin's for the bench's own clients."""
+    tls_ca: str | None = None
+
+    @property
+    def identity(self) -> Identity:
+        """How the bench's own clients connect (the admin's credential when auth is on)."""
+        return Identity(creds=str(self.creds.admin) if self.creds else None, tls_ca=self.tls_ca)
 
     @property
     def url(self) -> str:
@@ -69,14 +79,17 @@ class System:
         )
         if not self.server.sync_always:
             env["JETCRON_ALLOW_UNSAFE_STORAGE"] = "true"
+        if self.tls_ca:
+            env["JETCRON_NATS_TLS_CA"] = self.tls_ca
         env.update(extra)
         return env
 
     def start(self, name: str, module: str, **extra: str) -> subprocess.Popen[bytes]:
         log = (self.base / f"{name}.log").open("ab")
+        own = self.creds.env(name) if self.creds else {}
         proc = subprocess.Popen(
             [sys.executable, "-m", f"jetcron.services.{module}"],
-            env=self.env(**extra),
+            env=self.env(**own, **extra),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -123,6 +136,7 @@ def system(
     sim: bool = False,
     services: tuple[str, ...] = ("api", "trigger", "placement", "run_tracker"),
     agent_env: dict[str, str] | None = None,
+    auth: bool = False,
     **settings: str,
 ) -> Iterator[System]:
     """A whole jetcron on loopback in a temp dir: server, services, agents; stopped and removed after."""
@@ -131,9 +145,11 @@ def system(
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="jetcron-bench-") as tmp:
         base = Path(tmp)
-        server = EmbeddedNats(base / "nats", sync_always=sync_always)
+        creds = LocalCreds.ensure(base / "auth", agents) if auth else None
+        server = EmbeddedNats(base / "nats", sync_always=sync_always,
+                              extra_config=creds.authority.server_config() if creds else "")
         server.start()
-        sys_ = System(server=server, base=base)
+        sys_ = System(server=server, base=base, creds=creds)
         try:
             for name in services:
                 sys_.start(name, name, **settings)

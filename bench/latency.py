@@ -10,14 +10,16 @@ import nats
 
 from bench import raw_js
 from bench.common import emit, percentile, summary, system
+from jetcron.bus.connect import Identity
 from jetcron.bus.kv import drop_subscription
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 
 
-async def _one_at_a_time(url: str, n: int) -> list[float]:
-    client = await Client.connect(url, timeout=30)
-    nc = await nats.connect(url)
+async def _one_at_a_time(url: str, n: int, identity: Identity | None = None) -> list[float]:
+    identity = identity or Identity()
+    client = await Client.connect(url, timeout=30, identity=identity)
+    nc = await nats.connect(url, **identity.options())
     kv = await nc.jetstream().key_value(s.BUCKET_RUNS)
     latencies: list[float] = []
     for i in range(n):

@@ -10,16 +10,19 @@ import nats
 
 from bench import raw_js
 from bench.common import emit, stored_messages, summary, system
+from jetcron.bus.connect import Identity
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 
 SUBMIT_CONCURRENCY = 256
 
 
-async def _submit_and_wait(url: str, runs: int, command: list[str], prefix: str) -> tuple[float, int]:
+async def _submit_and_wait(url: str, runs: int, command: list[str], prefix: str,
+                           identity: Identity | None = None) -> tuple[float, int]:
     """Submit `runs` now-jobs through the API; seconds until every run succeeded (watched on the runs bucket)."""
-    client = await Client.connect(url, timeout=60)
-    nc = await nats.connect(url)
+    identity = identity or Identity()
+    client = await Client.connect(url, timeout=60, identity=identity)
+    nc = await nats.connect(url, **identity.options())
     kv = await nc.jetstream().key_value(s.BUCKET_RUNS)
     done: set[str] = set()
     finished = asyncio.Event()
