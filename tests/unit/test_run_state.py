@@ -205,3 +205,14 @@ def test_an_idempotent_write_is_tried_through_a_stream_leader_election_and_no_lo
     waits = [retry.outage_wait(n) for n in range(1, retry.OUTAGE_TRIES)]
     assert waits == [0.25, 0.5, 1.0, 2.0, 2.0]
     assert sum(waits) == 5.75
+
+
+@pytest.mark.parametrize("event", [RunEvent.SUCCEED, RunEvent.FAIL, RunEvent.HAND_BACK, RunEvent.START],
+                         ids=lambda e: e.value)
+def test_a_report_from_an_agent_the_run_was_not_assigned_to_is_refused(event: RunEvent) -> None:
+    # Given a run assigned to a1 (RUNNING for the end reports, ASSIGNED for a start), with its token known
+    run = make_run(RunState.ASSIGNED if event is RunEvent.START else RunState.RUNNING)
+    forged = msgspec.structs.replace(change_for(event, run), agent="a2", agents=["a2"])
+    # Then another agent's report, even one carrying the right attempt and token, changes nothing
+    with pytest.raises(StaleReport, match="agent a2 was not assigned this run"):
+        apply(run, forged, NOW)

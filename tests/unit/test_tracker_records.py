@@ -114,3 +114,18 @@ async def test_a_run_that_keeps_changing_under_the_cas_is_contended() -> None:
     with pytest.raises(Contended, match=r"jc_runs/job\.1: too many concurrent writers"):
         await records_over(runs, None).change("job.1", lambda run: FINISH)
     assert runs.reads == 8
+
+
+def test_a_report_naming_another_agent_than_its_sender_is_dropped_as_forged() -> None:
+    from jetcron.bus.consume import Drop
+    from jetcron.services.run_tracker.events import change_for
+    from jetcron.wire.codec import encode
+    from jetcron.wire.messages import RunFinished
+
+    report = encode(RunFinished(run_id="job.20261130T120000000Z", attempt=1, token=7, agent="agent-a",
+                                outcome="succeeded", exit_code=0, at=datetime(2026, 11, 30, tzinfo=UTC)))
+    # The subject's agent is the credential's: agent-b may publish only on jc.event.*.agent-b
+    with pytest.raises(Drop, match="names agent agent-a but was sent by agent-b"):
+        change_for("finished", report, "agent-b")
+    run_id, change, _ = change_for("finished", report, "agent-a")
+    assert (run_id, change.agent) == ("job.20261130T120000000Z", "agent-a")
