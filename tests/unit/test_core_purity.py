@@ -32,3 +32,17 @@ def test_the_guard_sees_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("import asyncio\nfrom nats.js import api\n")
     assert _imports(sample) >= {"asyncio", "nats.js"}
+
+
+def test_importing_core_loads_no_io_library_at_run_time() -> None:
+    import subprocess
+    import sys
+
+    # A fresh interpreter: this one has loaded everything already.
+    probe = ("import sys, jetcron.core, jetcron.core.models, jetcron.core.triggers, jetcron.core.placement; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nats', 'asyncio') "
+             "or m.startswith(('jetcron.bus', 'jetcron.sdk'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+    assert subprocess.run([sys.executable, "-c", "import jetcron; assert callable(jetcron.once)"],
+                          check=False).returncode == 0
