@@ -143,6 +143,14 @@ def link_to(trace_id: str) -> list[trace.Link]:
     return [trace.Link(span_context)] if span_context.is_valid else []
 
 
+def _new_root(base: context.Context | None) -> context.Context:
+    """A context holding a fresh, valid, non-recording root span: ids only, nothing recorded or exported."""
+    root = trace.NonRecordingSpan(trace.SpanContext(
+        trace_id=int.from_bytes(os.urandom(16), "big") or 1, span_id=int.from_bytes(os.urandom(8), "big") or 1,
+        is_remote=False, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)))
+    return trace.set_span_in_context(root, base)
+
+
 def current_trace_id() -> str:
     ctx = trace.get_current_span().get_span_context()
     return f"{ctx.trace_id:032x}" if ctx.is_valid else ""
@@ -159,6 +167,10 @@ def messaging_span(service_tracer: trace.Tracer, operation: str, destination: st
         # Nothing records spans in this process: skip making one (sampler, ids, attributes: a fifth of an
         # agent's CPU while a herd starts). The parent's context is still made current, so what is published
         # inside carries the same trace as before, and log lines keep their trace id (logging._add_trace_id).
+        # With no trace to continue, a new one starts here all the same: every run record gets a valid trace id,
+        # so log lines have one and a tracing backend added later finds the runs it is asked about.
+        if not trace_id_of(parent if parent is not None else context.get_current()):
+            parent = _new_root(parent)
         token = context.attach(parent) if parent is not None else None
         try:
             with LogFields(run_id=run_id, job=job):

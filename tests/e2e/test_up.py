@@ -121,6 +121,8 @@ def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(u
     assert (run["job"], run["attempt"], run["exit_code"], run["reason"]) == ("hello", 1, 0, "")
     assert run["agent"] in ("agent-1", "agent-2")
     assert run["scheduled_at"] <= run["started_at"] <= run["finished_at"]
+    # with no tracing exporter configured, the run still has a trace id for its log lines and a later backend
+    assert len(run["trace_id"]) == 32 and int(run["trace_id"], 16) != 0
 
     # And `runs logs` prints its output
     logs = jetcron(up, "runs", "logs", run["run_id"])

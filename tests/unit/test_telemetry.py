@@ -133,6 +133,21 @@ def test_what_is_published_inside_a_messaging_span_carries_the_runs_trace(
     assert "traceparent" not in tracing.inject_headers({})  # the parent context is let go on exit
 
 
+def test_a_span_with_no_trace_to_continue_starts_one_even_when_nothing_records_spans(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetcron.telemetry import tracing
+
+    monkeypatch.setattr(tracing, "_dropping", lambda: True)
+    seen = []
+    for _ in range(2):
+        with tracing.messaging_span(tracing.tracer("api"), "process", "jc.admin.jobs.create"):
+            seen.append(tracing.current_trace_id())
+            inside = tracing.inject_headers({})
+        assert inside["traceparent"].split("-")[1] == seen[-1]
+    assert all(len(t) == 32 and int(t, 16) != 0 for t in seen) and seen[0] != seen[1]
+    assert tracing.current_trace_id() == ""  # let go on exit
+
+
 def test_gc_pauses_are_timed_per_generation() -> None:
     now = [10.0]
     pauses = GcPauses(clock=lambda: now[0])
