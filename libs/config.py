@@ -110,6 +110,12 @@ class Settings(BaseSettings):
     """The cycle collector's thresholds (gc.set_threshold), as JSON, e.g. [20000, 20, 20]; [0, 0, 0] turns it off.
     Python's (700, 10, 10) suit a small heap: an agent holding a staged herd of 50,000 attempts spent a minute in
     collections over one herd, the tracker and placement most of one too (jetcron_gc_pause_seconds_total)."""
+    job_signing_key_file: str | None = None
+    """api only: the seed of the scoped job signing key (auth/job-signing.seed). Set, the api answers agents'
+    requests for a run's own short-lived credential (jobs use it for once() and checkpoints); unset, jobs get
+    none."""
+    job_credential_seconds: float = Field(default=21600.0, gt=0)
+    """How long a run's credential lives when its job has no timeout (with a timeout: the timeout, plus 10 min)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
 

@@ -84,7 +84,10 @@ def secure_services(request: pytest.FixtureRequest, secure_server: EmbeddedNats,
     def identity(name: str, module: str) -> dict[str, str]:
         role = Role.AGENT if module == "agent" else SERVICE_ROLES[module]
         who = {"agent_id": name} if role is Role.AGENT else {}
-        return {"JETCRON_NATS_CREDS": mint(authority, creds_dir / f"{name}.creds", role, **who)}
+        env = {"JETCRON_NATS_CREDS": mint(authority, creds_dir / f"{name}.creds", role, **who)}
+        if role is Role.API:
+            env["JETCRON_JOB_SIGNING_KEY_FILE"] = str(authority.job_minter())
+        return env
 
     yield from services_on(request, secure_server, tmp_path, identity)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jetcron.auth import jwt
-from jetcron.auth.roles import Role, for_role, inbox
+from jetcron.auth.roles import Role, for_role, inbox, job_template
 
 ACCOUNT_NAME = "JETCRON"
 _UNLIMITED = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True, "conn": -1,
@@ -57,6 +57,7 @@ class Authority:
         self.system = jwt.key_from_seed(self._read("sys.seed"))
         self.account = jwt.key_from_seed(self._read("account.seed"))
         self.signer = jwt.key_from_seed(self._read("signing.seed"))
+        self.job_signer = jwt.key_from_seed(self._read("job-signing.seed"))
 
     def _read(self, name: str) -> str:
         return (self.root / name).read_text().strip()
@@ -72,7 +73,7 @@ class Authority:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.chmod(root, 0o700)
             for name, kind in (("operator", "operator"), ("sys", "account"), ("account", "account"),
-                               ("signing", "account")):
+                               ("signing", "account"), ("job-signing", "account")):
                 _write_secret(root / f"{name}.seed", jwt.new_key(kind).seed)  # type: ignore[arg-type]
             authority = cls(root)
             authority._write_account({})
@@ -98,7 +99,9 @@ class Authority:
     def _write_account(self, revocations: dict[str, int]) -> str:
         token = jwt.encode({"sub": self.account.public, "name": ACCOUNT_NAME, "nats": {
             "type": "account", "version": 2, "limits": {**_UNLIMITED, **_JETSTREAM},
-            "signing_keys": [self.signer.public], "revocations": revocations,
+            "signing_keys": [self.signer.public, {"kind": "user_scope", "key": self.job_signer.public, "role": "job",
+                                                  "template": job_template()}],
+            "revocations": revocations,
             "default_permissions": {"pub": {}, "sub": {}}}}, self.operator)
         (self.root / "account.jwt").write_text(token)
         (self.root / "revocations.json").write_text(json.dumps(revocations, indent=1, sort_keys=True))
@@ -177,6 +180,10 @@ class Authority:
             return []
         return [Issued(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
+    def job_minter(self) -> Path:
+        """The seed of the scoped job signing key: what the api needs to mint runs' credentials, and all."""
+        return self.root / "job-signing.seed"
+
     def sys_creds(self) -> Path:
         return self.root / "sys-user.creds"
 
@@ -186,3 +193,11 @@ def identity_of(creds_text: str) -> dict[str, Any]:
     claims = jwt.decode(jwt.creds_jwt(creds_text))
     found = claims.get("jetcron")
     return dict(found) if isinstance(found, dict) else {}
+
+
+def mint_job(minter: jwt.Key, account: str, user_public: str, tenant: str, expires_in: float) -> str:
+    """A run's own credential (its JWT; the agent keeps the seed): signed by the scoped job key, so it can do
+    what roles.job_template() allows for `tenant` and nothing else, until it expires."""
+    now = int(time.time())
+    return jwt.encode({"sub": user_public, "name": tenant, "exp": now + int(expires_in),
+                       "nats": {"type": "user", "version": 2, "issuer_account": account}}, minter)

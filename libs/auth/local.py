@@ -40,5 +40,8 @@ class LocalCreds:
         return local
 
     def env(self, process: str) -> dict[str, str]:
-        """What a child process needs to connect as itself."""
-        return {"JETCRON_NATS_CREDS": str(self.path(process))}
+        """What a child process needs to connect as itself (the api: also the key that signs runs' credentials)."""
+        env = {"JETCRON_NATS_CREDS": str(self.path(process))}
+        if process == "api":
+            env["JETCRON_JOB_SIGNING_KEY_FILE"] = str(self.authority.job_minter())
+        return env

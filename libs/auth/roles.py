@@ -101,7 +101,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY), s.PLACE_ALL,
                     _registry("api")),
-            listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>"), manages=True)
+            listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
             reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER),
@@ -136,7 +136,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     f"$KV.{s.BUCKET_LEASES}.gang.>", f"{s.PREFIX}.event.*.{agent_id}",
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),
                     f"$JS.API.CONSUMER.CREATE.{s.STREAM_ASSIGN}.{consumer}.{s.assign_subject(agent_id)}",
-                    f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}"),
+                    f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}", s.mint_subject(agent_id)),
             consumes=((s.STREAM_ASSIGN, consumer),), listens=(s.control_subject(agent_id),))
     if role is Role.TENANT:
         if not tenant:
@@ -151,6 +151,25 @@ _READ = ("$JS.API.STREAM.INFO.{0}", "$JS.API.STREAM.MSG.GET.{0}", "$JS.API.DIREC
 _CONSUME = ("$JS.API.CONSUMER.INFO.{0}.{1}", "$JS.API.CONSUMER.MSG.NEXT.{0}.{1}", "$JS.ACK.{0}.{1}.>")
 _MANAGE = ("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.CREATE.{0}", "$JS.API.STREAM.UPDATE.{0}",
            "$JS.API.STREAM.INFO.{0}", "$JS.API.CONSUMER.CREATE.{0}.>", "$JS.API.CONSUMER.DURABLE.CREATE.{0}.>")
+
+
+def job_template() -> dict[str, object]:
+    """What a job's own short-lived credential may do, whatever its JWT says: the scope of the job signing key.
+    `{{name()}}` is the user JWT's name, which the minter sets to the run's tenant: a job reaches its own
+    tenant's once() keys, and checkpoints (object names are not tenant-shaped subjects: see docs/security.md)."""
+    idem, ckpt = kv_stream(s.BUCKET_IDEMPOTENCY), obj_stream(s.OBJECT_CHECKPOINTS)
+    pub = [f"$KV.{s.BUCKET_IDEMPOTENCY}.once.{{{{name()}}}}.>", f"$JS.API.STREAM.INFO.{idem}",
+           f"$JS.API.STREAM.MSG.GET.{idem}", f"$O.{s.OBJECT_CHECKPOINTS}.>",
+           *(t.format(ckpt) for t in _READ), f"$JS.API.STREAM.PURGE.{ckpt}"]
+    return {"pub": {"allow": pub}, "sub": {"allow": [f"{JOB_INBOX}-{{{{name()}}}}.>"]}, "subs": -1, "data": -1,
+            "payload": -1}
+
+
+JOB_INBOX = "_INBOX.j"
+
+
+def job_inbox(tenant: str) -> str:
+    return f"{JOB_INBOX}-{tenant}"
 
 
 def permissions(g: Grant) -> Permissions:

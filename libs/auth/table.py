@@ -38,10 +38,18 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    sys.stdout.write(render() + "\n")
+def main(argv: list[str]) -> int:
+    """No argument: print the table; a path: replace the table in that file."""
+    if not argv:
+        sys.stdout.write(render() + "\n")
+        return 0
+    with open(argv[0]) as f:
+        doc = f.read()
+    start, end = doc.index(START), doc.index(END) + len(END)
+    with open(argv[0], "w") as f:
+        f.write(doc[:start] + render() + doc[end:])
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

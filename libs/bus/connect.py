@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import ssl
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +16,7 @@ import nats
 import structlog
 from nats.aio.client import Client
 
+from jetcron.auth import jwt
 from jetcron.auth.authority import identity_of
 from jetcron.core.errors import Unauthorized, UnsafeServer
 from jetcron.telemetry import metrics
@@ -82,6 +85,17 @@ class Identity:
     """The CA that signed the server's certificate: set, the connection is TLS and the server is verified."""
     tls_cert: str | None = None
     tls_key: str | None = None
+    user_jwt: str | None = None
+    """A user JWT and its seed given as values (a job's short-lived credential, from its environment)."""
+    seed: str | None = None
+    inbox: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Identity:
+        """What a job or script finds in its environment: a creds file, or a run's own JWT and seed."""
+        return cls(creds=env.get("JETCRON_NATS_CREDS") or None, tls_ca=env.get("JETCRON_NATS_TLS_CA") or None,
+                   user_jwt=env.get("JETCRON_NATS_JWT") or None, seed=env.get("JETCRON_NATS_SEED") or None,
+                   inbox=env.get("JETCRON_NATS_INBOX") or None)
 
     def claims(self) -> dict[str, Any]:
         """Who the credential says its holder is (role, tenant, agent, inbox); empty without one."""
@@ -102,6 +116,12 @@ class Identity:
     def options(self) -> dict[str, Any]:
         """Keyword arguments for nats.connect()."""
         opts: dict[str, Any] = {}
+        if self.user_jwt and self.seed:
+            token, key = self.user_jwt, jwt.key_from_seed(self.seed)
+            opts["user_jwt_cb"] = lambda: bytearray(token.encode())
+            opts["signature_cb"] = lambda nonce: base64.b64encode(key.sign(nonce.encode()))
+            if self.inbox:
+                opts["inbox_prefix"] = self.inbox
         if self.creds:
             opts["user_credentials"] = self.creds
             # Replies come under the credential's own prefix, the only inbox its permissions let it read.

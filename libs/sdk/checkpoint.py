@@ -73,11 +73,12 @@ class AsyncCheckpoint:
 @asynccontextmanager
 async def open_async(run_id: str | None = None, attempt: int | None = None, *,
                      nats_url: str | None = None) -> AsyncIterator[AsyncCheckpoint]:
-    from jetcron.bus.connect import connect
+    from jetcron.bus.connect import Identity, connect
 
     rid, number = _identity(run_id, attempt)
     url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
-    nc, _ = await connect(url, name="jetcron-checkpoint", check=False)
+    nc, _ = await connect(url, name="jetcron-checkpoint", check=False,
+                          identity=Identity.from_env(os.environ))
     try:
         yield AsyncCheckpoint(Checkpoints(nc.jetstream()), rid, number)
     finally:

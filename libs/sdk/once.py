@@ -38,12 +38,15 @@ class EffectNotRecorded(JetcronError):
 async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None = None,
                      claim_ttl: float = CLAIM_TTL) -> AsyncIterator[bool]:
     """Yield True if this caller should perform the effect, False if it was already done."""
-    from jetcron.bus.connect import connect
+    from jetcron.bus.connect import Identity, connect
     from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 
-    safe = "once." + "".join(c if c.isalnum() or c in "-_=" else "_" for c in key)[:200]
+    # A run's credential may write only its own tenant's once.<tenant>.* keys (auth/roles.job_template).
+    tenant = os.environ.get("JETCRON_TENANT", "")
+    scope = f"once.{tenant}." if tenant else "once."
+    safe = scope + "".join(c if c.isalnum() or c in "-_=" else "_" for c in key)[:200]
     url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
-    nc, _ = await connect(url, name="jetcron-once", check=False)
+    nc, _ = await connect(url, name="jetcron-once", check=False, identity=Identity.from_env(os.environ))
     try:
         keys = IdempotencyKeys(nc.jetstream())
         now = datetime.now(UTC)

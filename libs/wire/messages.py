@@ -47,6 +47,23 @@ class AssignRun(_Msg, frozen=True, kw_only=True):
     """Every agent of a gang, this one included; empty for a single-host run."""
 
 
+class MintRunCredential(_Msg, frozen=True, kw_only=True):
+    """Request from an agent (core NATS, on its own jc.mint.<agent>): a credential for a run it holds."""
+
+    run_id: str
+    attempt: int
+    public_key: str
+    """The user nkey the agent made for this attempt; its seed never leaves the agent."""
+
+
+class RunCredential(_Msg, frozen=True, kw_only=True):
+    """The api's answer: the signed user JWT (or why not)."""
+
+    jwt: str = ""
+    inbox: str = ""
+    error: str = ""
+
+
 class CancelRun(_Msg, frozen=True, kw_only=True):
     """Command to one agent (core NATS): stop this attempt now."""
 

@@ -113,6 +113,14 @@ def control_subject(agent_id: str) -> str:
     return f"{PREFIX}.ctl.{agent_id}"
 
 
+def mint_subject(agent_id: str) -> str:
+    """Core NATS: an agent asks for the short-lived credential of a run it holds (answered by the api)."""
+    return f"{PREFIX}.mint.{agent_id}"
+
+
+MINT_ALL = f"{PREFIX}.mint.*"
+
+
 def api_subject(verb: str, tenant: str | None = None) -> str:
     """Where a verb is asked: for one tenant, or (tenant None) on the admin subject that sees every tenant."""
     return f"{ADMIN_GROUP}.{verb}" if tenant is None else f"{API_GROUP}.{tenant}.{verb}"

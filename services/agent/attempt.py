@@ -21,6 +21,7 @@ from jetcron.services.agent.executor import Execution, Outcome
 from jetcron.services.agent.host import HostSetup
 from jetcron.services.agent.limits import RunLimits
 from jetcron.services.agent.reports import ReportWindow
+from jetcron.services.agent.run_creds import run_credential
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -230,6 +231,12 @@ class Attempt:
             await asyncio.sleep(0)
             return Outcome("succeeded", 0)
         spec, settings, env = self.cmd.spec, self.ctx.settings, self.env()
+        env["JETCRON_TENANT"] = spec.tenant
+        if settings.nats_creds:  # auth on: the run gets its own credential, never the agent's
+            creds, why = await run_credential(self.ctx.nc, self.cmd)
+            if why:
+                self.ctx.log.warning("run starts without a NATS credential", run_id=self.cmd.run_id, reason=why)
+            env.update(creds)
         container = None
         limits: RunLimits | None = RunLimits(self.setup.limits, f"{self.cmd.run_id}-{self.cmd.attempt}",
                                              memory_mb=spec.resources.memory_mb, max_pids=settings.agent_max_pids)

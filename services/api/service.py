@@ -13,6 +13,7 @@ from opentelemetry.trace import SpanKind
 
 from jetcron.services.api.call import Call
 from jetcron.services.api.jobs import Jobs
+from jetcron.services.api.mint import serve_mint
 from jetcron.services.api.runs import Runs
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -79,7 +80,8 @@ async def main(ctx: Context) -> None:
         name = verb.replace(".", "_")
         await service.add_endpoint(name=name, subject=for_tenants, handler=endpoint(verb, op))
         await service.add_endpoint(name=f"{name}_admin", subject=for_admin, handler=endpoint(verb, op))
+    mint = await serve_mint(ctx)
     ctx.ready.set()
-    ctx.log.info("api ready", verbs=len(verbs))
+    ctx.log.info("api ready", verbs=len(verbs), run_credentials=mint is not None)
     await ctx.stop.wait()
     await service.stop()

@@ -4,6 +4,7 @@ what (the role x operation table of docs/security.md), refused and revoked crede
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,9 @@ import nats.errors
 import pytest
 from harness import Services, mint, run_cli, wait_for
 
-from jetcron.auth.authority import Authority
-from jetcron.auth.roles import Role
+from jetcron.auth import jwt
+from jetcron.auth.authority import Authority, mint_job
+from jetcron.auth.roles import Role, job_inbox
 from jetcron.bus.accounts import push_account
 from jetcron.bus.connect import Identity
 from jetcron.bus.server import EmbeddedNats
@@ -278,3 +280,61 @@ async def test_the_cli_issues_a_tenant_credential_that_works_and_is_confined(
     assert listed.returncode == 1 and "error (forbidden)" in listed.stderr
     anonymous = run_cli(url, "jobs", "list")
     assert anonymous.returncode == 1 and "error (unauthorized)" in anonymous.stderr
+
+
+async def test_a_runs_credential_reaches_its_tenants_once_keys_and_nothing_else(
+        secure_server: EmbeddedNats, authority: Authority) -> None:
+    # Given a credential minted for a run of acme, as the api does for an agent (the agent keeps the seed)
+    user = jwt.new_key("user")
+    token = mint_job(authority.job_signer, authority.account.public, user.public, "acme", 60)
+    identity = Identity(user_jwt=token, seed=user.seed, inbox=job_inbox("acme"))
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    nc = await nats.connect(secure_server.url, error_cb=on_error, allow_reconnect=False, **identity.options())
+    job = Session(nc, errors)
+    try:
+        # Then the scope of the job signing key decides, whatever the JWT asks for
+        assert not await job.denied("pub", "$KV.jc_idem.once.acme.email")
+        assert not await job.denied("sub", "_INBOX.j-acme.x")
+        for subject in ("$KV.jc_idem.once.beta.email", "$KV.jc_jobs.nightly", "jc.api.acme.jobs.list",
+                        "$KV.jc_leases.run.job.20260101T000000000Z", "jc.event.finished.agent-a"):
+            assert await job.denied("pub", subject), subject
+        assert await job.denied("sub", "_INBOX.j-beta.x")
+    finally:
+        await nc.close()
+
+
+ONCE_SCRIPT = """
+import os
+from jetcron import once
+with once(os.environ["JETCRON_IDEMPOTENCY_KEY"] + ":email") as first:
+    print("first" if first else "again", flush=True)
+print("agent creds leaked" if "JETCRON_NATS_CREDS" in os.environ else "no agent creds", flush=True)
+"""
+
+
+async def test_a_job_uses_once_with_its_own_credential_on_a_system_with_auth(
+        secure_services: Services, authority: Authority, tmp_path: Path) -> None:
+    # Given the whole system with auth on, every process with its own credential
+    await secure_services.start_system(agents=1)
+    admin = await Client.connect(secure_services.server.url, timeout=10,
+                                 identity=Identity(creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
+    try:
+        # When a job calls once() (its process has no credential of the agent's)
+        await admin.call("jobs.create", {"spec": {"name": "mailer", "command": [sys.executable, "-c", ONCE_SCRIPT],
+                                                  "schedule": {"kind": "now"}, "tenant": "acme"}})
+
+        async def finished() -> dict[str, Any] | None:
+            runs = (await admin.call("runs.list", {"job": "mailer"}))["items"]
+            return runs[0] if runs and runs[0]["state"] in ("succeeded", "failed", "dead") else None
+
+        run = await wait_for(finished, 30, what="mailer's run to end")
+        output = (await admin.call("runs.logs", {"run_id": run["run_id"]}))["output"]
+        # Then the effect was claimed through the run's own, tenant-scoped credential
+        assert run["state"] == "succeeded", output
+        assert output.split() == ["first", "no", "agent", "creds"]
+    finally:
+        await admin.close()

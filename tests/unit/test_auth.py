@@ -146,4 +146,24 @@ def test_the_cli_uses_the_context_for_its_url_and_flags_win(tmp_path: Path, monk
 def test_the_permission_table_in_the_docs_is_the_one_the_code_grants() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     start, end = doc.index(table.START), doc.index(table.END) + len(table.END)
-    assert doc[start:end] == table.render(), "docs/security.md is stale: run python -m jetcron.auth.table"
+    stale = "docs/security.md is stale: run python -m jetcron.auth.table docs/security.md"
+    assert doc[start:end] == table.render(), stale
+
+
+@pytest.mark.parametrize(("agent", "attempt", "state", "why"), [
+    pytest.param("a1", 1, "running", "", id="its_own_running_attempt"),
+    pytest.param("a2", 1, "running", "not assigned to a2", id="another_agents_run"),
+    pytest.param("a1", 2, "running", "at attempt 1, not 2", id="another_attempt"),
+    pytest.param("a1", 1, "succeeded", "has ended", id="ended_run"),
+])
+def test_an_agent_gets_a_credential_only_for_an_attempt_it_holds(agent: str, attempt: int, state: str,
+                                                                  why: str) -> None:
+    from datetime import UTC, datetime
+
+    from jetcron.core.models import Run, RunState
+    from jetcron.services.api.mint import refusal
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    run = Run(run_id="job.20261201T000000000Z", job="job", state=RunState(state), attempt=1, scheduled_at=now,
+              due_at=now, created_at=now, agent="a1", agents=["a1"])
+    assert (why in refusal(run, agent, attempt)) if why else refusal(run, agent, attempt) == ""
