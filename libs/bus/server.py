@@ -33,8 +33,8 @@ def free_port() -> int:
 def free_ports(count: int) -> list[int]:
     """`count` distinct loopback ports.
 
-    All sockets stay bound until the last one is: the kernel may hand a just-released port out again, and
-    once gave one node the same port for its clients and its monitor (CI, session 5).
+    All sockets stay bound until the last one is: the kernel may hand a just-released port out again, even
+    to the next bind in the same call (one node would get the same port for its clients and its monitor).
     """
     with contextlib.ExitStack() as stack:
         socks = [stack.enter_context(socket.socket()) for _ in range(count)]

@@ -22,8 +22,8 @@ from jetcron.wire import subjects as s
 
 STORM_RUNS = int(os.environ.get("JETCRON_CHAOS_STORM_RUNS", "2000"))
 STORM_MIN_RATE = 40.0
-"""Attempts per second the storm must at least keep on a 3-node cluster on this 2-core machine (sessions 6-9
-measured 41, then 60-92 once placement respected agents' slots): its bound is 2 attempts a run at this rate."""
+"""Attempts per second the storm must at least keep on a 3-node cluster on a 2-core machine (measured 60-92,
+docs/benchmarks.md): its bound is 2 attempts a run at this rate."""
 
 
 async def leader_of(server: EmbeddedNats, stream: str) -> ServerNode:
