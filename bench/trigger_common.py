@@ -43,10 +43,10 @@ async def reports_settled(url: str, expected: int) -> bool:
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()
-        finished = s.event_subject("finished")
+        finished = s.event_subject("finished", "*")  # from every agent
         info = await js.stream_info(s.STREAM_EVENTS, subjects_filter=finished)
         consumer = await js.consumer_info(s.STREAM_EVENTS, s.CONSUMER_TRACKER)
-        return (info.state.subjects or {}).get(finished, 0) >= expected and not (
+        return sum((info.state.subjects or {}).values()) >= expected and not (
             consumer.num_pending or consumer.num_ack_pending)
     finally:
         await nc.close()

@@ -266,7 +266,7 @@ class View:
         sub = await self.ctx.js.subscribe(s.EVENTS_ALL, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
         try:
             async for msg in sub.messages:
-                kind = msg.subject.rsplit(".", 1)[-1]
+                kind, _source = s.parse_event_subject(msg.subject)
                 ended: RunFinished | RunHandedBack
                 if kind == "finished":
                     ended = decode(msg.data, RunFinished)
