@@ -8,9 +8,20 @@ from datetime import UTC, datetime
 
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 TENANT_RE = JOB_NAME_RE
-# Run ids are KV keys and subject tokens: letters, digits, '-', '_' and one '.' after the job name.
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}\.[0-9]{8}T[0-9]{9}Z(-[A-Za-z0-9_]{1,40})?$")
+DEFAULT_TENANT = "default"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}"
+JOB_KEY_RE = re.compile(rf"^(?:{_NAME}\.)?{_NAME}$")
+"""A job's key: its name, qualified by its tenant unless that is the default tenant (see job_key)."""
+# Run ids are KV keys and subject tokens: the job's key, '.', the occurrence's instant, an optional suffix.
+RUN_ID_RE = re.compile(rf"^(?:{_NAME}\.)?{_NAME}\.[0-9]{{8}}T[0-9]{{9}}Z(-[A-Za-z0-9_]{{1,40}})?$")
 AGENT_ID_RE = JOB_NAME_RE
+
+
+def job_key(tenant: str, name: str) -> str:
+    """Where a job is stored, and the prefix of its runs' ids: names are per tenant, so two tenants may both
+    have a `nightly`, and neither can learn of the other's. The default tenant's keys are its bare names (what
+    every job was keyed by before tenants had their own names)."""
+    return name if tenant == DEFAULT_TENANT else f"{tenant}.{name}"
 
 
 def _stamp(at: datetime) -> str:
@@ -34,7 +45,13 @@ def replay_run_id(original: str, replay: int) -> str:
 
 
 def job_of(run_id: str) -> str:
-    return run_id.split(".", 1)[0]
+    """The key of the job a run belongs to."""
+    return run_id.rsplit(".", 1)[0]
+
+
+def stamp_of(run_id: str) -> str:
+    """The occurrence part of a run id (its instant and suffix): what runs of one flow share."""
+    return run_id.rsplit(".", 1)[1]
 
 
 def body_hash(body: bytes) -> str:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 import msgspec
 
+from jetcron.core.ids import job_key
 from jetcron.core.run_state import RunState
 
 __all__ = [
@@ -181,6 +182,16 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     depends_on: list[str] = msgspec.field(default_factory=list)
     require: dict[str, str] = msgspec.field(default_factory=dict)
     """Agent labels that must match (zone, rack, leaf, ...)."""
+
+
+    @property
+    def key(self) -> str:
+        """Where the job is stored and what its runs' ids start with (ids.job_key)."""
+        return job_key(self.tenant, self.name)
+
+    def upstream_keys(self) -> list[str]:
+        """depends_on names the tenant's own jobs: their keys."""
+        return [job_key(self.tenant, name) for name in self.depends_on]
 
 
 class JobRecord(_Record, frozen=True, kw_only=True):

@@ -304,6 +304,6 @@ def pace_backfill(spec: JobSpec, fires: list[PlannedFire], *, now: datetime, rat
             continue
         out.append(BackfillRun(fire=msgspec.structs.replace(fire, due_at=now + started * step),
                                after=previous if chained else ""))
-        previous = run_id(spec.name, fire.nominal)
+        previous = run_id(spec.key, fire.nominal)
         started += 1
     return out

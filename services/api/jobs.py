@@ -12,7 +12,7 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.core import cron, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.ids import JOB_NAME_RE, body_hash, manual_run_id, run_id
+from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, body_hash, job_key, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.services.api.call import Call, visible
@@ -40,7 +40,7 @@ class Jobs:
             name = todo.pop()
             if name in graph or name == spec.name or not JOB_NAME_RE.match(name):
                 continue
-            found = await self.ctx.jobs.maybe(name)
+            found = await self.ctx.jobs.maybe(job_key(spec.tenant, name))
             # Another tenant's job is left out, so it reads as unknown: a tenant learns nothing of it.
             if found is None or found[0].status is JobStatus.DELETED:
                 continue
@@ -65,10 +65,18 @@ class Jobs:
         return spec, body_hash(encode(spec))
 
     async def _job(self, name: str | None, tenant: str | None) -> tuple[JobRecord, int]:
-        """A live job the caller may see: another tenant's reads exactly like a missing one."""
-        if name is None or not JOB_NAME_RE.match(name):
+        """A live job the caller may see, by the name it knows: a tenant names its own jobs; the admin names a
+        job by its key (`tenant.name`, or the bare name of a default-tenant job). Another tenant's job reads
+        exactly like a missing one."""
+        if name is None or not (JOB_NAME_RE if tenant is not None else JOB_KEY_RE).match(name):
             raise InvalidSpec("name", name, "is not a valid job name")
-        record, revision = await self.ctx.jobs.get(name)
+        return await self._stored(name if tenant is None else job_key(tenant, name), name, tenant)
+
+    async def _stored(self, key: str, name: str, tenant: str | None) -> tuple[JobRecord, int]:
+        try:
+            record, revision = await self.ctx.jobs.get(key)
+        except NotFound:
+            raise NotFound("job", name) from None
         if record.status is JobStatus.DELETED or not visible(record.spec.tenant, tenant):
             raise NotFound("job", name)
         return record, revision
@@ -87,8 +95,8 @@ class Jobs:
             if existing is not None and existing[0].state != "released":
                 if existing[0].body_hash != digest:
                     raise Conflict(f"idempotency key {key!r} was already used with a different body")
-                found = await self.ctx.jobs.maybe(spec.name)
-                if found is not None and found[0].spec.tenant == spec.tenant:
+                found = await self.ctx.jobs.maybe(spec.key)
+                if found is not None:
                     return found[0]
                 claim = existing[1]
             else:
@@ -100,20 +108,18 @@ class Jobs:
         record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id(),
                            warnings=await self.capacity.warnings(spec))
         try:
-            await self.ctx.jobs.create(spec.name, record)
+            await self.ctx.jobs.create(spec.key, record)
         except WriteConflict:
-            old, revision = await self.ctx.jobs.get(spec.name)
-            if old.status is not JobStatus.DELETED or old.spec.tenant != spec.tenant:
-                if key is not None and old.body_hash == digest and old.spec.tenant == spec.tenant:
+            # Names are per tenant (the key holds the tenant): only the caller's own job can be in the way.
+            old, revision = await self.ctx.jobs.get(spec.key)
+            if old.status is not JobStatus.DELETED:
+                if key is not None and old.body_hash == digest:
                     return old
-                # One message whoever holds the name. Names are still one namespace across tenants, so a taken
-                # name says that it is taken (docs/security.md: what a tenant can learn).
-                raise Conflict(f"job name {spec.name!r} is taken (update the job, or choose another name)") \
-                    from None
+                raise Conflict(f"job {spec.name!r} already exists (use update)") from None
             record = msgspec.structs.replace(record, version=old.version + 1)
-            await self.ctx.jobs.update(spec.name, record, revision)
+            await self.ctx.jobs.update(spec.key, record, revision)
         if key is not None and claim is not None:
-            await self.keys.commit(scope, KeyRecord(state="done", body_hash=digest, result=spec.name),
+            await self.keys.commit(scope, KeyRecord(state="done", body_hash=digest, result=spec.key),
                                    IDEMPOTENCY_TTL, claim)
         return record
 
@@ -123,17 +129,14 @@ class Jobs:
         req = body(call.data, {"spec", "expected_version"}, {"spec"})
         expected = integer(req, "expected_version", 0, 0, 2**53) or None
         spec, digest = await self._validated(req["spec"], call.tenant)
-        old, revision = await self._job(spec.name, call.tenant)
-        if old.spec.tenant != spec.tenant:
-            raise InvalidSpec("spec.tenant", spec.tenant,
-                              f"cannot move a job to another tenant (it is {old.spec.tenant!r})")
+        old, revision = await self._stored(spec.key, spec.name, call.tenant)
         if expected is not None and old.version != expected:
             raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
                            "read; read it again and retry")
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
                                          body_hash=digest, trace_id=current_trace_id(),
                                          warnings=await self.capacity.warnings(spec))
-        await self.ctx.jobs.update(spec.name, record, revision)
+        await self.ctx.jobs.update(spec.key, record, revision)
         return record
 
     async def get(self, call: Call) -> JobView:
@@ -161,8 +164,8 @@ class Jobs:
             items.append(found[0])
             if len(items) == limit:
                 break
-        more = bool(items) and items[-1].spec.name != names[-1] and len(items) == limit
-        return Page(items=items, next_cursor=items[-1].spec.name if more else None)
+        more = bool(items) and items[-1].spec.key != names[-1] and len(items) == limit
+        return Page(items=items, next_cursor=items[-1].spec.key if more else None)
 
     async def _set_status(self, call: Call, status: JobStatus) -> JobRecord:
         req = body(call.data, {"name"}, {"name"})
@@ -176,7 +179,7 @@ class Jobs:
             elif status is JobStatus.ACTIVE and record.status is JobStatus.PAUSED:
                 new = msgspec.structs.replace(new, resumed_at=now)
             try:
-                await self.ctx.jobs.update(record.spec.name, new, revision)
+                await self.ctx.jobs.update(record.spec.key, new, revision)
                 return new
             except WriteConflict:
                 continue
@@ -198,7 +201,7 @@ class Jobs:
         now = self.ctx.clock.now()
         # A retried request with the same key must hit the same run id: keep the time out of it then.
         stamp = now if "key" not in req else record.created_at
-        run = Run(run_id=manual_run_id(record.spec.name, stamp, key), job=record.spec.name, tenant=record.spec.tenant,
+        run = Run(run_id=manual_run_id(record.spec.key, stamp, key), job=record.spec.key, tenant=record.spec.tenant,
                   state=RunState.SCHEDULED, scheduled_at=now, due_at=now, created_at=now, spec=record.spec,
                   flow_id="", trace_id=current_trace_id())
         return await self._record(run)
@@ -223,7 +226,7 @@ class Jobs:
         rate = integer(req, "rate", 100, 1, 1000)
         planned = triggers.plan_backfill(spec, created_at=record.created_at, start=start, end=end,
                                          now=now, limit=limit)
-        cursor = await self.ctx.cursors.maybe(spec.name)
+        cursor = await self.ctx.cursors.maybe(spec.key)
         paced = triggers.pace_backfill(spec, planned, now=now, rate_per_second=rate,
                                        active_run=cursor[0].last_run if cursor else "")
         created: list[Run] = []
@@ -233,7 +236,7 @@ class Jobs:
             if fire.skip_reason is not None:
                 state, reason = RunState.SKIPPED, fire.skip_reason
             skipped = state is RunState.SKIPPED
-            run = Run(run_id=run_id(spec.name, fire.nominal), job=spec.name, tenant=spec.tenant, state=state,
+            run = Run(run_id=run_id(spec.key, fire.nominal), job=spec.key, tenant=spec.tenant, state=state,
                       scheduled_at=fire.nominal, due_at=fire.due_at, created_at=now,
                       spec=None if skipped else spec, reason=reason, after=item.after, trace_id=current_trace_id(),
                       finished_at=now if skipped else None, outcome="skipped" if skipped else "")

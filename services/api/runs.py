@@ -9,7 +9,7 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.ids import RUN_ID_RE, TENANT_RE, job_of, replay_run_id
+from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, RUN_ID_RE, TENANT_RE, job_key, job_of, replay_run_id
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
 from jetcron.services.api.call import Call, admin_only, visible
 from jetcron.services.api.requests import body, integer, text
@@ -49,13 +49,17 @@ class Runs:
             raise InvalidSpec("state", state, f"must be one of {', '.join(sorted(STATES))}")
         limit = integer(req, "limit", 100, 1, 1000)
         after = text(req, "cursor") or ""
-        if job is not None and not TENANT_RE.match(job):
+        if job is not None and not (JOB_NAME_RE if call.tenant is not None else JOB_KEY_RE).match(job):
             raise InvalidSpec("job", job, "is not a valid job name")
+        if job is not None and call.tenant is not None:
+            job = job_key(call.tenant, job)
         keys = sorted(k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">") if k > after)
         items: list[Run] = []
         last = None
         for key in keys:
             last = key
+            if job is not None and job_of(key) != job:
+                continue  # `default-job.>` also matches the runs of tenant default-job's jobs
             found = await self.ctx.runs.maybe(key)
             if found is None or (state is not None and found[0].state != state):
                 continue

@@ -7,6 +7,7 @@ import msgspec
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError, WriteConflict
+from jetcron.core.ids import stamp_of
 from jetcron.core.models import JobRecord, JobStatus, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
@@ -16,8 +17,8 @@ from jetcron.wire.codec import encode
 
 
 def flow_stamp(run: Run) -> str:
-    """Every run of one flow shares the root occurrence's stamp: JOB.<stamp> names each job's run."""
-    return (run.flow_id or run.run_id).split(".", 1)[1]
+    """Every run of one flow shares the root occurrence's stamp: <job key>.<stamp> names each job's run."""
+    return stamp_of(run.flow_id or run.run_id)
 
 
 class Flows:
@@ -32,11 +33,11 @@ class Flows:
                 continue
             old = self.jobs.pop(name, None)
             if old is not None:
-                for up in old.spec.depends_on:
+                for up in old.spec.upstream_keys():
                     self.downstream.get(up, set()).discard(name)
             if record is not None and record.status is JobStatus.ACTIVE:
                 self.jobs[name] = record
-                for up in record.spec.depends_on:
+                for up in record.spec.upstream_keys():
                     self.downstream.setdefault(up, set()).add(name)
 
     async def on_terminal(self, run: Run) -> None:
@@ -47,13 +48,13 @@ class Flows:
 
     async def _consider(self, record: JobRecord, ended: Run) -> None:
         stamp = flow_stamp(ended)
-        run_id = f"{record.spec.name}.{stamp}"
+        run_id = f"{record.spec.key}.{stamp}"
         if ended.state is not RunState.SUCCEEDED:
             await self._create(record, ended, run_id, RunState.BLOCKED,
                                f"upstream {ended.job} run {ended.run_id} ended {ended.state}")
             return
         pending: list[str] = []
-        for up in record.spec.depends_on:
+        for up in record.spec.upstream_keys():
             found = await self.ctx.runs.maybe(f"{up}.{stamp}")
             if found is None or found[0].state is not RunState.SUCCEEDED:
                 pending.append(up if found is None else f"{up} ({found[0].state})")
@@ -67,7 +68,7 @@ class Flows:
     async def _create(self, record: JobRecord, ended: Run, run_id: str, state: RunState, reason: str) -> None:
         now = self.ctx.clock.now()
         spec = record.spec
-        run = Run(run_id=run_id, job=spec.name, tenant=spec.tenant, state=state, scheduled_at=ended.scheduled_at,
+        run = Run(run_id=run_id, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=ended.scheduled_at,
                   due_at=now, created_at=now, spec=spec, reason=reason, flow_id=ended.flow_id or ended.run_id,
                   trace_id=ended.trace_id, finished_at=now if state.terminal else None,
                   outcome="blocked" if state is RunState.BLOCKED else "")

@@ -53,11 +53,11 @@ class Firer:
         # which costs a round trip but no stored write (one write per run saved).
         one_shot_done = plan.done and spec.schedule.kind in (ScheduleKind.NOW, ScheduleKind.AT)
         if plan.cursor is not None and not one_shot_done and (cursor is None or plan.cursor != cursor[0].last):
-            new = Cursor(job=spec.name, last=plan.cursor, version=record.version, last_run=last_run)
+            new = Cursor(job=spec.key, last=plan.cursor, version=record.version, last_run=last_run)
             if cursor is None:
-                revision = await self.ctx.cursors.create(spec.name, new)
+                revision = await self.ctx.cursors.create(spec.key, new)
             else:
-                revision = await self.ctx.cursors.update(spec.name, new, cursor[1])
+                revision = await self.ctx.cursors.update(spec.key, new, cursor[1])
             cursor = (new, revision)
         return plan, cursor
 
@@ -97,13 +97,13 @@ class Firer:
 
     async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str) -> str:
         spec = record.spec
-        rid = run_id(spec.name, fire.nominal)
+        rid = run_id(spec.key, fire.nominal)
         # A one-off run continues the trace of the request that created the job; each occurrence of a recurring
         # job starts its own trace, linked to that request.
         one_off = spec.schedule.kind in (ScheduleKind.NOW, ScheduleKind.AT)
         parent = context_from_trace_id(record.trace_id) if one_off else context.Context()
         with messaging_span(_tracer, "publish", s.place_subject(spec.priority), parent=parent, run_id=rid,
-                            job=spec.name, links=[] if one_off else link_to(record.trace_id)):
+                            job=spec.key, links=[] if one_off else link_to(record.trace_id)):
             state, reason, after, supersede = RunState.SCHEDULED, "", "", ""
             if fire.skip_reason is not None:
                 state, reason = RunState.SKIPPED, fire.skip_reason
@@ -115,7 +115,7 @@ class Firer:
                     state, reason, after = RunState.WAITING, f"overlap: waiting for {previous}", previous
                 elif action is OverlapAction.CANCEL_PREVIOUS:
                     supersede = previous
-            run = Run(run_id=rid, job=spec.name, tenant=spec.tenant, state=state, scheduled_at=fire.nominal,
+            run = Run(run_id=rid, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=fire.nominal,
                       due_at=fire.due_at, created_at=now, spec=spec if state is not RunState.SKIPPED else None,
                       reason=reason, after=after, flow_id=rid, trace_id=current_trace_id(),
                       finished_at=now if state is RunState.SKIPPED else None,

@@ -55,7 +55,8 @@ class Warm:
         """The same record, its shareable parts shared with other jobs' (the trigger's memory per schedule)."""
         spec = record.spec
         shared = {f: self._intern(getattr(spec, f)) for f in _SHARED_SPEC_FIELDS}
-        spec = msgspec.structs.replace(spec, name=name, **shared)
+        # The key's own string object stands for the name where they are equal (the default tenant's jobs).
+        spec = msgspec.structs.replace(spec, name=name if name == spec.name else spec.name, **shared)
         updated = record.created_at if record.updated_at == record.created_at else record.updated_at
         return msgspec.structs.replace(record, spec=spec, updated_at=updated, warnings=self._intern(record.warnings))
 

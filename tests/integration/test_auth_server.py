@@ -242,13 +242,24 @@ async def test_a_tenant_sees_and_touches_only_its_own_jobs_and_runs(tenants: tup
         await beta.call("jobs.create", {"spec": spec("after", depends_on=["nightly"])})
     assert caught.value.code == "invalid"
 
+    # And names are per tenant: beta has a `nightly` of its own, and each tenant sees only its own
+    theirs = await beta.call("jobs.create", {"spec": spec("nightly", command=["false"])})
+    assert (theirs["spec"]["tenant"], theirs["version"]) == ("beta", 1)
+    assert (await acme.call("jobs.get", {"name": "nightly"}))["job"]["spec"]["command"] == ["true"]
+    assert (await beta.call("jobs.get", {"name": "nightly"}))["job"]["spec"]["command"] == ["false"]
+    assert (await beta.call("jobs.trigger", {"name": "nightly"}))["run_id"].startswith("beta.nightly.")
+    assert [r["tenant"] for r in (await beta.call("runs.list", {"job": "nightly"}))["items"]] == ["beta"]
+    assert [r["run_id"] for r in (await acme.call("runs.list", {"job": "nightly"}))["items"]] == [run["run_id"]]
+    assert (await admin.call("jobs.get", {"name": "acme.nightly"}))["job"]["spec"]["tenant"] == "acme"
+
     # And beta cannot put a job into acme's name space by writing the tenant in the body
     with pytest.raises(ApiError, match="set by your credential") as caught:
         await beta.call("jobs.create", {"spec": spec("sneaky", tenant="acme")})
     assert caught.value.field == "spec.tenant"
 
     # While acme and the admin see them
-    assert [j["spec"]["name"] for j in (await acme.call("jobs.list"))["items"]] == ["nightly"]
+    assert [(j["spec"]["name"], j["spec"]["tenant"]) for j in (await acme.call("jobs.list"))["items"]] == [
+        ("nightly", "acme")]
     assert (await admin.call("runs.get", {"run_id": run["run_id"]}))["tenant"] == "acme"
     assert (await acme.call("runs.cancel", {"run_id": run["run_id"]}))["state"] == "cancelled"
 
@@ -328,7 +339,7 @@ async def test_a_job_uses_once_with_its_own_credential_on_a_system_with_auth(
                                                   "schedule": {"kind": "now"}, "tenant": "acme"}})
 
         async def finished() -> dict[str, Any] | None:
-            runs = (await admin.call("runs.list", {"job": "mailer"}))["items"]
+            runs = (await admin.call("runs.list", {"job": "acme.mailer"}))["items"]  # the admin names the key
             return runs[0] if runs and runs[0]["state"] in ("succeeded", "failed", "dead") else None
 
         run = await wait_for(finished, 30, what="mailer's run to end")

@@ -167,3 +167,21 @@ def test_an_agent_gets_a_credential_only_for_an_attempt_it_holds(agent: str, att
     run = Run(run_id="job.20261201T000000000Z", job="job", state=RunState(state), attempt=1, scheduled_at=now,
               due_at=now, created_at=now, agent="a1", agents=["a1"])
     assert (why in refusal(run, agent, attempt)) if why else refusal(run, agent, attempt) == ""
+
+
+@pytest.mark.parametrize(("tenant", "name", "key"), [
+    pytest.param("default", "nightly", "nightly", id="default_tenant_bare_name"),
+    pytest.param("acme", "nightly", "acme.nightly", id="tenant_qualified"),
+])
+def test_job_names_are_per_tenant_and_run_ids_start_with_the_jobs_key(tenant: str, name: str, key: str) -> None:
+    from datetime import UTC, datetime
+
+    from jetcron.core.ids import JOB_KEY_RE, RUN_ID_RE, job_key, job_of, manual_run_id, run_id, stamp_of
+
+    assert job_key(tenant, name) == key and JOB_KEY_RE.match(key)
+    rid = run_id(key, datetime(2026, 12, 2, 3, tzinfo=UTC))
+    manual = manual_run_id(key, datetime(2026, 12, 2, 3, tzinfo=UTC), "k1")
+    for r in (rid, manual, rid + "-r1"):
+        assert RUN_ID_RE.match(r) and job_of(r) == key, r
+    assert stamp_of(rid) == "20261202T030000000Z"
+    assert not RUN_ID_RE.match("a.b.c.20261202T030000000Z") and not JOB_KEY_RE.match("a.b.c")
