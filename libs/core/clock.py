@@ -25,3 +25,13 @@ class ManualClock:
 
     def set(self, at: datetime) -> None:
         self._now = at
+
+
+COARSE_MARGIN = 0.05
+"""A sleep wakes a few ms late (timer slack: 5 ms on a 5 s sleep, FIELD_NOTES): sleep to this many seconds before
+an instant, then the rest, to wake within ~1.5 ms of it."""
+
+
+def next_wait(left: float) -> float:
+    """How long to sleep now with `left` seconds to go: all but the margin, then the margin itself."""
+    return left - COARSE_MARGIN if left > COARSE_MARGIN else max(0.0, left)

@@ -15,6 +15,7 @@ from jetcron import faults
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
 from jetcron.core import leases
+from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.services.agent import container as containers
 from jetcron.services.agent.executor import Execution, Outcome
@@ -40,15 +41,11 @@ def _nothing() -> None:
 
 
 async def sleep_until(ctx: Context, at: datetime) -> None:
-    """Coarse sleep to ~50 ms before, then a short precise one (timer slack, FIELD_NOTES).
+    """Coarse sleep to ~50 ms before, then a short precise one (core/clock.next_wait).
 
     Already due (a herd's attempts, started as they come due): one clock read, no sleep."""
-    left = (at - ctx.clock.now()).total_seconds()
-    while left > 0.05:
-        await asyncio.sleep(left - 0.05)
-        left = (at - ctx.clock.now()).total_seconds()
-    if left > 0:
-        await asyncio.sleep(left)
+    while (left := (at - ctx.clock.now()).total_seconds()) > 0:
+        await asyncio.sleep(next_wait(left))
 
 
 class Attempt:

@@ -21,14 +21,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from jetcron.core.clock import Clock
+from jetcron.core.clock import Clock, next_wait
 from jetcron.core.due_index import DueIndex
 from jetcron.services.agent.reports import ReportWindow
 
 T = TypeVar("T")
-
-# Sleep coarsely to this many seconds before the earliest due time, then precisely (timer slack, FIELD_NOTES).
-_COARSE_MARGIN = 0.05
 
 
 Settled = Callable[[], None]
@@ -115,7 +112,7 @@ class Waiting(Generic[T]):
             timeout = None
             if first is not None:
                 left = (first - self._clock.now()).total_seconds()
-                timeout = left - _COARSE_MARGIN if left > _COARSE_MARGIN else max(0.0, left)
+                timeout = next_wait(left)  # coarse, then precise (timer slack)
             changed, stopped = asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(stop.wait())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait((changed, stopped), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)

@@ -288,3 +288,11 @@ async def test_the_end_of_the_child_stops_a_keeper_that_has_not_started() -> Non
     attempt._now_reporting()
     await asyncio.sleep(0.05)
     assert (attempt.keeper, leases.asked) == (None, [])
+
+
+@pytest.mark.parametrize(("left", "wait"), [(5.0, 4.95), (0.05, 0.05), (0.01, 0.01), (0.0, 0.0), (-1.0, 0.0)],
+                         ids=["far_coarse", "at_margin_precise", "near_precise", "due", "late"])
+def test_a_wait_sleeps_coarsely_to_the_margin_then_precisely(left: float, wait: float) -> None:
+    from jetcron.core.clock import next_wait
+
+    assert next_wait(left) == pytest.approx(wait)
