@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from jetcron.core.errors import IllegalTransition, StaleReport
-from jetcron.core.models import AttemptRecord, Run
+from jetcron.core.models import AttemptRecord, JobSpec, Run
 from jetcron.core.retry import RetryAction, RetryDecision
 from jetcron.core.run_state import FENCED_EVENTS, TRANSITIONS, RunEvent, RunState
 
@@ -167,3 +167,17 @@ def apply(run: Run, change: Change, now: datetime) -> Run:
     if new.state not in allowed:  # pragma: no cover - guards the table against _pick drifting
         raise IllegalTransition(run.run_id, run.state, new.state, "not in the transition table")
     return new
+
+
+_ENDED_AT_BIRTH = {RunState.SKIPPED: "skipped", RunState.BLOCKED: "blocked"}
+
+
+def new_run(spec: JobSpec, *, run_id: str, state: RunState, scheduled_at: datetime, due_at: datetime,
+            now: datetime, reason: str = "", after: str = "", flow_id: str = "", trace_id: str = "") -> Run:
+    """The one way a run record is made (trigger, api, DAG release): its job, tenant and snapshot from the
+    spec; an occurrence recorded skipped or blocked is terminal from birth (a skipped one keeps no snapshot)."""
+    outcome = _ENDED_AT_BIRTH.get(state, "")
+    return Run(run_id=run_id, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=scheduled_at,
+               due_at=due_at, created_at=now, spec=None if state is RunState.SKIPPED else spec, reason=reason,
+               after=after, flow_id=flow_id, trace_id=trace_id, finished_at=now if outcome else None,
+               outcome=outcome)

@@ -14,6 +14,7 @@ from jetcron.core import cron, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, body_hash, job_key, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
+from jetcron.core.runs import new_run
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.services.api.call import Call, visible
 from jetcron.services.api.capacity import CapacityCheck
@@ -201,9 +202,8 @@ class Jobs:
         now = self.ctx.clock.now()
         # A retried request with the same key must hit the same run id: keep the time out of it then.
         stamp = now if "key" not in req else record.created_at
-        run = Run(run_id=manual_run_id(record.spec.key, stamp, key), job=record.spec.key, tenant=record.spec.tenant,
-                  state=RunState.SCHEDULED, scheduled_at=now, due_at=now, created_at=now, spec=record.spec,
-                  flow_id="", trace_id=current_trace_id())
+        run = new_run(record.spec, run_id=manual_run_id(record.spec.key, stamp, key), state=RunState.SCHEDULED,
+                      scheduled_at=now, due_at=now, now=now, trace_id=current_trace_id())
         return await self._record(run)
 
     async def _record(self, run: Run) -> Run:
@@ -235,10 +235,7 @@ class Jobs:
             reason = f"backfill: waiting for {item.after}" if item.after else "backfill"
             if fire.skip_reason is not None:
                 state, reason = RunState.SKIPPED, fire.skip_reason
-            skipped = state is RunState.SKIPPED
-            run = Run(run_id=run_id(spec.key, fire.nominal), job=spec.key, tenant=spec.tenant, state=state,
-                      scheduled_at=fire.nominal, due_at=fire.due_at, created_at=now,
-                      spec=None if skipped else spec, reason=reason, after=item.after, trace_id=current_trace_id(),
-                      finished_at=now if skipped else None, outcome="skipped" if skipped else "")
+            run = new_run(spec, run_id=run_id(spec.key, fire.nominal), state=state, scheduled_at=fire.nominal,
+                          due_at=fire.due_at, now=now, reason=reason, after=item.after, trace_id=current_trace_id())
             created.append(await self._record(run))
         return Page(items=created)

@@ -10,7 +10,7 @@ from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.ids import stamp_of
 from jetcron.core.models import JobRecord, JobStatus, Run, RunState
 from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
+from jetcron.core.runs import Change, apply, new_run
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -68,10 +68,8 @@ class Flows:
     async def _create(self, record: JobRecord, ended: Run, run_id: str, state: RunState, reason: str) -> None:
         now = self.ctx.clock.now()
         spec = record.spec
-        run = Run(run_id=run_id, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=ended.scheduled_at,
-                  due_at=now, created_at=now, spec=spec, reason=reason, flow_id=ended.flow_id or ended.run_id,
-                  trace_id=ended.trace_id, finished_at=now if state.terminal else None,
-                  outcome="blocked" if state is RunState.BLOCKED else "")
+        run = new_run(spec, run_id=run_id, state=state, scheduled_at=ended.scheduled_at, due_at=now, now=now,
+                      reason=reason, flow_id=ended.flow_id or ended.run_id, trace_id=ended.trace_id)
         try:
             await self.ctx.runs.create(run_id, run)
         except WriteConflict:

@@ -14,7 +14,8 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.core import triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
-from jetcron.core.models import JobRecord, OverlapPolicy, Run, RunState, ScheduleKind
+from jetcron.core.models import JobRecord, OverlapPolicy, RunState, ScheduleKind
+from jetcron.core.runs import new_run
 from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -115,11 +116,8 @@ class Firer:
                     state, reason, after = RunState.WAITING, f"overlap: waiting for {previous}", previous
                 elif action is OverlapAction.CANCEL_PREVIOUS:
                     supersede = previous
-            run = Run(run_id=rid, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=fire.nominal,
-                      due_at=fire.due_at, created_at=now, spec=spec if state is not RunState.SKIPPED else None,
-                      reason=reason, after=after, flow_id=rid, trace_id=current_trace_id(),
-                      finished_at=now if state is RunState.SKIPPED else None,
-                      outcome="skipped" if state is RunState.SKIPPED else "")
+            run = new_run(spec, run_id=rid, state=state, scheduled_at=fire.nominal, due_at=fire.due_at, now=now,
+                          reason=reason, after=after, flow_id=rid, trace_id=current_trace_id())
             try:
                 await self.ctx.runs.create(rid, run)
             except WriteConflict:

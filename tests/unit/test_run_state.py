@@ -216,3 +216,19 @@ def test_a_report_from_an_agent_the_run_was_not_assigned_to_is_refused(event: Ru
     # Then another agent's report, even one carrying the right attempt and token, changes nothing
     with pytest.raises(StaleReport, match="agent a2 was not assigned this run"):
         apply(run, forged, NOW)
+
+
+@pytest.mark.parametrize(("state", "keeps_spec", "outcome"), [
+    (RunState.SCHEDULED, True, ""), (RunState.WAITING, True, ""),
+    (RunState.SKIPPED, False, "skipped"), (RunState.BLOCKED, True, "blocked"),
+], ids=lambda v: getattr(v, "value", str(v)))
+def test_a_new_run_takes_its_job_key_and_tenant_from_the_spec_and_is_terminal_only_if_born_so(
+        state: RunState, keeps_spec: bool, outcome: str) -> None:
+    from jetcron.core.runs import new_run
+
+    spec = JobSpec(name="nightly", command=["true"], tenant="acme")
+    run = new_run(spec, run_id="acme.nightly.20261130T120000000Z", state=state, scheduled_at=NOW, due_at=NOW,
+                  now=NOW, reason="why")
+    assert (run.job, run.tenant, run.state, run.reason) == ("acme.nightly", "acme", state, "why")
+    assert (run.spec is spec) is keeps_spec
+    assert (run.outcome, run.finished_at) == (outcome, NOW if outcome else None)
