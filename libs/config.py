@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     """The cycle collector's thresholds (gc.set_threshold), as JSON, e.g. [20000, 20, 20]; [0, 0, 0] turns it off.
     Python's (700, 10, 10) suit a small heap: an agent holding a staged herd of 50,000 attempts spent a minute in
     collections over one herd, the tracker and placement most of one too (jetcron_gc_pause_seconds_total)."""
+    stop_grace: float | None = Field(default=None, gt=0)
+    """Seconds a service has to stop after SIGTERM before it is cut short (also when NATS is unreachable);
+    default 10, and for an agent its drain (drain_grace + kill_grace) plus 5."""
     job_signing_key_file: str | None = None
     """api only: the seed of the scoped job signing key (auth/job-signing.seed). Set, the api answers agents'
     requests for a run's own short-lived credential (jobs use it for once() and checkpoints); unset, jobs get
@@ -118,6 +121,11 @@ class Settings(BaseSettings):
     """How long a run's credential lives when its job has no timeout (with a timeout: the timeout, plus 10 min)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
+
+    def grace_for(self, service: str) -> float:
+        if self.stop_grace is not None:
+            return self.stop_grace
+        return self.drain_grace + self.kill_grace + 5.0 if service == "agent" else 10.0
 
     @property
     def identity(self) -> Identity:

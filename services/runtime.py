@@ -182,6 +182,53 @@ def dump_tasks() -> None:
     sys.stderr.flush()
 
 
+async def _stopped(ctx: Context) -> None:
+    await ctx.stop.wait()
+
+
+async def _until_stopped(ctx: Context, serving: asyncio.Future[None], grace: float) -> None:
+    """Wait for the service to end; once asked to stop, give it `grace` seconds, then cut it short. With its
+    NATS gone, a service's writes retry for ever: an operator's SIGTERM must still end it (nothing acknowledged
+    is lost: every acknowledged write is in JetStream already)."""
+    asked: asyncio.Future[None] = asyncio.ensure_future(_stopped(ctx))
+    try:
+        await asyncio.wait({serving, asked}, return_when=asyncio.FIRST_COMPLETED)
+        if not serving.done():
+            done, _ = await asyncio.wait({serving}, timeout=grace)
+            if not done:
+                ctx.log.error("not stopped within the grace period: cutting it short", grace_seconds=grace)
+                serving.cancel()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(serving, timeout=1.0)
+                return
+        serving.result()
+    finally:
+        asked.cancel()
+
+
+async def _end_tasks(ctx: Context, timeout: float = 2.0) -> bool:
+    """Cancel what is left; True if every task ended within `timeout`."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return True
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
+    if pending:
+        names = sorted(getattr(t.get_coro(), "__qualname__", t.get_name()) for t in pending)
+        ctx.log.error("tasks did not end when cancelled", tasks=names)
+    return not pending
+
+
+async def _disconnect(ctx: Context) -> None:
+    """Drain what is buffered, briefly: a server that is gone gets a close, not a wait."""
+    try:
+        await asyncio.wait_for(ctx.nc.drain(), timeout=2.0)
+    except Exception:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ctx.nc.close(), timeout=1.0)
+
+
 def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Settings | None = None) -> None:
     """Run a service until SIGTERM or Ctrl-C, then let it drain and close the connection."""
 
@@ -191,13 +238,16 @@ def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Setti
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, ctx.stop.set)
         loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
+        serving = asyncio.ensure_future(run(ctx, main))
         try:
-            await run(ctx, main)
+            await _until_stopped(ctx, serving, ctx.settings.grace_for(name))
         finally:
-            try:
-                await ctx.nc.drain()
-            except Exception:
-                await ctx.nc.close()
+            await _disconnect(ctx)
+            if not await _end_tasks(ctx):
+                # A task that ignores its cancel would hold asyncio.run's shutdown for ever: leave without it.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(1)
 
     try:
         asyncio.run(runner())

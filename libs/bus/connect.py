@@ -146,7 +146,7 @@ async def _on_error(exc: Exception) -> None:
     elif "authorization violation" in lowered or "authentication" in lowered:
         metrics.AUTH_FAILURES.labels(kind="authorization").inc()
         _log.error("NATS refused this process's credential", detail=text)
-    else:
+    elif not isinstance(exc, OSError):  # a refused reconnect: the client retries, and says so when it is back
         _log.warning("nats client error", error=repr(exc))
 
 

@@ -78,6 +78,11 @@ async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Ha
         try:
             msgs = await sub.fetch(batch, timeout=1.0)
         except (TimeoutError, nats.errors.TimeoutError):
+            # nats-py's fetch can turn a cancel that lands during its wait into a timeout (3.11 wait_for):
+            # a loop that took it for one would never end, and hold its process's exit for ever.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError from None
             continue
         except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
             await asyncio.sleep(0.5)
