@@ -88,6 +88,13 @@ class Settings(BaseSettings):
     gets no GPU work until a check passes after its return."""
     gpu_health_every: float = Field(default=60.0, gt=0)
     """Seconds between GPU health checks (only on hosts with GPUs)."""
+    agent_job_user: str = "nobody"
+    """The user jobs run as when the agent runs as root; `@agent` runs them as the agent's own user. An agent
+    that is not root cannot switch and runs jobs as itself."""
+    agent_allow_root: bool = False
+    """Whether a job that asks for it (run_as_root) may run as root on this agent."""
+    agent_job_path: str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    """PATH of a job's process (its environment is otherwise only its own variables and the run's)."""
     agent_max_pids: int = Field(default=1024, ge=8)
     """Processes (and threads) one run may have at a time, where the agent enforces limits by cgroup."""
     log_cap_bytes: int = Field(default=1_048_576, ge=1024)

@@ -30,6 +30,9 @@ FAST_SETTINGS = {
     "JETCRON_REDRIVE_AFTER": "5",
     "JETCRON_KILL_GRACE": "1",
     "JETCRON_DRAIN_GRACE": "2",
+    # Jobs of most tests write into pytest's tmp dirs (mode 0700, root's): run them as the agent's user. The
+    # default, an unprivileged user, is what test_agent_confinement.py and the e2e test of `jetcron up` run.
+    "JETCRON_AGENT_JOB_USER": "@agent",
 }
 CORE_SERVICES = ("api", "trigger", "placement", "run_tracker")
 

@@ -182,6 +182,8 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     depends_on: list[str] = msgspec.field(default_factory=list)
     require: dict[str, str] = msgspec.field(default_factory=dict)
     """Agent labels that must match (zone, rack, leaf, ...)."""
+    run_as_root: bool = False
+    """Run as root: only on agents that allow it (JETCRON_AGENT_ALLOW_ROOT); jobs run unprivileged otherwise."""
 
 
     @property

@@ -18,6 +18,7 @@ from jetcron.core import leases
 from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.services.agent import container as containers
+from jetcron.services.agent.confine import JobUser, root_refusal
 from jetcron.services.agent.executor import Execution, Outcome
 from jetcron.services.agent.host import HostSetup
 from jetcron.services.agent.limits import RunLimits
@@ -56,8 +57,11 @@ class Attempt:
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: Callable[[], dict[str, str]],
                  parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
-                 asked_at: float | None = None, window: ReportWindow | None = None) -> None:
+                 asked_at: float | None = None, window: ReportWindow | None = None,
+                 user: JobUser | None = None) -> None:
         self.ctx = ctx
+        self.user = user
+        """Who the child runs as (None: the agent's own user)."""
         self.window = window if window is not None else ReportWindow(1, hold=0.0)
         """The agent's reports in flight (RunStarted, RunFinished): a herd's reports queue here, its starts do not."""
         self.granted = ctx.settings.run_lease_ttl if granted is None else granted
@@ -228,7 +232,9 @@ class Attempt:
             await asyncio.sleep(0)
             return Outcome("succeeded", 0)
         spec, settings, env = self.cmd.spec, self.ctx.settings, self.env()
-        env["JETCRON_TENANT"] = spec.tenant
+        refused = root_refusal(spec.run_as_root, settings.agent_allow_root)
+        if refused:
+            return Outcome("start_failed", None, refused)
         if settings.nats_creds:  # auth on: the run gets its own credential, never the agent's
             creds, why = await run_credential(self.ctx.nc, self.cmd)
             if why:
@@ -250,7 +256,9 @@ class Attempt:
             on_kill = partial(containers.remove, runtime, container)
             limits = None  # the engine enforces them (--memory, --pids-limit)
             self.groups.add_container(container)
-        self.execution = Execution(argv, env, limits=limits, timeout=spec.timeout_seconds,
+        switch = None if spec.run_as_root or self.user is None or self.user.uid is None or self.user.gid is None \
+            else (self.user.uid, self.user.gid)
+        self.execution = Execution(argv, env, limits=limits, timeout=spec.timeout_seconds, user=switch,
                                    kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill)
         try:
             failed = await self.execution.start()

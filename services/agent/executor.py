@@ -35,8 +35,10 @@ class Execution:
 
     def __init__(self, argv: list[str], env: dict[str, str], *, limits: RunLimits | None, timeout: float | None,
                  kill_grace: float, on_output: Callable[[str, bytes], Awaitable[None]],
-                 on_kill: Callable[[], Awaitable[None]] | None = None) -> None:
+                 on_kill: Callable[[], Awaitable[None]] | None = None, user: tuple[int, int] | None = None) -> None:
         self.argv = argv
+        self.user = user
+        """(uid, gid) the child switches to after joining its cgroups; None: the agent's own."""
         self.env = env
         self.limits = limits
         self.on_kill = on_kill
@@ -61,7 +63,7 @@ class Execution:
             return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: not found or not executable")
         if self.limits is not None:
             self.limits.create()
-        argv, preexec = launch.command([program, *self.argv[1:]], self.limits)
+        argv, preexec = launch.command([program, *self.argv[1:]], self.limits, self.user)
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *argv, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,

@@ -5,7 +5,8 @@ A Python preexec_fn would do it all, but it forces fork() of the whole agent and
 10 times slower per spawn than the vfork Python uses otherwise (measured: ~80 vs ~300 spawns/s with this prefix
 here). So the agent execs small tools in front of the program instead, each of which sets one thing up and then
 execs the next: `setpriv --pdeathsig KILL`, then `sh -c` writing its own pid into the cgroups (so the program
-starts inside them; nothing it forks can escape) or `prlimit`, then the program itself with its argv untouched.
+starts inside them; nothing it forks can escape) or `prlimit`, then `setpriv --reuid --regid --clear-groups`
+to drop to the job's user (last: joining cgroups needs root), then the program itself with its argv untouched.
 The pid stays the same through every exec, so the program still leads its own process group. Where the tools
 are missing, the preexec_fn does the same.
 """
@@ -49,7 +50,7 @@ def resolve(program: str, env: dict[str, str]) -> str | None:
     return shutil.which(program, path=env.get("PATH", os.defpath))
 
 
-def _preexec(limits: RunLimits | None) -> Callable[[], None]:
+def _preexec(limits: RunLimits | None, user: tuple[int, int] | None) -> Callable[[], None]:
     """The slow path, in the child between fork and exec."""
 
     def setup() -> None:
@@ -57,24 +58,32 @@ def _preexec(limits: RunLimits | None) -> Callable[[], None]:
             ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the child dies with the agent
         if limits is not None:
             limits.enter()
+        if user is not None:  # last: joining the run's cgroups needs the agent's privileges
+            os.setgroups([])
+            os.setgid(user[1])
+            os.setuid(user[0])
 
     return setup
 
 
-def command(argv: list[str], limits: RunLimits | None) -> tuple[list[str], Callable[[], None] | None]:
-    """The argv to spawn (tools in front of the program's own) and a preexec_fn if the tools are missing."""
+def command(argv: list[str], limits: RunLimits | None,
+            user: tuple[int, int] | None = None) -> tuple[list[str], Callable[[], None] | None]:
+    """The argv to spawn (tools in front of the program's own) and a preexec_fn if the tools are missing.
+    `user`: (uid, gid) the program runs as, switched to after the cgroups are joined (that needs root)."""
     setpriv, prlimit, sh = _tools()
     if setpriv is None:
-        return argv, _preexec(limits)
+        return argv, _preexec(limits, user)
     prefix = [setpriv, "--pdeathsig", "KILL", "--"]
     if limits is not None and limits.groups:
         if sh is None:
-            return argv, _preexec(limits)
+            return argv, _preexec(limits, user)
         procs = [str(g / "cgroup.procs") for g in limits.groups]
         prefix += [sh, "-c", JOIN, "jetcron-join", str(len(procs)), *procs]
     elif limits is not None:
         if prlimit is None:
-            return argv, _preexec(limits)
+            return argv, _preexec(limits, user)
         memory = limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024
         prefix += [prlimit, f"--as={memory}", f"--nproc={limits.max_pids}", "--"]
+    if user is not None:
+        prefix += [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]
     return [*prefix, *argv], None

@@ -21,6 +21,7 @@ from jetcron.core.agents_index import Used
 from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
 from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.confine import job_env, job_user
 from jetcron.services.agent.container import remove_leftovers
 from jetcron.services.agent.gang import take_gang
 from jetcron.services.agent.gpu_health import GpuHealth
@@ -66,22 +67,21 @@ class Agent:
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.started_at = ctx.clock.now()
-        # Read once: filtering os.environ for every attempt was a tenth of the agent's work in a staged herd.
-        self._inherited = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
+        self.job_user = job_user(ctx.settings.agent_job_user, os.getuid())
+        """Who jobs run as (looked up once: an unknown user stops the agent at start, not each run)."""
         self.strays = StrayGuard(Path(ctx.settings.data_dir) / f"agent-{agent_id}.pgids", agent_id)
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
-        env = dict(self._inherited)
-        env.update(cmd.spec.env)
-        env.update({
+        run_vars = {
             "JETCRON_RUN_ID": cmd.run_id, "JETCRON_ATTEMPT": str(cmd.attempt),
             "JETCRON_IDEMPOTENCY_KEY": f"run:{cmd.run_id}", "JETCRON_SCHEDULED_AT": cmd.scheduled_at.isoformat(),
             "JETCRON_FENCING_TOKEN": str(token), "JETCRON_JOB": cmd.job, "JETCRON_AGENT_ID": self.agent_id,
-            "JETCRON_NATS_URL": self.ctx.settings.nats_url,
-        })
+            "JETCRON_NATS_URL": self.ctx.settings.nats_url, "JETCRON_TENANT": cmd.spec.tenant,
+        }
         if cmd.gpu_indices:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in cmd.gpu_indices)
-        return env
+            run_vars["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in cmd.gpu_indices)
+        home = "/" if cmd.spec.run_as_root else self.job_user.home
+        return job_env(path=self.ctx.settings.agent_job_path, home=home, job_env=cmd.spec.env, run_vars=run_vars)
 
     async def take(self, msg: Msg) -> None:
         """Consumer handler: acquire the run lease, start the attempt in the background, ack."""
@@ -129,7 +129,7 @@ class Agent:
             return
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
         attempt = Attempt(self.ctx, cmd, lease, partial(self._env, cmd, lease.token), continue_trace(msg.headers),
-                          self.strays, self.setup, granted, asked_at, self.reports)
+                          self.strays, self.setup, granted, asked_at, self.reports, user=self.job_user)
         self.holding.add(attempt)
         self.hold(attempt)
         if cmd.due_at > self.ctx.clock.now():
