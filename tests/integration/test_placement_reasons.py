@@ -53,18 +53,19 @@ async def test_a_run_over_its_tenants_quota_waits_saying_so(services: Services, 
     await start(services, {"agent-1": {"JETCRON_AGENT_CPU": "4"}})
     await client.call("tenants.set", {"tenant": "a", "max_cpu": 1})
     await client.call("jobs.create", job("first", "sleep", "12", tenant="a", resources={"cpu": 1}))
-    await one_run(client, "first", lambda r: r["state"] == "running", timeout=30, what="the first run to run")
+    # (the admin names another tenant's jobs by their key, tenant.name)
+    await one_run(client, "a.first", lambda r: r["state"] == "running", timeout=30, what="the first run to run")
 
     # When a second run of the tenant comes
     await client.call("jobs.create", job("second", "true", tenant="a", resources={"cpu": 1}))
 
     # Then it waits on the quota, and says so
     why = "quota: tenant a at 1/1 cpu (this run needs 1)"
-    await one_run(client, "second", lambda r: r["state"] == "scheduled" and r["reason"] == why,
+    await one_run(client, "a.second", lambda r: r["state"] == "scheduled" and r["reason"] == why,
                   what="the second run to wait on the quota")
-    assert why in cli(services.server.url, "runs", "list", "--job", "second")
+    assert why in cli(services.server.url, "runs", "list", "--job", "a.second")
     # And it runs once the first has finished
-    await one_run(client, "second", lambda r: r["state"] == "succeeded", timeout=30, what="the second run to run")
+    await one_run(client, "a.second", lambda r: r["state"] == "succeeded", timeout=30, what="the second run to run")
 
 
 async def test_runs_go_to_agents_with_a_free_slot_and_wait_for_one_saying_so(

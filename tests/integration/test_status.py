@@ -37,8 +37,10 @@ async def test_status_json_lists_the_whole_system(services: Services, client: Cl
         done = await _status(services.server.url, "-o", "json")
         assert done.returncode == 0, done.stderr
         view: dict[str, Any] = json.loads(done.stdout)
-        return view if view["tracker_leader"] and len(view["agents"]) == 2 else None
+        pinged = [i for i in view["services"] if i["service"] == "agent"]
+        return view if view["tracker_leader"] and len(view["agents"]) == 2 and len(pinged) == 2 else None
 
+    # (an instance answers $SRV.PING once it is serving: on a loaded machine an agent may still be starting)
     view = await wait_for(settled, 20, what="status to show the tracker leader and both agents")
 
     # Then it lists every service instance with its metrics URL, answering $SRV.PING
