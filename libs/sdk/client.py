@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from nats.aio.msg import Msg
 
 from jetcron.bus.connect import Identity
 from jetcron.bus.logs import read_chunks
-from jetcron.core.errors import JetcronError, Unauthorized
+from jetcron.core.errors import JetcronError, Unauthorized, Unavailable, Untrusted
 from jetcron.core.models import RunState
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
@@ -23,6 +24,7 @@ from jetcron.wire.api import ErrorBody
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 LOG_POLL_SECONDS = 0.5
+CONNECT_SECONDS = 8.0
 
 
 class ApiError(JetcronError):
@@ -49,12 +51,33 @@ class _Denials:
     def __init__(self) -> None:
         self.last: str | None = None
         self.seen = asyncio.Event()
+        self.tls: str | None = None
+        """A certificate the client could not verify while connecting (reported only here after retries)."""
 
     async def on_error(self, exc: Exception) -> None:
         text = str(exc)
+        if isinstance(exc, ssl.SSLError):
+            self.tls = str(exc.reason or exc)
         if "permissions violation" in text.lower() or "authorization violation" in text.lower():
             self.last = text
             self.seen.set()
+
+
+def _refusal(url: str, identity: Identity, exc: BaseException, denials: _Denials) -> Exception:
+    """What a failed connect means for the caller: an untrusted server, a refused credential, or unreachable."""
+    if isinstance(exc, ssl.SSLError) or denials.tls:
+        reason = denials.tls or str(getattr(exc, "reason", "") or exc)
+        return Untrusted(f"cannot verify the TLS certificate of NATS at {url} ({reason}): give the CA that signed "
+                         "it with --tls-ca or JETCRON_NATS_TLS_CA")
+    # A refused credential may surface as the refusal itself or, after the client's own retries, as "no servers
+    # available" with the refusal reported to the error callback.
+    if "authorization violation" in f"{exc} {denials.last}".lower():
+        how = f"credentials {identity.creds}" if identity.creds else "no credentials"
+        return Unauthorized(f"NATS at {url} refused the connection ({how}): give a valid credentials file with "
+                            "--creds or JETCRON_NATS_CREDS")
+    if isinstance(exc, TimeoutError):
+        return Unavailable(f"NATS at {url} did not answer within {CONNECT_SECONDS:g}s")
+    return exc if isinstance(exc, Exception) else Unavailable(str(exc))
 
 
 class Client:
@@ -74,17 +97,13 @@ class Client:
                                         tls_ca=os.environ.get("JETCRON_NATS_TLS_CA") or None)
         denials = _Denials()
         try:
-            nc = await nats.connect(servers=url.split(","), name="jetcron-client", connect_timeout=3,
-                                    max_reconnect_attempts=2, allow_reconnect=True, error_cb=denials.on_error,
-                                    **identity.options())
-        except nats.errors.Error as exc:
-            # A refused credential may surface as the refusal itself or, after the client's own retries, as "no
-            # servers available" with the refusal reported to the error callback.
-            if "authorization violation" in f"{exc} {denials.last}".lower():
-                how = f"credentials {identity.creds}" if identity.creds else "no credentials"
-                raise Unauthorized(f"NATS at {url} refused the connection ({how}): give a valid credentials "
-                                   "file with --creds or JETCRON_NATS_CREDS") from None
-            raise
+            # Bounded: nats-py keeps retrying a TLS handshake that fails verification, reporting it only to the
+            # error callback; a client must get a named error, not a hang.
+            nc = await asyncio.wait_for(nats.connect(
+                servers=url.split(","), name="jetcron-client", connect_timeout=3, max_reconnect_attempts=2,
+                allow_reconnect=True, error_cb=denials.on_error, **identity.options()), timeout=CONNECT_SECONDS)
+        except (ssl.SSLError, nats.errors.Error, TimeoutError) as exc:
+            raise _refusal(url, identity, exc, denials) from None
         return cls(nc, timeout, tenant=identity.tenant, denials=denials)
 
     async def close(self) -> None:
