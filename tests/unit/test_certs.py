@@ -43,3 +43,21 @@ def test_a_client_certificate_is_signed_by_the_same_ca(tmp_path: Path) -> None:
     cert = x509.load_pem_x509_certificate(client.cert.read_bytes())
     cert.verify_directly_issued_by(x509.load_pem_x509_certificate(files.ca.read_bytes()))
     assert cert.subject.rfc4514_string() == "CN=ops,O=jetcron"
+
+
+def test_the_certs_command_makes_a_ca_and_server_and_client_certificates(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from jetcron.cli.main import app
+
+    runner = CliRunner()
+    made = runner.invoke(app, ["certs", "init", "--dir", str(tmp_path), "--host", "nats.internal"])
+    assert made.exit_code == 0, made.output
+    assert f"CA {tmp_path / 'ca.pem'}" in made.output
+    server = x509.load_pem_x509_certificate((tmp_path / "server.pem").read_bytes())
+    san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["nats.internal"]
+    assert runner.invoke(app, ["certs", "client", "ops", "--dir", str(tmp_path)]).exit_code == 0
+    assert (tmp_path / "ops.pem").exists()
+    missing = runner.invoke(app, ["certs", "client", "ops", "--dir", str(tmp_path / "none")])
+    assert missing.exit_code == 2 and "no CA in" in missing.output
