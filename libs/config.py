@@ -120,6 +120,10 @@ class Settings(BaseSettings):
     stop_grace: float | None = Field(default=None, gt=0)
     """Seconds a service has to stop after SIGTERM before it is cut short (also when NATS is unreachable);
     default 10, and for an agent its drain (drain_grace + kill_grace) plus 5."""
+    secrets_key_file: str | None = None
+    """api and agents: the key tenants' secrets are encrypted under (`jetcron up` makes auth/secrets.key)."""
+    agent_secrets_dir: str | None = None
+    """agents: a folder of secrets kept on this host, <dir>/<tenant>/<NAME>; one there wins over the store."""
     job_signing_key_file: str | None = None
     """api only: the seed of the scoped job signing key (auth/job-signing.seed). Set, the api answers agents'
     requests for a run's own short-lived credential (jobs use it for once() and checkpoints); unset, jobs get

@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 from jetcron.auth.authority import Authority
 from jetcron.auth.local import SERVICE_ROLES
 from jetcron.auth.roles import Role
+from jetcron.bus.secrets import ensure_key_file
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
 from jetcron.sdk.client import Client
@@ -87,6 +88,8 @@ def secure_services(request: pytest.FixtureRequest, secure_server: EmbeddedNats,
         env = {"JETCRON_NATS_CREDS": mint(authority, creds_dir / f"{name}.creds", role, **who)}
         if role is Role.API:
             env["JETCRON_JOB_SIGNING_KEY_FILE"] = str(authority.job_minter())
+        if role in (Role.API, Role.AGENT):
+            env["JETCRON_SECRETS_KEY_FILE"] = str(ensure_key_file(authority.root / "secrets.key"))
         return env
 
     yield from services_on(request, secure_server, tmp_path, identity)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jetcron.auth.authority import Authority
 from jetcron.auth.roles import Role
+from jetcron.bus.secrets import ensure_key_file
 
 SERVICE_ROLES = {"api": Role.API, "trigger": Role.TRIGGER, "placement": Role.PLACEMENT,
                  "run_tracker": Role.TRACKER, "gateway": Role.GATEWAY}
@@ -44,4 +45,6 @@ class LocalCreds:
         env = {"JETCRON_NATS_CREDS": str(self.path(process))}
         if process == "api":
             env["JETCRON_JOB_SIGNING_KEY_FILE"] = str(self.authority.job_minter())
+        if process == "api" or process.startswith("agent"):
+            env["JETCRON_SECRETS_KEY_FILE"] = str(ensure_key_file(self.root / "secrets.key"))
         return env

@@ -63,7 +63,8 @@ class Permissions:
 
 
 ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
-               s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER)
+               s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER,
+               s.BUCKET_SECRETS)
 ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ,
                *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
 
@@ -99,8 +100,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.API:
         return Grant(
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
-            writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY), s.PLACE_ALL,
-                    _registry("api")),
+            writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS),
+                    s.PLACE_ALL, _registry("api"), f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
@@ -131,7 +132,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             raise ValueError("an agent's grant names its agent id")
         consumer = s.assign_consumer(agent_id)
         return Grant(
-            reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_PLACEMENT), s.STREAM_ASSIGN),
+            reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_SECRETS), s.STREAM_ASSIGN),
             writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", f"$KV.{s.BUCKET_LEASES}.run.>",
                     f"$KV.{s.BUCKET_LEASES}.gang.>", f"{s.PREFIX}.event.*.{agent_id}",
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),

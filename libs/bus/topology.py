@@ -95,6 +95,9 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_PLACEMENT, history=1,
                        description="placement's capacity summary (submit-time checks) and suspect GPU hosts",
                        **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_SECRETS, history=1,
+                       description="tenants' secrets, Fernet-encrypted (only the api and agents hold the key)",
+                       **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CLUSTER, history=1,
                        description="settings fixed when the cluster was created (the trigger's shard count)",
                        **common),  # type: ignore[arg-type]

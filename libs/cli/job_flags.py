@@ -36,6 +36,7 @@ class JobFlags:
     tenant: str | None = None
     depends_on: list[str] = field(default_factory=list)
     require: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
     overlap: str | None = None
     misfire: str | None = None
 
@@ -77,6 +78,8 @@ def apply_flags(spec: dict[str, Any], flags: JobFlags, now: datetime) -> dict[st
         out["env"] = dict(_pair(e, "env") for e in flags.env)
     if flags.require:
         out["require"] = dict(_pair(r, "require") for r in flags.require)
+    if flags.secrets:
+        out["secrets"] = list(flags.secrets)
     for key, value in (("priority", flags.priority), ("tenant", flags.tenant), ("overlap", flags.overlap)):
         if value is not None:
             out[key] = value

@@ -72,6 +72,8 @@ def create(
     tenant: str | None = typer.Option(None, "--tenant"),
     depends_on: list[str] = typer.Option([], "--depends-on", help="update: replaces the whole list"),
     require: list[str] = typer.Option([], "--require", help="label=value (update: replaces every requirement)"),
+    secret: list[str] = typer.Option([], "--secret", help="NAME of a secret given to the job as that variable "
+                                     "(jetcron secrets set; update: replaces the list)"),
     overlap: str | None = typer.Option(None, "--overlap"),
     misfire: str | None = typer.Option(None, "--misfire"),
     on_gap: str | None = typer.Option(None, "--on-gap"),
@@ -84,7 +86,7 @@ def create(
                      memory=memory, gpus=gpus, max_attempts=max_attempts, timeout=timeout,
                      backoff_initial=backoff_initial, backoff_max=backoff_max, backoff_multiplier=backoff_multiplier,
                      env=env, priority=priority, tenant=tenant, depends_on=depends_on, require=require,
-                     overlap=overlap, misfire=misfire)
+                     secrets=secret, overlap=overlap, misfire=misfire)
     now = datetime.now(UTC)
     payload: dict[str, Any] = {}
     try:  # every flag is checked before anything is sent

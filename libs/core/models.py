@@ -182,6 +182,9 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     depends_on: list[str] = msgspec.field(default_factory=list)
     require: dict[str, str] = msgspec.field(default_factory=dict)
     """Agent labels that must match (zone, rack, leaf, ...)."""
+    secrets: list[str] = msgspec.field(default_factory=list)
+    """Names of secrets (its tenant's, `jetcron secrets set`), each given to the process as a variable of that
+    name; resolved on the agent when the attempt starts, so no record ever holds a value."""
     run_as_root: bool = False
     """Run as root: only on agents that allow it (JETCRON_AGENT_ALLOW_ROOT); jobs run unprivileged otherwise."""
 

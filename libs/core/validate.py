@@ -25,7 +25,10 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 # Names that change how the child is loaded or how jetcron talks to it.
-FORBIDDEN_ENV_PREFIXES = ("LD_", "DYLD_", "JETCRON_")
+# JETCRON_ and NATS_ are the run's and the client libraries' own: a job must not redirect its once() or
+# checkpoints to another server or credential.
+FORBIDDEN_ENV_PREFIXES = ("LD_", "DYLD_", "JETCRON_", "NATS_")
+MAX_SECRETS = 64
 FORBIDDEN_ENV = frozenset(
     {
         "CUDA_VISIBLE_DEVICES",
@@ -148,6 +151,24 @@ def validate_env(env: Mapping[str, str]) -> None:
         _strings(f"env.{name}", [value], 32768)
 
 
+def validate_secrets(names: Sequence[str], env: Mapping[str, str]) -> None:
+    """Secret names become the child's variables: the same rules as env names, each once, none also in env."""
+    if len(names) > MAX_SECRETS:
+        raise InvalidSpec("secrets", f"{len(names)} names", f"more than {MAX_SECRETS} secrets")
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        where = f"secrets[{i}]"
+        if not ENV_NAME_RE.match(name):
+            raise InvalidSpec(where, name, "is not a valid variable name")
+        if name.startswith(FORBIDDEN_ENV_PREFIXES) or name in FORBIDDEN_ENV:
+            raise InvalidSpec(where, name, "would change how the child is loaded or run; not allowed")
+        if name in seen:
+            raise InvalidSpec(where, name, "is listed more than once")
+        if name in env:
+            raise InvalidSpec(where, name, "is also set in env: a variable comes from one place")
+        seen.add(name)
+
+
 def validate_spec(
     spec: JobSpec,
     *,
@@ -171,6 +192,7 @@ def validate_spec(
         raise InvalidSpec("command[0]", spec.command[0], "program name is empty")
     _strings("command", spec.command, MAX_ARG)
     validate_env(spec.env)
+    validate_secrets(spec.secrets, spec.env)
     if spec.image is not None and not IMAGE_RE.match(spec.image):
         raise InvalidSpec("image", spec.image, "is not a valid image reference")
     r = spec.resources

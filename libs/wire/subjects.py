@@ -25,6 +25,7 @@ BUCKET_TENANTS = "jc_tenants"
 BUCKET_SERVICES = "jc_services"
 BUCKET_PLACEMENT = "jc_placement"
 BUCKET_CLUSTER = "jc_cluster"
+BUCKET_SECRETS = "jc_secrets"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 # Durable consumers

@@ -24,6 +24,7 @@ from jetcron.services.agent.host import HostSetup
 from jetcron.services.agent.limits import RunLimits
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.run_creds import run_credential
+from jetcron.services.agent.secrets import resolve_secrets
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -235,6 +236,11 @@ class Attempt:
         refused = root_refusal(spec.run_as_root, settings.agent_allow_root)
         if refused:
             return Outcome("start_failed", None, refused)
+        if spec.secrets:
+            values, missing = await resolve_secrets(self.ctx, spec)
+            if missing:
+                return Outcome("start_failed", None, missing)
+            env.update(values)
         if settings.nats_creds:  # auth on: the run gets its own credential, never the agent's
             creds, why = await run_credential(self.ctx.nc, self.cmd)
             if why:

@@ -27,3 +27,22 @@ def test_the_job_user_is_looked_up_once_and_an_unknown_one_is_a_named_refusal() 
                                                            (True, True, False), (False, True, False)])
 def test_root_needs_both_the_job_to_ask_and_the_agent_to_allow(asks: bool, allowed: bool, refused: bool) -> None:
     assert bool(root_refusal(asks, allowed)) is refused
+
+
+@pytest.mark.parametrize(("names", "env", "field", "problem"), [
+    (["DB_PASSWORD", "DB_PASSWORD"], {}, "secrets[1]", "more than once"),
+    (["NATS_CREDS"], {}, "secrets[0]", "not allowed"),
+    (["JETCRON_RUN_ID"], {}, "secrets[0]", "not allowed"),
+    (["LD_PRELOAD"], {}, "secrets[0]", "not allowed"),
+    (["9LIVES"], {}, "secrets[0]", "not a valid variable name"),
+    (["TOKEN"], {"TOKEN": "x"}, "secrets[0]", "also set in env"),
+    ([f"S{i}" for i in range(65)], {}, "secrets", "more than 64"),
+], ids=["duplicate", "nats_prefix", "jetcron_prefix", "loader", "bad_name", "also_in_env", "too_many"])
+def test_secret_names_are_checked_like_variable_names(names: list[str], env: dict[str, str], field: str,
+                                                      problem: str) -> None:
+    from jetcron.core.errors import InvalidSpec
+    from jetcron.core.validate import validate_secrets
+
+    with pytest.raises(InvalidSpec, match=problem) as caught:
+        validate_secrets(names, env)
+    assert caught.value.field == field
