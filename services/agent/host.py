@@ -11,7 +11,10 @@ from datetime import datetime
 from pathlib import Path
 
 from jetcron.config import Settings
+from jetcron.core.errors import Misconfigured
+from jetcron.core.ids import AGENT_ID_RE
 from jetcron.core.models import AgentInfo
+from jetcron.core.validate import LABEL_RE
 from jetcron.services.agent.container import detect_runtime, runtime_name
 from jetcron.services.agent.limits import LimitRoot
 from jetcron.services.agent.limits import detect as detect_limits
@@ -71,11 +74,24 @@ class HostSetup:
 
 
 def parse_labels(text: str) -> dict[str, str]:
+    """JETCRON_AGENT_LABELS (key=value,...); a bad one stops the agent at start, naming it."""
     labels: dict[str, str] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = item.partition("=")
-        labels[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if not LABEL_RE.match(key) or not LABEL_RE.match(value):
+            raise Misconfigured(f"JETCRON_AGENT_LABELS: label {item!r} must be key=value, each 1-63 letters, digits, "
+                                "'.', '-' or '_'")
+        labels[key] = value
     return labels
+
+
+def checked_agent_id(agent_id: str) -> str:
+    """An agent id names subjects and keys (jc.assign.<id>): no subject metacharacters."""
+    if not AGENT_ID_RE.match(agent_id):
+        raise Misconfigured(f"JETCRON_AGENT_ID={agent_id!r}: must be 1-63 letters, digits, '-' or '_', starting "
+                            "with a letter or digit")
+    return agent_id
 
 
 def describe(settings: Settings, setup: HostSetup, agent_id: str, started_at: datetime, now: datetime,

@@ -25,7 +25,7 @@ from jetcron.services.agent.confine import job_env, job_user
 from jetcron.services.agent.container import remove_leftovers
 from jetcron.services.agent.gang import take_gang
 from jetcron.services.agent.gpu_health import GpuHealth
-from jetcron.services.agent.host import HostSetup, describe
+from jetcron.services.agent.host import HostSetup, checked_agent_id, describe, parse_labels
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
@@ -244,7 +244,8 @@ class Agent:
 
 
 async def main(ctx: Context) -> None:
-    agent_id = ctx.settings.agent_id or socket.gethostname().split(".")[0]
+    agent_id = checked_agent_id(ctx.settings.agent_id or socket.gethostname().split(".")[0])
+    parse_labels(ctx.settings.agent_labels)  # a bad label refuses the start (Misconfigured), not a heartbeat
     # Probed once: `docker info` and the cgroup checks are too slow for every heartbeat.
     setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir)
     agent = Agent(ctx, agent_id, setup)

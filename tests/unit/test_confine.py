@@ -46,3 +46,28 @@ def test_secret_names_are_checked_like_variable_names(names: list[str], env: dic
     with pytest.raises(InvalidSpec, match=problem) as caught:
         validate_secrets(names, env)
     assert caught.value.field == field
+
+
+@pytest.mark.parametrize("labels", ["zone=eu,bad label=x", "zone=e*u", "leaf>=1", "=x"],
+                         ids=["space", "star", "gt", "empty_key"])
+def test_an_agent_with_a_bad_label_refuses_to_start_naming_it(labels: str) -> None:
+    from jetcron.services.agent.host import parse_labels
+
+    with pytest.raises(Misconfigured, match="JETCRON_AGENT_LABELS: label"):
+        parse_labels(labels)
+
+
+@pytest.mark.parametrize("agent_id", ["a.b", "a*", "a>", "", "a b"], ids=["dot", "star", "gt", "empty", "space"])
+def test_an_agent_id_with_subject_metacharacters_refuses_to_start(agent_id: str) -> None:
+    from jetcron.services.agent.host import checked_agent_id
+
+    with pytest.raises(Misconfigured, match="JETCRON_AGENT_ID="):
+        checked_agent_id(agent_id)
+    assert checked_agent_id("agent-1") == "agent-1"
+    assert parse_labels_ok()
+
+
+def parse_labels_ok() -> bool:
+    from jetcron.services.agent.host import parse_labels
+
+    return parse_labels("zone=eu-1, leaf=l1.a") == {"zone": "eu-1", "leaf": "l1.a"}
