@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jetcron.auth.certs import ensure_local_tls
 from jetcron.auth.local import LocalCreds
 from jetcron.bus.connect import Identity
 from jetcron.bus.server import EmbeddedNats
@@ -137,6 +138,7 @@ def system(
     services: tuple[str, ...] = ("api", "trigger", "placement", "run_tracker"),
     agent_env: dict[str, str] | None = None,
     auth: bool = False,
+    tls: bool = False,
     **settings: str,
 ) -> Iterator[System]:
     """A whole jetcron on loopback in a temp dir: server, services, agents; stopped and removed after."""
@@ -146,10 +148,11 @@ def system(
     with tempfile.TemporaryDirectory(prefix="jetcron-bench-") as tmp:
         base = Path(tmp)
         creds = LocalCreds.ensure(base / "auth", agents) if auth else None
+        certs = ensure_local_tls(base / "tls") if tls else None
         server = EmbeddedNats(base / "nats", sync_always=sync_always,
-                              extra_config=creds.authority.server_config() if creds else "")
+                              extra_config=creds.authority.server_config() if creds else "", tls=certs)
         server.start()
-        sys_ = System(server=server, base=base, creds=creds)
+        sys_ = System(server=server, base=base, creds=creds, tls_ca=str(certs.ca) if certs else None)
         try:
             for name in services:
                 sys_.start(name, name, **settings)

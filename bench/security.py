@@ -10,7 +10,7 @@ from bench.common import emit, percentile, summary, system
 from bench.latency import _one_at_a_time
 from bench.throughput import _submit_and_wait
 
-MODES = {"off": {}, "auth": {"auth": True}}
+MODES: dict[str, dict[str, bool]] = {"off": {}, "auth": {"auth": True}, "auth_tls": {"auth": True, "tls": True}}
 
 
 def run(latency_runs: int, throughput_runs: int, reps: int) -> dict[str, object]:
@@ -19,11 +19,11 @@ def run(latency_runs: int, throughput_runs: int, reps: int) -> dict[str, object]
     rate: dict[str, list[float]] = {m: [] for m in MODES}
     for rep in range(reps):
         for mode, options in MODES.items():
-            with system(sync_always=True, agents=1, **options) as jc:  # type: ignore[arg-type]
+            with system(sync_always=True, agents=1, **options) as jc:
                 lat = asyncio.run(_one_at_a_time(jc.url, latency_runs, jc.identity))
                 p50[mode].append(percentile(lat, 50) * 1000)
                 p99[mode].append(percentile(lat, 99) * 1000)
-            with system(sync_always=True, agents=2, sim=True, **options) as jc:  # type: ignore[arg-type]
+            with system(sync_always=True, agents=2, sim=True, **options) as jc:
                 elapsed, done = asyncio.run(_submit_and_wait(jc.url, throughput_runs, ["true"], f"s{rep}x",
                                                              jc.identity))
                 rate[mode].append(done / elapsed)
@@ -33,8 +33,9 @@ def run(latency_runs: int, throughput_runs: int, reps: int) -> dict[str, object]
         result[f"{mode}_submit_to_succeeded_p50_ms"] = summary(p50[mode])
         result[f"{mode}_submit_to_succeeded_p99_ms"] = summary(p99[mode])
         result[f"{mode}_sim_runs_per_s"] = summary(rate[mode])
-    off, on = summary(rate["off"])["median"], summary(rate["auth"])["median"]
-    result["auth_throughput_ratio"] = round(on / off, 3) if off else None
+    off = summary(rate["off"])["median"]
+    for mode in ("auth", "auth_tls"):
+        result[f"{mode}_throughput_ratio"] = round(summary(rate[mode])["median"] / off, 3) if off else None
     return result
 
 
