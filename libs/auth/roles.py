@@ -143,7 +143,9 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
         if not tenant:
             raise ValueError("a tenant's grant names its tenant")
         return Grant(writes=(f"{s.API_GROUP}.{tenant}.>",), replies=False)
-    return Grant(reads=ALL_STREAMS, writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>"), replies=False, manages=True)
+    # $SRV.PING/INFO/STATS: `jetcron status` asks every instance whether it answers.
+    return Grant(reads=ALL_STREAMS, writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.SRV_PING), replies=False,
+                 manages=True)
 
 
 _READ = ("$JS.API.STREAM.INFO.{0}", "$JS.API.STREAM.MSG.GET.{0}", "$JS.API.DIRECT.GET.{0}",

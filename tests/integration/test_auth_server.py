@@ -109,6 +109,8 @@ TABLE = [
     (Role.ADMIN, {}, "pub", "jc.api.acme.jobs.list", True),
     (Role.ADMIN, {}, "pub", "$JS.API.STREAM.INFO.KV_jc_runs", True),
     (Role.ADMIN, {}, "pub", "$KV.jc_jobs.nightly", False),
+    (Role.ADMIN, {}, "pub", "$SRV.PING", True),
+    (Role.TENANT, ACME, "pub", "$SRV.PING", False),
 ]
 
 
