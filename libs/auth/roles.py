@@ -132,7 +132,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             raise ValueError("an agent's grant names its agent id")
         consumer = s.assign_consumer(agent_id)
         return Grant(
-            reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_SECRETS), s.STREAM_ASSIGN),
+            reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_SECRETS), s.STREAM_ASSIGN),
             writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", f"$KV.{s.BUCKET_LEASES}.run.>",
                     f"$KV.{s.BUCKET_LEASES}.gang.>", f"{s.PREFIX}.event.*.{agent_id}",
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),
