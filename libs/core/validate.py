@@ -56,12 +56,18 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _depth(value: Any, level: int = 0) -> int:
-    if isinstance(value, dict):
-        return max([level + 1, *(_depth(v, level + 1) for v in value.values())])
-    if isinstance(value, list):
-        return max([level + 1, *(_depth(v, level + 1) for v in value)])
-    return level
+def _depth(value: Any) -> int:
+    """Nesting depth, counted without recursion (a body nested thousands deep must not overflow the stack)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (dict, list)):
+            level += 1
+            deepest = max(deepest, level)
+            if deepest > MAX_DEPTH:
+                return deepest  # deep enough to refuse: no need to walk the rest
+            todo.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def parse_json_object(body: bytes, field: str = "body") -> dict[str, Any]:
@@ -76,11 +82,44 @@ def parse_json_object(body: bytes, field: str = "body") -> dict[str, Any]:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise InvalidSpec(field, text[max(0, exc.pos - 10) : exc.pos + 10], f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InvalidSpec(field, f"{len(body)} bytes", f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (thousands): no sane number
+        raise InvalidSpec(field, f"{len(body)} bytes", f"holds a number out of any range ({exc})") from None
     if not isinstance(data, dict):
         raise InvalidSpec(field, type(data).__name__, "must be a JSON object")
     if _depth(data) > MAX_DEPTH:
-        raise InvalidSpec(field, f"depth {_depth(data)}", f"nested deeper than {MAX_DEPTH} levels")
+        raise InvalidSpec(field, f"depth > {MAX_DEPTH}", f"nested deeper than {MAX_DEPTH} levels")
+    bad = _unencodable(data)
+    if bad is not None:
+        raise InvalidSpec(bad or field, "(a lone surrogate)", "is not valid Unicode: a \\u escape names half a "
+                          "character (an unpaired surrogate)")
     return data
+
+
+def _unencodable(value: Any, path: str = "") -> str | None:
+    """The path of the first string (or key) that is not valid Unicode, or None: JSON allows \\ud800 escapes,
+    nothing downstream can store or even answer them."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else str(key)
+            if _unencodable(key) is not None:
+                return path or "body"
+            found = _unencodable(item, inner)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _unencodable(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _reject_constant(name: str) -> float:

@@ -23,14 +23,23 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     error: ErrorBody | None = None
 
 
+def _text(value: object, limit: int = 2000) -> str:
+    """Always encodable: a lone surrogate from the request is escaped, not allowed to break the reply."""
+    return str(value)[:limit].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_reply(exc: Exception) -> Reply:
     if isinstance(exc, InvalidSpec):
-        return Reply(
-            ok=False, error=ErrorBody(code=exc.code, message=str(exc), field=exc.field, value=str(exc.value)[:200])
-        )
+        return Reply(ok=False, error=ErrorBody(code=exc.code, message=_text(exc), field=_text(exc.field),
+                                               value=_text(exc.value, 200)))
     if isinstance(exc, JetcronError):
-        return Reply(ok=False, error=ErrorBody(code=exc.code, message=str(exc), retryable=exc.retryable))
-    return Reply(ok=False, error=ErrorBody(code="internal", message=f"{type(exc).__name__}: {exc}", retryable=True))
+        return Reply(ok=False, error=ErrorBody(code=exc.code, message=_text(exc), retryable=exc.retryable))
+    return Reply(ok=False, error=ErrorBody(code="internal", message=_text(f"{type(exc).__name__}: {exc}"),
+                                           retryable=True))
+
+
+PLAIN_FAILURE = b'{"ok":false,"error":{"code":"internal","message":"the reply could not be encoded","retryable":false}}'
+"""Sent when even an error reply cannot be encoded: a caller gets an answer, never a timeout."""
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):

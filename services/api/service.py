@@ -20,7 +20,7 @@ from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
-from jetcron.wire.api import Reply, error_reply
+from jetcron.wire.api import PLAIN_FAILURE, Reply, error_reply
 from jetcron.wire.codec import encode
 
 log = structlog.get_logger("jetcron.api")
@@ -49,7 +49,12 @@ def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Reque
                 metrics.API_REQUESTS.labels(verb=verb, outcome=outcome).inc()
                 if outcome == "internal":
                     log.exception("api verb failed", verb=verb)
-            await request.respond(encode(reply))
+            try:
+                data = encode(reply)
+            except Exception:
+                log.exception("api reply could not be encoded", verb=verb)
+                data = PLAIN_FAILURE
+            await request.respond(data)
 
     def _finished(task: asyncio.Task[None]) -> None:
         _tasks.discard(task)
