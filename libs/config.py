@@ -107,6 +107,12 @@ class Settings(BaseSettings):
     """HTTP port for /metrics, /livez and /readyz; unset or 0 picks a free one (published in jc_services)."""
     metrics_host: str = "0.0.0.0"
     """Address the HTTP port binds to; 127.0.0.1 keeps it on this host."""
+    http_port: int = Field(default=8080, ge=0, le=65535)
+    """The HTTP gateway's REST API port (0 picks a free one and logs it)."""
+    http_host: str = "127.0.0.1"
+    """Address the gateway's REST API binds to; 0.0.0.0 in a container (every request needs a bearer token)."""
+    http_api_timeout: float = Field(default=10.0, gt=0)
+    """Seconds the gateway waits for the API service to answer one verb before answering 503."""
     trace_console: bool = False
     """Print spans to stdout (when no OTEL_EXPORTER_OTLP_ENDPOINT is set)."""
     checkpoint_retention: float = Field(default=86400.0, ge=0)

@@ -95,7 +95,7 @@ async def boot(name: str, settings: Settings) -> Context:
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
     # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
-    if name != "agent":
+    if name not in ("agent", "gateway"):
         await ensure_topology(nc.jetstream(timeout=3), replicas=replicas)
     ctx = Context(
         name=name, settings=settings, nc=nc, js=js,

@@ -64,9 +64,14 @@ class Permissions:
 
 ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
                s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER,
-               s.BUCKET_SECRETS)
+               s.BUCKET_SECRETS, s.BUCKET_TOKENS)
 ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ,
                *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
+
+
+# Cancelling a run (bus/control.py: the API's cancel, the trigger's cancel_previous overlap policy) revokes its
+# lease and tells its agents, so they stop the process at once rather than at the run's end.
+CANCELS = (f"$KV.{s.BUCKET_LEASES}.run.>", f"{s.PREFIX}.ctl.*")
 
 
 def _kv(*buckets: str) -> tuple[str, ...]:
@@ -100,14 +105,16 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.API:
         return Grant(
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
-            writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS),
-                    s.PLACE_ALL, _registry("api"), f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
+            writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
+                         s.BUCKET_TOKENS),
+                    *CANCELS, s.PLACE_ALL, _registry("api"),
+                    f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
             reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER), s.PLACE_ALL,
-                    _registry("trigger")),
+                    *CANCELS, _registry("trigger")),
             manages=True)
     if role is Role.PLACEMENT:
         return Grant(
@@ -126,7 +133,9 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}"),
             consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), manages=True)
     if role is Role.GATEWAY:
-        return Grant(writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>"), replies=False)
+        # It reads the tokens (id -> tenant, hashed) to know whom each HTTP request is for; nothing else.
+        return Grant(reads=_kvr(s.BUCKET_TOKENS), writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>",
+                                                          _registry("gateway")))
     if role is Role.AGENT:
         if not agent_id:
             raise ValueError("an agent's grant names its agent id")

@@ -148,6 +148,13 @@ class Store(Generic[T]):
         except Exception as exc:
             raise translate(exc, f"write {self.name}/{key}") from exc
 
+    async def delete(self, key: str) -> None:
+        """A delete marker: watchers see the key go at once."""
+        try:
+            await self.kv.delete(key)
+        except Exception as exc:
+            raise translate(exc, f"delete {self.name}/{key}") from exc
+
     async def keys(self, pattern: str = ">") -> list[str]:
         try:
             return await scan_keys(self.kv, pattern)

@@ -98,6 +98,9 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_SECRETS, history=1,
                        description="tenants' secrets, Fernet-encrypted (only the api and agents hold the key)",
                        **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_TOKENS, history=1,
+                       description="the HTTP gateway's bearer tokens, by id: their tenant and a SHA-256 of the secret",
+                       **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CLUSTER, history=1,
                        description="settings fixed when the cluster was created (the trigger's shard count)",
                        **common),  # type: ignore[arg-type]

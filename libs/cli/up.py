@@ -16,7 +16,7 @@ from jetcron.auth.local import LocalCreds
 from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
 
-SERVICES = ("api", "trigger", "placement", "run_tracker")
+SERVICES = ("api", "trigger", "placement", "run_tracker", "gateway")
 
 
 class Supervisor:
@@ -77,6 +77,7 @@ def up(
     no_auth: bool = typer.Option(
         False, "--no-auth", help="accept any connection with every permission (throwaway dev setups only)"
     ),
+    http_port: int = typer.Option(8080, "--http-port", help="the REST API (the gateway) on 127.0.0.1"),
     tls: bool = typer.Option(
         False, "--tls", help="encrypt every connection (a CA and a server certificate are made under DATA_DIR/tls)"
     ),
@@ -101,6 +102,7 @@ def up(
         "JETCRON_NATS_URL": server.url,
         "JETCRON_NATS_MONITOR_URL": server.monitor_url,
         "JETCRON_DATA_DIR": str(data_dir),
+        "JETCRON_HTTP_PORT": str(http_port),
     }
     if allow_unsafe_storage:
         env["JETCRON_ALLOW_UNSAFE_STORAGE"] = "true"
@@ -133,6 +135,8 @@ def up(
                    f"TLS {'on' if certs else 'off'}; "
                    f"the CLI finds this system through {context}"
                    + (f" (admin credential {creds.admin})" if creds else ""))
+        typer.echo(f"jetcron up: REST API at http://127.0.0.1:{http_port}/api/v1 (docs: /api/v1/docs); "
+                   "a bearer token: `jetcron tokens create --tenant NAME` (or --admin)")
         while not stop["flag"]:
             time.sleep(0.5)
             sup.restart_dead()

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 TENANT_RE = JOB_NAME_RE
+QUEUE_RE = JOB_NAME_RE
 DEFAULT_TENANT = "default"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}"
 JOB_KEY_RE = re.compile(rf"^(?:{_NAME}\.)?{_NAME}$")

@@ -179,6 +179,8 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     jitter: JitterPolicy = msgspec.field(default_factory=JitterPolicy)
     priority: Priority = Priority.NORMAL
     tenant: str = "default"
+    queue: str = "default"
+    """The tenant's named queue this job is filed under (lists filter by it)."""
     depends_on: list[str] = msgspec.field(default_factory=list)
     require: dict[str, str] = msgspec.field(default_factory=dict)
     """Agent labels that must match (zone, rack, leaf, ...)."""

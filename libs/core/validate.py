@@ -13,7 +13,7 @@ import msgspec
 
 from jetcron.core import cron, dag
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.ids import JOB_NAME_RE, TENANT_RE
+from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, TENANT_RE
 from jetcron.core.models import JobSpec
 
 MAX_BODY = 64 * 1024
@@ -223,6 +223,8 @@ def validate_spec(
         )
     if not TENANT_RE.match(spec.tenant):
         raise InvalidSpec("tenant", spec.tenant, "must be 1-63 letters, digits, '-' or '_'")
+    if not QUEUE_RE.match(spec.queue):
+        raise InvalidSpec("queue", spec.queue, "must be 1-63 letters, digits, '-' or '_'")
     if not spec.command:
         raise InvalidSpec("command", spec.command, "must name a program (argv list, no shell)")
     if len(spec.command) > MAX_ARGS:

@@ -23,7 +23,8 @@ TAKEOVERS = Counter("jetcron_takeovers_total", "Leader or shard leases taken ove
 TAKEOVER_DURATION = Histogram("jetcron_takeover_duration_seconds", "Lease found free to ready to serve", ["kind"],
                               buckets=_LATENCY)
 AUTH_FAILURES = Counter("jetcron_auth_failures_total",
-                        "Connections or subjects the NATS server refused to this process's credential", ["kind"])
+                        "Connections or subjects the NATS server refused to this process's credential, and HTTP "
+                        "requests without a valid bearer token", ["kind"])
 HEARTBEAT_FAILURES = Counter("jetcron_agent_heartbeat_failures_total", "Agent heartbeats that failed to write")
 PLACEMENTS = Counter("jetcron_placements_total", "Placement decisions", ["result"])
 REDRIVES = Counter("jetcron_redrives_total", "Runs re-driven by the reconciler", ["step"])

@@ -26,6 +26,7 @@ BUCKET_SERVICES = "jc_services"
 BUCKET_PLACEMENT = "jc_placement"
 BUCKET_CLUSTER = "jc_cluster"
 BUCKET_SECRETS = "jc_secrets"
+BUCKET_TOKENS = "jc_tokens"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 # Durable consumers

@@ -12,7 +12,7 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.core import cron, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, body_hash, job_key, manual_run_id, run_id
+from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.runs import new_run
 from jetcron.core.validate import decode_spec, validate_spec
@@ -151,8 +151,11 @@ class Jobs:
         return JobView(job=record, next_fires=fires)
 
     async def list(self, call: Call) -> Page:
-        req = body(call.data, {"cursor", "limit", "include_deleted"})
+        req = body(call.data, {"cursor", "limit", "include_deleted", "queue"})
         limit = integer(req, "limit", 100, 1, 1000)
+        queue = text(req, "queue")
+        if queue is not None and not QUEUE_RE.match(queue):
+            raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
         after = text(req, "cursor") or ""
         names = sorted(k for k in await self.ctx.jobs.keys() if k > after)
         items: list[JobRecord] = []
@@ -160,7 +163,7 @@ class Jobs:
             found = await self.ctx.jobs.maybe(name)
             if found is None or (found[0].status is JobStatus.DELETED and not req.get("include_deleted")):
                 continue
-            if not visible(found[0].spec.tenant, call.tenant):
+            if not visible(found[0].spec.tenant, call.tenant) or queue not in (None, found[0].spec.queue):
                 continue
             items.append(found[0])
             if len(items) == limit:

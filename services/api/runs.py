@@ -9,7 +9,7 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, RUN_ID_RE, TENANT_RE, job_key, job_of, replay_run_id
+from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE, job_key, job_of, replay_run_id
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
 from jetcron.services.api.call import Call, admin_only, visible
 from jetcron.services.api.requests import body, integer, text
@@ -42,8 +42,10 @@ class Runs:
         return await self._run(self._run_id(text(req, "run_id")), call.tenant)
 
     async def list(self, call: Call) -> Page:
-        req = body(call.data, {"job", "state", "cursor", "limit"})
-        job = text(req, "job")
+        req = body(call.data, {"job", "state", "cursor", "limit", "queue"})
+        job, queue = text(req, "job"), text(req, "queue")
+        if queue is not None and not QUEUE_RE.match(queue):
+            raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
         state = text(req, "state")
         if state is not None and state not in STATES:
             raise InvalidSpec("state", state, f"must be one of {', '.join(sorted(STATES))}")
@@ -62,6 +64,8 @@ class Runs:
                 continue  # `default-job.>` also matches the runs of tenant default-job's jobs
             found = await self.ctx.runs.maybe(key)
             if found is None or (state is not None and found[0].state != state):
+                continue
+            if queue is not None and (found[0].spec.queue if found[0].spec else "default") != queue:
                 continue
             if not visible(found[0].tenant, call.tenant):
                 continue

@@ -16,6 +16,7 @@ from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.mint import serve_mint
 from jetcron.services.api.runs import Runs
 from jetcron.services.api.secrets import Secrets
+from jetcron.services.api.tokens import Tokens
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
@@ -70,7 +71,7 @@ def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Reque
 
 
 async def main(ctx: Context) -> None:
-    jobs, runs, secrets = Jobs(ctx), Runs(ctx), Secrets(ctx)
+    jobs, runs, secrets, tokens = Jobs(ctx), Runs(ctx), Secrets(ctx), Tokens(ctx)
     verbs: dict[str, Callable[[Call], Awaitable[Any]]] = {
         "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,
         "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
@@ -79,6 +80,7 @@ async def main(ctx: Context) -> None:
         "agents.list": runs.agents, "dlq.list": runs.dlq_list, "dlq.replay": runs.dlq_replay,
         "tenants.set": runs.tenants_set, "tenants.list": runs.tenants_list,
         "secrets.set": secrets.set, "secrets.list": secrets.list, "secrets.delete": secrets.delete,
+        "tokens.create": tokens.create, "tokens.list": tokens.list, "tokens.revoke": tokens.revoke,
     }
     service = await micro.add_service(ctx.nc, name=s.API_SERVICE, version="0.1.0",
                                       description="jetcron job scheduler API", queue_group=s.API_QUEUE)

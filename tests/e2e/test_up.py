@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from harness import add_failure_report, clean_env, descendants, kill_leftovers, still_running, wait_until
 
@@ -28,13 +29,15 @@ class Up:
 
     def __init__(self, port: int, data_dir: Path, log: Path) -> None:
         self.port, self.data_dir, self.log = port, data_dir, log
+        self.http_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.seen: dict[int, int] = {}
 
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [*JETCRON, "up", "--port", str(self.port), "--data-dir", str(self.data_dir), "--agents", "2"],
+                [*JETCRON, "up", "--port", str(self.port), "--data-dir", str(self.data_dir), "--agents", "2",
+                 "--http-port", str(self.http_port)],
                 env=clean_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def output(self) -> str:
@@ -129,6 +132,23 @@ def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(u
     assert logs.returncode == 0, logs.stderr
     assert f"hi from {run['run_id']}" in logs.stdout
 
+    # And the REST API shows the same job to a token the CLI issued, and refuses a request without one
+    token = jetcron(up, "tokens", "create", "--tenant", "default", "--name", "e2e")
+    assert token.returncode == 0 and token.stdout.startswith("jct_"), token.stderr
+    rest = f"http://127.0.0.1:{up.http_port}/api/v1/jobs/hello"
+
+    def answered() -> httpx.Response | None:
+        try:  # the gateway starts beside the other services: it may still be binding its port
+            return httpx.get(rest, headers={"Authorization": f"Bearer {token.stdout.strip()}"}, timeout=10)
+        except httpx.ConnectError:
+            return None
+
+    seen = wait_until(answered, 20, interval=0.3, what="the REST API to answer")
+    assert seen.status_code == 200 and seen.json()["status"] == "succeeded", seen.text
+    assert seen.json()["logs_url"] == f"/api/v1/runs/{run['run_id']}/logs"
+    assert httpx.get(rest, timeout=10).status_code == 401
+    assert f"REST API at http://127.0.0.1:{up.http_port}/api/v1" in up.output()
+
     # And a connection without the admin credential is refused, with a named error, not a hang
     stranger = subprocess.run([*JETCRON, "--nats", f"nats://127.0.0.1:{up.port}", "jobs", "list"],
                               env=clean_env(XDG_CONFIG_HOME=str(up.data_dir / "elsewhere")), capture_output=True,
@@ -148,7 +168,7 @@ def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(u
     assert up.proc is not None
     assert up.stop() == 0
     # Then no process it started (services, agents, their reapers, nats-server) is left
-    assert len(up.seen) >= 8, f"expected nats-server, 4 services, 2 agents and reapers: {up.seen}"
+    assert len(up.seen) >= 9, f"expected nats-server, 5 services, 2 agents and reapers: {up.seen}"
     assert still_running(up.seen) == []
 
     # When it is started again on the same data directory

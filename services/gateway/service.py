@@ -1,0 +1,98 @@
+"""The gateway process: watches the token bucket, serves the REST API with uvicorn on JETCRON_HTTP_PORT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+from structlog.stdlib import BoundLogger
+
+from jetcron.auth.tokens import TokenRecord
+from jetcron.bus.kv import Store
+from jetcron.core.errors import Misconfigured
+from jetcron.sdk.client import Client
+from jetcron.services.gateway.app import Gate, build_app
+from jetcron.services.runtime import Context, background
+from jetcron.wire import subjects as s
+
+WATCH_RETRY_SECONDS = 1.0
+
+
+class TokenBook:
+    """Every token record, kept current by a watch: a revoked token is refused as soon as its delete arrives,
+    and checking one costs no round trip."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, TokenRecord] = {}
+        self.loaded = asyncio.Event()
+
+    def lookup(self, token_id: str) -> TokenRecord | None:
+        return self.records.get(token_id)
+
+    async def follow(self, store: Store[TokenRecord], log: BoundLogger) -> None:
+        """For ever; a watch that fails (the bucket not made yet, NATS away) starts again from the top."""
+        while True:
+            try:
+                seen: dict[str, TokenRecord] = {}
+                async for key, record, _ in store.watch():
+                    if not key:
+                        self.records = seen
+                        self.loaded.set()
+                    elif record is None:
+                        seen.pop(key, None)
+                    else:
+                        seen[key] = record
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("token watch failed; starting it again", error=str(exc))
+                await asyncio.sleep(WATCH_RETRY_SECONDS)
+
+
+class _Server(uvicorn.Server):
+    """Stops when the service does (its SIGTERM handling is the runtime's, not uvicorn's)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bound here, not by uvicorn: a port in use is this service's named error, and port 0 is known at once."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise Misconfigured(f"JETCRON_HTTP_HOST/PORT {host}:{port}: cannot listen ({exc.strerror})") from None
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def main(ctx: Context) -> None:
+    book = TokenBook()
+    watch = background(ctx, book.follow(await Store.open(ctx.js, s.BUCKET_TOKENS, TokenRecord), ctx.log))
+    timeout = ctx.settings.http_api_timeout
+
+    def ready() -> str | None:
+        return ctx.readiness() or (None if book.loaded.is_set() else "starting: tokens not loaded yet")
+
+    gate = Gate(lookup=book.lookup, client=lambda tenant: Client(ctx.nc, timeout, tenant=tenant), ready=ready)
+    sock = _listen(ctx.settings.http_host, ctx.settings.http_port)
+    host, port = sock.getsockname()[:2]
+    server = _Server(uvicorn.Config(build_app(gate), log_config=None, access_log=False, lifespan="off",
+                                    server_header=False))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    await book.loaded.wait()
+    ctx.ready.set()
+    ctx.log.info("gateway ready", url=f"http://{host}:{port}/api/v1", docs=f"http://{host}:{port}/api/v1/docs")
+    await ctx.stop.wait()
+    server.should_exit = True
+    await serving
+    sock.close()
+    watch.cancel()

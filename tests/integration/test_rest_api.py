@@ -1,0 +1,230 @@
+"""The REST API through a real uvicorn (the gateway process) on a real nats-server with auth on."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from harness import Services, mint, wait_for
+
+from jetcron.auth.authority import Authority
+from jetcron.auth.roles import Role
+from jetcron.bus.connect import Identity
+from jetcron.sdk.client import ApiError, Client
+
+
+@dataclass
+class Rest:
+    url: str
+    admin: Client
+    """An admin NATS client (issues tokens, checks what is stored)."""
+
+    async def token(self, tenant: str | None) -> str:
+        made = await self.admin.call("tokens.create", {"tenant": tenant} if tenant else {"admin": True})
+        return str(made["token"])
+
+    def http(self, token: str | None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30)
+
+
+@pytest.fixture
+async def rest(secure_services: Services, authority: Authority, tmp_path: Path) -> AsyncIterator[Rest]:
+    await secure_services.start_system(agents=1)
+    gateway = secure_services.start("gateway", "gateway", JETCRON_HTTP_PORT="0")
+    await gateway.wait_logged("gateway ready", 30)
+    found = re.search(r"http://127\.0\.0\.1:(\d+)/api/v1", gateway.output())
+    assert found, gateway.output()
+    admin = await Client.connect(secure_services.server.url, identity=Identity(
+        creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
+    try:
+        yield Rest(f"http://127.0.0.1:{found.group(1)}", admin)
+    finally:
+        await admin.close()
+
+
+async def _job_when(http: httpx.AsyncClient, job_id: str, states: set[str]) -> dict[str, Any]:
+    async def reached() -> dict[str, Any] | None:
+        got = await http.get(f"/api/v1/jobs/{job_id}")
+        assert got.status_code == 200, got.text
+        body: dict[str, Any] = got.json()
+        return body if body["status"] in states else None
+
+    result: dict[str, Any] = await wait_for(reached, 30, what=f"job {job_id} to reach {states}")
+    return result
+
+
+def _problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json"), response.headers
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status and body["title"] and body["detail"], body
+    return body
+
+
+async def test_the_designs_four_calls_end_to_end(rest: Rest) -> None:
+    async with rest.http(await rest.token("acme")) as http:
+        # POST /api/v1/jobs with the design's body (a shell string, no schedule: now)
+        created = await http.post("/api/v1/jobs", json={
+            "name": "hello", "command": "echo hello from rest", "resources": {"cpu": 0.1, "memory_gb": 0.0625},
+            "priority": "high", "queue": "reports", "retry_policy": {"max_retries": 3, "backoff": "exponential"},
+            "depends_on": [], "timeout_seconds": 60})
+        assert created.status_code == 201, created.text
+        assert created.json() == {"job_id": "hello", "status": "queued"}
+
+        # GET /api/v1/jobs/{job_id}: the latest run's state, machine, start and logs
+        job = await _job_when(http, "hello", {"succeeded", "failed", "dead"})
+        assert job["status"] == "succeeded" and job["machine_id"] == "agent-1" and job["attempts"] == 1, job
+        assert job["started_at"] and job["queue"] == "reports", job
+        logs = await http.get(job["logs_url"])
+        assert logs.status_code == 200 and logs.text == "hello from rest\n", logs.text
+
+        # GET /api/v1/jobs?queue=&status=
+        listed = (await http.get("/api/v1/jobs", params={"queue": "reports", "status": "succeeded"})).json()
+        assert [j["job_id"] for j in listed["items"]] == ["hello"] and listed["next_cursor"] is None
+        assert (await http.get("/api/v1/jobs", params={"queue": "other"})).json()["items"] == []
+
+        # POST /api/v1/jobs/{job_id}/cancel: its unfinished run is cancelled
+        assert (await http.post("/api/v1/jobs", json={"name": "slow", "command": ["sleep", "60"]})).status_code == 201
+        await _job_when(http, "slow", {"running"})
+        cancelled = await http.post("/api/v1/jobs/slow/cancel")
+        assert cancelled.status_code == 200 and len(cancelled.json()["cancelled"]) == 1, cancelled.text
+        assert (await _job_when(http, "slow", {"cancelled"}))["status"] == "cancelled"
+
+
+async def test_every_route_needs_a_valid_token_and_a_tenant_sees_only_its_own(rest: Rest) -> None:
+    acme, globex = await rest.token("acme"), await rest.token("globex")
+    async with rest.http(acme) as a, rest.http(globex) as g, rest.http(None) as anonymous:
+        assert (await a.post("/api/v1/jobs", json={"name": "mine", "command": "true",
+                                                   "schedule": "0 0 1 1 *"})).status_code == 201
+        # Without a token, a malformed one or a made-up one: 401, and a Bearer challenge
+        for client, headers in ((anonymous, {}), (anonymous, {"Authorization": "Bearer nope"}),
+                                (anonymous, {"Authorization": "Bearer jct_0123456789abcdef_" + "x" * 43})):
+            refused = await client.get("/api/v1/jobs/mine", headers=headers)
+            assert _problem(refused, 401)["code"] == "unauthorized"
+            assert refused.headers["www-authenticate"].startswith("Bearer")
+        # Another tenant's job reads exactly like a missing one
+        theirs, missing = await g.get("/api/v1/jobs/mine"), await g.get("/api/v1/jobs/nothing-here")
+        assert _problem(theirs, 404)["detail"].replace("mine", "X") == \
+            _problem(missing, 404)["detail"].replace("nothing-here", "X")
+        assert _problem(await g.post("/api/v1/jobs/mine/cancel"), 404)["code"] == "not_found"
+        assert (await g.get("/api/v1/jobs")).json()["items"] == []
+        # Admin routes are the admin's
+        assert _problem(await a.get("/api/v1/agents"), 403)["code"] == "forbidden"
+        async with rest.http(await rest.token(None)) as admin:
+            assert [x["agent_id"] for x in (await admin.get("/api/v1/agents")).json()["items"]] == ["agent-1"]
+
+        # Revoked: refused from then on, without a restart
+        token_id = acme.split("_")[1]
+        assert (await rest.admin.call("tokens.revoke", {"token_id": token_id}))["revoked"] is True
+
+        async def refused() -> bool:
+            return (await a.get("/api/v1/jobs/mine")).status_code == 401
+
+        await wait_for(refused, 10, what="the revoked token to be refused")
+
+
+async def test_bad_input_is_a_problem_naming_the_field_and_stores_nothing(rest: Rest) -> None:
+    async with rest.http(await rest.token("acme")) as http:
+        cases = [
+            ({"name": "a", "command": "true", "resources": {"cpu": "lots"}}, 422, "resources.cpu"),
+            ({"name": "a", "command": "true", "colour": "red"}, 422, "colour"),
+            ({"name": "a", "command": "true", "schedule": "61 * * * *"}, 422, "schedule"),
+            ({"name": "a", "command": "true", "timezone": "Mars/Olympus", "schedule": "0 * * * *"}, 422, "timezone"),
+            ({"name": "bad name!", "command": "true"}, 422, "name"),
+            ({"name": "a", "command": "true", "retry_policy": {"max_retries": -5}}, 422, "retry_policy.max_retries"),
+            ({"name": "a", "command": "true", "resources": {"cpu": 10**30}}, 422, "resources.cpu"),
+            ({"name": "a", "command": "true", "queue": "no.dots"}, 422, "queue"),
+        ]
+        for body, status, field in cases:
+            assert _problem(await http.post("/api/v1/jobs", json=body), status)["field"] == field, body
+        malformed = await http.post("/api/v1/jobs", content=b'{"name": "a",',
+                                    headers={"content-type": "application/json"})
+        assert _problem(malformed, 400)["code"] == "invalid"
+        too_big = await http.post("/api/v1/jobs", content=b'{"name":"' + b"a" * (2 * 1024 * 1024) + b'"}',
+                                  headers={"content-type": "application/json"})
+        _problem(too_big, 413)
+        _problem(await http.get("/api/v1/nowhere"), 404)
+        _problem(await http.put("/api/v1/jobs"), 405)
+        assert (await http.get("/api/v1/jobs")).json()["items"] == []
+    assert (await rest.admin.call("jobs.list"))["items"] == []
+
+
+async def test_idempotency_key_makes_a_retried_create_one_job(rest: Rest) -> None:
+    async with rest.http(await rest.token("acme")) as http:
+        body = {"name": "once", "command": "true", "schedule": "0 0 1 1 *"}
+        first = await http.post("/api/v1/jobs", json=body, headers={"Idempotency-Key": "k-1"})
+        again = await http.post("/api/v1/jobs", json=body, headers={"Idempotency-Key": "k-1"})
+        assert (first.status_code, again.status_code) == (201, 201) and first.json() == again.json()
+        other = await http.post("/api/v1/jobs", json={**body, "command": "false"}, headers={"Idempotency-Key": "k-1"})
+        assert _problem(other, 409)["code"] == "conflict"
+        without_key = await http.post("/api/v1/jobs", json=body)
+        assert "already exists" in _problem(without_key, 409)["detail"]
+    assert [j["spec"]["name"] for j in (await rest.admin.call("jobs.list"))["items"]] == ["once"]
+
+
+async def test_openapi_lists_every_route_and_docs_render(rest: Rest) -> None:
+    async with rest.http(None) as http:
+        spec = (await http.get("/api/v1/openapi.json")).json()
+        docs = await http.get("/api/v1/docs", follow_redirects=True)
+    assert spec["openapi"].startswith("3.1") and docs.status_code == 200 and "<html" in docs.text.lower()
+    routes = {(path, method) for path, item in spec["paths"].items() for method in item}
+    assert {("/api/v1/jobs", "post"), ("/api/v1/jobs", "get"), ("/api/v1/jobs/{job_id}", "get"),
+            ("/api/v1/jobs/{job_id}/cancel", "post"), ("/api/v1/jobs/{job_id}", "delete"),
+            ("/api/v1/jobs/{job_id}/pause", "post"), ("/api/v1/jobs/{job_id}/resume", "post"),
+            ("/api/v1/jobs/{job_id}/trigger", "post"), ("/api/v1/runs", "get"), ("/api/v1/runs/{run_id}", "get"),
+            ("/api/v1/runs/{run_id}/cancel", "post"), ("/api/v1/runs/{run_id}/logs", "get"),
+            ("/api/v1/agents", "get")} <= routes
+    create = spec["paths"]["/api/v1/jobs"]["post"]
+    assert "201" in create["responses"] and create["requestBody"]
+
+
+async def test_following_logs_streams_until_the_run_ends(rest: Rest) -> None:
+    async with rest.http(await rest.token("acme")) as http:
+        script = "for i in 1 2 3; do echo line $i; sleep 0.3; done"
+        assert (await http.post("/api/v1/jobs", json={"name": "talker", "command": script})).status_code == 201
+        job = await _job_when(http, "talker", {"running", "succeeded"})
+        chunks = []
+        async with http.stream("GET", job["logs_url"], params={"follow": "1"}) as streamed:
+            assert streamed.status_code == 200
+            async for chunk in streamed.aiter_text():
+                chunks.append(chunk)
+        assert "".join(chunks) == "line 1\nline 2\nline 3\n"
+        assert (await http.get("/api/v1/jobs/talker")).json()["status"] == "succeeded"
+
+
+async def test_cursor_pagination_over_1000_jobs_has_no_gap_and_no_duplicate(rest: Rest) -> None:
+    async with rest.http(await rest.token("acme")) as http:
+        names = [f"job-{i:04d}" for i in range(1000)]
+
+        async def create(name: str) -> None:
+            made = await http.post("/api/v1/jobs", json={"name": name, "command": "true", "schedule": "0 0 1 1 *"})
+            assert made.status_code == 201, made.text
+
+        for i in range(0, len(names), 50):
+            await asyncio.gather(*(create(n) for n in names[i:i + 50]))
+        seen: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = (await http.get("/api/v1/jobs", params={"limit": 200, **({"cursor": cursor} if cursor else {})}))
+            assert page.status_code == 200, page.text
+            seen += [j["job_id"] for j in page.json()["items"]]
+            cursor = page.json()["next_cursor"]
+            if cursor is None:
+                break
+    assert seen == names
+
+
+async def test_api_error_codes_map_to_http_statuses(rest: Rest) -> None:
+    with pytest.raises(ApiError) as denied:
+        await Client(rest.admin.nc, tenant="acme").call("tokens.create", {"admin": True})
+    assert denied.value.code == "forbidden"
+    with pytest.raises(ApiError) as invalid:
+        await rest.admin.call("tokens.create", {"tenant": "acme", "admin": True})
+    assert invalid.value.field == "tenant"
