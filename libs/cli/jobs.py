@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -246,15 +245,7 @@ def preview(
         cron.validate_schedule(schedule, created_at=after, min_interval_seconds=Settings().min_interval)
     except (InvalidSpec, msgspec.ValidationError) as exc:
         usage(str(exc))
-    zone = cron.zone(tz)
-    rows: list[dict[str, Any]] = []
-    fired = 0
-    # Bounded: skipped occurrences are a gap's worth at a time, never all of them (validate_schedule).
-    for o in islice(cron.occurrences(schedule, after - datetime.resolution, created_at=after), 2 * count + 10_000):
-        rows.append({"local": o.at.astimezone(zone).isoformat(), "utc": o.at.isoformat(), "skipped": o.skipped})
-        fired += o.skipped is None
-        if fired == count:
-            break
+    rows = cron.preview(schedule, after, count)
     if output == "json":
         emit([r["local"] for r in rows if r["skipped"] is None], output)
         return

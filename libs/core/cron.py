@@ -171,6 +171,21 @@ def next_fires(schedule: Schedule, after: datetime, count: int, *, created_at: d
     return list(islice(occurrences(schedule, after, created_at=created_at), count))
 
 
+def preview(schedule: Schedule, start: datetime, count: int) -> list[dict[str, str | None]]:
+    """The next `count` fire times at or after `start` (counted if it fires), with the occurrences a DST gap skips
+    between them: what `jetcron schedule preview` and the REST preview show. Bounded: skipped occurrences come a
+    gap's worth at a time, never all of them (validate_schedule)."""
+    tz = zone(schedule.tz)
+    rows: list[dict[str, str | None]] = []
+    fired = 0
+    for o in islice(occurrences(schedule, start - datetime.resolution, created_at=start), 2 * count + 10_000):
+        rows.append({"local": o.at.astimezone(tz).isoformat(), "utc": o.at.isoformat(), "skipped": o.skipped})
+        fired += o.skipped is None
+        if fired == count:
+            break
+    return rows
+
+
 def every_index(schedule: Schedule, instant: datetime, *, created_at: datetime) -> tuple[datetime, int, int]:
     """(anchor, interval in µs, index of the first occurrence strictly after `instant`): no iteration."""
     anchor = (schedule.anchor or created_at).astimezone(UTC)

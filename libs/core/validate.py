@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -129,10 +129,18 @@ def _reject_constant(name: str) -> float:
 _UNKNOWN = re.compile(r"unknown field `([^`]*)`")
 
 
+S = TypeVar("S", bound=msgspec.Struct)
+
+
 def decode_spec(data: Mapping[str, Any], field: str = "spec") -> JobSpec:
     """Typed decode; the error names the offending field by its path, e.g. `spec.resources.cpux`."""
+    return decode_as(data, JobSpec, field)
+
+
+def decode_as(data: Mapping[str, Any], kind: type[S], field: str) -> S:
+    """A spec struct (a job's, or one of its parts) from JSON-shaped data, or InvalidSpec naming the field."""
     try:
-        return msgspec.convert(data, JobSpec, strict=False)
+        return msgspec.convert(data, kind, strict=False)
     except msgspec.ValidationError as exc:
         problem, _, where = str(exc).partition(" - at `$")
         where = where.rstrip("`").lstrip(".")

@@ -14,7 +14,8 @@ from jetcron.auth.tokens import TokenRecord
 from jetcron.bus.kv import Store
 from jetcron.core.errors import Misconfigured
 from jetcron.sdk.client import Client
-from jetcron.services.gateway.app import Gate, build_app
+from jetcron.services.gateway.app import build_app
+from jetcron.services.gateway.gate import Gate
 from jetcron.services.runtime import Context, background
 from jetcron.wire import subjects as s
 

@@ -180,7 +180,10 @@ async def test_openapi_lists_every_route_and_docs_render(rest: Rest) -> None:
             ("/api/v1/jobs/{job_id}/pause", "post"), ("/api/v1/jobs/{job_id}/resume", "post"),
             ("/api/v1/jobs/{job_id}/trigger", "post"), ("/api/v1/runs", "get"), ("/api/v1/runs/{run_id}", "get"),
             ("/api/v1/runs/{run_id}/cancel", "post"), ("/api/v1/runs/{run_id}/logs", "get"),
-            ("/api/v1/agents", "get")} <= routes
+            ("/api/v1/agents", "get"), ("/api/v1/jobs/{job_id}", "patch"), ("/api/v1/jobs/{job_id}/spec", "get"),
+            ("/api/v1/jobs/{job_id}/backfill", "post"), ("/api/v1/schedule/preview", "get"), ("/api/v1/dlq", "get"),
+            ("/api/v1/dlq/{run_id}/replay", "post"), ("/api/v1/tenants", "get"),
+            ("/api/v1/tenants/{tenant}", "put")} == routes
     create = spec["paths"]["/api/v1/jobs"]["post"]
     assert "201" in create["responses"] and create["requestBody"]
 
@@ -228,3 +231,71 @@ async def test_api_error_codes_map_to_http_statuses(rest: Rest) -> None:
     with pytest.raises(ApiError) as invalid:
         await rest.admin.call("tokens.create", {"tenant": "acme", "admin": True})
     assert invalid.value.field == "tenant"
+
+
+async def test_patch_needs_the_version_read_and_refuses_a_stale_one(rest: Rest) -> None:
+    async with rest.http(await rest.token("acme")) as http:
+        assert (await http.post("/api/v1/jobs", json={"name": "etl", "command": "true",
+                                                      "schedule": "0 3 * * *"})).status_code == 201
+        read = await http.get("/api/v1/jobs/etl/spec")
+        assert read.status_code == 200 and read.headers["etag"] == '"1"' and read.json()["version"] == 1
+        assert len(read.json()["next_fires"]) == 10
+
+        patch = {"timeout_seconds": 30, "schedule": {"cron": "0 4 * * *"}}
+        _problem(await http.patch("/api/v1/jobs/etl", json=patch), 428)
+        changed = await http.patch("/api/v1/jobs/etl", json=patch, headers={"If-Match": '"1"'})
+        assert changed.status_code == 200, changed.text
+        assert (changed.json()["version"], changed.json()["spec"]["timeout_seconds"]) == (2, 30)
+        assert changed.json()["spec"]["schedule"]["cron"] == "0 4 * * *"
+        # a client that read version 1 and writes now would undo the change above: refused, nothing written
+        stale = await http.patch("/api/v1/jobs/etl", json={"timeout_seconds": 99}, headers={"If-Match": '"1"'})
+        assert "version 2, not 1" in _problem(stale, 409)["detail"]
+        renamed = await http.patch("/api/v1/jobs/etl", json={"name": "other"}, headers={"If-Match": '"2"'})
+        assert _problem(renamed, 422)["field"] == "name"
+        bad = await http.patch("/api/v1/jobs/etl", json={"resources": {"cpu": -1}}, headers={"If-Match": '"2"'})
+        assert _problem(bad, 422)["field"] == "resources.cpu"
+        final = (await http.get("/api/v1/jobs/etl/spec")).json()
+        assert (final["version"], final["spec"]["timeout_seconds"]) == (2, 30)
+
+
+async def test_preview_backfill_dlq_and_tenants(rest: Rest) -> None:
+    async with rest.http(await rest.token("acme")) as http, rest.http(await rest.token(None)) as admin:
+        # preview: New York's spring-forward gap skips 02:30 on 2027-03-14
+        shown = await http.get("/api/v1/schedule/preview", params={
+            "cron": "30 2 * * *", "timezone": "America/New_York", "from": "2027-03-13T00:00:00Z", "count": 3,
+            "on_gap": "skip"})
+        assert shown.status_code == 200, shown.text
+        assert [r["skipped"] is not None for r in shown.json()] == [False, True, False, False]
+        bad_zone = await http.get("/api/v1/schedule/preview", params={"cron": "* * * * *", "timezone": "Mars/X",
+                                                                      "from": "2027-01-01T00:00:00Z"})
+        assert _problem(bad_zone, 422)["field"] == "timezone"
+
+        # backfill: one run per occurrence in [from, to)
+        assert (await http.post("/api/v1/jobs", json={"name": "daily", "command": "true",
+                                                      "schedule": "0 0 * * *"})).status_code == 201
+        filled = await http.post("/api/v1/jobs/daily/backfill", json={"from": "2026-11-01T00:00:00Z",
+                                                                      "to": "2026-11-03T00:00:00Z"})
+        assert filled.status_code == 200, filled.text
+        assert [r["run_id"] for r in filled.json()["items"]] == ["acme.daily.20261101T000000000Z",
+                                                                  "acme.daily.20261102T000000000Z"]
+
+        # dlq: a job that fails for good lands there and is replayed as a new run
+        assert (await http.post("/api/v1/jobs", json={"name": "doomed", "command": "exit 3",
+                                                      "retry_policy": {"max_retries": 0}})).status_code == 201
+        assert (await _job_when(http, "doomed", {"dead", "failed"}))["status"] in ("dead", "failed")
+
+        async def dead_lettered() -> list[dict[str, Any]] | None:
+            items: list[dict[str, Any]] = (await http.get("/api/v1/dlq")).json()["items"]
+            return items or None
+
+        dead = await wait_for(dead_lettered, 15, what="the dead letter")
+        replayed = await http.post(f"/api/v1/dlq/{dead[0]['run_id']}/replay")
+        assert replayed.status_code == 201 and replayed.json()["run_id"] != dead[0]["run_id"], replayed.text
+
+        # tenants: the admin's
+        assert _problem(await http.put("/api/v1/tenants/acme", json={"weight": 5}), 403)["code"] == "forbidden"
+        assert _problem(await http.get("/api/v1/tenants"), 403)["code"] == "forbidden"
+        assert (await admin.put("/api/v1/tenants/acme", json={"weight": 5, "max_cpu": 4})).status_code == 200
+        assert _problem(await admin.put("/api/v1/tenants/acme", json={"weight": -1}), 422)["field"] == "weight"
+        tenants = (await admin.get("/api/v1/tenants")).json()["items"]
+        assert [(t["tenant"], t["weight"], t["max_cpu"]) for t in tenants] == [("acme", 5.0, 4.0)]

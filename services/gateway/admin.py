@@ -1,0 +1,40 @@
+"""Admin routes: agents and tenants (a tenant's token is answered 403 by the API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, get, put
+
+from jetcron.services.gateway.gate import API
+from jetcron.services.gateway.gate import who as _who
+
+
+@get(f"{API}/agents", summary="Agents (admin)")
+async def list_agents(request: Request[Any, Any, Any]) -> Any:
+    gate, who = await _who(request)
+    return await gate.call(who, "agents.list", {})
+
+
+class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    weight: float = 1.0
+    """Its share of the cluster against the other tenants'."""
+    max_cpu: float | None = None
+    max_memory_mb: int | None = None
+    max_gpus: int | None = None
+
+
+@get(f"{API}/tenants", summary="Tenants' weights and quotas (admin)")
+async def list_tenants(request: Request[Any, Any, Any]) -> Any:
+    gate, caller = await _who(request)
+    return await gate.call(caller, "tenants.list", {})
+
+
+@put(f"{API}/tenants/{{tenant:str}}", summary="Set a tenant's weight and quotas (admin)")
+async def set_tenant(request: Request[Any, Any, Any], tenant: str, data: TenantPolicyBody) -> Any:
+    gate, caller = await _who(request)
+    return await gate.call(caller, "tenants.set", {"tenant": tenant, **msgspec.structs.asdict(data)})
+
+
+ROUTES: list[Any] = [list_agents, list_tenants, set_tenant]

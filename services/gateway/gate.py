@@ -1,0 +1,66 @@
+"""Who is asking: the bearer token's record, and a client of the API service for its tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from litestar import Request
+
+from jetcron.auth.tokens import TokenRecord, token_id_of, verify
+from jetcron.sdk.client import ApiError, Client
+from jetcron.services.gateway.design import rest_field
+from jetcron.services.gateway.problems import Problem, headers_for, problem, status_of
+from jetcron.telemetry import metrics
+
+API = "/api/v1"
+
+
+class HttpProblem(Exception):
+    def __init__(self, body: Problem, headers: dict[str, Any] | None = None) -> None:
+        super().__init__(body.detail)
+        self.body = body
+        self.headers = headers or {}
+
+
+@dataclass
+class Gate:
+    """What the routes need: who holds a token, and a client for a tenant (None: the admin)."""
+
+    lookup: Callable[[str], TokenRecord | None]
+    client: Callable[[str | None], Client]
+    ready: Callable[[], str | None]
+
+    def principal(self, request: Request[Any, Any, Any]) -> TokenRecord:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        token_id = token_id_of(token) if scheme.lower() == "bearer" else None
+        record = self.lookup(token_id) if token_id else None
+        if record is None or not verify(token, record):
+            metrics.AUTH_FAILURES.labels(kind="http_token").inc()
+            raise HttpProblem(problem(401, "a valid bearer token is required (Authorization: Bearer jct_...; "
+                                      "`jetcron tokens create --tenant NAME` issues one)", code="unauthorized"),
+                              {"WWW-Authenticate": 'Bearer realm="jetcron"'})
+        return record
+
+    async def call(self, who: TokenRecord, verb: str, payload: dict[str, Any]) -> Any:
+        try:
+            return await self.client(who.tenant).call(verb, payload)
+        except ApiError as exc:
+            status = status_of(exc.code, exc.retryable)
+            field = rest_field(exc.field) if verb == "jobs.create" else exc.field
+            raise HttpProblem(problem(status, str(exc), code=exc.code, field=field, value=exc.value),
+                              headers_for(status, exc.retryable)) from None
+
+
+def gate_of(request: Request[Any, Any, Any]) -> Gate:
+    gate: Gate = request.app.state.gate
+    return gate
+
+
+async def who(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord]:
+    gate = gate_of(request)
+    return gate, gate.principal(request)
+
+
