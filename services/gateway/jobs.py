@@ -191,7 +191,8 @@ async def backfill(request: Request[Any, Any, Any], job_id: str, data: Backfill)
 @get(f"{API}/schedule/preview", summary="The next fire times of a schedule (the trigger's own code)")
 async def preview(request: Request[Any, Any, Any], start: Annotated[str, Parameter(query="from")],
                   cron_expr: Annotated[str | None, Parameter(query="cron")] = None, every_seconds: float | None = None,
-                  tz: Annotated[str, Parameter(query="timezone")] = "UTC", on_gap: str = "shift", on_fold: str = "first",
+                  tz: Annotated[str, Parameter(query="timezone")] = "UTC", on_gap: str = "shift",
+                  on_fold: str = "first",
                   count: Annotated[int, Parameter(ge=1, le=1000)] = 10) -> list[dict[str, str | None]]:
     await _who(request)
     try:
