@@ -64,8 +64,8 @@ class Permissions:
 
 ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
                s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER,
-               s.BUCKET_SECRETS, s.BUCKET_TOKENS)
-ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ,
+               s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS)
+ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_SUBMIT,
                *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
 
 
@@ -106,9 +106,10 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
         return Grant(
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
-                         s.BUCKET_TOKENS),
+                         s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS),
                     *CANCELS, s.PLACE_ALL, _registry("api"),
                     f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
+            consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
@@ -151,9 +152,10 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.TENANT:
         if not tenant:
             raise ValueError("a tenant's grant names its tenant")
-        return Grant(writes=(f"{s.API_GROUP}.{tenant}.>",), replies=False)
+        return Grant(writes=(f"{s.API_GROUP}.{tenant}.>", s.submit_subject(tenant)), replies=False)
     # $SRV.PING/INFO/STATS: `jetcron status` asks every instance whether it answers.
-    return Grant(reads=ALL_STREAMS, writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.SRV_PING), replies=False,
+    return Grant(reads=ALL_STREAMS, writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.SRV_PING, s.SUBMIT_ALL),
+                 replies=False,
                  manages=True)
 
 

@@ -25,6 +25,7 @@ from jetcron.wire import subjects as s
 
 MiB = 1024 * 1024
 DAY = 86400.0
+HOUR = 3600.0
 DUPLICATE_WINDOW = 120.0
 MAX_MSG = 1 * MiB
 
@@ -64,6 +65,11 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
                      description="run output chunks", **{**common, "discard": DiscardPolicy.OLD}),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_DLQ, subjects=[s.DLQ_ALL], retention=RetentionPolicy.LIMITS,
                      max_age=limits.dlq_age, description="dead-lettered runs", **common),  # type: ignore[arg-type]
+        # Requests leave once the api settled them; a publisher retrying within the hour is deduplicated here by
+        # its Nats-Msg-Id, and later by the outcome kept under the same id in jc_submissions.
+        StreamConfig(name=s.STREAM_SUBMIT, subjects=[s.SUBMIT_ALL], retention=RetentionPolicy.WORK_QUEUE,
+                     max_msgs=limits.place_msgs, description="job requests published by services (the intake)",
+                     **{**common, "duplicate_window": HOUR}),  # type: ignore[arg-type]
     ]
 
 
@@ -98,6 +104,9 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_SECRETS, history=1,
                        description="tenants' secrets, Fernet-encrypted (only the api and agents hold the key)",
                        **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_SUBMISSIONS, history=1, ttl=limits.idempotency_ttl,
+                       description="the outcome of each intake request, by tenant and request id, for a day",
+                       **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TOKENS, history=1,
                        description="the HTTP gateway's bearer tokens, by id: their tenant and a SHA-256 of the secret",
                        **common),  # type: ignore[arg-type]
@@ -119,6 +128,8 @@ def consumer_configs() -> list[tuple[str, ConsumerConfig]]:
                                         ack_wait=30.0, max_ack_pending=100_000, filter_subject=s.PLACE_ALL)),
         (s.STREAM_EVENTS, ConsumerConfig(durable_name=s.CONSUMER_TRACKER, ack_policy=AckPolicy.EXPLICIT,
                                          ack_wait=30.0, max_ack_pending=20_000, filter_subject=s.EVENTS_ALL)),
+        (s.STREAM_SUBMIT, ConsumerConfig(durable_name=s.CONSUMER_INTAKE, ack_policy=AckPolicy.EXPLICIT,
+                                         ack_wait=30.0, max_ack_pending=1000, filter_subject=s.SUBMIT_ALL)),
     ]
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 import msgspec
 
 from jetcron.core.models import JobSpec, Priority, Resources, Run
+from jetcron.wire.api import ErrorBody
 
 
 class _Msg(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -173,3 +174,17 @@ def place_run_for(run: Run) -> PlaceRun:
         due_at=run.due_at,
         staged=run.attempt == 1 and run.due_at > run.created_at,
     )
+
+
+class Submission(_Msg, frozen=True, kw_only=True):
+    """The outcome of one request published to the intake (`jc.submit.<tenant>`), kept a day under its request id
+    (the request's Nats-Msg-Id) in jc_submissions; `submissions.get` answers it."""
+
+    request_id: str
+    tenant: str
+    outcome: str
+    """created (the job is stored; a retried request names the same job) or rejected (nothing stored)."""
+    job: str = ""
+    version: int = 0
+    error: ErrorBody | None = None
+    at: datetime

@@ -12,6 +12,7 @@ STREAM_ASSIGN = "JC_ASSIGN"
 STREAM_EVENTS = "JC_EVENTS"
 STREAM_LOGS = "JC_LOGS"
 STREAM_DLQ = "JC_DLQ"
+STREAM_SUBMIT = "JC_SUBMIT"
 
 # KV buckets
 BUCKET_JOBS = "jc_jobs"
@@ -27,11 +28,13 @@ BUCKET_PLACEMENT = "jc_placement"
 BUCKET_CLUSTER = "jc_cluster"
 BUCKET_SECRETS = "jc_secrets"
 BUCKET_TOKENS = "jc_tokens"
+BUCKET_SUBMISSIONS = "jc_submissions"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 # Durable consumers
 CONSUMER_PLACEMENT = "placement"
 CONSUMER_TRACKER = "run_tracker"
+CONSUMER_INTAKE = "api_intake"
 
 # Headers
 HDR_MSG_ID = "Nats-Msg-Id"
@@ -121,6 +124,18 @@ def mint_subject(agent_id: str) -> str:
 
 
 MINT_ALL = f"{PREFIX}.mint.*"
+
+
+def submit_subject(tenant: str) -> str:
+    """JetStream (JC_SUBMIT): a service's job request for one tenant, durable once acked (the intake)."""
+    return f"{PREFIX}.submit.{tenant}"
+
+
+SUBMIT_ALL = f"{PREFIX}.submit.*"
+
+
+def parse_submit_subject(subject: str) -> str:
+    return subject.split(".", 2)[2]
 
 
 def api_subject(verb: str, tenant: str | None = None) -> str:

@@ -12,12 +12,13 @@ from nats.micro.request import Request
 from opentelemetry.trace import SpanKind
 
 from jetcron.services.api.call import Call
+from jetcron.services.api.intake import Intake
 from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.mint import serve_mint
 from jetcron.services.api.runs import Runs
 from jetcron.services.api.secrets import Secrets
 from jetcron.services.api.tokens import Tokens
-from jetcron.services.runtime import Context
+from jetcron.services.runtime import Context, background
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
@@ -72,6 +73,7 @@ def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Reque
 
 async def main(ctx: Context) -> None:
     jobs, runs, secrets, tokens = Jobs(ctx), Runs(ctx), Secrets(ctx), Tokens(ctx)
+    intake = Intake(ctx, jobs)
     verbs: dict[str, Callable[[Call], Awaitable[Any]]] = {
         "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,
         "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
@@ -80,6 +82,7 @@ async def main(ctx: Context) -> None:
         "agents.list": runs.agents, "dlq.list": runs.dlq_list, "dlq.replay": runs.dlq_replay,
         "tenants.set": runs.tenants_set, "tenants.list": runs.tenants_list,
         "secrets.set": secrets.set, "secrets.list": secrets.list, "secrets.delete": secrets.delete,
+        "submissions.get": intake.get,
         "tokens.create": tokens.create, "tokens.list": tokens.list, "tokens.revoke": tokens.revoke,
     }
     service = await micro.add_service(ctx.nc, name=s.API_SERVICE, version="0.1.0",
@@ -90,7 +93,9 @@ async def main(ctx: Context) -> None:
         await service.add_endpoint(name=name, subject=for_tenants, handler=endpoint(verb, op))
         await service.add_endpoint(name=f"{name}_admin", subject=for_admin, handler=endpoint(verb, op))
     mint = await serve_mint(ctx)
+    intake_loop = background(ctx, intake.serve())
     ctx.ready.set()
     ctx.log.info("api ready", verbs=len(verbs), run_credentials=mint is not None)
     await ctx.stop.wait()
     await service.stop()
+    await intake_loop

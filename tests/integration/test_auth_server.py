@@ -124,6 +124,13 @@ TABLE = [
     (Role.ADMIN, {}, "pub", "$KV.jc_jobs.nightly", False),
     (Role.ADMIN, {}, "pub", "$SRV.PING", True),
     (Role.TENANT, ACME, "pub", "$SRV.PING", False),
+    (Role.TENANT, ACME, "pub", "jc.submit.acme", True),
+    (Role.TENANT, ACME, "pub", "jc.submit.beta", False),
+    (Role.TENANT, ACME, "pub", "$KV.jc_submissions.acme.req-1", False),
+    (Role.AGENT, AGENT_A, "pub", "jc.submit.acme", False),
+    (Role.API, {}, "pub", "$JS.API.CONSUMER.MSG.NEXT.JC_SUBMIT.api_intake", True),
+    (Role.API, {}, "pub", "$KV.jc_submissions.acme.req-1", True),
+    (Role.GATEWAY, {}, "pub", "jc.submit.acme", False),
 ]
 
 

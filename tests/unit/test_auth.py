@@ -66,7 +66,7 @@ def test_a_minted_tenant_credential_says_who_it_is_and_is_signed_by_the_signing_
     assert stat.S_IMODE((tmp_path / "acme.creds").stat().st_mode) == 0o600
     assert claims["iss"] == authority.signer.public
     assert claims["nats"]["issuer_account"] == authority.account.public
-    assert claims["nats"]["pub"]["allow"] == ["jc.api.acme.>"]
+    assert claims["nats"]["pub"]["allow"] == ["jc.api.acme.>", "jc.submit.acme"]
     assert claims["nats"]["sub"]["allow"] == ["_INBOX.t-acme.>"]
     assert claims["exp"] - claims["iat"] == 60
     assert identity_of(text) == {"role": "tenant", "tenant": "acme", "agent": None, "inbox": "_INBOX.t-acme"}
@@ -90,7 +90,7 @@ def test_revoking_writes_a_new_account_jwt_listing_the_revoked_users(tmp_path: P
 
 def test_a_tenant_reaches_only_its_own_api_verbs_and_no_stream_or_bucket() -> None:
     perms = for_role(Role.TENANT, tenant="acme")
-    assert perms.pub == ("jc.api.acme.>",)
+    assert perms.pub == ("jc.api.acme.>", "jc.submit.acme")
     assert not any(p.startswith(("$JS", "$KV", "$O", "_INBOX.>")) for p in perms.pub + perms.sub)
 
 
