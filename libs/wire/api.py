@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
 from jetcron.core.errors import InvalidSpec, JetcronError
+
+T = TypeVar("T")
 
 
 class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,9 +44,10 @@ PLAIN_FAILURE = b'{"ok":false,"error":{"code":"internal","message":"the reply co
 """Sent when even an error reply cannot be encoded: a caller gets an answer, never a timeout."""
 
 
-class Page(msgspec.Struct, frozen=True, kw_only=True):
-    items: list[Any]
+class Page(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
+    items: list[T]
     next_cursor: str | None = None
+    """Pass it back as `cursor` for the next page; None: this was the last."""
 
 
 class FireTime(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ import msgspec
 
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
 from jetcron.wire.api import Reply
+from jetcron.wire.contract import document
 from jetcron.wire.messages import (
     AssignRun,
     CancelRun,
@@ -22,6 +23,7 @@ from jetcron.wire.messages import (
     RunStarted,
     ServiceInstance,
 )
+from jetcron.wire.verbs import VERBS
 
 PUBLIC: tuple[type[Any], ...] = (
     JobSpec,
@@ -42,19 +44,27 @@ PUBLIC: tuple[type[Any], ...] = (
 )
 
 
+def _text(document: object) -> str:
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
 def render() -> dict[str, str]:
-    """File name -> JSON text, deterministic so a test can compare it with what is checked in."""
+    """File name -> JSON text, deterministic so a test can compare it with what is checked in: the models, one
+    schema per API verb's request and reply (api/), and the AsyncAPI document of every subject."""
     out: dict[str, str] = {}
     for kind in PUBLIC:
-        schema = msgspec.json.schema(kind)
-        out[f"{kind.__name__}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+        out[f"{kind.__name__}.json"] = _text(msgspec.json.schema(kind))
+    for name, verb in VERBS.items():
+        out[f"api/{name}.request.json"] = _text(msgspec.json.schema(verb.request))
+        out[f"api/{name}.reply.json"] = _text(msgspec.json.schema(verb.reply))
+    out["asyncapi.json"] = _text(document())
     return out
 
 
 def main(argv: list[str]) -> int:
     target = Path(argv[1] if len(argv) > 1 else "schemas")
-    target.mkdir(parents=True, exist_ok=True)
     for name, text in render().items():
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
         (target / name).write_text(text)
     return 0
 

@@ -23,6 +23,7 @@ from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.requests import body, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron.wire import verbs as v
 from jetcron.wire.api import error_reply
 from jetcron.wire.messages import Submission
 
@@ -97,7 +98,7 @@ class Intake:
 
     async def get(self, call: Call) -> Submission:
         """submissions.get: a request's outcome; a tenant reads its own only (another's reads as not found)."""
-        req: dict[str, Any] = body(call.data, {"request_id", "tenant"}, {"request_id"})
+        req: dict[str, Any] = body(call.data, v.SubmissionsGet)
         request_id = text(req, "request_id", limit=100)
         if request_id is None or not REQUEST_ID_RE.match(request_id):
             raise InvalidSpec("request_id", request_id, "must be 1-100 letters, digits, '-' or '_'")

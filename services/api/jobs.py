@@ -21,6 +21,7 @@ from jetcron.services.api.capacity import CapacityCheck
 from jetcron.services.api.requests import body, instant, integer, text
 from jetcron.services.runtime import Context
 from jetcron.telemetry.tracing import current_trace_id
+from jetcron.wire import verbs as v
 from jetcron.wire.api import FireTime, JobView, Page
 from jetcron.wire.codec import encode
 
@@ -83,7 +84,7 @@ class Jobs:
         return record, revision
 
     async def create(self, call: Call) -> JobRecord:
-        req = body(call.data, {"spec", "idempotency_key"}, {"spec"})
+        req = body(call.data, v.JobsCreate)
         spec, digest = await self._validated(req["spec"], call.tenant)
         key = text(req, "idempotency_key", limit=128)
         claim: int | None = None
@@ -127,7 +128,7 @@ class Jobs:
     async def update(self, call: Call) -> JobRecord:
         """Replace a job's spec; with `expected_version`, only if the job is still at that version (a client that
         read, changed and wrote it back must not undo a change made in between)."""
-        req = body(call.data, {"spec", "expected_version"}, {"spec"})
+        req = body(call.data, v.JobsUpdate)
         expected = integer(req, "expected_version", 0, 0, 2**53) or None
         spec, digest = await self._validated(req["spec"], call.tenant)
         old, revision = await self._stored(spec.key, spec.name, call.tenant)
@@ -141,7 +142,7 @@ class Jobs:
         return record
 
     async def get(self, call: Call) -> JobView:
-        req = body(call.data, {"name", "count"}, {"name"})
+        req = body(call.data, v.JobsGet)
         record, _ = await self._job(text(req, "name"), call.tenant)
         count = integer(req, "count", 5, 0, 100)
         zone = cron.zone(record.spec.schedule.tz)
@@ -150,8 +151,8 @@ class Jobs:
                           skipped=o.skipped) for o in upcoming]
         return JobView(job=record, next_fires=fires)
 
-    async def list(self, call: Call) -> Page:
-        req = body(call.data, {"cursor", "limit", "include_deleted", "queue"})
+    async def list(self, call: Call) -> Page[JobRecord]:
+        req = body(call.data, v.JobsList)
         limit = integer(req, "limit", 100, 1, 1000)
         queue = text(req, "queue")
         if queue is not None and not QUEUE_RE.match(queue):
@@ -172,7 +173,7 @@ class Jobs:
         return Page(items=items, next_cursor=items[-1].spec.key if more else None)
 
     async def _set_status(self, call: Call, status: JobStatus) -> JobRecord:
-        req = body(call.data, {"name"}, {"name"})
+        req = body(call.data, v.Named)
         for _ in range(5):
             record, revision = await self._job(text(req, "name"), call.tenant)
             now = self.ctx.clock.now()
@@ -199,7 +200,7 @@ class Jobs:
         return await self._set_status(call, JobStatus.DELETED)
 
     async def trigger(self, call: Call) -> Run:
-        req = body(call.data, {"name", "key"}, {"name"})
+        req = body(call.data, v.JobsTrigger)
         record, _ = await self._job(text(req, "name"), call.tenant)
         key = text(req, "key", limit=128) or secrets.token_hex(8)
         now = self.ctx.clock.now()
@@ -219,8 +220,8 @@ class Jobs:
             await dispatch(self.ctx.js, run)
         return run
 
-    async def backfill(self, call: Call) -> Page:
-        req = body(call.data, {"name", "from", "to", "limit", "rate"}, {"name", "from", "to"})
+    async def backfill(self, call: Call) -> Page[Run]:
+        req = body(call.data, v.JobsBackfill)
         record, _ = await self._job(text(req, "name"), call.tenant)
         spec = record.spec
         start, end = instant(req, "from"), instant(req, "to")

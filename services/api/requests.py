@@ -5,12 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from jetcron.core import cron
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.validate import parse_json_object
+from jetcron.wire.verbs import Request
 
 
-def body(data: bytes, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+def body(data: bytes, kind: type[Request]) -> dict[str, Any]:
+    """The request as a dict of the fields `kind` (wire/verbs.py) names: an unknown one, or a missing required
+    one, is named in the error. The verb checks each value itself."""
+    fields = msgspec.structs.fields(kind)
+    allowed = {f.encode_name for f in fields}
+    required = {f.encode_name for f in fields if f.required}
     parsed = parse_json_object(data or b"{}")
     for key in parsed:
         if key not in allowed:

@@ -15,6 +15,7 @@ from jetcron.services.api.call import Call, admin_only, visible
 from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron.wire import verbs as v
 from jetcron.wire.api import Page
 from jetcron.wire.codec import decode
 
@@ -38,11 +39,11 @@ class Runs:
         return run
 
     async def get(self, call: Call) -> Run:
-        req = body(call.data, {"run_id"}, {"run_id"})
+        req = body(call.data, v.RunRef)
         return await self._run(self._run_id(text(req, "run_id")), call.tenant)
 
-    async def list(self, call: Call) -> Page:
-        req = body(call.data, {"job", "state", "cursor", "limit", "queue"})
+    async def list(self, call: Call) -> Page[Run]:
+        req = body(call.data, v.RunsList)
         job, queue = text(req, "job"), text(req, "queue")
         if queue is not None and not QUEUE_RE.match(queue):
             raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
@@ -76,14 +77,14 @@ class Runs:
         return Page(items=items, next_cursor=last if more else None)
 
     async def cancel(self, call: Call) -> Run:
-        req = body(call.data, {"run_id", "reason"}, {"run_id"})
+        req = body(call.data, v.RunsCancel)
         run = await self._run(self._run_id(text(req, "run_id")), call.tenant)
         return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, run.run_id,
                                 text(req, "reason") or "cancelled by user", self.ctx.clock.now(),
                                 self.ctx.settings.run_lease_ttl)
 
-    async def logs(self, call: Call) -> dict[str, object]:
-        req = body(call.data, {"run_id", "limit_bytes"}, {"run_id"})
+    async def logs(self, call: Call) -> v.Logs:
+        req = body(call.data, v.RunsLogs)
         run_id = (await self._run(self._run_id(text(req, "run_id")), call.tenant)).run_id
         limit = integer(req, "limit_bytes", 1_048_576, 1, 8_388_608)
         out: list[str] = []
@@ -97,11 +98,11 @@ class Runs:
             if size > limit:
                 break
             out.append(chunk.decode("utf-8", "replace"))
-        return {"run_id": run_id, "output": "".join(out), "complete": done}
+        return v.Logs(run_id=run_id, output="".join(out), complete=done)
 
-    async def agents(self, call: Call) -> Page:
+    async def agents(self, call: Call) -> Page[AgentInfo]:
         admin_only(call, "agents.list")
-        body(call.data, set())
+        body(call.data, v.Empty)
         items: list[AgentInfo] = []
         for key in sorted(await self.ctx.agents.keys()):
             found = await self.ctx.agents.maybe(key)
@@ -109,8 +110,8 @@ class Runs:
                 items.append(found[0])
         return Page(items=items)
 
-    async def dlq_list(self, call: Call) -> Page:
-        req = body(call.data, {"limit"})
+    async def dlq_list(self, call: Call) -> Page[Run]:
+        req = body(call.data, v.DlqList)
         limit = integer(req, "limit", 100, 1, 1000)
         # From the dead-letter stream, newest last; not a scan of every run record.
         latest = {e.run_id: e for e in await dead_lettered(self.ctx.js, limit)}
@@ -123,7 +124,7 @@ class Runs:
         return Page(items=items)
 
     async def dlq_replay(self, call: Call) -> Run:
-        req = body(call.data, {"run_id"}, {"run_id"})
+        req = body(call.data, v.RunRef)
         run_id = self._run_id(text(req, "run_id"))
         run = await self._run(run_id, call.tenant)
         if run.state not in (RunState.DEAD, RunState.FAILED):
@@ -145,7 +146,7 @@ class Runs:
 
     async def tenants_set(self, call: Call) -> TenantPolicy:
         admin_only(call, "tenants.set")
-        req = body(call.data, {"tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus"}, {"tenant"})
+        req = body(call.data, v.TenantsSet)
         try:
             policy = msgspec.convert(req, TenantPolicy)
         except msgspec.ValidationError as exc:
@@ -161,9 +162,9 @@ class Runs:
         await self.ctx.tenants.put(policy.tenant, policy)
         return policy
 
-    async def tenants_list(self, call: Call) -> Page:
+    async def tenants_list(self, call: Call) -> Page[TenantPolicy]:
         admin_only(call, "tenants.list")
-        body(call.data, set())
+        body(call.data, v.Empty)
         items = [found[0] for key in sorted(await self.ctx.tenants.keys())
                  if (found := await self.ctx.tenants.maybe(key)) is not None]
         return Page(items=items)

@@ -11,6 +11,7 @@ from jetcron.core.validate import validate_secrets
 from jetcron.services.api.call import Call
 from jetcron.services.api.requests import body, text
 from jetcron.services.runtime import Context
+from jetcron.wire import verbs as v
 
 MAX_VALUE = 64 * 1024
 
@@ -43,23 +44,23 @@ class Secrets:
         self.ctx = ctx
         self.store = Store(ctx.js, ctx.settings.secrets_key_file)
 
-    async def set(self, call: Call) -> dict[str, Any]:
-        req = body(call.data, {"name", "value", "tenant"}, {"name", "value"})
+    async def set(self, call: Call) -> v.SecretRef:
+        req = body(call.data, v.SecretsSet)
         tenant, name = _tenant(call, req), _name(req)
         value = req["value"]
         if not isinstance(value, str) or len(value) > MAX_VALUE or "\x00" in value:
             # the value itself is never echoed in an error
             raise InvalidSpec("value", "(hidden)", f"must be a string of at most {MAX_VALUE} characters without NUL")
         await self.store.put(tenant, name, value)
-        return {"tenant": tenant, "name": name, "updated_at": self.ctx.clock.now().isoformat()}
+        return v.SecretRef(tenant=tenant, name=name, updated_at=self.ctx.clock.now())
 
-    async def list(self, call: Call) -> dict[str, Any]:
-        req = body(call.data, {"tenant"})
+    async def list(self, call: Call) -> v.SecretNames:
+        req = body(call.data, v.ForTenant)
         tenant = _tenant(call, req)
-        return {"tenant": tenant, "items": await self.store.names(tenant)}
+        return v.SecretNames(tenant=tenant, items=await self.store.names(tenant))
 
-    async def delete(self, call: Call) -> dict[str, Any]:
-        req = body(call.data, {"name", "tenant"}, {"name"})
+    async def delete(self, call: Call) -> v.SecretRef:
+        req = body(call.data, v.SecretsDelete)
         tenant, name = _tenant(call, req), _name(req)
         await self.store.delete(tenant, name)
-        return {"tenant": tenant, "name": name, "deleted": True}
+        return v.SecretRef(tenant=tenant, name=name, deleted=True)

@@ -11,6 +11,7 @@ from nats import micro
 from nats.micro.request import Request
 from opentelemetry.trace import SpanKind
 
+from jetcron.core.errors import Misconfigured
 from jetcron.services.api.call import Call
 from jetcron.services.api.intake import Intake
 from jetcron.services.api.jobs import Jobs
@@ -24,6 +25,7 @@ from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.api import PLAIN_FAILURE, Reply, error_reply
 from jetcron.wire.codec import encode
+from jetcron.wire.verbs import VERBS
 
 log = structlog.get_logger("jetcron.api")
 _tracer = tracer("api")
@@ -85,6 +87,8 @@ async def main(ctx: Context) -> None:
         "submissions.get": intake.get,
         "tokens.create": tokens.create, "tokens.list": tokens.list, "tokens.revoke": tokens.revoke,
     }
+    if set(verbs) != set(VERBS):  # the contract (wire/verbs.py) and what is served must be the same set
+        raise Misconfigured(f"verbs served and the contract differ: {sorted(set(verbs) ^ set(VERBS))}")
     service = await micro.add_service(ctx.nc, name=s.API_SERVICE, version="0.1.0",
                                       description="jetcron job scheduler API", queue_group=s.API_QUEUE)
     for verb, op in verbs.items():

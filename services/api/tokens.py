@@ -6,8 +6,6 @@ Revoking deletes the record: every gateway replica watches the bucket and refuse
 
 from __future__ import annotations
 
-from typing import Any
-
 from jetcron.auth.tokens import TOKEN_ID_RE, TokenRecord, issue
 from jetcron.bus.kv import Store
 from jetcron.core.errors import InvalidSpec, NotFound
@@ -16,11 +14,12 @@ from jetcron.services.api.call import Call, admin_only
 from jetcron.services.api.requests import body, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron.wire import verbs as v
 
 
-def _shown(record: TokenRecord) -> dict[str, Any]:
-    return {"token_id": record.token_id, "tenant": record.tenant, "admin": record.tenant is None,
-            "name": record.name, "created_at": record.created_at.isoformat()}
+def _shown(record: TokenRecord, token: str | None = None) -> v.TokenInfo:
+    return v.TokenInfo(token_id=record.token_id, tenant=record.tenant, admin=record.tenant is None, name=record.name,
+                       created_at=record.created_at, token=token)
 
 
 class Tokens:
@@ -33,9 +32,9 @@ class Tokens:
             self.store = await Store.open(self.ctx.js, s.BUCKET_TOKENS, TokenRecord)
         return self.store
 
-    async def create(self, call: Call) -> dict[str, Any]:
+    async def create(self, call: Call) -> v.TokenInfo:
         admin_only(call, "tokens.create")
-        req = body(call.data, {"tenant", "admin", "name"})
+        req = body(call.data, v.TokensCreate)
         tenant = text(req, "tenant")
         admin = req.get("admin", False)
         if not isinstance(admin, bool):
@@ -47,11 +46,11 @@ class Tokens:
         name = text(req, "name", default="", limit=128) or ""
         token, record = issue(tenant, name, self.ctx.clock.now())
         await (await self._store()).create(record.token_id, record)
-        return {**_shown(record), "token": token}
+        return _shown(record, token)
 
-    async def list(self, call: Call) -> dict[str, Any]:
+    async def list(self, call: Call) -> v.TokenList:
         admin_only(call, "tokens.list")
-        req = body(call.data, {"tenant"})
+        req = body(call.data, v.ForTenant)
         tenant = text(req, "tenant")
         store = await self._store()
         items = []
@@ -59,11 +58,11 @@ class Tokens:
             found = await store.maybe(key)
             if found is not None and (tenant is None or found[0].tenant == tenant):
                 items.append(_shown(found[0]))
-        return {"items": items}
+        return v.TokenList(items=items)
 
-    async def revoke(self, call: Call) -> dict[str, Any]:
+    async def revoke(self, call: Call) -> v.TokenRevoked:
         admin_only(call, "tokens.revoke")
-        req = body(call.data, {"token_id"}, {"token_id"})
+        req = body(call.data, v.TokensRevoke)
         token_id = text(req, "token_id")
         if token_id is None or not TOKEN_ID_RE.match(token_id):
             raise InvalidSpec("token_id", token_id, "is not a token id (16 hex digits; see tokens list)")
@@ -71,4 +70,4 @@ class Tokens:
         if await store.maybe(token_id) is None:
             raise NotFound("token", token_id)
         await store.delete(token_id)
-        return {"token_id": token_id, "revoked": True}
+        return v.TokenRevoked(token_id=token_id, revoked=True)

@@ -1,0 +1,207 @@
+"""Every API verb: its request and its reply, the one home of their fields.
+
+The api reads each request body by its struct's fields (services/api/requests.body: unknown fields refused,
+missing required ones named), the SDK decodes each reply into its type, and schemas/ (one JSON Schema per
+request and reply, and the AsyncAPI document) is generated from this table. The api still checks each value
+itself, so an error names the field the caller knows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import msgspec
+
+from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
+from jetcron.wire.api import JobView, Page
+from jetcron.wire.messages import Submission
+
+
+class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class Named(Request, kw_only=True):
+    name: str
+    """The job's name (the admin: its key, `<tenant>.<name>`)."""
+
+
+class RunRef(Request, kw_only=True):
+    run_id: str
+
+
+class JobsCreate(Request, kw_only=True):
+    spec: JobSpec
+    idempotency_key: str | None = None
+    """A retried create with the same key and body answers the same job (a different body: conflict)."""
+
+
+class JobsUpdate(Request, kw_only=True):
+    spec: JobSpec
+    expected_version: int | None = None
+    """Only if the job is still at this version (conflict otherwise)."""
+
+
+class JobsGet(Named, kw_only=True):
+    count: int = 5
+    """Next fire times to show (0-100)."""
+
+
+class JobsList(Request, kw_only=True):
+    cursor: str | None = None
+    limit: int = 100
+    include_deleted: bool = False
+    queue: str | None = None
+
+
+class JobsTrigger(Named, kw_only=True):
+    key: str | None = None
+    """Names the manual run: a retry with the same key starts no second run."""
+
+
+class JobsBackfill(Named, kw_only=True):
+    start: str = msgspec.field(name="from")
+    """The first instant, ISO 8601 with its offset."""
+    end: str = msgspec.field(name="to")
+    """Occurrences before this instant."""
+    limit: int = 1000
+    rate: int = 100
+
+
+class RunsList(Request, kw_only=True):
+    job: str | None = None
+    state: str | None = None
+    queue: str | None = None
+    cursor: str | None = None
+    limit: int = 100
+
+
+class RunsCancel(RunRef, kw_only=True):
+    reason: str | None = None
+
+
+class RunsLogs(RunRef, kw_only=True):
+    limit_bytes: int = 1_048_576
+
+
+class Empty(Request, kw_only=True):
+    pass
+
+
+class DlqList(Request, kw_only=True):
+    limit: int = 100
+
+
+class TenantsSet(Request, kw_only=True):
+    tenant: str
+    weight: float = 1.0
+    max_cpu: float | None = None
+    max_memory_mb: int | None = None
+    max_gpus: int | None = None
+
+
+class ForTenant(Request, kw_only=True):
+    tenant: str | None = None
+    """The admin names the tenant; a tenant's credential names its own (or leaves it out)."""
+
+
+class SecretsSet(ForTenant, kw_only=True):
+    name: str
+    value: str
+    """Never answered back, logged or stored in clear."""
+
+
+class SecretsDelete(ForTenant, kw_only=True):
+    name: str
+
+
+class SubmissionsGet(ForTenant, kw_only=True):
+    request_id: str
+
+
+class TokensCreate(Request, kw_only=True):
+    tenant: str | None = None
+    admin: bool = False
+    name: str = ""
+
+
+class TokensRevoke(Request, kw_only=True):
+    token_id: str
+
+
+# Replies that are not records.
+class Logs(msgspec.Struct, kw_only=True):
+    run_id: str
+    output: str
+    complete: bool
+    """The run's end marker was read: nothing more will come."""
+
+
+class SecretRef(msgspec.Struct, kw_only=True, omit_defaults=True):
+    tenant: str
+    name: str
+    updated_at: datetime | None = None
+    deleted: bool = False
+
+
+class SecretNames(msgspec.Struct, kw_only=True):
+    tenant: str
+    items: list[str]
+
+
+class TokenInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    token_id: str
+    tenant: str | None
+    admin: bool
+    name: str
+    created_at: datetime
+    token: str | None = None
+    """Only in the answer to tokens.create: shown once, never stored."""
+
+
+class TokenList(msgspec.Struct, kw_only=True):
+    items: list[TokenInfo]
+
+
+class TokenRevoked(msgspec.Struct, kw_only=True):
+    token_id: str
+    revoked: bool
+
+
+class Verb(NamedTuple):
+    request: type[Request]
+    reply: Any
+    summary: str
+    admin: bool = False
+    """Answered for the admin only (a tenant's credential gets forbidden)."""
+
+
+VERBS: dict[str, Verb] = {
+    "jobs.create": Verb(JobsCreate, JobRecord, "Validate and store a job"),
+    "jobs.update": Verb(JobsUpdate, JobRecord, "Replace a job's spec, from its next occurrence"),
+    "jobs.get": Verb(JobsGet, JobView, "A job and its next fire times"),
+    "jobs.list": Verb(JobsList, Page[JobRecord], "Jobs, by key, with a cursor"),
+    "jobs.pause": Verb(Named, JobRecord, "Stop firing a job's occurrences"),
+    "jobs.resume": Verb(Named, JobRecord, "Fire a paused job's occurrences again (its misfire policy decides "
+                                          "what came due meanwhile)"),
+    "jobs.delete": Verb(Named, JobRecord, "Delete a job (its runs are kept)"),
+    "jobs.trigger": Verb(JobsTrigger, Run, "Run a job now"),
+    "jobs.backfill": Verb(JobsBackfill, Page[Run], "Run a job's occurrences in [from, to)"),
+    "runs.get": Verb(RunRef, Run, "A run, with every attempt"),
+    "runs.list": Verb(RunsList, Page[Run], "Runs, by id, with a cursor"),
+    "runs.cancel": Verb(RunsCancel, Run, "Cancel a run"),
+    "runs.logs": Verb(RunsLogs, Logs, "A run's output so far"),
+    "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),
+    "dlq.list": Verb(DlqList, Page[Run], "Dead-lettered runs"),
+    "dlq.replay": Verb(RunRef, Run, "Run a dead or failed run again, as a new run"),
+    "tenants.set": Verb(TenantsSet, TenantPolicy, "Set a tenant's weight and quotas", admin=True),
+    "tenants.list": Verb(Empty, Page[TenantPolicy], "Tenants' weights and quotas", admin=True),
+    "secrets.set": Verb(SecretsSet, SecretRef, "Store a tenant's secret, encrypted"),
+    "secrets.list": Verb(ForTenant, SecretNames, "The names of a tenant's secrets"),
+    "secrets.delete": Verb(SecretsDelete, SecretRef, "Delete a tenant's secret"),
+    "submissions.get": Verb(SubmissionsGet, Submission, "The outcome of an intake request"),
+    "tokens.create": Verb(TokensCreate, TokenInfo, "Issue a REST bearer token", admin=True),
+    "tokens.list": Verb(ForTenant, TokenList, "Issued REST tokens (never the tokens)", admin=True),
+    "tokens.revoke": Verb(TokensRevoke, TokenRevoked, "Refuse a REST token from now on", admin=True),
+}
