@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+import msgspec
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -31,8 +32,9 @@ RUN_COLUMNS = (
 )
 
 
-def run_view(run: dict[str, Any]) -> dict[str, Any]:
+def run_view(record: Any) -> dict[str, Any]:
     """The run fields every consumer of `runs list/get -o json` can rely on (plus everything else)."""
+    run: dict[str, Any] = msgspec.to_builtins(record)
     view = {key: run.get(key) for key in RUN_COLUMNS}
     view.update({k: v for k, v in run.items() if k not in view and k != "spec"})
     return view
@@ -45,6 +47,7 @@ def emit(
     rows: Callable[[Any], list[dict[str, Any]]] | None = None,
     title: str | None = None,
 ) -> None:
+    data = msgspec.to_builtins(data)  # typed SDK replies (structs, datetimes) print as the API sent them
     if output == "json":
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return

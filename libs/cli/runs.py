@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import typer
 
@@ -27,19 +26,15 @@ def list_runs(
     output: str = Output,
 ) -> None:
     """Runs (and skipped occurrences), filtered by job and state."""
-    payload: dict[str, Any] = {"limit": limit}
-    for key, value in (("job", job), ("state", state), ("cursor", cursor)):
-        if value is not None:
-            payload[key] = value
     with client(ctx) as c:
-        page = c.call("runs.list", payload)
-    emit([run_view(r) for r in page["items"]], output, SHORT)
+        page = c.runs.list(job=job, state=state, limit=limit, cursor=cursor)
+    emit([run_view(r) for r in page.items], output, SHORT)
 
 
 @app.command("get")
 def get(ctx: typer.Context, run_id: str, output: str = Output) -> None:
     with client(ctx) as c:
-        run = c.call("runs.get", {"run_id": run_id})
+        run = c.runs.get(run_id)
     emit(run_view(run), output, (*RUN_COLUMNS, "trace_id"))
 
 
@@ -48,7 +43,7 @@ def cancel(
     ctx: typer.Context, run_id: str, reason: str | None = typer.Option(None, "--reason"), output: str = Output
 ) -> None:
     with client(ctx) as c:
-        run = c.call("runs.cancel", {"run_id": run_id, **({"reason": reason} if reason else {})})
+        run = c.runs.cancel(run_id, reason=reason)
     emit(run_view(run), output, SHORT)
 
 
@@ -57,32 +52,32 @@ def logs(ctx: typer.Context, run_id: str, follow: bool = typer.Option(False, "--
     """Print a run's output; --follow streams it live until the run ends."""
     with client(ctx) as c:
         if follow:
-            c.call("runs.get", {"run_id": run_id})  # a clear error for an unknown run before waiting on it
+            c.runs.get(run_id)  # a clear error for an unknown run before waiting on it
             for chunk in c.follow_logs(run_id):
                 sys.stdout.buffer.write(chunk)
                 sys.stdout.buffer.flush()
             return
-        result = c.call("runs.logs", {"run_id": run_id})
-    sys.stdout.write(result["output"])
+        result = c.runs.logs(run_id)
+    sys.stdout.write(result.output)
 
 
 @agents_app.command("list")
 def agents(ctx: typer.Context, output: str = Output) -> None:
     with client(ctx) as c:
-        page = c.call("agents.list")
-    emit(page["items"], output, ("agent_id", "cpu", "memory_mb", "gpus", "running", "labels", "limits", "draining"))
+        page = c.agents.list()
+    emit(page.items, output, ("agent_id", "cpu", "memory_mb", "gpus", "running", "labels", "limits", "draining"))
 
 
 @dlq_app.command("list")
 def dlq_list(ctx: typer.Context, output: str = Output) -> None:
     with client(ctx) as c:
-        page = c.call("dlq.list")
-    emit([run_view(r) for r in page["items"]], output, SHORT)
+        page = c.dlq.list()
+    emit([run_view(r) for r in page.items], output, SHORT)
 
 
 @dlq_app.command("replay")
 def dlq_replay(ctx: typer.Context, run_id: str, output: str = Output) -> None:
     """Run a dead run again as a new run with a fresh attempt series."""
     with client(ctx) as c:
-        run = c.call("dlq.replay", {"run_id": run_id})
+        run = c.dlq.replay(run_id)
     emit(run_view(run), output, SHORT)

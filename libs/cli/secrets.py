@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -14,10 +13,6 @@ from jetcron.cli.output import emit, usage
 app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
 Tenant = typer.Option(None, "--tenant", help="admin only: whose secret (a tenant credential names its own)")
-
-
-def _scope(payload: dict[str, Any], tenant: str | None) -> dict[str, Any]:
-    return {**payload, "tenant": tenant} if tenant else payload
 
 
 @app.command("set")
@@ -35,7 +30,7 @@ def set_secret(ctx: typer.Context, name: str, tenant: str | None = Tenant,
     else:
         value = sys.stdin.read().rstrip("\n")
     with client(ctx) as c:
-        result = c.call("secrets.set", _scope({"name": name, "value": value}, tenant))
+        result = c.secrets.set(name, value, tenant=tenant)
     emit(result, output, ("tenant", "name", "updated_at"))
 
 
@@ -43,12 +38,12 @@ def set_secret(ctx: typer.Context, name: str, tenant: str | None = Tenant,
 def list_secrets(ctx: typer.Context, tenant: str | None = Tenant, output: str = Output) -> None:
     """The names of a tenant's secrets (never their values)."""
     with client(ctx) as c:
-        result = c.call("secrets.list", _scope({}, tenant))
-    emit([{"tenant": result["tenant"], "name": n} for n in result["items"]], output, ("tenant", "name"))
+        result = c.secrets.list(tenant=tenant)
+    emit([{"tenant": result.tenant, "name": n} for n in result.items], output, ("tenant", "name"))
 
 
 @app.command("delete")
 def delete_secret(ctx: typer.Context, name: str, tenant: str | None = Tenant, output: str = Output) -> None:
     with client(ctx) as c:
-        result = c.call("secrets.delete", _scope({"name": name}, tenant))
+        result = c.secrets.delete(name, tenant=tenant)
     emit(result, output, ("tenant", "name", "deleted"))

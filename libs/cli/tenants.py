@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -36,12 +35,8 @@ def tenants_set(
     output: str = Output,
 ) -> None:
     """Set a tenant's fair-share weight and quotas (admin)."""
-    payload: dict[str, Any] = {"tenant": tenant}
-    for key, value in (("weight", weight), ("max_cpu", max_cpu), ("max_memory_mb", max_memory), ("max_gpus", max_gpus)):
-        if value is not None:
-            payload[key] = value
     with client(ctx) as c:
-        policy = c.call("tenants.set", payload)
+        policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus)
     emit(policy, output, POLICY)
 
 
@@ -49,8 +44,8 @@ def tenants_set(
 def tenants_list(ctx: typer.Context, output: str = Output) -> None:
     """Tenants with a policy (admin)."""
     with client(ctx) as c:
-        page = c.call("tenants.list")
-    emit(page["items"], output, POLICY)
+        page = c.tenants.list()
+    emit(page.items, output, POLICY)
 
 
 def _authority(path: Path | None) -> Authority:

@@ -21,11 +21,10 @@ def create(ctx: typer.Context,
     """Issue a token and print it: it is shown this once (only its digest is stored)."""
     if admin == (tenant is not None):
         usage("give exactly one of --tenant NAME or --admin")
-    payload: dict[str, object] = {"admin": True} if admin else {"tenant": tenant}
     with client(ctx) as c:
-        result = c.call("tokens.create", {**payload, "name": name})
+        result = c.tokens.create(tenant=tenant, admin=admin or None, name=name or None)
     if output == "token":
-        typer.echo(result["token"])
+        typer.echo(result.token)
         return
     emit(result, output, ("token_id", "tenant", "admin", "name", "token"))
 
@@ -35,13 +34,13 @@ def list_tokens(ctx: typer.Context, tenant: str | None = typer.Option(None, "--t
                 output: str = Output) -> None:
     """Issued tokens: id, tenant and label (never the token)."""
     with client(ctx) as c:
-        result = c.call("tokens.list", {"tenant": tenant} if tenant else {})
-    emit(result["items"], output, ("token_id", "tenant", "admin", "name", "created_at"))
+        result = c.tokens.list(tenant=tenant)
+    emit(result.items, output, ("token_id", "tenant", "admin", "name", "created_at"))
 
 
 @app.command("revoke")
 def revoke(ctx: typer.Context, token_id: str, output: str = Output) -> None:
     """Refuse TOKEN_ID from now on, at every gateway replica, without restarting anything."""
     with client(ctx) as c:
-        result = c.call("tokens.revoke", {"token_id": token_id})
+        result = c.tokens.revoke(token_id)
     emit(result, output, ("token_id", "revoked"))

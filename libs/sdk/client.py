@@ -16,8 +16,10 @@ from nats.aio.msg import Msg
 
 from jetcron.bus.connect import Identity
 from jetcron.bus.logs import read_chunks
-from jetcron.core.errors import JetcronError, Unauthorized, Unavailable, Untrusted
+from jetcron.core.errors import Unauthorized, Unavailable, Untrusted
 from jetcron.core.models import RunState
+from jetcron.sdk.errors import ApiError, api_error
+from jetcron.sdk.verbs import Blocking, Verbs
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
 from jetcron.wire.api import ErrorBody
@@ -25,17 +27,6 @@ from jetcron.wire.api import ErrorBody
 DEFAULT_URL = "nats://127.0.0.1:4222"
 LOG_POLL_SECONDS = 0.5
 CONNECT_SECONDS = 8.0
-
-
-class ApiError(JetcronError):
-    """An error the API answered with; `code` is invalid, not_found, conflict, unavailable, ..."""
-
-    def __init__(self, body: ErrorBody) -> None:
-        self.code = body.code
-        self.field = body.field
-        self.value = body.value
-        self.retryable = body.retryable
-        super().__init__(body.message)
 
 
 class _Envelope(msgspec.Struct):
@@ -80,9 +71,13 @@ def _refusal(url: str, identity: Identity, exc: BaseException, denials: _Denials
     return exc if isinstance(exc, Exception) else Unavailable(str(exc))
 
 
-class Client:
+class Client(Verbs):
+    """Every API verb: typed (`client.jobs.create(spec) -> JobRecord`, `client.runs.list(job=...) ->
+    Page[Run]`; errors as sdk.errors classes), or by name with `call(verb, payload)`."""
+
     def __init__(self, nc: Nats, timeout: float = 10.0, *, tenant: str | None = None,
                  denials: _Denials | None = None) -> None:
+        super().__init__(self)
         self.nc = nc
         self.timeout = timeout
         self.tenant = tenant
@@ -116,17 +111,17 @@ class Client:
             # The caller's own trace, if it has one, continues into the api and every run it starts.
             reply = await self._request(subject, data)
         except nats.errors.NoRespondersError:
-            raise ApiError(ErrorBody(code="unavailable", retryable=True,
+            raise api_error(ErrorBody(code="unavailable", retryable=True,
                                      message="no api service is answering (is `jetcron up` running?)")) from None
         except (TimeoutError, nats.errors.TimeoutError):
-            raise ApiError(ErrorBody(code="unavailable", retryable=True,
+            raise api_error(ErrorBody(code="unavailable", retryable=True,
                                      message=f"api did not answer {verb} within {self.timeout}s")) from None
         if reply is None:
-            raise ApiError(ErrorBody(code="forbidden", message=f"{verb}: the server refused it to this credential "
+            raise api_error(ErrorBody(code="forbidden", message=f"{verb}: the server refused it to this credential "
                                      f"({self._denials.last})"))
         envelope = msgspec.json.decode(reply.data, type=_Envelope)
         if not envelope.ok:
-            raise ApiError(envelope.error or ErrorBody(code="internal", message="error without detail"))
+            raise api_error(envelope.error or ErrorBody(code="internal", message="error without detail"))
         return envelope.result
 
     async def _request(self, subject: str, data: bytes) -> Msg | None:
@@ -184,11 +179,16 @@ class Client:
 
 
 class SyncClient:
-    """The same verbs for scripts and the CLI, on a private event loop."""
+    """The same verbs for scripts and the CLI, on a private event loop: `SyncClient().jobs.list()`."""
 
     def __init__(self, url: str | None = None, timeout: float = 10.0, *, identity: Identity | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.client = self.loop.run_until_complete(Client.connect(url, timeout, identity=identity))
+        run = self.loop.run_until_complete
+        c = self.client
+        self.jobs, self.runs, self.agents, self.dlq = (Blocking(g, run) for g in (c.jobs, c.runs, c.agents, c.dlq))
+        self.tenants, self.secrets, self.submissions, self.tokens = (
+            Blocking(g, run) for g in (c.tenants, c.secrets, c.submissions, c.tokens))
 
     def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
         return self.loop.run_until_complete(self.client.call(verb, payload))

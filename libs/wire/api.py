@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from jetcron.core.errors import InvalidSpec, JetcronError
+from jetcron.core.models import JobRecord
 
 T = TypeVar("T")
 
@@ -57,5 +58,5 @@ class FireTime(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class JobView(msgspec.Struct, frozen=True, kw_only=True):
-    job: Any
+    job: JobRecord
     next_fires: list[FireTime] = msgspec.field(default_factory=list)

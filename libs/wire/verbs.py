@@ -18,8 +18,8 @@ from jetcron.wire.api import JobView, Page
 from jetcron.wire.messages import Submission
 
 
-class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    pass
+class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Fields left at their defaults are not sent: the api applies the same defaults."""
 
 
 class Named(Request, kw_only=True):

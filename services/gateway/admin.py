@@ -7,14 +7,16 @@ from typing import Any
 import msgspec
 from litestar import Request, get, put
 
+from jetcron.core.models import AgentInfo, TenantPolicy
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.gate import who as _who
+from jetcron.wire.api import Page
 
 
 @get(f"{API}/agents", summary="Agents (admin)")
-async def list_agents(request: Request[Any, Any, Any]) -> Any:
-    gate, who = await _who(request)
-    return await gate.call(who, "agents.list", {})
+async def list_agents(request: Request[Any, Any, Any]) -> Page[AgentInfo]:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.agents.list())
 
 
 class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -26,15 +28,15 @@ class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
 
 
 @get(f"{API}/tenants", summary="Tenants' weights and quotas (admin)")
-async def list_tenants(request: Request[Any, Any, Any]) -> Any:
+async def list_tenants(request: Request[Any, Any, Any]) -> Page[TenantPolicy]:
     gate, caller = await _who(request)
-    return await gate.call(caller, "tenants.list", {})
+    return await gate.api(caller, lambda c: c.tenants.list())
 
 
 @put(f"{API}/tenants/{{tenant:str}}", summary="Set a tenant's weight and quotas (admin)")
-async def set_tenant(request: Request[Any, Any, Any], tenant: str, data: TenantPolicyBody) -> Any:
+async def set_tenant(request: Request[Any, Any, Any], tenant: str, data: TenantPolicyBody) -> TenantPolicy:
     gate, caller = await _who(request)
-    return await gate.call(caller, "tenants.set", {"tenant": tenant, **msgspec.structs.asdict(data)})
+    return await gate.api(caller, lambda c: c.tenants.set(tenant, **msgspec.structs.asdict(data)))
 
 
 ROUTES: list[Any] = [list_agents, list_tenants, set_tenant]

@@ -12,8 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from jetcron.core.ids import job_key
-from jetcron.core.models import Priority
+from jetcron.core.models import JobRecord, JobStatus, Priority, Run, RunState
 
 
 class _Body(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -122,25 +121,23 @@ def rest_field(field: str | None) -> str | None:
     return field
 
 
-def job_id(job: dict[str, Any], tenant: str | None) -> str:
+def job_id(job: JobRecord, tenant: str | None) -> str:
     """How the caller names the job: a tenant by its name, the admin by its key (ids.job_key)."""
-    spec = job["spec"]
-    return str(spec["name"]) if tenant is not None else job_key(spec.get("tenant", "default"), spec["name"])
+    return job.spec.name if tenant is not None else job.spec.key
 
 
-def job_status(job: dict[str, Any], run: dict[str, Any] | None, tenant: str | None) -> JobStatusView:
+def job_status(job: JobRecord, run: Run | None, tenant: str | None) -> JobStatusView:
     """The design's job view: the job with its latest run."""
-    paused = job.get("status") == "paused"
-    spec = job["spec"]
+    paused = job.status is JobStatus.PAUSED
     if run is None:
         status = "paused" if paused else "queued"
     else:
-        status = "queued" if run["state"] == "scheduled" else str(run["state"])
+        status = "queued" if run.state is RunState.SCHEDULED else run.state.value
     return JobStatusView(
-        job_id=job_id(job, tenant), status=status, machine_id=run.get("agent") if run else None,
-        started_at=run.get("started_at") if run else None,
-        logs_url=f"/api/v1/runs/{run['run_id']}/logs" if run else None,
-        attempts=int(run.get("attempt", 1)) if run else 0, run_id=run["run_id"] if run else None,
-        queue=str(spec.get("queue", "default")), paused=paused, version=int(job.get("version", 1)),
-        exit_code=run.get("exit_code") if run else None, finished_at=run.get("finished_at") if run else None,
-        reason=str(run.get("reason", "")) if run else "")
+        job_id=job_id(job, tenant), status=status, machine_id=run.agent if run else None,
+        started_at=run.started_at.isoformat() if run and run.started_at else None,
+        logs_url=f"/api/v1/runs/{run.run_id}/logs" if run else None, attempts=run.attempt if run else 0,
+        run_id=run.run_id if run else None, queue=job.spec.queue, paused=paused, version=job.version,
+        exit_code=run.exit_code if run else None,
+        finished_at=run.finished_at.isoformat() if run and run.finished_at else None,
+        reason=run.reason if run else "")

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from litestar import Request
 
 from jetcron.auth.tokens import TokenRecord, token_id_of, verify
-from jetcron.sdk.client import ApiError, Client
+from jetcron.sdk.client import Client
+from jetcron.sdk.errors import ApiError
 from jetcron.services.gateway.design import rest_field
 from jetcron.services.gateway.problems import Problem, headers_for, problem, status_of
 from jetcron.telemetry import metrics
 
 API = "/api/v1"
+T = TypeVar("T")
 
 
 class HttpProblem(Exception):
@@ -44,12 +46,14 @@ class Gate:
                               {"WWW-Authenticate": 'Bearer realm="jetcron"'})
         return record
 
-    async def call(self, who: TokenRecord, verb: str, payload: dict[str, Any]) -> Any:
+    async def api(self, who: TokenRecord, op: Callable[[Client], Awaitable[T]], *, design: bool = False) -> T:
+        """One or more typed SDK calls for the token's tenant; the API's errors as problems. `design`: the
+        request was the design's body, so fields are named as it names them (design.rest_field)."""
         try:
-            return await self.client(who.tenant).call(verb, payload)
+            return await op(self.client(who.tenant))
         except ApiError as exc:
             status = status_of(exc.code, exc.retryable)
-            field = rest_field(exc.field) if verb == "jobs.create" else exc.field
+            field = rest_field(exc.field) if design else exc.field
             raise HttpProblem(problem(status, str(exc), code=exc.code, field=field, value=exc.value),
                               headers_for(status, exc.retryable)) from None
 

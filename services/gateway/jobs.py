@@ -11,142 +11,155 @@ import msgspec
 from litestar import Request, Response, delete, get, patch, post
 from litestar.params import Parameter
 
-from jetcron.auth.tokens import TokenRecord
 from jetcron.core import cron
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.models import RunState, Schedule
+from jetcron.core.models import JobRecord, Run, Schedule
 from jetcron.core.validate import decode_as
-from jetcron.services.gateway.design import (
-    Created,
-    CreateJob,
-    JobPage,
-    JobStatusView,
-    job_spec,
-    job_status,
-)
-from jetcron.services.gateway.gate import API, Gate, HttpProblem
+from jetcron.sdk.client import Client
+from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView, job_spec, job_status
+from jetcron.services.gateway.gate import API, HttpProblem
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.problems import problem
-
-TERMINAL = {st.value for st in RunState if st.terminal}
-
-
-async def _latest_run(gate: Gate, who: TokenRecord, job: str) -> dict[str, Any] | None:
-    """The job's newest run: run ids sort by their occurrence's instant (ids.run_id)."""
-    cursor: str | None = None
-    last: dict[str, Any] | None = None
-    while True:
-        page = await gate.call(who, "runs.list", {"job": job, "limit": 1000, **({"cursor": cursor} if cursor else {})})
-        if page["items"]:
-            last = page["items"][-1]
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return last
+from jetcron.wire.api import FireTime, Page
 
 
-async def _runs_of(gate: Gate, who: TokenRecord, job: str) -> AsyncIterator[dict[str, Any]]:
+async def _runs_of(c: Client, job: str) -> AsyncIterator[Run]:
+    """Every run of a job, oldest first (run ids sort by their occurrence's instant: ids.run_id)."""
     cursor: str | None = None
     while True:
-        page = await gate.call(who, "runs.list", {"job": job, "limit": 1000, **({"cursor": cursor} if cursor else {})})
-        for item in page["items"]:
-            yield item
-        cursor = page.get("next_cursor")
+        page = await c.runs.list(job=job, limit=1000, cursor=cursor)
+        for run in page.items:
+            yield run
+        cursor = page.next_cursor
         if not cursor:
             return
+
+
+async def _latest_run(c: Client, job: str) -> Run | None:
+    last: Run | None = None
+    async for run in _runs_of(c, job):
+        last = run
+    return last
 
 
 @post(f"{API}/jobs", status_code=201, summary="Create a job",
       description="The design's body; `Idempotency-Key` makes a retried create return the same job.")
 async def create_job(request: Request[Any, Any, Any], data: CreateJob) -> Created:
-    gate, who = await _who(request)
-    payload: dict[str, Any] = {"spec": job_spec(data)}
-    if key := request.headers.get("idempotency-key"):
-        payload["idempotency_key"] = key
-    await gate.call(who, "jobs.create", payload)
+    gate, caller = await _who(request)
+    key = request.headers.get("idempotency-key")
+    await gate.api(caller, lambda c: c.jobs.create(job_spec(data), idempotency_key=key), design=True)
     # The body names no tenant: the admin's jobs go to the default tenant, whose keys are bare names.
     return Created(job_id=data.name, status="queued")
 
 
 @get(f"{API}/jobs/{{job_id:str}}", summary="A job and its latest run")
 async def get_job(request: Request[Any, Any, Any], job_id: str) -> JobStatusView:
-    gate, who = await _who(request)
-    view = await gate.call(who, "jobs.get", {"name": job_id})
-    return job_status(view["job"], await _latest_run(gate, who, job_id), who.tenant)
+    gate, caller = await _who(request)
+
+    async def view(c: Client) -> JobStatusView:
+        return job_status((await c.jobs.get(job_id, count=0)).job, await _latest_run(c, job_id), caller.tenant)
+
+    return await gate.api(caller, view)
 
 
 @get(f"{API}/jobs", summary="List jobs (filter by queue and latest status; cursor pagination)")
 async def list_jobs(request: Request[Any, Any, Any], queue: str | None = None, status: str | None = None,
                     cursor: str | None = None, limit: int = 50) -> JobPage:
-    gate, who = await _who(request)
-    payload: dict[str, Any] = {"limit": limit}
-    if queue is not None:
-        payload["queue"] = queue
-    if cursor is not None:
-        payload["cursor"] = cursor
-    page = await gate.call(who, "jobs.list", payload)
-    views = await asyncio.gather(*(_view(gate, who, job) for job in page["items"]))
-    return JobPage(items=[v for v in views if status is None or v.status == status],
-                   next_cursor=page.get("next_cursor"))
+    gate, caller = await _who(request)
+
+    async def views(c: Client) -> JobPage:
+        page = await c.jobs.list(queue=queue, cursor=cursor, limit=limit)
+        shown = await asyncio.gather(*(_view(c, job, caller.tenant) for job in page.items))
+        return JobPage(items=[v for v in shown if status is None or v.status == status], next_cursor=page.next_cursor)
+
+    return await gate.api(caller, views)
 
 
-async def _view(gate: Gate, who: TokenRecord, job: dict[str, Any]) -> JobStatusView:
-    shown = job_status(job, None, who.tenant)
-    return job_status(job, await _latest_run(gate, who, shown.job_id), who.tenant)
+async def _view(c: Client, job: JobRecord, tenant: str | None) -> JobStatusView:
+    return job_status(job, await _latest_run(c, job_status(job, None, tenant).job_id), tenant)
+
+
+class Cancelled(msgspec.Struct, kw_only=True):
+    job_id: str
+    cancelled: list[str]
+    """The runs cancelled (those not yet ended)."""
 
 
 @post(f"{API}/jobs/{{job_id:str}}/cancel", status_code=200, summary="Cancel every unfinished run of the job")
-async def cancel_job(request: Request[Any, Any, Any], job_id: str) -> dict[str, Any]:
-    gate, who = await _who(request)
-    await gate.call(who, "jobs.get", {"name": job_id})  # a 404 for a job the caller cannot see
-    cancelled = []
-    async for run in _runs_of(gate, who, job_id):
-        if run["state"] not in TERMINAL:
-            await gate.call(who, "runs.cancel", {"run_id": run["run_id"], "reason": "cancelled through the REST API"})
-            cancelled.append(run["run_id"])
-    return {"job_id": job_id, "cancelled": cancelled}
+async def cancel_job(request: Request[Any, Any, Any], job_id: str) -> Cancelled:
+    gate, caller = await _who(request)
+
+    async def cancel(c: Client) -> Cancelled:
+        await c.jobs.get(job_id, count=0)  # a 404 for a job the caller cannot see
+        done = [run.run_id async for run in _runs_of(c, job_id) if not run.state.terminal]
+        for run_id in done:
+            await c.runs.cancel(run_id, reason="cancelled through the REST API")
+        return Cancelled(job_id=job_id, cancelled=done)
+
+    return await gate.api(caller, cancel)
 
 
-def _verb_route(path: str, verb: str, summary: str) -> Any:
-    @post(f"{API}/jobs/{{job_id:str}}/{path}", status_code=200, summary=summary, name=f"job_{path}")
-    async def route(request: Request[Any, Any, Any], job_id: str) -> Any:
-        gate, who = await _who(request)
-        payload: dict[str, Any] = {"name": job_id}
-        if verb == "jobs.trigger" and (key := request.headers.get("idempotency-key")):
-            payload["key"] = key
-        return await gate.call(who, verb, payload)
+@post(f"{API}/jobs/{{job_id:str}}/pause", status_code=200, summary="Pause a job (no new occurrences fire)")
+async def pause_job(request: Request[Any, Any, Any], job_id: str) -> JobRecord:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.jobs.pause(job_id))
 
-    return route
+
+@post(f"{API}/jobs/{{job_id:str}}/resume", status_code=200, summary="Resume a paused job")
+async def resume_job(request: Request[Any, Any, Any], job_id: str) -> JobRecord:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.jobs.resume(job_id))
+
+
+@post(f"{API}/jobs/{{job_id:str}}/trigger", status_code=200,
+      summary="Run a job now (Idempotency-Key names the run: a retry starts no second one)")
+async def trigger_job(request: Request[Any, Any, Any], job_id: str) -> Run:
+    gate, caller = await _who(request)
+    key = request.headers.get("idempotency-key")
+    return await gate.api(caller, lambda c: c.jobs.trigger(job_id, key=key))
 
 
 @delete(f"{API}/jobs/{{job_id:str}}", status_code=200, summary="Delete a job (its runs are kept)")
-async def delete_job(request: Request[Any, Any, Any], job_id: str) -> Any:
-    gate, who = await _who(request)
-    return await gate.call(who, "jobs.delete", {"name": job_id})
+async def delete_job(request: Request[Any, Any, Any], job_id: str) -> JobRecord:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.jobs.delete(job_id))
+
+
+class SpecView(msgspec.Struct, kw_only=True):
+    spec: dict[str, Any]
+    """The job's spec as jetcron stores it (schemas/JobSpec.json): what PATCH merges into."""
+    version: int
+    status: str
+    next_fires: list[FireTime]
 
 
 @get(f"{API}/jobs/{{job_id:str}}/spec", summary="A job's full spec and version (the ETag for PATCH's If-Match)")
 async def get_spec(request: Request[Any, Any, Any], job_id: str,
-                   count: Annotated[int, Parameter(ge=0, le=100)] = 10) -> Response[dict[str, Any]]:
+                   count: Annotated[int, Parameter(ge=0, le=100)] = 10) -> Response[SpecView]:
     gate, caller = await _who(request)
-    view = await gate.call(caller, "jobs.get", {"name": job_id, "count": count})
-    job = view["job"]
-    return Response({"spec": job["spec"], "version": job["version"], "status": job["status"],
-                     "next_fires": view["next_fires"]}, headers={"ETag": f'"{job["version"]}"'})
+    view = await gate.api(caller, lambda c: c.jobs.get(job_id, count=count))
+    job = view.job
+    return Response(SpecView(spec=msgspec.to_builtins(job.spec), version=job.version, status=job.status.value,
+                             next_fires=view.next_fires), headers={"ETag": f'"{job.version}"'})
 
 
 @patch(f"{API}/jobs/{{job_id:str}}", summary="Change a job: a JSON merge patch (RFC 7396) of its spec",
        description="`If-Match` names the version read (GET .../spec gives it as the ETag): a job changed since is "
                    "409, nothing written. The name and tenant cannot change.")
-async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str, Any]) -> Any:
+async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str, Any]) -> JobRecord:
     gate, caller = await _who(request)
     expected = _version(request.headers.get("if-match"))
-    job = (await gate.call(caller, "jobs.get", {"name": job_id, "count": 0}))["job"]
-    spec = merge_patch(job["spec"], data)
-    for fixed in ("name", "tenant"):
-        if spec.get(fixed) != job["spec"].get(fixed):
-            raise HttpProblem(problem(422, f"a job's {fixed} cannot change (create another job)", code="invalid",
-                                      field=fixed, value=str(spec.get(fixed))[:200]))
-    return await gate.call(caller, "jobs.update", {"spec": spec, "expected_version": expected})
+
+    async def change(c: Client) -> JobRecord:
+        old: dict[str, Any] = msgspec.to_builtins((await c.jobs.get(job_id, count=0)).job.spec)
+        spec = merge_patch(old, data)
+        for fixed in ("name", "tenant"):
+            if spec.get(fixed) != old.get(fixed):
+                raise HttpProblem(problem(422, f"a job's {fixed} cannot change (create another job)",
+                                          code="invalid", field=fixed, value=str(spec.get(fixed))[:200]))
+        return await c.jobs.update(spec, expected_version=expected)
+
+    return await gate.api(caller, change)
 
 
 def _version(header: str | None) -> int:
@@ -182,10 +195,10 @@ class Backfill(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 @post(f"{API}/jobs/{{job_id:str}}/backfill", status_code=200, summary="Run a job's occurrences in [from, to)")
-async def backfill(request: Request[Any, Any, Any], job_id: str, data: Backfill) -> Any:
+async def backfill(request: Request[Any, Any, Any], job_id: str, data: Backfill) -> Page[Run]:
     gate, caller = await _who(request)
-    return await gate.call(caller, "jobs.backfill", {"name": job_id, "from": data.start, "to": data.end,
-                                                     "limit": data.limit, "rate": data.rate})
+    return await gate.api(caller, lambda c: c.jobs.backfill(job_id, data.start, data.end, limit=data.limit,
+                                                             rate=data.rate))
 
 
 @get(f"{API}/schedule/preview", summary="The next fire times of a schedule (the trigger's own code)")
@@ -215,9 +228,7 @@ async def preview(request: Request[Any, Any, Any], start: Annotated[str, Paramet
     return cron.preview(schedule, after, count)
 
 
-ROUTES: list[Any] = [
-    create_job, get_job, list_jobs, cancel_job, delete_job, get_spec, patch_job, backfill, preview,
-    _verb_route("pause", "jobs.pause", "Pause a job (no new occurrences fire)"),
-    _verb_route("resume", "jobs.resume", "Resume a paused job"),
-    _verb_route("trigger", "jobs.trigger", "Run a job now (Idempotency-Key names the run)"),
-]
+ROUTES: list[Any] = [create_job, get_job, list_jobs, cancel_job, pause_job, resume_job, trigger_job, delete_job,
+                     get_spec, patch_job, backfill, preview]
+
+

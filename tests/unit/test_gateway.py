@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from jetcron.auth.tokens import issue, token_id_of, verify
+from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.services.gateway.design import CreateJob, job_spec, job_status, rest_field
 from jetcron.services.gateway.problems import headers_for, problem, status_of
@@ -62,15 +63,16 @@ def test_api_fields_are_named_as_the_rest_caller_sent_them(ours: str | None, the
 
 
 def test_a_jobs_status_is_its_latest_runs() -> None:
-    job = {"spec": {"name": "n", "tenant": "acme", "queue": "etl"}, "status": "active", "version": 3}
+    spec = JobSpec(name="n", command=["true"], tenant="acme", queue="etl")
+    job = JobRecord(spec=spec, created_at=NOW, updated_at=NOW, version=3)
     assert job_status(job, None, "acme").status == "queued"
-    assert job_status({**job, "status": "paused"}, None, "acme").status == "paused"
-    run = {"run_id": "acme.n.20261203T000000000Z", "state": "running", "agent": "a-1", "attempt": 2,
-           "started_at": "2026-12-03T00:00:01Z"}
+    assert job_status(msgspec.structs.replace(job, status=JobStatus.PAUSED), None, "acme").status == "paused"
+    run = Run(run_id="acme.n.20261203T000000000Z", job="acme.n", tenant="acme", state=RunState.RUNNING, attempt=2,
+              agent="a-1", scheduled_at=NOW, due_at=NOW, created_at=NOW, started_at=NOW)
     view = job_status(job, run, "acme")
     assert (view.status, view.machine_id, view.attempts, view.queue, view.version) == ("running", "a-1", 2, "etl", 3)
-    assert view.logs_url == "/api/v1/runs/acme.n.20261203T000000000Z/logs"
-    assert job_status(job, {**run, "state": "scheduled"}, "acme").status == "queued"
+    assert view.logs_url == "/api/v1/runs/acme.n.20261203T000000000Z/logs" and view.started_at == NOW.isoformat()
+    assert job_status(job, msgspec.structs.replace(run, state=RunState.SCHEDULED), "acme").status == "queued"
     # the admin names jobs by key
     assert job_status(job, None, None).job_id == "acme.n" and job_status(job, None, "acme").job_id == "n"
 

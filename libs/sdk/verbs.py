@@ -1,0 +1,170 @@
+"""Typed methods for every API verb: `client.jobs.create(spec) -> JobRecord`, `client.runs.list(...) ->
+Page[Run]`. Each builds its request from wire/verbs.py and decodes the reply into that verb's reply type."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+
+from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
+from jetcron.wire.api import JobView, Page
+from jetcron.wire.messages import Submission
+from jetcron.wire.verbs import Logs, SecretNames, SecretRef, TokenInfo, TokenList, TokenRevoked
+
+T = TypeVar("T")
+
+
+class Caller(Protocol):
+    def call(self, verb: str, payload: dict[str, Any] | None = None) -> Awaitable[Any]: ...
+
+
+class _Group:
+    def __init__(self, caller: Caller) -> None:
+        self._caller = caller
+
+    async def _verb(self, verb: str, reply: type[T], **fields: Any) -> T:
+        """Fields left None are not sent (the api's defaults apply); a JobSpec goes as its JSON form, a mapping as
+        given (the api validates it and names the field that fails)."""
+        payload = {k: msgspec.to_builtins(v) for k, v in fields.items() if v is not None}
+        result = await self._caller.call(verb, payload)
+        return msgspec.convert(result, reply, strict=False)
+
+
+def _instant(value: datetime | str) -> str:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+SpecLike = JobSpec | Mapping[str, Any]
+
+
+class Jobs(_Group):
+    async def create(self, spec: SpecLike, *, idempotency_key: str | None = None) -> JobRecord:
+        return await self._verb("jobs.create", JobRecord, spec=spec, idempotency_key=idempotency_key)
+
+    async def update(self, spec: SpecLike, *, expected_version: int | None = None) -> JobRecord:
+        return await self._verb("jobs.update", JobRecord, spec=spec, expected_version=expected_version)
+
+    async def get(self, name: str, *, count: int | None = None) -> JobView:
+        return await self._verb("jobs.get", JobView, name=name, count=count)
+
+    async def list(self, *, cursor: str | None = None, limit: int | None = None, queue: str | None = None,
+                   include_deleted: bool | None = None) -> Page[JobRecord]:
+        return await self._verb("jobs.list", Page[JobRecord], cursor=cursor, limit=limit, queue=queue,
+                                include_deleted=include_deleted)
+
+    async def pause(self, name: str) -> JobRecord:
+        return await self._verb("jobs.pause", JobRecord, name=name)
+
+    async def resume(self, name: str) -> JobRecord:
+        return await self._verb("jobs.resume", JobRecord, name=name)
+
+    async def delete(self, name: str) -> JobRecord:
+        return await self._verb("jobs.delete", JobRecord, name=name)
+
+    async def trigger(self, name: str, *, key: str | None = None) -> Run:
+        return await self._verb("jobs.trigger", Run, name=name, key=key)
+
+    async def backfill(self, name: str, start: datetime | str, end: datetime | str, *, limit: int | None = None,
+                       rate: int | None = None) -> Page[Run]:
+        return await self._verb("jobs.backfill", Page[Run], name=name, limit=limit, rate=rate,
+                                **{"from": _instant(start), "to": _instant(end)})
+
+
+class Runs(_Group):
+    async def get(self, run_id: str) -> Run:
+        return await self._verb("runs.get", Run, run_id=run_id)
+
+    async def list(self, *, job: str | None = None, state: str | None = None, queue: str | None = None,
+                   cursor: str | None = None, limit: int | None = None) -> Page[Run]:
+        return await self._verb("runs.list", Page[Run], job=job, state=state, queue=queue, cursor=cursor,
+                                limit=limit)
+
+    async def cancel(self, run_id: str, *, reason: str | None = None) -> Run:
+        return await self._verb("runs.cancel", Run, run_id=run_id, reason=reason)
+
+    async def logs(self, run_id: str, *, limit_bytes: int | None = None) -> Logs:
+        return await self._verb("runs.logs", Logs, run_id=run_id, limit_bytes=limit_bytes)
+
+
+class Agents(_Group):
+    async def list(self) -> Page[AgentInfo]:
+        return await self._verb("agents.list", Page[AgentInfo])
+
+
+class Dlq(_Group):
+    async def list(self, *, limit: int | None = None) -> Page[Run]:
+        return await self._verb("dlq.list", Page[Run], limit=limit)
+
+    async def replay(self, run_id: str) -> Run:
+        return await self._verb("dlq.replay", Run, run_id=run_id)
+
+
+class Tenants(_Group):
+    async def set(self, tenant: str, *, weight: float | None = None, max_cpu: float | None = None,
+                  max_memory_mb: int | None = None, max_gpus: int | None = None) -> TenantPolicy:
+        return await self._verb("tenants.set", TenantPolicy, tenant=tenant, weight=weight, max_cpu=max_cpu,
+                                max_memory_mb=max_memory_mb, max_gpus=max_gpus)
+
+    async def list(self) -> Page[TenantPolicy]:
+        return await self._verb("tenants.list", Page[TenantPolicy])
+
+
+class Secrets(_Group):
+    async def set(self, name: str, value: str, *, tenant: str | None = None) -> SecretRef:
+        return await self._verb("secrets.set", SecretRef, name=name, value=value, tenant=tenant)
+
+    async def list(self, *, tenant: str | None = None) -> SecretNames:
+        return await self._verb("secrets.list", SecretNames, tenant=tenant)
+
+    async def delete(self, name: str, *, tenant: str | None = None) -> SecretRef:
+        return await self._verb("secrets.delete", SecretRef, name=name, tenant=tenant)
+
+
+class Submissions(_Group):
+    async def get(self, request_id: str, *, tenant: str | None = None) -> Submission:
+        return await self._verb("submissions.get", Submission, request_id=request_id, tenant=tenant)
+
+
+class Tokens(_Group):
+    async def create(self, *, tenant: str | None = None, admin: bool | None = None,
+                     name: str | None = None) -> TokenInfo:
+        return await self._verb("tokens.create", TokenInfo, tenant=tenant, admin=admin, name=name)
+
+    async def list(self, *, tenant: str | None = None) -> TokenList:
+        return await self._verb("tokens.list", TokenList, tenant=tenant)
+
+    async def revoke(self, token_id: str) -> TokenRevoked:
+        return await self._verb("tokens.revoke", TokenRevoked, token_id=token_id)
+
+
+class Verbs:
+    """The typed verbs, grouped as the API names them."""
+
+    def __init__(self, caller: Caller) -> None:
+        self.jobs = Jobs(caller)
+        self.runs = Runs(caller)
+        self.agents = Agents(caller)
+        self.dlq = Dlq(caller)
+        self.tenants = Tenants(caller)
+        self.secrets = Secrets(caller)
+        self.submissions = Submissions(caller)
+        self.tokens = Tokens(caller)
+
+
+class Blocking:
+    """A verb group whose methods block on a private event loop (SyncClient's): `sync.jobs.create(spec)`."""
+
+    def __init__(self, group: _Group, run: Callable[[Awaitable[Any]], Any]) -> None:
+        self._group = group
+        self._run = run
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._group, name)
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return self._run(method(*args, **kwargs))
+
+        return blocking
