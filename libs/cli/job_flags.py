@@ -34,6 +34,7 @@ class JobFlags:
     env: list[str] = field(default_factory=list)
     priority: str | None = None
     tenant: str | None = None
+    queue: str | None = None
     depends_on: list[str] = field(default_factory=list)
     require: list[str] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
@@ -80,7 +81,8 @@ def apply_flags(spec: dict[str, Any], flags: JobFlags, now: datetime) -> dict[st
         out["require"] = dict(_pair(r, "require") for r in flags.require)
     if flags.secrets:
         out["secrets"] = list(flags.secrets)
-    for key, value in (("priority", flags.priority), ("tenant", flags.tenant), ("overlap", flags.overlap)):
+    for key, value in (("priority", flags.priority), ("tenant", flags.tenant), ("overlap", flags.overlap),
+                       ("queue", flags.queue)):
         if value is not None:
             out[key] = value
     if flags.depends_on:

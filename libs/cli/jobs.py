@@ -22,7 +22,7 @@ from jetcron.core.models import Schedule
 
 app = typer.Typer(no_args_is_help=True)
 schedule_app = typer.Typer(no_args_is_help=True)
-JOB_COLUMNS = ("name", "status", "schedule", "version", "tenant", "priority")
+JOB_COLUMNS = ("name", "status", "schedule", "version", "tenant", "queue", "priority")
 Output = typer.Option("table", "-o", "--output", help="table or json")
 
 
@@ -41,6 +41,7 @@ def _job_row(record: dict[str, Any]) -> dict[str, Any]:
         "schedule": what,
         "version": record.get("version"),
         "tenant": spec.get("tenant"),
+        "queue": spec.get("queue", "default"),
         "priority": spec.get("priority"),
     }
 
@@ -69,6 +70,7 @@ def create(
     env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE (update: replaces the whole environment)"),
     priority: str | None = typer.Option(None, "--priority"),
     tenant: str | None = typer.Option(None, "--tenant"),
+    queue: str | None = typer.Option(None, "--queue", help="the tenant's named queue (a new job: default)"),
     depends_on: list[str] = typer.Option([], "--depends-on", help="update: replaces the whole list"),
     require: list[str] = typer.Option([], "--require", help="label=value (update: replaces every requirement)"),
     secret: list[str] = typer.Option([], "--secret", help="NAME of a secret given to the job as that variable "
@@ -84,7 +86,7 @@ def create(
     flags = JobFlags(at=at, every=every, cron=cron_expr, tz=tz, on_gap=on_gap, on_fold=on_fold, cpu=cpu,
                      memory=memory, gpus=gpus, max_attempts=max_attempts, timeout=timeout,
                      backoff_initial=backoff_initial, backoff_max=backoff_max, backoff_multiplier=backoff_multiplier,
-                     env=env, priority=priority, tenant=tenant, depends_on=depends_on, require=require,
+                     env=env, priority=priority, tenant=tenant, queue=queue, depends_on=depends_on, require=require,
                      secrets=secret, overlap=overlap, misfire=misfire)
     now = datetime.now(UTC)
     payload: dict[str, Any] = {}
@@ -129,10 +131,11 @@ def list_jobs(
     ctx: typer.Context,
     limit: int = typer.Option(100, "--limit"),
     cursor: str | None = typer.Option(None, "--cursor"),
+    queue: str | None = typer.Option(None, "--queue", help="only this queue's jobs"),
     output: str = Output,
 ) -> None:
     with client(ctx) as c:
-        page = c.call("jobs.list", {"limit": limit, **({"cursor": cursor} if cursor else {})})
+        page = msgspec.to_builtins(c.jobs.list(limit=limit, cursor=cursor, queue=queue))
     emit(
         page["items"] if output == "json" else page,
         output,

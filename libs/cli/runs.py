@@ -21,13 +21,14 @@ def list_runs(
     ctx: typer.Context,
     job: str | None = typer.Option(None, "--job"),
     state: str | None = typer.Option(None, "--state"),
+    queue: str | None = typer.Option(None, "--queue", help="only runs of this queue's jobs"),
     limit: int = typer.Option(100, "--limit"),
     cursor: str | None = typer.Option(None, "--cursor"),
     output: str = Output,
 ) -> None:
     """Runs (and skipped occurrences), filtered by job and state."""
     with client(ctx) as c:
-        page = c.runs.list(job=job, state=state, limit=limit, cursor=cursor)
+        page = c.runs.list(job=job, state=state, queue=queue, limit=limit, cursor=cursor)
     emit([run_view(r) for r in page.items], output, SHORT)
 
 

@@ -1,4 +1,5 @@
-"""The order waiting runs are tried in: priority with ageing, then deficit round-robin across tenants."""
+"""The order waiting runs are tried in: priority with ageing, then deficit round-robin across tenants, and
+round-robin across a tenant's named queues inside its share."""
 
 from __future__ import annotations
 
@@ -58,8 +59,11 @@ class FairQueue:
         for policy in (policies or {}).values():
             self.set_policy(policy)
         self._items: dict[str, tuple[Demand, _Entry]] = {}
-        self._queues: dict[tuple[str, int], list[_Entry]] = {}
+        self._queues: dict[tuple[str, str, int], list[_Entry]] = {}
         self._per_tenant: dict[str, int] = {}
+        self._per_queue: dict[tuple[str, str], int] = {}
+        # Per tenant, its named queues with demands, insertion-ordered: the first has the turn inside the tenant.
+        self._queue_ring: dict[str, dict[str, None]] = {}
         self._seq = itertools.count()
         # Insertion-ordered: the first tenant has the turn.
         self._ring: dict[str, None] = {}
@@ -90,8 +94,11 @@ class FairQueue:
             return
         entry = (demand.enqueued_at, next(self._seq), demand.run_id)
         self._items[demand.run_id] = (demand, entry)
-        insort(self._queues.setdefault((demand.tenant, demand.priority.rank), []), entry)
+        insort(self._queues.setdefault((demand.tenant, demand.queue, demand.priority.rank), []), entry)
         self._per_tenant[demand.tenant] = self._per_tenant.get(demand.tenant, 0) + 1
+        named = (demand.tenant, demand.queue)
+        self._per_queue[named] = self._per_queue.get(named, 0) + 1
+        self._queue_ring.setdefault(demand.tenant, {}).setdefault(demand.queue, None)
         self._ring.setdefault(demand.tenant, None)
 
     def remove(self, run_id: str) -> None:
@@ -100,11 +107,19 @@ class FairQueue:
         if item is None:
             return
         demand, entry = item
-        key = (demand.tenant, demand.priority.rank)
+        key = (demand.tenant, demand.queue, demand.priority.rank)
         queue = self._queues[key]
         del queue[bisect_right(queue, entry) - 1]
         if not queue:
             del self._queues[key]
+        named = (demand.tenant, demand.queue)
+        self._per_queue[named] -= 1
+        if not self._per_queue[named]:
+            del self._per_queue[named]
+            ring = self._queue_ring[demand.tenant]
+            ring.pop(demand.queue, None)
+            if not ring:
+                del self._queue_ring[demand.tenant]
         self._per_tenant[demand.tenant] -= 1
         if not self._per_tenant[demand.tenant]:
             # An idle tenant forfeits its deficit, as in DRR: it cannot bank credit while away.
@@ -179,10 +194,19 @@ class FairQueue:
             self._ring[tenant] = None
 
     def _stream(self, tenant: str, level: int, now: datetime) -> Iterator[_Entry] | None:
-        """The tenant's demands whose effective level is `level`, oldest first."""
+        """The tenant's demands whose effective level is `level`: oldest first in each of its named queues, the
+        queues taken in turn (the one served longest ago first)."""
+        streams = [s for name in self._queue_ring.get(tenant, {})
+                   if (s := self._queue_stream(tenant, name, level, now)) is not None]
+        if len(streams) <= 1:
+            return streams[0] if streams else None
+        return _in_turn(streams)
+
+    def _queue_stream(self, tenant: str, name: str, level: int, now: datetime) -> Iterator[_Entry] | None:
+        """One named queue's demands whose effective level is `level`, oldest first."""
         segments = []
         for rank in range(level, LEVELS):
-            queue = self._queues.get((tenant, rank))
+            queue = self._queues.get((tenant, name, rank))
             if not queue:
                 continue
             promoted = rank - level
@@ -226,6 +250,11 @@ class FairQueue:
                 if left < COST:
                     # Turn spent: to the back, here rather than in the pass, which may be abandoned.
                     self._to_back(tenant)
+            ring = self._queue_ring.get(tenant)
+            if ring is not None and demand.queue in ring:
+                # This queue was served: the tenant's next pass starts with its other queues.
+                del ring[demand.queue]
+                ring[demand.queue] = None
             self._served = True
         if demand.run_id in self._charged:
             return
@@ -247,6 +276,18 @@ class FairQueue:
         """The tenant's charged cpu, memory in MB and GPUs."""
         mcpu, mem, gpus = self._usage.get(tenant, (0, 0, 0))
         return mcpu / 1000, mem, gpus
+
+
+def _in_turn(streams: list[Iterator[_Entry]]) -> Iterator[_Entry]:
+    """One from each stream in turn, dropping those that run out."""
+    live = list(streams)
+    while live:
+        for stream in list(live):
+            entry = next(stream, None)
+            if entry is None:
+                live.remove(stream)
+            else:
+                yield entry
 
 
 def _upto(queue: list[_Entry], at: datetime) -> int:

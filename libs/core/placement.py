@@ -34,6 +34,8 @@ class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     needs: list[str] = msgspec.field(default_factory=list)
     """Agent capabilities that must all be present, e.g. docker."""
     enqueued_at: datetime
+    queue: str = "default"
+    """The tenant's named queue: a tenant's queues take turns inside its share (core/fairness.py)."""
 
 
 class Placement(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -29,6 +29,7 @@ class PlaceRun(_Msg, frozen=True, kw_only=True):
     needs: list[str] = msgspec.field(default_factory=list)
     due_at: datetime
     staged: bool = False
+    queue: str = "default"
     """A first attempt the trigger recorded ahead of its due time (a herd may be staged minutes ahead):
     assign it as soon as it fits, not `lead` seconds before it is due."""
 
@@ -173,6 +174,7 @@ def place_run_for(run: Run) -> PlaceRun:
         needs=["container"] if spec.image else [],
         due_at=run.due_at,
         staged=run.attempt == 1 and run.due_at > run.created_at,
+        queue=spec.queue,
     )
 
 

@@ -81,7 +81,7 @@ class Placer:
         self.held[cmd.run_id] = (cmd, msg, "")
         self.view.queue.push(Demand(run_id=cmd.run_id, tenant=cmd.tenant, priority=cmd.priority,
                                     resources=cmd.resources, require=cmd.require, needs=cmd.needs,
-                                    enqueued_at=self.ctx.clock.now()))
+                                    enqueued_at=self.ctx.clock.now(), queue=cmd.queue))
         metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).inc()
         self.view.changed.set()
 

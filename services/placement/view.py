@@ -44,7 +44,7 @@ class Held:
 def demand_of(run: Run, enqueued: Run | None = None) -> Demand:
     cmd = place_run_for(run)
     return Demand(run_id=run.run_id, tenant=cmd.tenant, priority=cmd.priority, resources=cmd.resources,
-                  require=cmd.require, needs=cmd.needs, enqueued_at=(enqueued or run).created_at)
+                  require=cmd.require, needs=cmd.needs, enqueued_at=(enqueued or run).created_at, queue=cmd.queue)
 
 
 class View:

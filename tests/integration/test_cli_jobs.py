@@ -170,3 +170,17 @@ async def test_preview_counts_fire_times_and_shows_what_a_gap_skips() -> None:
 ])
 async def test_preview_refuses_bad_input_with_a_clear_error(args: tuple[str, ...], message: str) -> None:
     assert await fails(None, "schedule", "preview", *args) == (2, message)
+
+
+async def test_queues_file_jobs_and_filter_lists(api: str) -> None:
+    for name, queue in (("load", "etl"), ("report", "bi"), ("plain", None)):
+        args = ["jobs", "create", name, "--cron", "0 0 1 1 *", *(["--queue", queue] if queue else []), "--", "true"]
+        await jetcron(api, *args)
+    etl = await jetcron(api, "jobs", "list", "--queue", "etl")
+    assert [(j["spec"]["name"], j["spec"]["queue"]) for j in etl] == [("load", "etl")]
+    everything = await jetcron(api, "jobs", "list")
+    assert {j["spec"]["name"]: j["spec"]["queue"] for j in everything} == {"load": "etl", "report": "bi",
+                                                                          "plain": "default"}
+    assert await jetcron(api, "runs", "list", "--queue", "bi") == []
+    code, err = await fails(api, "jobs", "create", "bad", "--queue", "a.b", "--", "true")
+    assert code == 2 and "queue" in err and "a.b" in err

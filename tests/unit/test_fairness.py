@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -286,3 +287,33 @@ def test_quotas_are_never_exceeded(
             assert max_gpus is None or gpus <= max_gpus
         if running and f >= 0:
             q.refund(running.pop(f % len(running)))
+
+
+def _queued(run_id: str, queue: str, tenant: str = "a", age: float = 0.0) -> Demand:
+    return msgspec.structs.replace(demand(run_id, tenant, age=age), queue=queue)
+
+
+def test_a_tenants_queues_take_turns_inside_its_share() -> None:
+    q = FairQueue()
+    for i in range(4):  # the etl backlog is older, yet adhoc is not starved behind it
+        q.push(_queued(f"etl-{i}", "etl", age=100 - i))
+    for i in range(2):
+        q.push(_queued(f"adhoc-{i}", "adhoc", age=10 - i))
+    q.push(_queued("b-0", "etl", tenant="b", age=50))
+    assert serve_all(q) == ["etl-0", "b-0", "adhoc-0", "etl-1", "adhoc-1", "etl-2", "etl-3"]
+
+
+def test_the_queue_served_last_waits_its_turn_across_passes() -> None:
+    q = FairQueue()
+    for i in range(3):
+        q.push(_queued(f"etl-{i}", "etl", age=100 - i))
+        q.push(_queued(f"adhoc-{i}", "adhoc", age=10 - i))
+    placed = []
+    for _ in range(6):  # one placement per pass, as when one slot frees at a time
+        candidates = q.candidates(T0)
+        first = next(candidates)
+        q.remove(first.run_id)
+        q.charge(first)  # inside the pass, as placement charges
+        candidates.close()
+        placed.append(first.run_id)
+    assert placed == ["etl-0", "adhoc-0", "etl-1", "adhoc-1", "etl-2", "adhoc-2"]
