@@ -45,6 +45,11 @@ def replay_run_id(original: str, replay: int) -> str:
     return f"{original}-r{replay}"
 
 
+def keyed_replay_id(original: str, request_key: str) -> str:
+    """A replay asked for with an idempotency key: a retried request names the same replay."""
+    return f"{original}-k{hashlib.sha256(request_key.encode()).hexdigest()[:12]}"
+
+
 def job_of(run_id: str) -> str:
     """The key of the job a run belongs to."""
     return run_id.rsplit(".", 1)[0]

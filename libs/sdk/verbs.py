@@ -98,8 +98,8 @@ class Dlq(_Group):
     async def list(self, *, limit: int | None = None) -> Page[Run]:
         return await self._verb("dlq.list", Page[Run], limit=limit)
 
-    async def replay(self, run_id: str) -> Run:
-        return await self._verb("dlq.replay", Run, run_id=run_id)
+    async def replay(self, run_id: str, *, key: str | None = None) -> Run:
+        return await self._verb("dlq.replay", Run, run_id=run_id, key=key)
 
 
 class Tenants(_Group):

@@ -85,6 +85,11 @@ class RunsLogs(RunRef, kw_only=True):
     limit_bytes: int = 1_048_576
 
 
+class DlqReplay(RunRef, kw_only=True):
+    key: str | None = None
+    """An idempotency key: a retried replay with the same key answers the same new run."""
+
+
 class Empty(Request, kw_only=True):
     pass
 
@@ -194,7 +199,7 @@ VERBS: dict[str, Verb] = {
     "runs.logs": Verb(RunsLogs, Logs, "A run's output so far"),
     "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),
     "dlq.list": Verb(DlqList, Page[Run], "Dead-lettered runs"),
-    "dlq.replay": Verb(RunRef, Run, "Run a dead or failed run again, as a new run"),
+    "dlq.replay": Verb(DlqReplay, Run, "Run a dead or failed run again, as a new run"),
     "tenants.set": Verb(TenantsSet, TenantPolicy, "Set a tenant's weight and quotas", admin=True),
     "tenants.list": Verb(Empty, Page[TenantPolicy], "Tenants' weights and quotas", admin=True),
     "secrets.set": Verb(SecretsSet, SecretRef, "Store a tenant's secret, encrypted"),

@@ -9,7 +9,17 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE, job_key, job_of, replay_run_id
+from jetcron.core.ids import (
+    JOB_KEY_RE,
+    JOB_NAME_RE,
+    QUEUE_RE,
+    RUN_ID_RE,
+    TENANT_RE,
+    job_key,
+    job_of,
+    keyed_replay_id,
+    replay_run_id,
+)
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
 from jetcron.services.api.call import Call, admin_only, visible
 from jetcron.services.api.requests import body, integer, text
@@ -124,21 +134,26 @@ class Runs:
         return Page(items=items)
 
     async def dlq_replay(self, call: Call) -> Run:
-        req = body(call.data, v.RunRef)
+        req = body(call.data, v.DlqReplay)
         run_id = self._run_id(text(req, "run_id"))
         run = await self._run(run_id, call.tenant)
         if run.state not in (RunState.DEAD, RunState.FAILED):
             raise Conflict(f"run {run_id} is {run.state}, only dead or failed runs can be replayed")
         now = self.ctx.clock.now()
-        for n in range(1, 100):
+        key = text(req, "key", limit=128)
+        # With a key, a retried request is the same replay (its id is the key's); without, each is a new one.
+        ids = [keyed_replay_id(run_id, key)] if key is not None else [replay_run_id(run_id, n) for n in range(1, 100)]
+        for n, replay_id in enumerate(ids, start=1):
             replay = msgspec.structs.replace(
-                run, run_id=replay_run_id(run_id, n), state=RunState.SCHEDULED, attempt=1, due_at=now, created_at=now,
+                run, run_id=replay_id, state=RunState.SCHEDULED, attempt=1, due_at=now, created_at=now,
                 agent=None, agents=[], token=0, assigned_at=None, started_at=None, finished_at=None, exit_code=None,
-                outcome="", reason=f"replay {n} of {run_id}", history=[],
+                outcome="", reason=f"replay {n if key is None else 'keyed'} of {run_id}", history=[],
             )
             try:
                 await self.ctx.runs.create(replay.run_id, replay)
             except WriteConflict:
+                if key is not None:
+                    return (await self.ctx.runs.get(replay_id))[0]
                 continue
             await dispatch(self.ctx.js, replay)
             return replay

@@ -55,10 +55,12 @@ async def list_dlq(request: Request[Any, Any, Any],
     return await gate.api(caller, lambda c: c.dlq.list(limit=limit))
 
 
-@post(f"{API}/dlq/{{run_id:str}}/replay", status_code=201, summary="Run a dead or failed run again, as a new run")
+@post(f"{API}/dlq/{{run_id:str}}/replay", status_code=201, summary="Run a dead or failed run again, as a new run",
+      description="`Idempotency-Key`: a retried request answers the same new run.")
 async def replay(request: Request[Any, Any, Any], run_id: str) -> Run:
     gate, caller = await _who(request)
-    return await gate.api(caller, lambda c: c.dlq.replay(run_id))
+    key = request.headers.get("idempotency-key")
+    return await gate.api(caller, lambda c: c.dlq.replay(run_id, key=key))
 
 
 ROUTES: list[Any] = [list_runs, get_run, cancel_run, run_logs, list_dlq, replay]

@@ -291,6 +291,9 @@ async def test_preview_backfill_dlq_and_tenants(rest: Rest) -> None:
         dead = await wait_for(dead_lettered, 15, what="the dead letter")
         replayed = await http.post(f"/api/v1/dlq/{dead[0]['run_id']}/replay")
         assert replayed.status_code == 201 and replayed.json()["run_id"] != dead[0]["run_id"], replayed.text
+        keyed = [await http.post(f"/api/v1/dlq/{dead[0]['run_id']}/replay", headers={"Idempotency-Key": "once"})
+                 for _ in range(2)]
+        assert keyed[0].json()["run_id"] == keyed[1].json()["run_id"] != replayed.json()["run_id"]
 
         # tenants: the admin's
         assert _problem(await http.put("/api/v1/tenants/acme", json={"weight": 5}), 403)["code"] == "forbidden"
