@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     """HTTP port for /metrics, /livez and /readyz; unset or 0 picks a free one (published in jc_services)."""
     metrics_host: str = "0.0.0.0"
     """Address the HTTP port binds to; 127.0.0.1 keeps it on this host."""
+    place_queue_max: int = Field(default=2_000_000, ge=10)
+    """Messages the placement and assignment queue streams hold at most; submits are refused (unavailable,
+    retry) once either is 90 % full."""
     http_port: int = Field(default=8080, ge=0, le=65535)
     """The HTTP gateway's REST API port (0 picks a free one and logs it)."""
     http_host: str = "127.0.0.1"

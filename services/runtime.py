@@ -24,7 +24,7 @@ from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry, add_ping_service
-from jetcron.bus.topology import ensure_topology
+from jetcron.bus.topology import Limits, ensure_topology
 from jetcron.config import Settings
 from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
@@ -96,7 +96,8 @@ async def boot(name: str, settings: Settings) -> Context:
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
     # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
     if name not in ("agent", "gateway"):
-        await ensure_topology(nc.jetstream(timeout=3), replicas=replicas)
+        await ensure_topology(nc.jetstream(timeout=3), replicas=replicas,
+                              limits=Limits(place_msgs=settings.place_queue_max))
     ctx = Context(
         name=name, settings=settings, nc=nc, js=js,
         jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord),

@@ -21,7 +21,7 @@ app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
 AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
                        help="the keys of this system (default: the one `jetcron up` wrote)")
-POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus")
+POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs")
 
 
 @app.command("set")
@@ -32,11 +32,15 @@ def tenants_set(
     max_cpu: float | None = typer.Option(None, "--max-cpu"),
     max_memory: int | None = typer.Option(None, "--max-memory"),
     max_gpus: int | None = typer.Option(None, "--max-gpus"),
+    max_submit_rate: float | None = typer.Option(None, "--max-submit-rate",
+                                                 help="creates, triggers, backfills, replays per second"),
+    max_pending: int | None = typer.Option(None, "--max-pending", help="runs waiting for placement at most"),
     output: str = Output,
 ) -> None:
-    """Set a tenant's fair-share weight and quotas (admin)."""
+    """Set a tenant's fair-share weight, quotas and admission limits (admin)."""
     with client(ctx) as c:
-        policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus)
+        policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus,
+                               max_submits_per_second=max_submit_rate, max_pending_runs=max_pending)
     emit(policy, output, POLICY)
 
 

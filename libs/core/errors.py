@@ -111,6 +111,17 @@ class LeaseLost(JetcronError):
     code = "lease_lost"
 
 
+class RateLimited(JetcronError):
+    """Refused to protect the system or other tenants: a submit rate or a pending-runs cap; retry after a while."""
+
+    code = "rate_limited"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class Forbidden(JetcronError, PermissionError):
     """The caller's credential does not allow this verb (an admin verb asked for by a tenant)."""
 

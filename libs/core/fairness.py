@@ -79,6 +79,10 @@ class FairQueue:
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._items
 
+    def waiting_by_tenant(self) -> dict[str, int]:
+        """How many demands each tenant has queued (tenants with none left out)."""
+        return dict(self._per_tenant)
+
     def waiting(self, tenant: str) -> int:
         """How many demands of the tenant are queued."""
         return self._per_tenant.get(tenant, 0)

@@ -327,3 +327,7 @@ class TenantPolicy(_Spec, frozen=True, kw_only=True):
     max_cpu: float | None = None
     max_memory_mb: int | None = None
     max_gpus: int | None = None
+    max_submits_per_second: float | None = None
+    """Creates, triggers, backfills and replays per second (bursts of as many), per api replica."""
+    max_pending_runs: int | None = None
+    """Runs waiting for placement at most; a submit beyond it is refused (rate_limited) until some start."""

@@ -14,6 +14,7 @@ class ApiError(JetcronError):
         self.field = body.field
         self.value = body.value
         self.retryable = body.retryable
+        self.retry_after = body.retry_after
         super().__init__(body.message)
 
 
@@ -41,6 +42,10 @@ class UnavailableError(ApiError):
     """The API or its store is away or busy: retry."""
 
 
+class RateLimitedError(ApiError):
+    """Over the tenant's submit rate or pending-runs cap: retry after `retry_after` seconds."""
+
+
 class IllegalTransitionError(ApiError):
     """The run cannot move that way from its state."""
 
@@ -53,7 +58,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "invalid": InvalidError, "not_found": NotFoundError, "conflict": ConflictError, "write_conflict": ConflictError,
     "forbidden": ForbiddenError, "unauthorized": UnauthorizedError, "unavailable": UnavailableError,
     "idempotency_full": UnavailableError, "illegal_transition": IllegalTransitionError,
-    "stale": IllegalTransitionError, "internal": InternalError,
+    "stale": IllegalTransitionError, "internal": InternalError, "rate_limited": RateLimitedError,
 }
 
 

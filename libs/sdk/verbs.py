@@ -28,9 +28,18 @@ class _Group:
     async def _verb(self, verb: str, reply: type[T], **fields: Any) -> T:
         """Fields left None are not sent (the api's defaults apply); a JobSpec goes as its JSON form, a mapping as
         given (the api validates it and names the field that fails)."""
-        payload = {k: msgspec.to_builtins(v) for k, v in fields.items() if v is not None}
+        payload = {k: _plain(v) for k, v in fields.items() if v is not None}
         result = await self._caller.call(verb, payload)
         return msgspec.convert(result, reply, strict=False)
+
+
+def _plain(value: Any) -> Any:
+    """As JSON sends it. A JobSpec left in the default tenant names none: the API files it under the caller's
+    (a tenant's credential may not name another, and "default" is only the struct's default)."""
+    plain = msgspec.to_builtins(value)
+    if isinstance(value, JobSpec) and plain.get("tenant") == "default":
+        del plain["tenant"]
+    return plain
 
 
 def _instant(value: datetime | str) -> str:
@@ -104,9 +113,11 @@ class Dlq(_Group):
 
 class Tenants(_Group):
     async def set(self, tenant: str, *, weight: float | None = None, max_cpu: float | None = None,
-                  max_memory_mb: int | None = None, max_gpus: int | None = None) -> TenantPolicy:
+                  max_memory_mb: int | None = None, max_gpus: int | None = None,
+                  max_submits_per_second: float | None = None, max_pending_runs: int | None = None) -> TenantPolicy:
         return await self._verb("tenants.set", TenantPolicy, tenant=tenant, weight=weight, max_cpu=max_cpu,
-                                max_memory_mb=max_memory_mb, max_gpus=max_gpus)
+                                max_memory_mb=max_memory_mb, max_gpus=max_gpus,
+                                max_submits_per_second=max_submits_per_second, max_pending_runs=max_pending_runs)
 
     async def list(self) -> Page[TenantPolicy]:
         return await self._verb("tenants.list", Page[TenantPolicy])

@@ -18,6 +18,8 @@ class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
     field: str | None = None
     value: str | None = None
     retryable: bool = False
+    retry_after: float | None = None
+    """Seconds to wait before retrying (rate_limited)."""
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -36,7 +38,8 @@ def error_reply(exc: Exception) -> Reply:
         return Reply(ok=False, error=ErrorBody(code=exc.code, message=_text(exc), field=_text(exc.field),
                                                value=_text(exc.value, 200)))
     if isinstance(exc, JetcronError):
-        return Reply(ok=False, error=ErrorBody(code=exc.code, message=_text(exc), retryable=exc.retryable))
+        return Reply(ok=False, error=ErrorBody(code=exc.code, message=_text(exc), retryable=exc.retryable,
+                                               retry_after=getattr(exc, "retry_after", None)))
     return Reply(ok=False, error=ErrorBody(code="internal", message=_text(f"{type(exc).__name__}: {exc}"),
                                            retryable=True))
 

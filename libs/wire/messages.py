@@ -190,3 +190,11 @@ class Submission(_Msg, frozen=True, kw_only=True):
     version: int = 0
     error: ErrorBody | None = None
     at: datetime
+
+
+class QueueDepths(_Msg, frozen=True, kw_only=True):
+    """Runs waiting for placement, per tenant, as the placement leader last counted them (jc_placement key
+    `pending`, rewritten every few seconds while it changes): what the api's pending-runs cap reads."""
+
+    at: datetime
+    by_tenant: dict[str, int] = msgspec.field(default_factory=dict)

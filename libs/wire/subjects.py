@@ -175,6 +175,7 @@ SHARDS_KEY = "trigger.shards"
 
 # jc_placement keys: placement's capacity summary (read by the API at submit) and suspect GPU hosts.
 CAPACITY_KEY = "capacity"
+PENDING_KEY = "pending"
 SUSPECTS = "suspect.*"
 
 

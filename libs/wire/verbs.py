@@ -104,6 +104,8 @@ class TenantsSet(Request, kw_only=True):
     max_cpu: float | None = None
     max_memory_mb: int | None = None
     max_gpus: int | None = None
+    max_submits_per_second: float | None = None
+    max_pending_runs: int | None = None
 
 
 class ForTenant(Request, kw_only=True):

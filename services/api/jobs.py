@@ -16,6 +16,7 @@ from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, body_hash, job_k
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.runs import new_run
 from jetcron.core.validate import decode_spec, validate_spec
+from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, visible
 from jetcron.services.api.capacity import CapacityCheck
 from jetcron.services.api.requests import body, instant, integer, text
@@ -29,10 +30,11 @@ IDEMPOTENCY_TTL = 86400.0
 
 
 class Jobs:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, admission: Admission) -> None:
         self.ctx = ctx
         self.keys = IdempotencyKeys(ctx.js)
         self.capacity = CapacityCheck(ctx)
+        self.admission = admission
 
     async def _graph(self, spec: JobSpec) -> dict[str, tuple[str, list[str]]]:
         """The stored jobs reachable upstream of `spec` (what a cycle check needs), read breadth-first."""
@@ -86,6 +88,7 @@ class Jobs:
     async def create(self, call: Call) -> JobRecord:
         req = body(call.data, v.JobsCreate)
         spec, digest = await self._validated(req["spec"], call.tenant)
+        await self.admission.admit(spec.tenant)
         key = text(req, "idempotency_key", limit=128)
         claim: int | None = None
         # Keys are per tenant: one tenant's key can neither collide with nor reveal another's.
@@ -202,6 +205,7 @@ class Jobs:
     async def trigger(self, call: Call) -> Run:
         req = body(call.data, v.JobsTrigger)
         record, _ = await self._job(text(req, "name"), call.tenant)
+        await self.admission.admit(record.spec.tenant)
         key = text(req, "key", limit=128) or secrets.token_hex(8)
         now = self.ctx.clock.now()
         # A retried request with the same key must hit the same run id: keep the time out of it then.
@@ -223,6 +227,7 @@ class Jobs:
     async def backfill(self, call: Call) -> Page[Run]:
         req = body(call.data, v.JobsBackfill)
         record, _ = await self._job(text(req, "name"), call.tenant)
+        await self.admission.admit(record.spec.tenant)
         spec = record.spec
         start, end = instant(req, "from"), instant(req, "to")
         now = self.ctx.clock.now()

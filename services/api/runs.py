@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from jetcron.bus.control import cancel_run
@@ -21,6 +23,7 @@ from jetcron.core.ids import (
     replay_run_id,
 )
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
+from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, admin_only, visible
 from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
@@ -33,8 +36,9 @@ STATES = {st.value for st in RunState}
 
 
 class Runs:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, admission: Admission) -> None:
         self.ctx = ctx
+        self.admission = admission
 
     def _run_id(self, value: str | None) -> str:
         if value is None or not RUN_ID_RE.match(value):
@@ -139,6 +143,7 @@ class Runs:
         run = await self._run(run_id, call.tenant)
         if run.state not in (RunState.DEAD, RunState.FAILED):
             raise Conflict(f"run {run_id} is {run.state}, only dead or failed runs can be replayed")
+        await self.admission.admit(run.tenant)
         now = self.ctx.clock.now()
         key = text(req, "key", limit=128)
         # With a key, a retried request is the same replay (its id is the key's); without, each is a new one.
@@ -170,10 +175,13 @@ class Runs:
             raise InvalidSpec("tenant", policy.tenant, "must be 1-63 letters, digits, '-' or '_'")
         if not 0 < policy.weight <= 1000:
             raise InvalidSpec("weight", policy.weight, "must be > 0 and <= 1000")
-        for name in ("max_cpu", "max_memory_mb", "max_gpus"):
+        for name in ("max_cpu", "max_memory_mb", "max_gpus", "max_pending_runs"):
             value = getattr(policy, name)
             if value is not None and not 0 <= value <= 10**9:
                 raise InvalidSpec(name, value, "must be >= 0")
+        rate = policy.max_submits_per_second
+        if rate is not None and not (math.isfinite(rate) and 0 < rate <= 10**6):
+            raise InvalidSpec("max_submits_per_second", rate, "must be > 0 and <= 1000000")
         await self.ctx.tenants.put(policy.tenant, policy)
         return policy
 

@@ -12,6 +12,7 @@ from nats.micro.request import Request
 from opentelemetry.trace import SpanKind
 
 from jetcron.core.errors import Misconfigured
+from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call
 from jetcron.services.api.intake import Intake
 from jetcron.services.api.jobs import Jobs
@@ -74,7 +75,8 @@ def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Reque
 
 
 async def main(ctx: Context) -> None:
-    jobs, runs, secrets, tokens = Jobs(ctx), Runs(ctx), Secrets(ctx), Tokens(ctx)
+    admission = Admission(ctx)
+    jobs, runs, secrets, tokens = Jobs(ctx, admission), Runs(ctx, admission), Secrets(ctx), Tokens(ctx)
     intake = Intake(ctx, jobs)
     verbs: dict[str, Callable[[Call], Awaitable[Any]]] = {
         "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,

@@ -25,6 +25,8 @@ class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     max_cpu: float | None = None
     max_memory_mb: int | None = None
     max_gpus: int | None = None
+    max_submits_per_second: float | None = None
+    max_pending_runs: int | None = None
 
 
 @get(f"{API}/tenants", summary="Tenants' weights and quotas (admin)")

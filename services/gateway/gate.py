@@ -55,7 +55,7 @@ class Gate:
             status = status_of(exc.code, exc.retryable)
             field = rest_field(exc.field) if design else exc.field
             raise HttpProblem(problem(status, str(exc), code=exc.code, field=field, value=exc.value),
-                              headers_for(status, exc.retryable)) from None
+                              headers_for(status, exc.retryable, exc.retry_after)) from None
 
 
 def gate_of(request: Request[Any, Any, Any]) -> Gate:

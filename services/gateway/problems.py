@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import msgspec
@@ -11,6 +12,7 @@ PROBLEM_JSON = "application/problem+json"
 STATUS = {
     "invalid": 422, "not_found": 404, "conflict": 409, "write_conflict": 409, "illegal_transition": 409,
     "stale": 409, "forbidden": 403, "unauthorized": 401, "unavailable": 503, "idempotency_full": 503,
+    "rate_limited": 429,
 }
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
           409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 429: "Too Many Requests",
@@ -41,6 +43,9 @@ def status_of(code: str, retryable: bool) -> int:
     return STATUS.get(code, 503 if retryable else 500)
 
 
-def headers_for(status: int, retryable: bool) -> dict[str, Any]:
-    """Retry-After where waiting helps: a store or service that is busy or away."""
+def headers_for(status: int, retryable: bool, after: float | None = None) -> dict[str, Any]:
+    """Retry-After where waiting helps: a store or service that is busy or away, a tenant over its rate (whole
+    seconds, rounded up: what HTTP allows)."""
+    if after is not None:
+        return {"Retry-After": str(max(1, math.ceil(after)))}
     return {"Retry-After": str(RETRY_AFTER_SECONDS)} if status in (429, 503) or retryable else {}

@@ -13,6 +13,7 @@ from jetcron.core.capacity import CapacitySummary, summarize
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import AgentInfo
 from jetcron.wire import subjects as s
+from jetcron.wire.messages import QueueDepths
 
 
 class SuspectMark(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,12 +25,18 @@ class SuspectMark(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Board:
-    def __init__(self, capacity: Store[CapacitySummary], suspects: Store[SuspectMark]) -> None:
+    def __init__(self, capacity: Store[CapacitySummary], suspects: Store[SuspectMark],
+                 depths: Store[QueueDepths] | None = None) -> None:
         self.capacity = capacity
         self.suspects = suspects
+        self.depths = depths
 
     async def put_capacity(self, agents: Iterable[AgentInfo], now: datetime) -> None:
         await self.capacity.put(s.CAPACITY_KEY, summarize(agents, now))
+
+    async def put_depths(self, depths: QueueDepths) -> None:
+        if self.depths is not None:
+            await self.depths.put(s.PENDING_KEY, depths)
 
     async def mark_suspect(self, agent_id: str, lost_after: datetime | None) -> None:
         """Record (or, with None, clear) a suspect host; best effort: every replica also judges for itself."""

@@ -28,7 +28,7 @@ from jetcron.services.placement.board import Board, SuspectMark
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import RunFinished, RunHandedBack, place_run_for
+from jetcron.wire.messages import QueueDepths, RunFinished, RunHandedBack, place_run_for
 
 
 @dataclass
@@ -283,17 +283,24 @@ class View:
 
     # --- the capacity summary the API reads at submit -----------------------------------------
 
-    async def publish_capacity(self, stop: asyncio.Event, every: float = 2.0, refresh: float = 30.0) -> None:
-        """While leading: put the summary when an agent joins, leaves or changes size (and now and then)."""
+    async def publish_capacity(self, stop: asyncio.Event, every: float = 1.0, refresh: float = 30.0) -> None:
+        """While leading: put the summary when an agent joins, leaves or changes size (and now and then), and
+        the queue depths per tenant when they changed (the api's pending-runs cap reads them)."""
         if self.board is None:
             return
         version, last = -1, 0.0
+        depths: dict[str, int] | None = None
         while not stop.is_set():
             now = time.monotonic()
             if self.cluster.shape_version != version or now - last > refresh:
                 version, last = self.cluster.shape_version, now
                 with contextlib.suppress(JetcronError):
                     await self.board.put_capacity(self.cluster.agents(), self.ctx.clock.now())
+            waiting = self.queue.waiting_by_tenant()
+            if waiting != depths:
+                with contextlib.suppress(JetcronError):
+                    await self.board.put_depths(QueueDepths(at=self.ctx.clock.now(), by_tenant=waiting))
+                    depths = waiting
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=every)
 
@@ -307,4 +314,5 @@ def _same(a: AgentInfo, b: AgentInfo) -> bool:
 
 async def open_board(ctx: Context) -> Board:
     return Board(await Store.open(ctx.js, s.BUCKET_PLACEMENT, CapacitySummary),
-                 await Store.open(ctx.js, s.BUCKET_PLACEMENT, SuspectMark))
+                 await Store.open(ctx.js, s.BUCKET_PLACEMENT, SuspectMark),
+                 await Store.open(ctx.js, s.BUCKET_PLACEMENT, QueueDepths))

@@ -150,6 +150,11 @@ async def test_bad_input_is_a_problem_naming_the_field_and_stores_nothing(rest: 
         too_big = await http.post("/api/v1/jobs", content=b'{"name":"' + b"a" * (2 * 1024 * 1024) + b'"}',
                                   headers={"content-type": "application/json"})
         _problem(too_big, 413)
+        for raw in (b'{"name": "a", "command": "\\ud800"}', b'{"name": "\xff\xfe", "command": "true"}',
+                    b'{"name": "a", "command": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"):
+            odd = await http.post("/api/v1/jobs", content=raw, headers={"content-type": "application/json"})
+            assert odd.status_code in (400, 422), (raw[:40], odd.status_code, odd.text)
+            assert _problem(odd, odd.status_code)["code"] == "invalid"
         _problem(await http.get("/api/v1/nowhere"), 404)
         _problem(await http.put("/api/v1/jobs"), 405)
         assert (await http.get("/api/v1/jobs")).json()["items"] == []
@@ -302,3 +307,15 @@ async def test_preview_backfill_dlq_and_tenants(rest: Rest) -> None:
         assert _problem(await admin.put("/api/v1/tenants/acme", json={"weight": -1}), 422)["field"] == "weight"
         tenants = (await admin.get("/api/v1/tenants")).json()["items"]
         assert [(t["tenant"], t["weight"], t["max_cpu"]) for t in tenants] == [("acme", 5.0, 4.0)]
+
+        # admission: over its submit rate, a tenant gets 429 with Retry-After
+        assert (await admin.put("/api/v1/tenants/acme", json={"max_submits_per_second": 0.2})).status_code == 200
+        yearly = {"command": "true", "schedule": "0 0 1 1 *"}
+        tries = iter(range(100))
+
+        async def limited() -> httpx.Response | None:  # the api re-reads a policy at most once a second
+            answer = await http.post("/api/v1/jobs", json={"name": f"fast-{next(tries)}", **yearly})
+            return answer if answer.status_code == 429 else None
+
+        refused = await wait_for(limited, 10, what="a 429")
+        assert _problem(refused, 429)["code"] == "rate_limited" and 1 <= int(refused.headers["retry-after"]) <= 5

@@ -1,0 +1,80 @@
+"""Admission control through the real services: refused with a clear, retryable error, nothing stored."""
+
+from __future__ import annotations
+
+import pytest
+from harness import Services, wait_for
+
+from jetcron.core.models import JobSpec, Schedule, ScheduleKind
+from jetcron.sdk.client import Client
+from jetcron.sdk.errors import ApiError, RateLimitedError, UnavailableError
+
+YEARLY = Schedule(kind=ScheduleKind.CRON, cron="0 0 1 1 *")
+
+
+def _now(name: str) -> JobSpec:
+    return JobSpec(name=name, command=["true"])
+
+
+async def test_a_tenant_over_its_submit_rate_is_refused_with_a_retry_after(services: Services,
+                                                                           client: Client) -> None:
+    await services.start_system(agents=0, core=("api",))
+    await client.tenants.set("acme", max_submits_per_second=0.5)
+    acme = Client(client.nc, tenant="acme")
+    await acme.jobs.create(JobSpec(name="first", command=["true"], schedule=YEARLY))
+    with pytest.raises(RateLimitedError) as refused:
+        await acme.jobs.create(JobSpec(name="second", command=["true"]))
+    assert refused.value.retryable and 0 < (refused.value.retry_after or 0) <= 2.0
+    assert "over its submit rate" in str(refused.value)
+    assert [j.spec.name for j in (await acme.jobs.list()).items] == ["first"]
+    # another tenant is not slowed
+    await Client(client.nc, tenant="globex").jobs.create(_now("theirs"))
+
+
+async def test_a_tenant_at_its_pending_cap_waits_for_runs_to_start(services: Services, client: Client) -> None:
+    await services.start_system(agents=0)  # no agent: runs stay waiting for placement
+    await client.tenants.set("acme", max_pending_runs=1)
+    acme = Client(client.nc, tenant="acme")
+    await acme.jobs.create(_now("one"))
+
+    tries = iter(range(1000))
+
+    async def refused() -> ApiError | None:
+        # yearly jobs: they add no run of their own while placement catches up with `one`
+        try:
+            await acme.jobs.create(JobSpec(name=f"two-{next(tries)}", command=["true"],
+                                           schedule=YEARLY))
+        except RateLimitedError as exc:
+            return exc
+        return None
+
+    error = await wait_for(refused, 20, what="the pending-runs cap to refuse a second job")
+    assert "1 runs waiting for placement (its limit is 1)" in str(error)
+
+
+async def test_a_full_placement_queue_refuses_submits_instead_of_losing_them(services: Services,
+                                                                           client: Client) -> None:
+    # placement is not running, so runs pile up in its queue (10 at most here)
+    await services.start_system(agents=0, core=("api", "trigger"), JETCRON_PLACE_QUEUE_MAX="10")
+    for i in range(9):
+        await client.jobs.create(_now(f"job-{i}"))
+
+    async def queued() -> int | None:
+        info = await client.nc.jetstream().stream_info("JC_PLACE")
+        return info.state.messages if info.state.messages >= 9 else None
+
+    await wait_for(queued, 20, what="9 runs in the placement queue")
+
+    tries = iter(range(100))
+
+    async def refused() -> tuple[str, UnavailableError] | None:
+        name = f"extra-{next(tries)}"  # the api reads the queue's size at most once a second
+        try:
+            await client.jobs.create(_now(name))
+        except UnavailableError as exc:
+            return name, exc
+        return None
+
+    name, error = await wait_for(refused, 5, what="a full queue to refuse a submit")
+    assert error.retryable and "JC_PLACE queue is full" in str(error) and "of 10)" in str(error)
+    assert name not in {j.spec.name for j in (await client.jobs.list()).items}
