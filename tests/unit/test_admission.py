@@ -28,7 +28,7 @@ def test_verdicts_name_the_limit_and_say_when_to_retry() -> None:
     assert rate.value.retry_after == 0.4 and "acme" in str(rate.value) and rate.value.retryable
     check_pending("acme", 4, 5)
     check_pending("acme", 400, None)
-    with pytest.raises(RateLimited, match="5 runs waiting for placement .its limit is 5."):
+    with pytest.raises(RateLimited, match=r"5 runs waiting for placement \(its limit is 5\)"):
         check_pending("acme", 5, 5)
     check_queue("JC_PLACE", 89, 100)
     with pytest.raises(Unavailable, match=r"JC_PLACE queue is full \(90 of 100\)"):
