@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import structlog
 from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig
@@ -21,6 +22,7 @@ from jetcron.services.gateway import admin, jobs, runs
 from jetcron.services.gateway.gate import API, Gate, HttpProblem, gate_of
 from jetcron.services.gateway.problems import PROBLEM_JSON, Problem, problem
 
+log = structlog.get_logger("jetcron.gateway")
 OPENAPI = "/api/docs"
 MAX_BODY = 1024 * 1024
 
@@ -84,7 +86,10 @@ def _on_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
                              exc.headers)
 
 
-def _on_error(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """A bug of ours: logged with its stack (the path, never the body or headers: they may hold a token or a
+    secret), answered as a plain 500."""
+    log.error("gateway request failed", method=request.method, path=request.url.path, exc_info=exc)
     return _problem_response(problem(500, f"internal error ({type(exc).__name__})", code="internal"))
 
 

@@ -178,6 +178,8 @@ async def test_openapi_lists_every_route_and_docs_render(rest: Rest) -> None:
     async with rest.http(None) as http:
         spec = (await http.get("/api/v1/openapi.json")).json()
         docs = await http.get("/api/v1/docs", follow_redirects=True)
+        health = [await http.get(path) for path in ("/livez", "/readyz")]
+    assert [(r.status_code, r.text) for r in health] == [(200, "ok"), (200, "ready")]
     assert spec["openapi"].startswith("3.1") and docs.status_code == 200 and "<html" in docs.text.lower()
     routes = {(path, method) for path, item in spec["paths"].items() for method in item}
     assert {("/api/v1/jobs", "post"), ("/api/v1/jobs", "get"), ("/api/v1/jobs/{job_id}", "get"),
