@@ -107,7 +107,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
                          s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS),
-                    *CANCELS, s.PLACE_ALL, _registry("api"),
+                    *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS,
                     f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
             consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
@@ -132,7 +132,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"),
                     f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",
                     f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}"),
-            consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), manages=True)
+            consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), listens=(s.TRACKER_RUNS,), manages=True)
     if role is Role.GATEWAY:
         # It reads the tokens (id -> tenant, hashed) to know whom each HTTP request is for; nothing else.
         return Grant(reads=_kvr(s.BUCKET_TOKENS), writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>",

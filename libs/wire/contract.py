@@ -11,6 +11,7 @@ import msgspec
 from jetcron.core.models import Priority, Run
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import (
+    ActiveRunsQuery,
     AssignRun,
     CancelRun,
     DeadLettered,
@@ -52,6 +53,9 @@ _STREAMS: list[tuple[str, str, dict[str, str], list[Any], str, str]] = [
      "A run that failed for good, with its history (JetStream JC_DLQ)"),
     ("control", s.control_subject("{agent}"), {"agent": "the agent running it"}, [CancelRun], "send",
      "Stop a run now (core NATS; the lease revoke is the durable path)"),
+    ("tracker_runs", s.TRACKER_RUNS, {}, [ActiveRunsQuery], "send",
+     "The api asks the trackers for a page of the non-terminal runs in one state (request/reply; the reply is a "
+     "page of runs)"),
     ("mint", s.mint_subject("{agent}"), {"agent": "the agent asking"}, [MintRunCredential], "send",
      "An agent asks for a held run's short-lived credential (request/reply; the reply is RunCredential)"),
 ]

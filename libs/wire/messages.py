@@ -198,3 +198,14 @@ class QueueDepths(_Msg, frozen=True, kw_only=True):
 
     at: datetime
     by_tenant: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class ActiveRunsQuery(_Msg, frozen=True, kw_only=True):
+    """The api asks the trackers (jc.tracker.runs) for a page of the non-terminal runs in one state."""
+
+    state: str
+    tenant: str | None = None
+    """Only this tenant's (None: the admin, every tenant's)."""
+    queue: str | None = None
+    cursor: str = ""
+    limit: int = 100

@@ -126,6 +126,11 @@ def mint_subject(agent_id: str) -> str:
 MINT_ALL = f"{PREFIX}.mint.*"
 
 
+TRACKER_RUNS = f"{PREFIX}.tracker.runs"
+"""Core NATS request/reply: the non-terminal runs in one state, from the trackers' index (runs.list?state=)."""
+TRACKER_RUNS_QUEUE = "run_tracker"
+
+
 def submit_subject(tenant: str) -> str:
     """JetStream (JC_SUBMIT): a service's job request for one tenant, durable once acked (the intake)."""
     return f"{PREFIX}.submit.{tenant}"

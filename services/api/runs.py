@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import msgspec
+import nats.errors
 
 from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
@@ -29,10 +30,12 @@ from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
-from jetcron.wire.api import Page
-from jetcron.wire.codec import decode
+from jetcron.wire.api import Page, Reply
+from jetcron.wire.codec import decode, encode
+from jetcron.wire.messages import ActiveRunsQuery
 
 STATES = {st.value for st in RunState}
+ACTIVE_TIMEOUT = 5.0
 
 
 class Runs:
@@ -70,6 +73,12 @@ class Runs:
             raise InvalidSpec("job", job, "is not a valid job name")
         if job is not None and call.tenant is not None:
             job = job_key(call.tenant, job)
+        if job is None and state is not None and not RunState(state).terminal:
+            indexed = await self._active(ActiveRunsQuery(state=state, tenant=call.tenant, queue=queue, cursor=after,
+                                                         limit=limit))
+            if indexed is not None:
+                return indexed
+        # By job: the run ids start with the job's key, so the server lists that job's keys alone.
         keys = sorted(k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">") if k > after)
         items: list[Run] = []
         last = None
@@ -89,6 +98,20 @@ class Runs:
                 break
         more = last is not None and last != keys[-1]
         return Page(items=items, next_cursor=last if more else None)
+
+    async def _active(self, query: ActiveRunsQuery) -> Page[Run] | None:
+        """The trackers' index of non-terminal runs (run_tracker/listing.py); None when no tracker answers (the
+        caller scans instead: slower, never wrong)."""
+        try:
+            msg = await self.ctx.nc.request(s.TRACKER_RUNS, encode(query), timeout=ACTIVE_TIMEOUT)
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            self.ctx.log.warning("no run tracker answered the active-runs query; scanning", state=query.state)
+            return None
+        reply = msgspec.json.decode(msg.data, type=Reply)
+        if not reply.ok:
+            self.ctx.log.warning("active-runs query failed; scanning", error=reply.error)
+            return None
+        return msgspec.convert(reply.result, Page[Run], strict=False)
 
     async def cancel(self, call: Call) -> Run:
         req = body(call.data, v.RunsCancel)

@@ -13,6 +13,7 @@ from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.services.run_tracker.checkpoints import CheckpointJanitor
 from jetcron.services.run_tracker.events import EventHandler
 from jetcron.services.run_tracker.flows import Flows
+from jetcron.services.run_tracker.listing import serve_listing
 from jetcron.services.run_tracker.reconciler import Reconciler
 from jetcron.services.run_tracker.records import Records
 from jetcron.services.runtime import Context, background
@@ -68,7 +69,8 @@ async def main(ctx: Context) -> None:
     tasks = [background(ctx, t) for t in (
         flows.watch_jobs(), reconciler.watch(),
         pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
-        reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx)))]
+        reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx)),
+        serve_listing(ctx, reconciler.active, reconciler.synced))]
     ctx.ready.set()
     ctx.log.info("run tracker ready")
     await ctx.stop.wait()

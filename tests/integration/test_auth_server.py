@@ -131,6 +131,10 @@ TABLE = [
     (Role.API, {}, "pub", "$JS.API.CONSUMER.MSG.NEXT.JC_SUBMIT.api_intake", True),
     (Role.API, {}, "pub", "$KV.jc_submissions.acme.req-1", True),
     (Role.GATEWAY, {}, "pub", "jc.submit.acme", False),
+    (Role.TRACKER, {}, "sub", "jc.tracker.runs", True),
+    (Role.API, {}, "pub", "jc.tracker.runs", True),
+    (Role.TENANT, ACME, "pub", "jc.tracker.runs", False),
+    (Role.AGENT, AGENT_A, "sub", "jc.tracker.runs", False),
 ]
 
 

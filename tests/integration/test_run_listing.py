@@ -1,0 +1,37 @@
+"""runs.list by state answers from the trackers' index of active runs (and still answers without a tracker)."""
+
+from __future__ import annotations
+
+from harness import Services, wait_for
+
+from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.sdk.client import Client
+
+
+async def test_running_runs_are_listed_per_tenant_from_the_index(services: Services, client: Client) -> None:
+    await services.start_system(agents=1)
+    acme, globex = Client(client.nc, tenant="acme"), Client(client.nc, tenant="globex")
+    await acme.jobs.create(JobSpec(name="long", command=["sleep", "30"]))
+    await globex.jobs.create(JobSpec(name="long", command=["sleep", "30"]))
+    await acme.jobs.create(JobSpec(name="short", command=["true"]))
+
+    async def running() -> list[Run] | None:
+        page = await client.runs.list(state="running")
+        return page.items if len(page.items) == 2 else None
+
+    both = await wait_for(running, 30, what="two running runs")
+    assert sorted(r.tenant for r in both) == ["acme", "globex"]
+    assert [r.job for r in (await acme.runs.list(state="running")).items] == ["acme.long"]
+    assert [r.job for r in (await globex.runs.list(state="running")).items] == ["globex.long"]
+    assert (await acme.runs.list(state="running", queue="other")).items == []
+    assert "scanning" not in services["api"].output()  # every answer above came from the index
+    # terminal states are listed by job (the key layout), and come out right without a tracker too
+    await wait_for(lambda: _succeeded(acme), 30, what="the short run to succeed")
+    services["run_tracker"].stop()
+    assert [r.job for r in (await acme.runs.list(state="running")).items] == ["acme.long"]
+    assert "no run tracker answered the active-runs query; scanning" in services["api"].output()
+
+
+async def _succeeded(client: Client) -> bool:
+    page = await client.runs.list(job="short", state=RunState.SUCCEEDED.value)
+    return len(page.items) == 1
