@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import msgspec
@@ -80,20 +81,25 @@ class Runs:
                 return indexed
         # By job: the run ids start with the job's key, so the server lists that job's keys alone.
         keys = sorted(k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">") if k > after)
+        if job is not None:  # `default-job.>` also matches the runs of tenant default-job's jobs
+            keys = [k for k in keys if job_of(k) == job]
         items: list[Run] = []
         last = None
-        for key in keys:
-            last = key
-            if job is not None and job_of(key) != job:
-                continue  # `default-job.>` also matches the runs of tenant default-job's jobs
-            found = await self.ctx.runs.maybe(key)
-            if found is None or (state is not None and found[0].state != state):
-                continue
-            if queue is not None and (found[0].spec.queue if found[0].spec else "default") != queue:
-                continue
-            if not visible(found[0].tenant, call.tenant):
-                continue
-            items.append(found[0])
+        # Read a page's worth at a time, concurrently: one round trip per page, not one per record.
+        for start in range(0, len(keys), limit):
+            batch = keys[start:start + limit]
+            for key, found in zip(batch, await asyncio.gather(*(self.ctx.runs.maybe(k) for k in batch)),
+                                  strict=True):
+                last = key
+                if found is None or (state is not None and found[0].state != state):
+                    continue
+                if queue is not None and (found[0].spec.queue if found[0].spec else "default") != queue:
+                    continue
+                if not visible(found[0].tenant, call.tenant):
+                    continue
+                items.append(found[0])
+                if len(items) == limit:
+                    break
             if len(items) == limit:
                 break
         more = last is not None and last != keys[-1]

@@ -86,6 +86,11 @@ def _on_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
                              exc.headers)
 
 
+def _on_too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[bytes]:
+    """JSON nested past the decoder's recursion limit: the body is malformed for us, not a bug."""
+    return _problem_response(problem(400, "the JSON body is nested too deeply", code="invalid"))
+
+
 def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     """A bug of ours: logged with its stack (the path, never the body or headers: they may hold a token or a
     secret), answered as a plain 500."""
@@ -98,7 +103,8 @@ _ROUTES: list[Any] = [*jobs.ROUTES, *runs.ROUTES, *admin.ROUTES, openapi_json, d
 
 def build_app(gate: Gate) -> Litestar:
     handlers: dict[Any, Callable[..., Any]] = {
-        HttpProblem: _on_problem, ValidationException: _on_validation, HTTPException: _on_http, Exception: _on_error,
+        HttpProblem: _on_problem, ValidationException: _on_validation, HTTPException: _on_http,
+        RecursionError: _on_too_deep, Exception: _on_error,
     }
     openapi = OpenAPIConfig(
         # Not under /api/v1: Litestar's OpenAPI router would answer every unknown /api/v1 path with an HTML 404.

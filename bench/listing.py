@@ -1,0 +1,140 @@
+"""Listing runs among a million: `GET /api/v1/runs?job=X&limit=50` and `?state=running&limit=50` through the REST
+gateway, with 1,000,000 run records stored (1,000 jobs x 1,000 finished runs) and 100 running runs (holding
+leases, as an agent would). Also how long a run tracker takes to build its index of active runs from them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+
+import nats
+
+from bench.common import emit, percentile, summary, system
+from bench.http_load import Connection
+from jetcron.bus.connect import Identity
+from jetcron.bus.lease import Leases
+from jetcron.bus.server import free_port
+from jetcron.core.ids import job_key, run_id
+from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.sdk.client import Client
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+
+TENANT = "bench"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+IN_FLIGHT = 2000
+
+
+def _record(job: str, n: int, state: RunState) -> Run:
+    at = T0 + timedelta(minutes=n)
+    spec = JobSpec(name=job, command=["true"], tenant=TENANT)
+    return Run(run_id=run_id(job_key(TENANT, job), at), job=job_key(TENANT, job), tenant=TENANT, state=state,
+               scheduled_at=at, due_at=at, created_at=at, started_at=at, agent="bench-agent", agents=["bench-agent"],
+               finished_at=None if state is RunState.RUNNING else at, exit_code=None if state is RunState.RUNNING
+               else 0, attempt=1, token=1, spec=spec)
+
+
+async def _load(url: str, creds: str, jobs: int, per_job: int, running: int) -> float:
+    """Write the records straight into jc_runs (the api's credential), many publishes in flight."""
+    nc = await nats.connect(url, **Identity(creds=creds).options())
+    js = nc.jetstream(timeout=60)
+    start = time.perf_counter()
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def put(run: Run) -> None:
+        async with gate:
+            await js.publish(f"$KV.{s.BUCKET_RUNS}.{run.run_id}", encode(run))
+
+    pending: list[asyncio.Task[None]] = []
+    for j in range(jobs):
+        for n in range(per_job):
+            pending.append(asyncio.create_task(put(_record(f"j{j:04d}", n, RunState.SUCCEEDED))))
+        if len(pending) >= 20_000:
+            await asyncio.gather(*pending)
+            pending.clear()
+    leases = Leases(js)
+    for n in range(running):
+        run = _record("live", n, RunState.RUNNING)
+        pending.append(asyncio.create_task(put(run)))
+        await leases.acquire(s.run_lease_key(run.run_id), "bench-agent", 3600, attempt=1)
+    await asyncio.gather(*pending)
+    elapsed = time.perf_counter() - start
+    await nc.close()
+    return elapsed
+
+
+async def _measure(port: int, token: str, requests: int, jobs: int) -> dict[str, list[float]]:
+    conn = await Connection.open("127.0.0.1", port, {"Authorization": f"Bearer {token}"})
+    out: dict[str, list[float]] = {"job": [], "state": []}
+    for i in range(requests):
+        for kind, path in (("job", f"/api/v1/runs?job=j{(i * 37) % jobs:04d}&limit=50"),
+                           ("state", "/api/v1/runs?state=running&limit=50")):
+            start = time.perf_counter()
+            status, body = await conn.request("GET", path)
+            out[kind].append(time.perf_counter() - start)
+            assert status == 200 and body.count(b'"run_id"') == 50, (status, body[:300])
+    await conn.close()
+    return out
+
+
+async def _ready_index(url: str, identity: Identity, running: int, timeout: float) -> float:
+    """Seconds until the tracker's index answers with every running run."""
+    client = await Client.connect(url, timeout=30, identity=identity)
+    start = time.perf_counter()
+    try:
+        while time.perf_counter() - start < timeout:
+            page = await client.runs.list(state="running", limit=1000)
+            if len(page.items) >= running:
+                return time.perf_counter() - start
+            await asyncio.sleep(0.5)
+        raise TimeoutError(f"the tracker's index did not show {running} running runs in {timeout}s")
+    finally:
+        await client.close()
+
+
+def run(jobs: int, per_job: int, running: int, requests: int, reps: int) -> dict[str, object]:
+    p50: dict[str, list[float]] = {"job": [], "state": []}
+    p99: dict[str, list[float]] = {"job": [], "state": []}
+    loads, indexes = [], []
+    for _ in range(reps):
+        port = free_port()
+        with system(sync_always=False, auth=True, services=("api", "gateway"), JETCRON_HTTP_PORT=str(port)) as jc:
+            assert jc.creds is not None
+            loads.append(asyncio.run(_load(jc.url, str(jc.creds.path("api")), jobs, per_job, running)))
+            started = time.perf_counter()
+            jc.start("run_tracker", "run_tracker")
+            asyncio.run(_ready_index(jc.url, jc.identity, running, 1800))
+            indexes.append(time.perf_counter() - started)
+
+            async def token() -> str:
+                client = await Client.connect(jc.url, timeout=30, identity=jc.identity)
+                made = await client.tokens.create(tenant=TENANT)
+                await client.close()
+                assert made.token is not None
+                return made.token
+
+            got = asyncio.run(_measure(port, asyncio.run(token()), requests, jobs))
+        for kind in ("job", "state"):
+            p50[kind].append(percentile(got[kind], 50) * 1000)
+            p99[kind].append(percentile(got[kind], 99) * 1000)
+    return {"bench": "listing_1m", "records": jobs * per_job + running, "running": running, "requests": requests,
+            "reps": reps, "load_seconds": summary(loads), "tracker_index_ready_seconds": summary(indexes),
+            "by_job_p50_ms": summary(p50["job"]), "by_job_p99_ms": summary(p99["job"]),
+            "by_state_running_p50_ms": summary(p50["state"]), "by_state_running_p99_ms": summary(p99["state"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--per-job", type=int, default=1000)
+    parser.add_argument("--running", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=1)
+    args = parser.parse_args()
+    emit(run(args.jobs, args.per_job, args.running, args.requests, args.reps))
+
+
+if __name__ == "__main__":
+    main()
