@@ -100,7 +100,8 @@ def run(jobs: int, per_job: int, running: int, requests: int, reps: int) -> dict
     loads, indexes = [], []
     for _ in range(reps):
         port = free_port()
-        with system(sync_always=False, auth=True, services=("api", "gateway"), JETCRON_HTTP_PORT=str(port)) as jc:
+        with system(sync_always=False, auth=True, services=("api", "gateway"), JETCRON_HTTP_PORT=str(port),
+                    JETCRON_RUNS_MAX_BYTES=str(4 * 1024**3)) as jc:  # 1,000,000 records are ~1.2 GB
             assert jc.creds is not None
             loads.append(asyncio.run(_load(jc.url, str(jc.creds.path("api")), jobs, per_job, running)))
             started = time.perf_counter()

@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     """HTTP port for /metrics, /livez and /readyz; unset or 0 picks a free one (published in jc_services)."""
     metrics_host: str = "0.0.0.0"
     """Address the HTTP port binds to; 127.0.0.1 keeps it on this host."""
+    runs_max_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024 * 1024)
+    """Bytes the run records' bucket holds at most (set when the bucket is made). A record is about 1.2 KB with
+    its spec snapshot: the default holds some 800,000 runs. Full, it refuses new records (the writer sees an
+    error): size it for the history kept."""
     place_queue_max: int = Field(default=2_000_000, ge=10)
     """Messages the placement and assignment queue streams hold at most; submits are refused (unavailable,
     retry) once either is 90 % full."""

@@ -97,7 +97,7 @@ async def boot(name: str, settings: Settings) -> Context:
     # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
     if name not in ("agent", "gateway"):
         await ensure_topology(nc.jetstream(timeout=3), replicas=replicas,
-                              limits=Limits(place_msgs=settings.place_queue_max))
+                              limits=Limits(place_msgs=settings.place_queue_max, runs_bytes=settings.runs_max_bytes))
     ctx = Context(
         name=name, settings=settings, nc=nc, js=js,
         jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord),
