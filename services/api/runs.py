@@ -12,7 +12,7 @@ from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
-from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
+from jetcron.core.errors import Conflict, InvalidSpec, NotFound, Unavailable, WriteConflict
 from jetcron.core.ids import (
     JOB_KEY_RE,
     JOB_NAME_RE,
@@ -75,10 +75,8 @@ class Runs:
         if job is not None and call.tenant is not None:
             job = job_key(call.tenant, job)
         if job is None and state is not None and not RunState(state).terminal:
-            indexed = await self._active(ActiveRunsQuery(state=state, tenant=call.tenant, queue=queue, cursor=after,
-                                                         limit=limit))
-            if indexed is not None:
-                return indexed
+            return await self._active(ActiveRunsQuery(state=state, tenant=call.tenant, queue=queue, cursor=after,
+                                                      limit=limit))
         # By job: the run ids start with the job's key, so the server lists that job's keys alone.
         keys = sorted(k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">") if k > after)
         if job is not None:  # `default-job.>` also matches the runs of tenant default-job's jobs
@@ -105,18 +103,18 @@ class Runs:
         more = last is not None and last != keys[-1]
         return Page(items=items, next_cursor=last if more else None)
 
-    async def _active(self, query: ActiveRunsQuery) -> Page[Run] | None:
-        """The trackers' index of non-terminal runs (run_tracker/listing.py); None when no tracker answers (the
-        caller scans instead: slower, never wrong)."""
+    async def _active(self, query: ActiveRunsQuery) -> Page[Run]:
+        """The trackers' index of non-terminal runs (run_tracker/listing.py). Without a tracker whose index is
+        ready the answer is unavailable (retry), never a scan: among millions of records a scan would take
+        minutes and load the store for everyone."""
         try:
             msg = await self.ctx.nc.request(s.TRACKER_RUNS, encode(query), timeout=ACTIVE_TIMEOUT)
         except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            self.ctx.log.warning("no run tracker answered the active-runs query; scanning", state=query.state)
-            return None
+            raise Unavailable("no run tracker has its index of active runs ready (starting, or none running); "
+                              "retry") from None
         reply = msgspec.json.decode(msg.data, type=Reply)
         if not reply.ok:
-            self.ctx.log.warning("active-runs query failed; scanning", error=reply.error)
-            return None
+            raise Unavailable(f"the run trackers could not list active runs: {reply.error}")
         return msgspec.convert(reply.result, Page[Run], strict=False)
 
     async def cancel(self, call: Call) -> Run:
