@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -19,6 +20,7 @@ from jetcron.bus.server import free_port
 from jetcron.core.ids import job_key, run_id
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.sdk.client import Client
+from jetcron.sdk.errors import UnavailableError
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 
@@ -85,9 +87,9 @@ async def _ready_index(url: str, identity: Identity, running: int, timeout: floa
     start = time.perf_counter()
     try:
         while time.perf_counter() - start < timeout:
-            page = await client.runs.list(state="running", limit=1000)
-            if len(page.items) >= running:
-                return time.perf_counter() - start
+            with contextlib.suppress(UnavailableError):  # no tracker's index ready yet
+                if len((await client.runs.list(state="running", limit=1000)).items) >= running:
+                    return time.perf_counter() - start
             await asyncio.sleep(0.5)
         raise TimeoutError(f"the tracker's index did not show {running} running runs in {timeout}s")
     finally:
