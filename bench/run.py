@@ -32,7 +32,8 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.security", ["--reps", "3"], ["--latency-runs", "5", "--throughput-runs", "100", "--reps", "1"]),
     ("bench.rest", ["--reps", "3"], ["--latency-runs", "3", "--throughput-jobs", "50", "--reps", "1"]),
     # 200,000 records: at 1,000,000 the run tracker's push-based watch of jc_runs overflows (docs/benchmarks.md)
-    ("bench.listing", ["--reps", "1", "--jobs", "200"], ["--jobs", "3", "--per-job", "50", "--running", "50", "--requests", "3"]),
+    ("bench.listing", ["--reps", "1", "--jobs", "200"],
+     ["--jobs", "3", "--per-job", "50", "--running", "50", "--requests", "3"]),
     ("bench.placement_core", [], []),
     ("bench.placement_fairness", [], ["--reps", "1"]),
     ("bench.placement_gang", [], ["--reps", "1"]),
