@@ -100,6 +100,9 @@ async def main(ctx: Context) -> None:
         await service.add_endpoint(name=f"{name}_admin", subject=for_admin, handler=endpoint(verb, op))
     mint = await serve_mint(ctx)
     intake_loop = background(ctx, intake.serve())
+    # The server has every endpoint's subscription before this says ready (a request sent on "api ready" must
+    # not find no responders).
+    await ctx.nc.flush()
     ctx.ready.set()
     ctx.log.info("api ready", verbs=len(verbs), run_credentials=mint is not None)
     await ctx.stop.wait()

@@ -47,6 +47,7 @@ async def serve_listing(ctx: Context, active: Mapping[str, Run], synced: asyncio
         await msg.respond(encode(reply))
 
     sub = await ctx.nc.subscribe(s.TRACKER_RUNS, queue=s.TRACKER_RUNS_QUEUE, cb=answer)
+    await ctx.nc.flush()
     try:
         await ctx.stop.wait()
     finally:
