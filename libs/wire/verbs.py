@@ -98,16 +98,6 @@ class DlqList(Request, kw_only=True):
     limit: int = 100
 
 
-class TenantsSet(Request, kw_only=True):
-    tenant: str
-    weight: float = 1.0
-    max_cpu: float | None = None
-    max_memory_mb: int | None = None
-    max_gpus: int | None = None
-    max_submits_per_second: float | None = None
-    max_pending_runs: int | None = None
-
-
 class ForTenant(Request, kw_only=True):
     tenant: str | None = None
     """The admin names the tenant; a tenant's credential names its own (or leaves it out)."""
@@ -177,7 +167,8 @@ class TokenRevoked(msgspec.Struct, kw_only=True):
 
 
 class Verb(NamedTuple):
-    request: type[Request]
+    request: type[msgspec.Struct]
+    """A Request, or a record taken whole (tenants.set takes a TenantPolicy)."""
     reply: Any
     summary: str
     admin: bool = False
@@ -202,7 +193,7 @@ VERBS: dict[str, Verb] = {
     "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),
     "dlq.list": Verb(DlqList, Page[Run], "Dead-lettered runs"),
     "dlq.replay": Verb(DlqReplay, Run, "Run a dead or failed run again, as a new run"),
-    "tenants.set": Verb(TenantsSet, TenantPolicy, "Set a tenant's weight and quotas", admin=True),
+    "tenants.set": Verb(TenantPolicy, TenantPolicy, "Set a tenant's weight and quotas", admin=True),
     "tenants.list": Verb(Empty, Page[TenantPolicy], "Tenants' weights and quotas", admin=True),
     "secrets.set": Verb(SecretsSet, SecretRef, "Store a tenant's secret, encrypted"),
     "secrets.list": Verb(ForTenant, SecretNames, "The names of a tenant's secrets"),

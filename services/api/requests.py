@@ -10,10 +10,9 @@ import msgspec
 from jetcron.core import cron
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.validate import parse_json_object
-from jetcron.wire.verbs import Request
 
 
-def body(data: bytes, kind: type[Request]) -> dict[str, Any]:
+def body(data: bytes, kind: type[msgspec.Struct]) -> dict[str, Any]:
     """The request as a dict of the fields `kind` (wire/verbs.py) names: an unknown one, or a missing required
     one, is named in the error. The verb checks each value itself."""
     fields = msgspec.structs.fields(kind)

@@ -193,7 +193,7 @@ class Runs:
 
     async def tenants_set(self, call: Call) -> TenantPolicy:
         admin_only(call, "tenants.set")
-        req = body(call.data, v.TenantsSet)
+        req = body(call.data, TenantPolicy)
         try:
             policy = msgspec.convert(req, TenantPolicy)
         except msgspec.ValidationError as exc:
