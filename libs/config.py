@@ -143,6 +143,29 @@ class Settings(BaseSettings):
     none."""
     job_credential_seconds: float = Field(default=21600.0, gt=0)
     """How long a run's credential lives when its job has no timeout (with a timeout: the timeout, plus 10 min)."""
+    notify_allow_private: bool = False
+    """Let webhooks reach loopback, private and link-local addresses (off: those are server-side request forgery
+    targets such as cloud metadata). The api checks it when a job is stored, the notifier at each delivery."""
+    notify_max_attempts: int = Field(default=8, ge=1, le=100)
+    """Tries of one delivery before it is parked (listed by `jetcron notifications list --parked`)."""
+    notify_backoff: float = Field(default=1.0, gt=0)
+    """Seconds before a delivery's second try; doubled per try (jitter 50 %), at most 5 minutes."""
+    notify_timeout: float = Field(default=10.0, gt=0)
+    """Seconds one webhook or SMTP exchange may take."""
+    notify_per_target: int = Field(default=4, ge=1)
+    """Deliveries in flight to one host at once: a slow receiver holds these, not every delivery."""
+    smtp_host: str | None = None
+    """The SMTP server email notifications go through; unset, rules with `email` are refused."""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    """The SMTP server's port (587: submission with STARTTLS)."""
+    smtp_from: str = "jetcron@localhost"
+    """The From: address of notification emails."""
+    smtp_starttls: bool = True
+    """Upgrade the SMTP connection with STARTTLS before logging in (off only for a local relay)."""
+    smtp_username: str | None = None
+    """Log in as this user (with the password in smtp_password_file); unset, send without logging in."""
+    smtp_password_file: str | None = None
+    """A file holding the SMTP password (a mounted secret): it never sits in the environment or a log."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
 

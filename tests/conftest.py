@@ -88,7 +88,7 @@ def secure_services(request: pytest.FixtureRequest, secure_server: EmbeddedNats,
         env = {"JETCRON_NATS_CREDS": mint(authority, creds_dir / f"{name}.creds", role, **who)}
         if role is Role.API:
             env["JETCRON_JOB_SIGNING_KEY_FILE"] = str(authority.job_minter())
-        if role in (Role.API, Role.AGENT):
+        if role in (Role.API, Role.AGENT, Role.NOTIFIER):
             env["JETCRON_SECRETS_KEY_FILE"] = str(ensure_key_file(authority.root / "secrets.key"))
         return env
 

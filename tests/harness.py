@@ -295,7 +295,8 @@ class Services:
         """The usual set: api, trigger(s), placement, run_tracker and N agents, each waited for until ready;
         `env` (JETCRON_* settings) goes to every one of them."""
         core = list(core)
-        ready = {"api": "api ready", "placement": "placement leader", "run_tracker": "run tracker ready"}
+        ready = {"api": "api ready", "placement": "placement leader", "run_tracker": "run tracker ready",
+                 "notifier": "notifier ready"}
         for name in core:
             if name == "trigger":
                 for i in range(1, triggers + 1):

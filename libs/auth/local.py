@@ -10,7 +10,7 @@ from jetcron.auth.roles import Role
 from jetcron.bus.secrets import ensure_key_file
 
 SERVICE_ROLES = {"api": Role.API, "trigger": Role.TRIGGER, "placement": Role.PLACEMENT,
-                 "run_tracker": Role.TRACKER, "gateway": Role.GATEWAY}
+                 "run_tracker": Role.TRACKER, "gateway": Role.GATEWAY, "notifier": Role.NOTIFIER}
 
 
 @dataclass
@@ -45,6 +45,6 @@ class LocalCreds:
         env = {"JETCRON_NATS_CREDS": str(self.path(process))}
         if process == "api":
             env["JETCRON_JOB_SIGNING_KEY_FILE"] = str(self.authority.job_minter())
-        if process == "api" or process.startswith("agent"):
+        if process in ("api", "notifier") or process.startswith("agent"):
             env["JETCRON_SECRETS_KEY_FILE"] = str(ensure_key_file(self.root / "secrets.key"))
         return env

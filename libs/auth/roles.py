@@ -22,6 +22,8 @@ class Role(enum.StrEnum):
     TRACKER = "run_tracker"
     GATEWAY = "gateway"
     """The HTTP front door: calls the API's subjects for the tenant of each token, nothing else."""
+    NOTIFIER = "notifier"
+    """Reads run records and jobs, writes the delivery log, publishes to tenants' notification subjects."""
     AGENT = "agent"
     """One user per agent id: only its own assignments, heartbeat and control subject."""
     TENANT = "tenant"
@@ -64,8 +66,9 @@ class Permissions:
 
 ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
                s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER,
-               s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS)
+               s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_NOTIFY)
 ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_SUBMIT,
+               s.STREAM_NOTIFY, s.STREAM_REDELIVER,
                *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
 
 
@@ -107,7 +110,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
                          s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS),
-                    *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS,
+                    *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL,
                     f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
             consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
@@ -133,6 +136,13 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",
                     f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}"),
             consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), listens=(s.TRACKER_RUNS,), manages=True)
+    if role is Role.NOTIFIER:
+        # The secrets bucket: a webhook rule's `secret` signs its bodies (the notifier holds the secrets key).
+        return Grant(
+            reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_NOTIFY, s.BUCKET_SECRETS), s.STREAM_REDELIVER),
+            writes=(*_kv(s.BUCKET_NOTIFY), s.NOTIFY_ALL, _registry("notifier")),
+            consumes=((kv_stream(s.BUCKET_RUNS), s.CONSUMER_NOTIFIER), (s.STREAM_REDELIVER, s.CONSUMER_REDELIVER)),
+            manages=True)
     if role is Role.GATEWAY:
         # It reads the tokens (id -> tenant, hashed) to know whom each HTTP request is for; nothing else.
         return Grant(reads=_kvr(s.BUCKET_TOKENS), writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>",
@@ -152,7 +162,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.TENANT:
         if not tenant:
             raise ValueError("a tenant's grant names its tenant")
-        return Grant(writes=(f"{s.API_GROUP}.{tenant}.>", s.submit_subject(tenant)), replies=False)
+        return Grant(writes=(f"{s.API_GROUP}.{tenant}.>", s.submit_subject(tenant)),
+                     listens=(s.notify_subject(tenant, ">"),), replies=False)
     # $SRV.PING/INFO/STATS: `jetcron status` asks every instance whether it answers.
     return Grant(reads=ALL_STREAMS, writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.SRV_PING, s.SUBMIT_ALL),
                  replies=False,

@@ -12,6 +12,7 @@ from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
+    DeliverPolicy,
     DiscardPolicy,
     KeyValueConfig,
     ObjectStoreConfig,
@@ -70,6 +71,13 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
         StreamConfig(name=s.STREAM_SUBMIT, subjects=[s.SUBMIT_ALL], retention=RetentionPolicy.WORK_QUEUE,
                      max_msgs=limits.place_msgs, description="job requests published by services (the intake)",
                      **{**common, "duplicate_window": HOUR}),  # type: ignore[arg-type]
+        StreamConfig(name=s.STREAM_NOTIFY, subjects=[s.NOTIFY_ALL], retention=RetentionPolicy.LIMITS,
+                     max_age=limits.events_age, max_bytes=limits.events_bytes,
+                     description="notifications for services (rules with a `subject` target)",
+                     **{**common, "discard": DiscardPolicy.OLD}),  # type: ignore[arg-type]
+        StreamConfig(name=s.STREAM_REDELIVER, subjects=[s.REDELIVER_ALL], retention=RetentionPolicy.WORK_QUEUE,
+                     max_msgs=100_000, description="parked notification deliveries asked to be tried again",
+                     **common),  # type: ignore[arg-type]
     ]
 
 
@@ -107,6 +115,9 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_SUBMISSIONS, history=1, ttl=limits.idempotency_ttl,
                        description="the outcome of each intake request, by tenant and request id, for a day",
                        **common),  # type: ignore[arg-type]
+        KeyValueConfig(bucket=s.BUCKET_NOTIFY, history=1, ttl=limits.dlq_age, max_bytes=limits.events_bytes,
+                       description="notification deliveries and every try at each, by delivery id (30 days)",
+                       **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TOKENS, history=1,
                        description="the HTTP gateway's bearer tokens, by id: their tenant and a SHA-256 of the secret",
                        **common),  # type: ignore[arg-type]
@@ -130,6 +141,12 @@ def consumer_configs() -> list[tuple[str, ConsumerConfig]]:
                                          ack_wait=30.0, max_ack_pending=20_000, filter_subject=s.EVENTS_ALL)),
         (s.STREAM_SUBMIT, ConsumerConfig(durable_name=s.CONSUMER_INTAKE, ack_policy=AckPolicy.EXPLICIT,
                                          ack_wait=30.0, max_ack_pending=1000, filter_subject=s.SUBMIT_ALL)),
+        # From the consumer's creation on (the first start): runs recorded before were never promised a notice.
+        (f"KV_{s.BUCKET_RUNS}", ConsumerConfig(
+            durable_name=s.CONSUMER_NOTIFIER, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.NEW,
+            ack_wait=60.0, max_ack_pending=20_000, filter_subject=s.RUN_CHANGES)),
+        (s.STREAM_REDELIVER, ConsumerConfig(durable_name=s.CONSUMER_REDELIVER, ack_policy=AckPolicy.EXPLICIT,
+                                            ack_wait=60.0, max_ack_pending=1000, filter_subject=s.REDELIVER_ALL)),
     ]
 
 

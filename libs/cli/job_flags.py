@@ -40,6 +40,13 @@ class JobFlags:
     secrets: list[str] = field(default_factory=list)
     overlap: str | None = None
     misfire: str | None = None
+    notify_on: str | None = None
+    webhook: str | None = None
+    webhook_secret: str | None = None
+    notify_subject: str | None = None
+    notify_email: str | None = None
+    start_deadline: str | None = None
+    finish_deadline: str | None = None
 
 
 def new_spec(name: str, command: list[str], flags: JobFlags, now: datetime) -> dict[str, Any]:
@@ -89,7 +96,32 @@ def apply_flags(spec: dict[str, Any], flags: JobFlags, now: datetime) -> dict[st
         out["depends_on"] = list(flags.depends_on)
     if flags.misfire:
         out["misfire"] = {**(spec.get("misfire") or {}), "kind": flags.misfire}
+    for key, text in (("start_deadline_seconds", flags.start_deadline),
+                      ("finish_deadline_seconds", flags.finish_deadline)):
+        if text is not None:
+            out[key] = duration(text, key)
+    rule = _notify_rule(flags)
+    if rule is not None:
+        out["notify"] = [rule]
     return out
+
+
+def _notify_rule(flags: JobFlags) -> dict[str, Any] | None:
+    """--notify-on with one target makes the job's one rule (update: replaces every rule; -f for several)."""
+    targets = {k: v for k, v in (("webhook", flags.webhook), ("subject", flags.notify_subject),
+                                 ("email", flags.notify_email)) if v is not None}
+    if flags.notify_on is None:
+        if targets or flags.webhook_secret is not None:
+            raise InvalidSpec("notify.on", None, "--notify-on EVENT[,EVENT] is needed with a notification target")
+        return None
+    if len(targets) != 1:
+        raise InvalidSpec("notify", sorted(targets), "give exactly one of --webhook, --notify-subject and "
+                                                     "--notify-email with --notify-on")
+    events = [e.strip() for e in flags.notify_on.split(",") if e.strip()]
+    rule: dict[str, Any] = {"on": events, **targets}
+    if flags.webhook_secret is not None:
+        rule["secret"] = flags.webhook_secret
+    return rule
 
 
 def _schedule(schedule: dict[str, Any], flags: JobFlags, now: datetime) -> dict[str, Any]:

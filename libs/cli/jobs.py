@@ -79,6 +79,19 @@ def create(
     misfire: str | None = typer.Option(None, "--misfire"),
     on_gap: str | None = typer.Option(None, "--on-gap"),
     on_fold: str | None = typer.Option(None, "--on-fold"),
+    notify_on: str | None = typer.Option(None, "--notify-on", help="EVENT[,EVENT]: dead, failed, blocked, succeeded, "
+                                         "timed_out, start_missed, finish_missed, skipped (update: replaces the "
+                                         "rules)"),
+    webhook: str | None = typer.Option(None, "--webhook", help="URL that gets a signed JSON POST per event"),
+    webhook_secret: str | None = typer.Option(None, "--webhook-secret", help="NAME of the tenant secret that "
+                                              "signs webhook bodies"),
+    notify_subject: str | None = typer.Option(None, "--notify-subject", help="publish events to "
+                                              "jc.notify.<tenant>.SUBJECT"),
+    notify_email: str | None = typer.Option(None, "--notify-email", help="email events to this address"),
+    start_deadline: str | None = typer.Option(None, "--start-deadline", help="e.g. 5m: an occurrence not started "
+                                              "by then is start_missed"),
+    finish_deadline: str | None = typer.Option(None, "--finish-deadline", help="e.g. 1h: a run not finished that "
+                                               "long after its start is finish_missed"),
     idempotency_key: str | None = typer.Option(None, "--idempotency-key", help="create only"),
     output: str = Output,
 ) -> None:
@@ -87,7 +100,9 @@ def create(
                      memory=memory, gpus=gpus, max_attempts=max_attempts, timeout=timeout,
                      backoff_initial=backoff_initial, backoff_max=backoff_max, backoff_multiplier=backoff_multiplier,
                      env=env, priority=priority, tenant=tenant, queue=queue, depends_on=depends_on, require=require,
-                     secrets=secret, overlap=overlap, misfire=misfire)
+                     secrets=secret, overlap=overlap, misfire=misfire, notify_on=notify_on, webhook=webhook,
+                     webhook_secret=webhook_secret, notify_subject=notify_subject, notify_email=notify_email,
+                     start_deadline=start_deadline, finish_deadline=finish_deadline)
     now = datetime.now(UTC)
     payload: dict[str, Any] = {}
     try:  # every flag is checked before anything is sent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from jetcron.cli import certs, identity, jobs, runs, secrets, services, status, tenants, tokens, up
+from jetcron.cli import certs, identity, jobs, notifications, runs, secrets, services, status, tenants, tokens, up
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="jetcron: a distributed job scheduler on NATS JetStream."
@@ -40,6 +40,7 @@ app.add_typer(runs.dlq_app, name="dlq", help="The dead-letter queue.")
 app.add_typer(tenants.app, name="tenants", help="Tenant quotas, weights and credentials.")
 app.add_typer(jobs.schedule_app, name="schedule", help="Schedule tools that need no server.")
 app.add_typer(secrets.app, name="secrets", help="A tenant's secrets (values go in, never come out).")
+app.add_typer(notifications.app, name="notifications", help="Who was told what about a job's runs; redeliver.")
 app.add_typer(tokens.app, name="tokens", help="Bearer tokens for the REST API (admin only).")
 app.add_typer(certs.app, name="certs", help="A CA and certificates for NATS TLS (no server needed).")
 

@@ -9,7 +9,8 @@ import typer
 
 from jetcron.config import Settings
 
-MODULES = {"api": "api", "trigger": "trigger", "placement": "placement", "tracker": "run_tracker", "agent": "agent"}
+MODULES = {"api": "api", "trigger": "trigger", "placement": "placement", "tracker": "run_tracker", "agent": "agent",
+           "notifier": "notifier"}
 
 
 def _runner(command: str, module: str) -> Callable[..., None]:

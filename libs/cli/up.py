@@ -16,7 +16,7 @@ from jetcron.auth.local import LocalCreds
 from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
 
-SERVICES = ("api", "trigger", "placement", "run_tracker", "gateway")
+SERVICES = ("api", "trigger", "placement", "run_tracker", "gateway", "notifier")
 
 
 class Supervisor:

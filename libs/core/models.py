@@ -12,7 +12,8 @@ from jetcron.core.run_state import RunState
 
 __all__ = [
     "AgentInfo", "AttemptRecord", "FoldPolicy", "GapPolicy", "JitterPolicy", "JobRecord", "JobSpec",
-    "JobStatus", "MisfireKind", "MisfirePolicy", "OverlapPolicy", "Priority", "Resources",
+    "JobStatus", "MisfireKind", "MisfirePolicy", "NotifyEvent", "NotifyRule", "OverlapPolicy", "Priority",
+    "Resources",
     "RetryPolicy", "Run", "RunState", "Schedule", "ScheduleKind", "TenantPolicy",
 ]
 
@@ -161,6 +162,40 @@ class JitterPolicy(_Spec, frozen=True, kw_only=True):
     """An extra random offset in [0, random) drawn per occurrence."""
 
 
+class NotifyEvent(enum.StrEnum):
+    """What a job's owner can be told about (docs/notifications.md)."""
+
+    DEAD = "dead"
+    """The run failed for good: its last attempt failed (it is in the dead-letter queue)."""
+    FAILED = "failed"
+    """One attempt failed (a retry may follow)."""
+    BLOCKED = "blocked"
+    """The run will not start: an upstream job's run in its flow did not succeed."""
+    SUCCEEDED = "succeeded"
+    TIMED_OUT = "timed_out"
+    """One attempt ran past timeout_seconds and was stopped."""
+    START_MISSED = "start_missed"
+    """The occurrence did not start within start_deadline_seconds of its nominal time (or never fired)."""
+    FINISH_MISSED = "finish_missed"
+    """The run did not finish within finish_deadline_seconds of its start."""
+    SKIPPED = "skipped"
+    """The occurrence was recorded as skipped (misfire, overlap, DST gap); the reason says which."""
+
+
+class NotifyRule(_Spec, frozen=True, kw_only=True):
+    """Tell one target about some events of a job: exactly one of webhook, subject and email."""
+
+    on: list[NotifyEvent]
+    webhook: str | None = None
+    """An http(s) URL that receives a signed JSON POST per event."""
+    subject: str | None = None
+    """Published to `jc.notify.<tenant>.<subject>` (JetStream, stream JC_NOTIFY) for services to consume."""
+    email: str | None = None
+    """An address, through the deployment's SMTP server (JETCRON_SMTP_HOST)."""
+    secret: str | None = None
+    """The name of the tenant's secret (`jetcron secrets set`) that signs webhook bodies (HMAC-SHA256)."""
+
+
 class JobSpec(_Spec, frozen=True, kw_only=True):
     """A job as a user writes it."""
 
@@ -189,6 +224,14 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     name; resolved on the agent when the attempt starts, so no record ever holds a value."""
     run_as_root: bool = False
     """Run as root: only on agents that allow it (JETCRON_AGENT_ALLOW_ROOT); jobs run unprivileged otherwise."""
+    notify: list[NotifyRule] = msgspec.field(default_factory=list)
+    """Who hears about this job's runs, and of which events."""
+    start_deadline_seconds: float | None = None
+    """An occurrence not started this long after its nominal time (skipped or never fired included) is a
+    `start_missed`; one never fired is recorded skipped then (Kubernetes CronJob's startingDeadlineSeconds)."""
+    finish_deadline_seconds: float | None = None
+    """A run not finished this long after it started is a `finish_missed` (it keeps running: timeout_seconds
+    stops a run; this deadline only tells)."""
 
 
     @property
@@ -267,6 +310,8 @@ class Run(_Record, frozen=True, kw_only=True):
     trace_id: str = ""
     """The trace every span of this run belongs to, across all its attempts (`jetcron runs get` shows it)."""
     history: list[AttemptRecord] = msgspec.field(default_factory=list)
+    missed: list[str] = msgspec.field(default_factory=list)
+    """Deadlines this occurrence missed ("start", "finish"), each recorded once (docs/notifications.md)."""
 
     @property
     def idempotency_key(self) -> str:

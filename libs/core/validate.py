@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from jetcron.core import cron, dag
+from jetcron.core import cron, dag, notify
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, TENANT_RE
 from jetcron.core.models import JobSpec
@@ -223,8 +223,11 @@ def validate_spec(
     created_at: datetime | None = None,
     jobs: Mapping[str, tuple[str, Sequence[str]]] | None = None,
     min_interval_seconds: float = 1.0,
+    allow_private_targets: bool = False,
+    email_enabled: bool = False,
 ) -> None:
-    """Raise InvalidSpec for the first bad field; `jobs` (name -> (tenant, depends_on)) checks the DAG."""
+    """Raise InvalidSpec for the first bad field; `jobs` (name -> (tenant, depends_on)) checks the DAG;
+    `allow_private_targets` and `email_enabled` are the deployment's notification settings."""
     if not JOB_NAME_RE.match(spec.name):
         raise InvalidSpec(
             "name", spec.name, "must be 1-63 letters, digits, '-' or '_', starting with a letter or digit"
@@ -270,5 +273,7 @@ def validate_spec(
         if not LABEL_RE.match(key) or not LABEL_RE.match(value):
             raise InvalidSpec(f"require.{key}", value, "labels are 1-63 of letters, digits, '.', '-', '_'")
     cron.validate_schedule(spec.schedule, created_at=created_at or now, min_interval_seconds=min_interval_seconds)
+    notify.check_rules(spec.notify, allow_private=allow_private_targets, email_enabled=email_enabled)
+    notify.check_deadlines(spec)
     if spec.depends_on or jobs is not None:
         dag.validate_dependencies(spec.name, spec.tenant, spec.depends_on, jobs or {})

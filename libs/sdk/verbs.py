@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
+from jetcron.core.notify import Delivery
 from jetcron.wire.api import JobView, Page
 from jetcron.wire.messages import Submission
 from jetcron.wire.verbs import Logs, SecretNames, SecretRef, TokenInfo, TokenList, TokenRevoked
@@ -139,6 +140,16 @@ class Submissions(_Group):
         return await self._verb("submissions.get", Submission, request_id=request_id, tenant=tenant)
 
 
+class Notifications(_Group):
+    async def list(self, job: str, *, state: str | None = None, cursor: str | None = None,
+                   limit: int | None = None) -> Page[Delivery]:
+        return await self._verb("notifications.list", Page[Delivery], job=job, state=state, cursor=cursor,
+                                limit=limit)
+
+    async def redeliver(self, delivery_id: str) -> Delivery:
+        return await self._verb("notifications.redeliver", Delivery, delivery_id=delivery_id)
+
+
 class Tokens(_Group):
     async def create(self, *, tenant: str | None = None, admin: bool | None = None,
                      name: str | None = None) -> TokenInfo:
@@ -162,6 +173,7 @@ class Verbs:
         self.tenants = Tenants(caller)
         self.secrets = Secrets(caller)
         self.submissions = Submissions(caller)
+        self.notifications = Notifications(caller)
         self.tokens = Tokens(caller)
 
 

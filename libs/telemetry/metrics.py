@@ -37,6 +37,13 @@ TRIGGER_SHARDS = Gauge("jetcron_trigger_shards", "Trigger shards configured (eve
 SERVICE_READY = Gauge("jetcron_service_ready", "1 once the service is connected and its consumers exist")
 GC_PAUSE = Counter("jetcron_gc_pause_seconds_total", "Seconds this process spent in cycle-collector passes",
                    ["generation"])
+DEADLINES_MISSED = Counter("jetcron_deadlines_missed_total", "Occurrences that missed a deadline (recorded once each)",
+                           ["deadline"])
+NOTIFICATIONS = Counter("jetcron_notifications_total", "Notification delivery tries by target kind and result",
+                        ["target", "result"])
+NOTIFY_LATENCY = Histogram("jetcron_notification_latency_seconds",
+                           "The event's time (run end, deadline) to its delivery acknowledged", ["target"],
+                           buckets=_LATENCY)
 
 # Known label values start at zero, so rate() and absent() work before the first event.
 LEASE_KINDS = ("placement_leader", "tracker_leader", "trigger_shard")
@@ -49,5 +56,7 @@ for _reason in ("stale", "duplicate_or_late", "unknown_run"):
     REPORTS_DROPPED.labels(reason=_reason)
 for _kind in LEASE_KINDS:
     TAKEOVERS.labels(kind=_kind)
+for _deadline in ("start", "finish"):
+    DEADLINES_MISSED.labels(deadline=_deadline)
 for _generation in ("0", "1", "2"):
     GC_PAUSE.labels(generation=_generation)

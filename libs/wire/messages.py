@@ -192,6 +192,12 @@ class Submission(_Msg, frozen=True, kw_only=True):
     at: datetime
 
 
+class Redeliver(_Msg, frozen=True, kw_only=True):
+    delivery_id: str
+    tenant: str
+    at: datetime
+
+
 class QueueDepths(_Msg, frozen=True, kw_only=True):
     """Runs waiting for placement, per tenant, as the placement leader last counted them (jc_placement key
     `pending`, rewritten every few seconds while it changes): what the api's pending-runs cap reads."""

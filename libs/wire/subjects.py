@@ -13,6 +13,8 @@ STREAM_EVENTS = "JC_EVENTS"
 STREAM_LOGS = "JC_LOGS"
 STREAM_DLQ = "JC_DLQ"
 STREAM_SUBMIT = "JC_SUBMIT"
+STREAM_NOTIFY = "JC_NOTIFY"
+STREAM_REDELIVER = "JC_REDELIVER"
 
 # KV buckets
 BUCKET_JOBS = "jc_jobs"
@@ -29,12 +31,16 @@ BUCKET_CLUSTER = "jc_cluster"
 BUCKET_SECRETS = "jc_secrets"
 BUCKET_TOKENS = "jc_tokens"
 BUCKET_SUBMISSIONS = "jc_submissions"
+BUCKET_NOTIFY = "jc_notify"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 # Durable consumers
 CONSUMER_PLACEMENT = "placement"
 CONSUMER_TRACKER = "run_tracker"
 CONSUMER_INTAKE = "api_intake"
+CONSUMER_NOTIFIER = "notifier"
+"""On the run records' own stream (KV_jc_runs): every committed change of every run, from the bucket's start."""
+CONSUMER_REDELIVER = "notifier_redeliver"
 
 # Headers
 HDR_MSG_ID = "Nats-Msg-Id"
@@ -141,6 +147,26 @@ SUBMIT_ALL = f"{PREFIX}.submit.*"
 
 def parse_submit_subject(subject: str) -> str:
     return subject.split(".", 2)[2]
+
+
+RUN_CHANGES = f"$KV.{BUCKET_RUNS}.>"
+"""The subjects of KV_jc_runs: a run record's every revision, what the notifier reads its events from."""
+
+
+def notify_subject(tenant: str, suffix: str) -> str:
+    """JetStream (JC_NOTIFY): a `subject` notification rule's target; a tenant's credential reads its own."""
+    return f"{PREFIX}.notify.{tenant}.{suffix}"
+
+
+NOTIFY_ALL = f"{PREFIX}.notify.>"
+
+
+def redeliver_subject(tenant: str) -> str:
+    """JetStream (JC_REDELIVER): the api asks the notifier to try a parked delivery again."""
+    return f"{PREFIX}.redeliver.{tenant}"
+
+
+REDELIVER_ALL = f"{PREFIX}.redeliver.*"
 
 
 def api_subject(verb: str, tenant: str | None = None) -> str:

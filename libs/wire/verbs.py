@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
+from jetcron.core.notify import Delivery
 from jetcron.wire.api import JobView, Page
 from jetcron.wire.messages import Submission
 
@@ -117,6 +118,18 @@ class SubmissionsGet(ForTenant, kw_only=True):
     request_id: str
 
 
+class NotificationsList(Request, kw_only=True):
+    job: str
+    state: str | None = None
+    """pending, delivered or parked."""
+    cursor: str | None = None
+    limit: int = 100
+
+
+class NotificationsRedeliver(Request, kw_only=True):
+    delivery_id: str
+
+
 class TokensCreate(Request, kw_only=True):
     tenant: str | None = None
     admin: bool = False
@@ -199,6 +212,9 @@ VERBS: dict[str, Verb] = {
     "secrets.list": Verb(ForTenant, SecretNames, "The names of a tenant's secrets"),
     "secrets.delete": Verb(SecretsDelete, SecretRef, "Delete a tenant's secret"),
     "submissions.get": Verb(SubmissionsGet, Submission, "The outcome of an intake request"),
+    "notifications.list": Verb(NotificationsList, Page[Delivery], "A job's notification deliveries, each with "
+                                                                  "every try"),
+    "notifications.redeliver": Verb(NotificationsRedeliver, Delivery, "Try a parked delivery again"),
     "tokens.create": Verb(TokensCreate, TokenInfo, "Issue a REST bearer token", admin=True),
     "tokens.list": Verb(ForTenant, TokenList, "Issued REST tokens (never the tokens)", admin=True),
     "tokens.revoke": Verb(TokensRevoke, TokenRevoked, "Refuse a REST token from now on", admin=True),

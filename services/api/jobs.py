@@ -65,7 +65,9 @@ class Jobs:
             raw = {**raw, "tenant": tenant}
         spec = decode_spec(raw)
         validate_spec(spec, now=self.ctx.clock.now(), jobs=await self._graph(spec),
-                      min_interval_seconds=self.ctx.settings.min_interval)
+                      min_interval_seconds=self.ctx.settings.min_interval,
+                      allow_private_targets=self.ctx.settings.notify_allow_private,
+                      email_enabled=self.ctx.settings.smtp_host is not None)
         return spec, body_hash(encode(spec))
 
     async def _job(self, name: str | None, tenant: str | None) -> tuple[JobRecord, int]:

@@ -17,6 +17,7 @@ from jetcron.services.api.call import Call
 from jetcron.services.api.intake import Intake
 from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.mint import serve_mint
+from jetcron.services.api.notifications import Notifications
 from jetcron.services.api.runs import Runs
 from jetcron.services.api.secrets import Secrets
 from jetcron.services.api.tokens import Tokens
@@ -78,6 +79,7 @@ async def main(ctx: Context) -> None:
     admission = Admission(ctx)
     jobs, runs, secrets, tokens = Jobs(ctx, admission), Runs(ctx, admission), Secrets(ctx), Tokens(ctx)
     intake = Intake(ctx, jobs)
+    notifications = Notifications(ctx)
     verbs: dict[str, Callable[[Call], Awaitable[Any]]] = {
         "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,
         "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
@@ -87,6 +89,7 @@ async def main(ctx: Context) -> None:
         "tenants.set": runs.tenants_set, "tenants.list": runs.tenants_list,
         "secrets.set": secrets.set, "secrets.list": secrets.list, "secrets.delete": secrets.delete,
         "submissions.get": intake.get,
+        "notifications.list": notifications.list, "notifications.redeliver": notifications.redeliver,
         "tokens.create": tokens.create, "tokens.list": tokens.list, "tokens.revoke": tokens.revoke,
     }
     if set(verbs) != set(VERBS):  # the contract (wire/verbs.py) and what is served must be the same set

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from jetcron.core.models import JobRecord, JobStatus, Priority, Run, RunState
+from jetcron.core.models import JobRecord, JobStatus, NotifyRule, Priority, Run, RunState
 
 
 class _Body(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -47,6 +47,10 @@ class CreateJob(_Body, kw_only=True):
     timeout_seconds: float | None = None
     env: dict[str, str] = msgspec.field(default_factory=dict)
     secrets: list[str] = msgspec.field(default_factory=list)
+    notify: list[NotifyRule] = msgspec.field(default_factory=list)
+    """Who hears about the job's runs (docs/notifications.md)."""
+    start_deadline_seconds: float | None = None
+    finish_deadline_seconds: float | None = None
 
 
 class Created(msgspec.Struct, kw_only=True):
@@ -98,8 +102,11 @@ def job_spec(body: CreateJob) -> dict[str, Any]:
                   "initial_seconds": body.retry_policy.initial_seconds,
                   "multiplier": 2.0 if body.retry_policy.backoff == "exponential" else 1.0},
     }
-    if body.timeout_seconds is not None:
-        spec["timeout_seconds"] = body.timeout_seconds
+    for key in ("timeout_seconds", "start_deadline_seconds", "finish_deadline_seconds"):
+        if getattr(body, key) is not None:
+            spec[key] = getattr(body, key)
+    if body.notify:
+        spec["notify"] = msgspec.to_builtins(body.notify)
     return spec
 
 

@@ -9,6 +9,7 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from jetcron.core.models import Run
+from jetcron.core.notify import Delivery
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.gate import who as _who
 from jetcron.wire.api import Page
@@ -63,4 +64,21 @@ async def replay(request: Request[Any, Any, Any], run_id: str) -> Run:
     return await gate.api(caller, lambda c: c.dlq.replay(run_id, key=key))
 
 
-ROUTES: list[Any] = [list_runs, get_run, cancel_run, run_logs, list_dlq, replay]
+@get(f"{API}/jobs/{{job_id:str}}/notifications", summary="A job's notification deliveries, each with every try")
+async def list_notifications(request: Request[Any, Any, Any], job_id: str,
+                             delivery_state: Annotated[str | None, Parameter(query="state")] = None,
+                             cursor: str | None = None,
+                             limit: Annotated[int, Parameter(ge=1, le=1000)] = 100) -> Page[Delivery]:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.notifications.list(job_id, state=delivery_state, cursor=cursor,
+                                                                 limit=limit))
+
+
+@post(f"{API}/notifications/{{delivery_id:str}}/redeliver", status_code=202,
+      summary="Try a parked delivery again (a fresh set of tries; its log is kept)")
+async def redeliver(request: Request[Any, Any, Any], delivery_id: str) -> Delivery:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.notifications.redeliver(delivery_id))
+
+
+ROUTES: list[Any] = [list_runs, get_run, cancel_run, run_logs, list_dlq, replay, list_notifications, redeliver]

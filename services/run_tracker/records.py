@@ -9,6 +9,7 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core import retry
 from jetcron.core.models import Run, RunState
+from jetcron.core.notify import with_missed
 from jetcron.core.runs import Change, apply
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -50,10 +51,11 @@ class Records:
             changes = make(run)
             if changes is None:
                 return None
-            new = run
+            new, now = run, self.ctx.clock.now()
             for change in changes if isinstance(changes, list) else [changes]:
-                new = apply(new, self.with_retry(new, change), self.ctx.clock.now())
-            return new
+                new = apply(new, self.with_retry(new, change), now)
+            # A start or an end past its deadline is recorded in the same write (the sweep sees only live runs).
+            return with_missed(new, new.spec, now)
 
         done = await self.ctx.runs.change(run_id, decide, copy=self.known(run_id), tries=MAX_CAS_TRIES)
         if done is None:
@@ -64,6 +66,8 @@ class Records:
 
     async def after(self, old: Run, new: Run) -> None:
         """Side effects that follow a successful write; each is idempotent (message ids, KV create)."""
+        for deadline in new.missed[len(old.missed):]:
+            metrics.DEADLINES_MISSED.labels(deadline=deadline).inc()
         if new.state is RunState.SCHEDULED and new.attempt > old.attempt:
             metrics.RETRIES.inc()
             await dispatch(self.ctx.js, new)

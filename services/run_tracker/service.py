@@ -11,6 +11,7 @@ import time
 from jetcron.bus.consume import pull_loop
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.services.run_tracker.checkpoints import CheckpointJanitor
+from jetcron.services.run_tracker.deadlines import Deadlines
 from jetcron.services.run_tracker.events import EventHandler
 from jetcron.services.run_tracker.flows import Flows
 from jetcron.services.run_tracker.listing import serve_listing
@@ -23,7 +24,8 @@ from jetcron.wire import subjects as s
 SWEEP_SECONDS = 0.25
 
 
-async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor) -> None:
+async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor,
+                              deadlines: Deadlines) -> None:
     """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work)."""
     me = f"tracker-{secrets.token_hex(4)}"
     ttl = ctx.settings.leader_lease_ttl
@@ -43,12 +45,14 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
                 renewed = time.monotonic()
         except LeaseLost:
             lease = None
+            deadlines.lost_lead()
         except JetcronError as exc:
             ctx.log.warning("tracker lease error", error=str(exc))
         metrics.LEASES_HELD.labels(kind="tracker_leader").set(0 if lease is None else 1)
         if lease is not None:
             await reconciler.sweep(ctx.clock.now())
             await janitor.maybe_sweep(ctx.clock.now())
+            await deadlines.maybe_sweep(ctx.clock.now())
             if won is not None:  # ready once the first sweep is done
                 metrics.TAKEOVER_DURATION.labels(kind="tracker_leader").observe(time.monotonic() - won)
                 won = None
@@ -69,7 +73,7 @@ async def main(ctx: Context) -> None:
     tasks = [background(ctx, t) for t in (
         flows.watch_jobs(), reconciler.watch(),
         pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
-        reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx)),
+        reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs)),
         serve_listing(ctx, reconciler.active, reconciler.synced))]
     ctx.ready.set()
     ctx.log.info("run tracker ready")

@@ -67,7 +67,8 @@ def test_a_minted_tenant_credential_says_who_it_is_and_is_signed_by_the_signing_
     assert claims["iss"] == authority.signer.public
     assert claims["nats"]["issuer_account"] == authority.account.public
     assert claims["nats"]["pub"]["allow"] == ["jc.api.acme.>", "jc.submit.acme"]
-    assert claims["nats"]["sub"]["allow"] == ["_INBOX.t-acme.>"]
+    # its own replies, and its own tenant's notifications (rules with a `subject` target)
+    assert claims["nats"]["sub"]["allow"] == ["_INBOX.t-acme.>", "jc.notify.acme.>"]
     assert claims["exp"] - claims["iat"] == 60
     assert identity_of(text) == {"role": "tenant", "tenant": "acme", "agent": None, "inbox": "_INBOX.t-acme"}
     assert [(i.public, i.role, i.subject) for i in authority.issued()] == [(issued.public, "tenant", "acme")]

@@ -24,7 +24,8 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", sorted(CORE.glob("*.py")), ids=lambda p: p.name)
 def test_core_module_imports_nothing_that_does_io(path: Path) -> None:
-    bad = {n for n in _imports(path) if any(n == f or n.startswith(f + ".") for f in FORBIDDEN)}
+    # urllib.parse splits strings (a webhook URL's parts); the rest of urllib opens connections.
+    bad = {n for n in _imports(path) if any(n == f or n.startswith(f + ".") for f in FORBIDDEN)} - {"urllib.parse"}
     assert not bad, f"{path.name} imports {sorted(bad)}: core must stay pure"
 
 
