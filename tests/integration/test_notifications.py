@@ -1,0 +1,210 @@
+"""Notifications end to end: real nats-server with auth on, real services, a webhook receiver and an SMTP sink on
+loopback (the allow flag set, as only a test or a lab deployment would)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from aiosmtpd.controller import Controller
+from harness import Services, mint, run_cli, wait_for
+from notify_support import Receiver
+
+from jetcron.auth.authority import Authority
+from jetcron.auth.roles import Role
+from jetcron.bus.connect import Identity
+from jetcron.bus.server import free_port
+from jetcron.core.notify import NEVER_FIRED, Notice, verify
+from jetcron.sdk.client import Client
+
+NOTIFY_ENV = {"JETCRON_NOTIFY_ALLOW_PRIVATE": "true", "JETCRON_NOTIFY_BACKOFF": "0.2",
+              "JETCRON_NOTIFY_MAX_ATTEMPTS": "3"}
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = await Receiver().start()
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
+@pytest.fixture
+def admin_creds(authority: Authority, tmp_path: Path) -> str:
+    return mint(authority, tmp_path / "admin.creds", Role.ADMIN)
+
+
+@pytest.fixture
+async def admin(secure_services: Services, admin_creds: str) -> AsyncIterator[Client]:
+    c = await Client.connect(secure_services.server.url, identity=Identity(creds=admin_creds))
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+async def start(services: Services, *, notifiers: int = 1, trackers: int = 1, core: tuple[str, ...] | None = None,
+                **env: str) -> None:
+    env = {**NOTIFY_ENV, **env}
+    await services.start_system(agents=1, core=core or ("api", "trigger", "placement", "run_tracker"), **env)
+    for i in range(2, trackers + 1):
+        services.start(f"run_tracker-{i}", "run_tracker", **env)
+    for i in range(1, notifiers + 1):
+        services.start(f"notifier-{i}", "notifier", **env)
+    await asyncio.gather(*(services[f"notifier-{i}"].wait_logged("notifier ready", 30)
+                           for i in range(1, notifiers + 1)))
+
+
+def _spec(name: str, command: list[str], **kw: Any) -> dict[str, Any]:
+    return {"spec": {"name": name, "command": command, "retry": {"max_attempts": 1}, **kw}}
+
+
+async def _deliveries(admin: Client, job: str, state: str | None = None) -> list[dict[str, Any]]:
+    page = await admin.call("notifications.list", {"job": job, **({"state": state} if state else {})})
+    return list(page["items"])
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append(envelope.content)
+        return "250 OK"
+
+
+async def test_a_dead_run_a_blocked_downstream_and_an_email_each_notify_once(
+        secure_services: Services, admin: Client, receiver: Receiver) -> None:
+    sink = Sink()
+    smtp = Controller(sink, hostname="127.0.0.1", port=free_port())
+    smtp.start()
+    try:
+        await start(secure_services, JETCRON_SMTP_HOST="127.0.0.1", JETCRON_SMTP_PORT=str(smtp.port),
+                    JETCRON_SMTP_STARTTLS="false")
+        await admin.call("secrets.set", {"tenant": "default", "name": "HOOK_KEY", "value": "hush"})
+        # Given an upstream that fails twice, then dies (in 2 s), and a downstream told about its blocked runs
+        at = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+        await admin.call("jobs.create", _spec("up", ["sh", "-c", "exit 3"], schedule={"kind": "at", "at": at}, retry={
+            "max_attempts": 2, "initial_seconds": 0.1}, env={"API_TOKEN": "not-for-receivers"}, notify=[
+            {"on": ["dead"], "webhook": receiver.url("/up"), "secret": "HOOK_KEY"},
+            {"on": ["dead"], "email": "owner@example.com"}]))
+        await admin.call("jobs.create", _spec("down", ["true"], depends_on=["up"], notify=[
+            {"on": ["blocked"], "webhook": receiver.url("/down")}]))
+
+        # Then the webhook gets one signed `dead` payload, naming the run and its last attempt
+        (dead,) = await wait_for(lambda: receiver.events("dead"), 40, what="the dead notification")
+        assert verify(b"hush", dead.headers["jetcron-signature"], dead.body, now=int(time.time()))
+        assert not verify(b"wrong", dead.headers["jetcron-signature"], dead.body, now=int(time.time()))
+        notice = msgspec.json.decode(dead.body, type=Notice)
+        assert (notice.event, notice.job, notice.attempt, notice.exit_code) == ("dead", "up", 2, 3)
+        assert notice.run_id.startswith("up.") and dead.headers["jetcron-delivery"] == f"{notice.id}-0"
+        assert b"not-for-receivers" not in dead.body and b"API_TOKEN" not in dead.body
+        # and the downstream's blocked run is told, unsigned (its rule has no secret)
+        (blocked,) = await wait_for(lambda: receiver.events("blocked"), 30, what="the blocked notification")
+        assert blocked.json()["job"] == "down" and "jetcron-signature" not in blocked.headers
+        assert blocked.json()["reason"].startswith("upstream up run ")
+        # and the owner gets one email
+        (mail,) = await wait_for(lambda: sink.messages, 30, what="the email")
+        text = mail.decode()
+        assert "Subject: [jetcron] up: dead (up." in text and "To: owner@example.com" in text
+        assert "exit code: 3" in text and "not-for-receivers" not in text
+
+        # And each delivery is logged once, delivered at the first try; no `failed` was asked for, none sent
+        deliveries = await wait_for(lambda: _deliveries(admin, "up", "delivered"), 10, what="up's deliveries logged")
+        assert sorted(d["target"] for d in deliveries) == [
+            "email owner@example.com", f"webhook http://127.0.0.1:{receiver.port}"]
+        assert all(len(d["attempts"]) == 1 and d["attempts"][0]["ok"] for d in deliveries)
+        assert len(await _deliveries(admin, "up")) == 2
+        assert sorted(r.path for r in receiver.received) == ["/down", "/up"]
+    finally:
+        smtp.stop()
+
+
+async def test_a_receiver_that_is_down_parks_the_delivery_and_a_redelivery_lands(
+        secure_services: Services, admin: Client, admin_creds: str, receiver: Receiver,
+        authority: Authority, tmp_path: Path) -> None:
+    receiver.status = 503
+    await start(secure_services)
+    await admin.call("jobs.create", _spec("flaky", ["false"], notify=[
+        {"on": ["dead"], "webhook": receiver.url()}]))
+    url = secure_services.server.url
+
+    # When every try is answered 503, the delivery is parked after JETCRON_NOTIFY_MAX_ATTEMPTS tries
+    (parked,) = await wait_for(lambda: _deliveries(admin, "flaky", "parked"), 40, what="a parked delivery")
+    assert [a["error"] for a in parked["attempts"]] == ["HTTP 503"] * 3
+    assert len(receiver.received) == 3 and not receiver.events("dead")
+    # and the CLI lists it
+    listed = run_cli(url, "--creds", admin_creds, "notifications", "list", "--job", "flaky", "--parked")
+    assert listed.returncode == 0 and parked["delivery_id"] in listed.stdout and "parked" in listed.stdout, listed
+    assert "HTTP 503" in listed.stdout
+
+    # And another tenant can neither see nor redeliver it
+    other = mint(authority, tmp_path / "other.creds", Role.TENANT, tenant="other")
+    hidden = run_cli(url, "--creds", other, "notifications", "list", "--job", "flaky", "-o", "json")
+    assert hidden.returncode == 0 and json.loads(hidden.stdout) == [], hidden
+    refused = run_cli(url, "--creds", other, "notifications", "redeliver", parked["delivery_id"])
+    assert refused.returncode == 1 and "error (not_found)" in refused.stderr, refused
+
+    # When the receiver is back and the owner asks for a redelivery, it lands once
+    receiver.status = 200
+    again = run_cli(url, "--creds", admin_creds, "notifications", "redeliver", parked["delivery_id"])
+    assert again.returncode == 0, again
+    (landed,) = await wait_for(lambda: receiver.events("dead"), 20, what="the redelivery")
+    assert landed.json()["run_id"] == parked["notice"]["run_id"]
+    (done,) = await wait_for(lambda: _deliveries(admin, "flaky", "delivered"), 10, what="delivered")
+    assert [a["ok"] for a in done["attempts"]] == [False, False, False, True] and done["budget_from"] == 3
+    # and a delivered one is not redelivered
+    twice = run_cli(url, "--creds", admin_creds, "notifications", "redeliver", parked["delivery_id"])
+    assert twice.returncode == 1 and "only a parked delivery is tried again" in twice.stderr, twice
+
+
+async def test_start_missed_is_told_once_across_a_tracker_and_a_notifier_killed(
+        secure_services: Services, admin: Client, receiver: Receiver) -> None:
+    await start(secure_services, trackers=2, notifiers=2)
+    # Given a run no agent can take (no agent has the label) with a 3 s start deadline
+    await admin.call("jobs.create", _spec("stuck", ["true"], require={"zone": "nowhere"}, start_deadline_seconds=3,
+                                          notify=[{"on": ["start_missed"], "webhook": receiver.url()}]))
+    # When the first tracker (the leader that watches deadlines) and a notifier die before the deadline
+    secure_services["run_tracker"].kill9()
+    secure_services["notifier-1"].kill9()
+
+    # Then the survivors record the miss once and tell it once
+    (told,) = await wait_for(lambda: receiver.events("start_missed"), 30, what="start_missed")
+    assert told.json()["job"] == "stuck" and told.json()["state"] == "scheduled"
+    (run,) = (await admin.call("runs.list", {"job": "stuck"}))["items"]
+    assert run["missed"] == ["start"] and run["state"] == "scheduled"
+    (delivery,) = await wait_for(lambda: _deliveries(admin, "stuck", "delivered"), 10, what="delivered")
+    assert len(delivery["attempts"]) == 1 and len(receiver.received) == 1
+
+
+async def test_an_occurrence_never_fired_is_recorded_and_published_to_the_tenants_subject(
+        secure_services: Services, admin: Client, authority: Authority, tmp_path: Path) -> None:
+    # Given no trigger at all (it is down) and a tenant service listening on its notification subject
+    await start(secure_services, core=("api", "placement", "run_tracker"))
+    tenant = mint(authority, tmp_path / "acme.creds", Role.TENANT, tenant="acme")
+    acme = await Client.connect(secure_services.server.url, identity=Identity(creds=tenant))
+    got: list[Notice] = []
+
+    async def on_msg(msg: Any) -> None:
+        got.append(msgspec.json.decode(msg.data, type=Notice))
+
+    try:
+        await acme.nc.subscribe("jc.notify.acme.ops.>", cb=on_msg)
+        await acme.call("jobs.create", {"spec": {
+            "name": "beat", "command": ["true"], "schedule": {"kind": "every", "every_seconds": 2},
+            "start_deadline_seconds": 1, "notify": [{"on": ["start_missed"], "subject": "ops.beats"}]}})
+        # Then an occurrence that was due and never fired is recorded skipped with the miss, and published
+        await wait_for(lambda: got, 20, what="a start_missed on jc.notify.acme.ops.beats")
+        assert got[0].event == "start_missed" and got[0].reason == NEVER_FIRED and got[0].tenant == "acme"
+        run = (await acme.call("runs.get", {"run_id": got[0].run_id}))
+        assert (run["state"], run["reason"], run["missed"]) == ("skipped", NEVER_FIRED, ["start"])
+    finally:
+        await acme.close()
