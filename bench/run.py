@@ -34,6 +34,7 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # 200,000 records: at 1,000,000 the run tracker's push-based watch of jc_runs overflows (docs/benchmarks.md)
     ("bench.listing", ["--reps", "1", "--jobs", "200"],
      ["--jobs", "3", "--per-job", "50", "--running", "50", "--requests", "3"]),
+    ("bench.notify", ["--reps", "3"], ["--idle-runs", "3", "--burst", "20", "--reps", "1"]),
     ("bench.placement_core", [], []),
     ("bench.placement_fairness", [], ["--reps", "1"]),
     ("bench.placement_gang", [], ["--reps", "1"]),

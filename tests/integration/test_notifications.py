@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import UTC, datetime, timedelta
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,8 @@ import msgspec
 import pytest
 from aiosmtpd.controller import Controller
 from harness import Services, mint, run_cli, wait_for
-from notify_support import Receiver
 
+from bench.webhook import Receiver
 from jetcron.auth.authority import Authority
 from jetcron.auth.roles import Role
 from jetcron.bus.connect import Identity

@@ -141,6 +141,14 @@ async def test_bad_input_is_a_problem_naming_the_field_and_stores_nothing(rest: 
             ({"name": "a", "command": "true", "retry_policy": {"max_retries": -5}}, 422, "retry_policy.max_retries"),
             ({"name": "a", "command": "true", "resources": {"cpu": 10**30}}, 422, "resources.cpu"),
             ({"name": "a", "command": "true", "queue": "no.dots"}, 422, "queue"),
+            ({"name": "a", "command": "true", "notify": [{"on": ["dead"], "webhook": "ftp://example.com/x"}]}, 422,
+             "notify[0].webhook"),
+            ({"name": "a", "command": "true", "notify": [{"on": ["dead"], "webhook": "http://127.0.0.1:9/x"}]}, 422,
+             "notify[0].webhook"),
+            ({"name": "a", "command": "true", "notify": [{"on": ["exploded"], "webhook": "https://example.com"}]},
+             422, "notify[0].on[0]"),
+            ({"name": "a", "command": "true", "schedule": "*/5 * * * *", "start_deadline_seconds": 600}, 422,
+             "start_deadline_seconds"),
         ]
         for body, status, field in cases:
             assert _problem(await http.post("/api/v1/jobs", json=body), status)["field"] == field, body
@@ -190,7 +198,8 @@ async def test_openapi_lists_every_route_and_docs_render(rest: Rest) -> None:
             ("/api/v1/agents", "get"), ("/api/v1/jobs/{job_id}", "patch"), ("/api/v1/jobs/{job_id}/spec", "get"),
             ("/api/v1/jobs/{job_id}/backfill", "post"), ("/api/v1/schedule/preview", "get"), ("/api/v1/dlq", "get"),
             ("/api/v1/dlq/{run_id}/replay", "post"), ("/api/v1/tenants", "get"),
-            ("/api/v1/tenants/{tenant}", "put")} == routes
+            ("/api/v1/tenants/{tenant}", "put"), ("/api/v1/jobs/{job_id}/notifications", "get"),
+            ("/api/v1/notifications/{delivery_id}/redeliver", "post")} == routes
     create = spec["paths"]["/api/v1/jobs"]["post"]
     assert "201" in create["responses"] and create["requestBody"]
 

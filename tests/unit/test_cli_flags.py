@@ -110,3 +110,24 @@ def test_bad_flags_are_refused_naming_the_field_and_value(flags: dict[str, Any],
 ])
 def test_instants(text: str, expected: datetime) -> None:
     assert instant(text, NOW) == expected
+
+
+def test_notify_flags_make_one_rule_and_deadlines_take_durations() -> None:
+    flags = JobFlags(notify_on="dead, start_missed", webhook="https://hooks.example.com/x", webhook_secret="KEY",
+                     start_deadline="5m", finish_deadline="1h")
+    spec = apply_flags({"name": "n", "command": ["true"], "notify": [{"on": ["failed"], "email": "a@b.c"}]}, flags,
+                       datetime(2026, 1, 1, tzinfo=UTC))
+    assert spec["notify"] == [{"on": ["dead", "start_missed"], "webhook": "https://hooks.example.com/x",
+                               "secret": "KEY"}]
+    assert (spec["start_deadline_seconds"], spec["finish_deadline_seconds"]) == (300.0, 3600.0)
+
+
+@pytest.mark.parametrize(("flags", "match"), [
+    ({"webhook": "https://example.com"}, "notify.on: --notify-on EVENT"),
+    ({"notify_on": "dead"}, "give exactly one of --webhook"),
+    ({"notify_on": "dead", "webhook": "https://e.com", "notify_email": "a@b.c"}, "give exactly one of --webhook"),
+    ({"start_deadline": "soon"}, "start_deadline_seconds"),
+])
+def test_bad_notify_flags_are_refused(flags: dict[str, Any], match: str) -> None:
+    with pytest.raises(InvalidSpec, match=match):
+        apply_flags({"name": "n", "command": ["true"]}, JobFlags(**flags), datetime(2026, 1, 1, tzinfo=UTC))

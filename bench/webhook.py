@@ -1,4 +1,4 @@
-"""A webhook receiver on loopback for the notification tests and benchmark: records each POST, answers the
+"""A webhook receiver on loopback for the notification benchmark and tests: records each POST, answers the
 status it is told to."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Receiver:
     received: list[Received] = field(default_factory=list)
     server: asyncio.Server | None = None
     port: int = 0
+    handlers: dict[asyncio.Task[None], asyncio.StreamWriter] = field(default_factory=dict)
 
     async def start(self) -> Receiver:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -42,12 +43,18 @@ class Receiver:
     async def close(self) -> None:
         if self.server is not None:
             self.server.close()
+            for writer in self.handlers.values():  # keep-alive connections left open: end them (not cancel:
+                writer.transport.abort()               # 3.11's streams report a cancelled handler as an error)
+            await asyncio.gather(*self.handlers, return_exceptions=True)
             await self.server.wait_closed()
 
     def events(self, event: str) -> list[Received]:
         return [r for r in self.received if r.headers.get("jetcron-event") == event and r.ok]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.handlers[task] = writer
         try:
             while True:
                 line = await reader.readline()
@@ -66,5 +73,6 @@ class Receiver:
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             return
         finally:
+            self.handlers.pop(task, None)
             writer.close()
 
