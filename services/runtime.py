@@ -20,6 +20,7 @@ import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
@@ -89,8 +90,9 @@ def tune_gc(thresholds: tuple[int, int, int]) -> None:
 async def boot(name: str, settings: Settings) -> Context:
     setup_logging(name)
     setup_tracing(name, console=settings.trace_console)
-    nc, warnings = await connect(settings.nats_url, name=f"jetcron-{name}", monitor_url=settings.nats_monitor_url,
-                                 allow_unsafe=settings.allow_unsafe_storage, identity=settings.identity)
+    connected = await connect(settings.nats_url, name=f"jetcron-{name}", monitor_url=settings.nats_monitor_url,
+                              allow_unsafe=settings.allow_unsafe_storage, identity=settings.identity)
+    nc, warnings = connected.nc, connected.warnings
     js = nc.jetstream(timeout=10)
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
@@ -98,6 +100,8 @@ async def boot(name: str, settings: Settings) -> Context:
     if name not in ("agent", "gateway"):
         await ensure_topology(nc.jetstream(timeout=3), replicas=replicas,
                               limits=Limits(place_msgs=settings.place_queue_max, runs_bytes=settings.runs_max_bytes))
+        if connected.verdict is not None:
+            await record_verdict(js, connected.verdict)
     ctx = Context(
         name=name, settings=settings, nc=nc, js=js,
         jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord),

@@ -121,10 +121,14 @@ class Authority:
 
     # --- the servers' side ------------------------------------------------------------------------------
 
-    def server_config(self) -> str:
-        """The lines of a nats-server config that make it trust this operator (operator mode, full resolver)."""
-        resolver_dir = self.root / "resolver"
-        resolver_dir.mkdir(exist_ok=True, mode=0o700)
+    def server_config(self, resolver_dir: str | None = None) -> str:
+        """The lines of a nats-server config that make it trust this operator (operator mode, full resolver).
+        `resolver_dir`: where the server keeps account JWTs (a node's own volume in a deploy); default, beside
+        the keys."""
+        if resolver_dir is None:
+            local = self.root / "resolver"
+            local.mkdir(exist_ok=True, mode=0o700)
+            resolver_dir = str(local)
         return "\n".join([
             # A client's CONNECT line carries its user JWT, permission lists and all: more than the 4 KiB default.
             "max_control_line: 65536",

@@ -72,6 +72,10 @@ ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, 
                *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
 
 
+# Every core service that reads a monitor port records what it found (bus/cluster.record_verdict); every role
+# may read it (connect() falls back to it when no monitor port answers).
+VERDICT = f"$KV.{s.BUCKET_CLUSTER}.{s.STORAGE_VERDICT_KEY}"
+
 # Cancelling a run (bus/control.py: the API's cancel, the trigger's cancel_previous overlap policy) revokes its
 # lease and tells its agents, so they stop the process at once rather than at the run's end.
 CANCELS = (f"$KV.{s.BUCKET_LEASES}.run.>", f"{s.PREFIX}.ctl.*")
@@ -110,7 +114,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
                          s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS),
-                    *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL,
+                    *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL, VERDICT,
                     f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
             consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
@@ -123,36 +127,38 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.PLACEMENT:
         return Grant(
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS,
-                         s.BUCKET_JOBS), s.STREAM_PLACE, s.STREAM_EVENTS),
+                         s.BUCKET_JOBS, s.BUCKET_CLUSTER), s.STREAM_PLACE, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS), s.ASSIGN_ALL, s.PLACE_ALL,
-                    _registry("placement")),
+                    _registry("placement"), VERDICT),
             consumes=((s.STREAM_PLACE, s.CONSUMER_PLACEMENT),), manages=True)
     if role is Role.TRACKER:
         return Grant(
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_AGENTS, s.BUCKET_LEASES, s.BUCKET_LEADERS,
-                         s.BUCKET_TENANTS), s.STREAM_EVENTS, s.STREAM_ASSIGN, obj_stream(s.OBJECT_CHECKPOINTS)),
+                         s.BUCKET_TENANTS, s.BUCKET_CLUSTER), s.STREAM_EVENTS, s.STREAM_ASSIGN,
+                   obj_stream(s.OBJECT_CHECKPOINTS)),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS), s.DLQ_ALL, s.PLACE_ALL, s.EVENTS_ALL,
-                    f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"),
+                    f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"), VERDICT,
                     f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",
                     f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}"),
             consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), listens=(s.TRACKER_RUNS,), manages=True)
     if role is Role.NOTIFIER:
         # The secrets bucket: a webhook rule's `secret` signs its bodies (the notifier holds the secrets key).
         return Grant(
-            reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_NOTIFY, s.BUCKET_SECRETS), s.STREAM_REDELIVER),
-            writes=(*_kv(s.BUCKET_NOTIFY), s.NOTIFY_ALL, _registry("notifier")),
+            reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_NOTIFY, s.BUCKET_SECRETS, s.BUCKET_CLUSTER),
+                   s.STREAM_REDELIVER),
+            writes=(*_kv(s.BUCKET_NOTIFY), s.NOTIFY_ALL, _registry("notifier"), VERDICT),
             consumes=((kv_stream(s.BUCKET_RUNS), s.CONSUMER_NOTIFIER), (s.STREAM_REDELIVER, s.CONSUMER_REDELIVER)),
             manages=True)
     if role is Role.GATEWAY:
         # It reads the tokens (id -> tenant, hashed) to know whom each HTTP request is for; nothing else.
-        return Grant(reads=_kvr(s.BUCKET_TOKENS), writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>",
+        return Grant(reads=_kvr(s.BUCKET_TOKENS, s.BUCKET_CLUSTER), writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>",
                                                           _registry("gateway")))
     if role is Role.AGENT:
         if not agent_id:
             raise ValueError("an agent's grant names its agent id")
         consumer = s.assign_consumer(agent_id)
         return Grant(
-            reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_SECRETS), s.STREAM_ASSIGN),
+            reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_SECRETS, s.BUCKET_CLUSTER), s.STREAM_ASSIGN),
             writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", f"$KV.{s.BUCKET_LEASES}.run.>",
                     f"$KV.{s.BUCKET_LEASES}.gang.>", f"{s.PREFIX}.event.*.{agent_id}",
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),

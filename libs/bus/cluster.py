@@ -6,6 +6,7 @@ from datetime import datetime
 
 from nats.js import JetStreamContext
 
+from jetcron.bus.connect import StorageVerdict
 from jetcron.bus.kv import Store
 from jetcron.core.errors import Misconfigured, WriteConflict
 from jetcron.core.models import ShardLayout
@@ -34,3 +35,10 @@ async def pinned_shards(js: JetStreamContext) -> int | None:
     store = await Store.open(js, s.BUCKET_CLUSTER, ShardLayout)
     found = await store.maybe(s.SHARDS_KEY)
     return None if found is None else found[0].shards
+
+
+async def record_verdict(js: JetStreamContext, verdict: StorageVerdict) -> None:
+    """Keep what a monitor port said where every process can read it (connect() falls back to it): an agent or
+    a service in a container need not reach a node's monitor port, and no single node's port is needed."""
+    store = await Store.open(js, s.BUCKET_CLUSTER, StorageVerdict)
+    await store.put(s.STORAGE_VERDICT_KEY, verdict)

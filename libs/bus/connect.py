@@ -10,8 +10,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import nats
 import structlog
 from nats.aio.client import Client
@@ -46,6 +48,56 @@ def _fetch_json(url: str) -> dict[str, Any]:
         return data
 
 
+class StorageVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """What a core service read from a monitor port's /jsz, kept in jc_cluster for processes that reach none."""
+
+    version: str
+    jetstream: bool
+    sync_always: bool
+    checked_at: datetime
+    checked_by: str
+    monitor_url: str
+
+    def as_jsz(self) -> dict[str, Any]:
+        if not self.jetstream:
+            return {"disabled": True}
+        return {"config": {"sync_always": self.sync_always}, "recorded": True}
+
+
+def verdict_of(version: str, jsz: dict[str, Any], *, by: str, url: str, now: datetime) -> StorageVerdict:
+    return StorageVerdict(version=version, jetstream=not jsz.get("disabled") and "config" in jsz,
+                          sync_always=bool(jsz.get("config", {}).get("sync_always", False)), checked_at=now,
+                          checked_by=by, monitor_url=url)
+
+
+def monitor_urls(nats_url: str, configured: str | None) -> list[str]:
+    """The monitor ports to try, in order: the configured ones (comma-separated, one per node of a cluster),
+    else port 8222 of the first NATS host."""
+    if configured:
+        return [u.strip().rstrip("/") for u in configured.split(",") if u.strip()]
+    return [default_monitor_url(nats_url)]
+
+
+async def _live_jsz(urls: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """The first monitor port that answers: any node of a cluster will do (the setting is per node, and a
+    cluster is configured alike; docs/deploy.md)."""
+    for url in urls:
+        try:
+            return url, await asyncio.to_thread(_fetch_json, url + "/jsz")
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+async def _recorded(nc: Client) -> StorageVerdict | None:
+    bucket = "jc_cluster"
+    try:
+        msg = await nc.jetstream(timeout=3).get_msg(f"KV_{bucket}", subject=f"$KV.{bucket}.storage.verdict")
+        return msgspec.json.decode(msg.data or b"", type=StorageVerdict)
+    except Exception:  # no bucket yet, no record, not permitted, undecodable: nothing recorded that we can use
+        return None
+
+
 def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool) -> list[str]:
     """Pure check of the server facts; returns warnings, raises UnsafeServer with what to fix."""
     if _version(version) < MIN_VERSION:
@@ -57,9 +109,10 @@ def check_server(version: str, jsz: dict[str, Any] | None, *, allow_unsafe: bool
         if allow_unsafe:
             return ["could not read /jsz; fsync setting not verified (--allow-unsafe-storage)"]
         raise UnsafeServer(
-            "cannot verify that the server fsyncs before ack: set JETCRON_NATS_MONITOR_URL to its monitor "
-            "port (http://host:8222), or opt out for a throwaway dev setup with --allow-unsafe-storage "
-            "(JETCRON_ALLOW_UNSAFE_STORAGE=true)"
+            "cannot verify that the server fsyncs before ack: no monitor port answered and no core service has "
+            "recorded its check in jc_cluster yet; set JETCRON_NATS_MONITOR_URL to a monitor port "
+            "(http://host:8222, several comma-separated), start a core service first, or opt out for a throwaway "
+            "dev setup with --allow-unsafe-storage (JETCRON_ALLOW_UNSAFE_STORAGE=true)"
         )
     if jsz.get("disabled") or "config" not in jsz:
         raise UnsafeServer("JetStream is not enabled on the server: add a `jetstream {}` block to its config")
@@ -150,11 +203,21 @@ async def _on_error(exc: Exception) -> None:
         _log.warning("nats client error", error=repr(exc))
 
 
+@dataclass
+class Connected:
+    nc: Client
+    warnings: list[str]
+    verdict: StorageVerdict | None = None
+    """What a monitor port said, when one answered (a core service records it for the others)."""
+
+
 async def connect(
     url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False, check: bool = True,
     identity: Identity | None = None,
-) -> tuple[Client, list[str]]:
-    """A connected client that never gives up reconnecting, after the server passed check_server()."""
+) -> Connected:
+    """A connected client that never gives up reconnecting, after the server passed check_server(): on a
+    monitor port's /jsz (the first of `monitor_url`'s that answers), else on the verdict a core service recorded
+    in jc_cluster."""
     try:
         nc = await nats.connect(
             servers=url.split(","),
@@ -171,20 +234,23 @@ async def connect(
             raise Unauthorized(f"NATS at {url} refused {name}'s credential "
                                f"({(identity or Identity()).creds or 'none given'}): {exc}") from None
         raise
-    warnings: list[str] = []
-    if check:
-        version = str(nc._server_info.get("version", "0.0.0"))
-        jsz: dict[str, Any] | None
-        try:
-            jsz = await asyncio.to_thread(_fetch_json, (monitor_url or default_monitor_url(url)) + "/jsz")
-        except OSError:
-            jsz = None
-        try:
-            warnings = check_server(version, jsz, allow_unsafe=allow_unsafe)
-        except UnsafeServer:
-            await nc.close()
-            raise
-    return nc, warnings
+    if not check:
+        return Connected(nc, [])
+    version = str(nc._server_info.get("version", "0.0.0"))
+    live = await _live_jsz(monitor_urls(url, monitor_url))
+    jsz: dict[str, Any] | None = None
+    verdict = None
+    if live is not None:
+        jsz = live[1]
+        verdict = verdict_of(version, jsz, by=name, url=live[0], now=datetime.now(UTC))
+    elif (recorded := await _recorded(nc)) is not None:
+        jsz = recorded.as_jsz()
+    try:
+        warnings = check_server(version, jsz, allow_unsafe=allow_unsafe)
+    except UnsafeServer:
+        await nc.close()
+        raise
+    return Connected(nc, warnings, verdict)
 
 
 def cluster_size(nc: Client) -> int:

@@ -100,6 +100,38 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
     node.config_path.write_text("\n".join(lines) + "\n")
 
 
+def node_config(name: str, *, peers: list[str], auth: str, tls: TlsFiles | None, store_dir: str = "/data/jetstream",
+                client_port: int = 4222, cluster_port: int = 6222, monitor_port: int = 8222,
+                cluster_name: str = "jetcron", max_file_store: str = "64GB") -> str:
+    """One node of a multi-host cluster (compose, Kubernetes, VMs): listening on every interface, routes to
+    `peers` by host name, `sync_interval: always`, the operator's `auth` lines, TLS on clients and routes."""
+    lines = [
+        # `$POD_NAME` (Kubernetes) is left unquoted: nats-server substitutes environment variables there only.
+        f"server_name: {name}" if name.startswith("$") else f'server_name: "{name}"',
+        f"listen: 0.0.0.0:{client_port}",
+        f"http: 0.0.0.0:{monitor_port}",
+        "max_payload: 8MB",
+        "jetstream {",
+        f'  store_dir: "{store_dir}"',
+        f"  max_file_store: {max_file_store}",
+        "  sync_interval: always",
+        "}",
+    ]
+    if tls is not None:
+        lines += _tls_block(tls, verify=False)
+    if len(peers) > 1:
+        lines += [
+            "cluster {",
+            f'  name: "{cluster_name}"',
+            f"  listen: 0.0.0.0:{cluster_port}",
+            "  routes: [" + ", ".join(f"nats://{peer}:{cluster_port}" for peer in peers) + "]",
+            *(["  " + line for line in _tls_block(tls, verify=True)] if tls else []),
+            "}",
+        ]
+    lines.append(auth)
+    return "\n".join(lines) + "\n"
+
+
 def _tls_block(files: TlsFiles, *, verify: bool) -> list[str]:
     """Clients verify the server; on routes each node also verifies the other's certificate (verify)."""
     return ["tls {", f'  cert_file: "{files.cert}"', f'  key_file: "{files.key}"', f'  ca_file: "{files.ca}"',

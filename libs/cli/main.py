@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import typer
 
-from jetcron.cli import certs, identity, jobs, notifications, runs, secrets, services, status, tenants, tokens, up
+from jetcron.cli import (
+    certs,
+    deploy,
+    identity,
+    jobs,
+    notifications,
+    runs,
+    secrets,
+    services,
+    status,
+    tenants,
+    tokens,
+    up,
+)
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="jetcron: a distributed job scheduler on NATS JetStream."
@@ -42,6 +55,7 @@ app.add_typer(jobs.schedule_app, name="schedule", help="Schedule tools that need
 app.add_typer(secrets.app, name="secrets", help="A tenant's secrets (values go in, never come out).")
 app.add_typer(notifications.app, name="notifications", help="Who was told what about a job's runs; redeliver.")
 app.add_typer(tokens.app, name="tokens", help="Bearer tokens for the REST API (admin only).")
+app.add_typer(deploy.app, name="deploy", help="Keys, credentials, certificates and NATS configs for a cluster.")
 app.add_typer(certs.app, name="certs", help="A CA and certificates for NATS TLS (no server needed).")
 
 

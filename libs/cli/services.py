@@ -10,7 +10,7 @@ import typer
 from jetcron.config import Settings
 
 MODULES = {"api": "api", "trigger": "trigger", "placement": "placement", "tracker": "run_tracker", "agent": "agent",
-           "notifier": "notifier"}
+           "notifier": "notifier", "gateway": "gateway"}
 
 
 def _runner(command: str, module: str) -> Callable[..., None]:

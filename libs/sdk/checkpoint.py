@@ -77,8 +77,8 @@ async def open_async(run_id: str | None = None, attempt: int | None = None, *,
 
     rid, number = _identity(run_id, attempt)
     url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
-    nc, _ = await connect(url, name="jetcron-checkpoint", check=False,
-                          identity=Identity.from_env(os.environ))
+    nc = (await connect(url, name="jetcron-checkpoint", check=False,
+                        identity=Identity.from_env(os.environ))).nc
     try:
         yield AsyncCheckpoint(Checkpoints(nc.jetstream()), rid, number)
     finally:

@@ -46,7 +46,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
     scope = f"once.{tenant}." if tenant else "once."
     safe = scope + "".join(c if c.isalnum() or c in "-_=" else "_" for c in key)[:200]
     url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
-    nc, _ = await connect(url, name="jetcron-once", check=False, identity=Identity.from_env(os.environ))
+    nc = (await connect(url, name="jetcron-once", check=False, identity=Identity.from_env(os.environ))).nc
     try:
         keys = IdempotencyKeys(nc.jetstream())
         now = datetime.now(UTC)

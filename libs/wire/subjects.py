@@ -203,6 +203,9 @@ def gang_lease_key(run_id: str, agent_id: str) -> str:
 
 # jc_cluster keys: settings fixed when the cluster was created.
 SHARDS_KEY = "trigger.shards"
+STORAGE_VERDICT_KEY = "storage.verdict"
+"""jc_cluster: the server's storage facts (fsync before ack) as the last core service that could read a monitor
+port found them; a process that reaches no monitor port (an agent in a container) trusts this record."""
 
 # jc_placement keys: placement's capacity summary (read by the API at submit) and suspect GPU hosts.
 CAPACITY_KEY = "capacity"

@@ -15,6 +15,7 @@ from jetcron.core.errors import Misconfigured
 from jetcron.core.ids import AGENT_ID_RE
 from jetcron.core.models import AgentInfo
 from jetcron.core.validate import LABEL_RE
+from jetcron.services.agent import capacity
 from jetcron.services.agent.container import detect_runtime, runtime_name
 from jetcron.services.agent.limits import LimitRoot
 from jetcron.services.agent.limits import detect as detect_limits
@@ -61,12 +62,15 @@ class HostSetup:
     runtime: str | None
     """Full path of a docker or podman CLI whose engine answered, or None."""
     limits: LimitRoot
+    capacity: tuple[float, int] = (1.0, 1024)
+    """Cores and MiB this agent may hand out: the host's cut to its own cgroup's limits (capacity.probe)."""
 
     @classmethod
     def probe(cls, agent_id: str, data_dir: str) -> HostSetup:
         # Two agents may share an id on one host only with different data dirs (tests do): the pair is the identity.
         scope = f"{agent_id}-{hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:8]}"
-        return cls(gpus=discover_gpus(), runtime=detect_runtime(), limits=detect_limits(scope))
+        return cls(gpus=discover_gpus(), runtime=detect_runtime(), limits=detect_limits(scope),
+                   capacity=capacity.probe())
 
     @property
     def capabilities(self) -> list[str]:
@@ -97,10 +101,10 @@ def checked_agent_id(agent_id: str) -> str:
 def describe(settings: Settings, setup: HostSetup, agent_id: str, started_at: datetime, now: datetime,
              running: int, draining: bool) -> AgentInfo:
     gpus, model, indices = setup.gpus
-    memory = settings.agent_memory_mb or int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20)
+    cpus, memory = setup.capacity
     return AgentInfo(
-        agent_id=agent_id, host=socket.gethostname(), cpu=settings.agent_cpu or float(os.cpu_count() or 1),
-        memory_mb=memory, gpus=gpus, gpu_model=model, gpu_indices=indices,
+        agent_id=agent_id, host=socket.gethostname(), cpu=settings.agent_cpu or cpus,
+        memory_mb=settings.agent_memory_mb or memory, gpus=gpus, gpu_model=model, gpu_indices=indices,
         labels=parse_labels(settings.agent_labels), capabilities=setup.capabilities,
         limits=setup.limits.mechanism, running=running, slots=settings.agent_slots, draining=draining,
         heartbeat_at=now, started_at=started_at,

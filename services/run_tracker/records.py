@@ -11,6 +11,7 @@ from jetcron.core import retry
 from jetcron.core.models import Run, RunState
 from jetcron.core.notify import with_missed
 from jetcron.core.runs import Change, apply
+from jetcron.services.run_tracker.deadlines import announce_missed
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
@@ -66,8 +67,8 @@ class Records:
 
     async def after(self, old: Run, new: Run) -> None:
         """Side effects that follow a successful write; each is idempotent (message ids, KV create)."""
-        for deadline in new.missed[len(old.missed):]:
-            metrics.DEADLINES_MISSED.labels(deadline=deadline).inc()
+        if len(new.missed) > len(old.missed):
+            await announce_missed(self.ctx, new, new.missed[len(old.missed):])
         if new.state is RunState.SCHEDULED and new.attempt > old.attempt:
             metrics.RETRIES.inc()
             await dispatch(self.ctx.js, new)

@@ -133,9 +133,14 @@ async def test_a_receiver_that_is_down_parks_the_delivery_and_a_redelivery_lands
         authority: Authority, tmp_path: Path) -> None:
     receiver.status = 503
     await start(secure_services)
-    await admin.call("jobs.create", _spec("flaky", ["false"], notify=[
-        {"on": ["dead"], "webhook": receiver.url()}]))
     url = secure_services.server.url
+    # Given a job made with the CLI's notification flags (an unknown event is refused, naming the field)
+    wrong = run_cli(url, "--creds", admin_creds, "jobs", "create", "flaky", "--max-attempts", "1",
+                    "--notify-on", "dead,exploded", "--webhook", receiver.url(), "--", "false")
+    assert wrong.returncode == 2 and "notify[0].on[1]" in wrong.stderr and "exploded" in wrong.stderr, wrong
+    made = run_cli(url, "--creds", admin_creds, "jobs", "create", "flaky", "--max-attempts", "1",
+                   "--notify-on", "dead", "--webhook", receiver.url(), "--", "false")
+    assert made.returncode == 0, made
 
     # When every try is answered 503, the delivery is parked after JETCRON_NOTIFY_MAX_ATTEMPTS tries
     (parked,) = await wait_for(lambda: _deliveries(admin, "flaky", "parked"), 40, what="a parked delivery")
@@ -181,8 +186,44 @@ async def test_start_missed_is_told_once_across_a_tracker_and_a_notifier_killed(
     assert told.json()["job"] == "stuck" and told.json()["state"] == "scheduled"
     (run,) = (await admin.call("runs.list", {"job": "stuck"}))["items"]
     assert run["missed"] == ["start"] and run["state"] == "scheduled"
+    # and the miss is on the events stream too (the audit trail)
+    audit = await admin.nc.jetstream().get_last_msg("JC_EVENTS", "jc.event.missed.tracker")
+    assert json.loads(audit.data)["run_id"] == run["run_id"]
     (delivery,) = await wait_for(lambda: _deliveries(admin, "stuck", "delivered"), 10, what="delivered")
     assert len(delivery["attempts"]) == 1 and len(receiver.received) == 1
+
+
+async def test_a_receiver_that_never_answers_does_not_hold_up_other_deliveries(
+        secure_services: Services, admin: Client, receiver: Receiver) -> None:
+    release = asyncio.Event()
+    connections: list[asyncio.StreamWriter] = []
+
+    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        await release.wait()  # reads nothing, answers nothing
+        writer.transport.abort()
+
+    hung = await asyncio.start_server(hang, "127.0.0.1", 0)
+    port = hung.sockets[0].getsockname()[1]
+    try:
+        await start(secure_services, JETCRON_NOTIFY_TIMEOUT="60")
+        # Given six dead runs whose webhook host takes connections and never answers (more than the 4 in flight
+        # one host may hold)
+        for i in range(6):
+            await admin.call("jobs.create", _spec(f"hung-{i}", ["false"], notify=[
+                {"on": ["dead"], "webhook": f"http://127.0.0.1:{port}/hook"}]))
+        await wait_for(lambda: len(connections) >= 4, 30, what="the hung host to hold its deliveries")
+        # When another job's run dies, with a healthy receiver
+        await admin.call("jobs.create", _spec("healthy", ["false"], notify=[
+            {"on": ["dead"], "webhook": receiver.url()}]))
+        # Then its notice lands while the hung host still holds its four, none of them finished
+        await wait_for(lambda: receiver.events("dead"), 30, what="the healthy delivery")
+        assert len(connections) == 4
+        pending = [await _deliveries(admin, f"hung-{i}") for i in range(6)]
+        assert all(d["state"] == "pending" and d["attempts"] == [] for ds in pending for d in ds), pending
+    finally:
+        release.set()
+        hung.close()
 
 
 async def test_an_occurrence_never_fired_is_recorded_and_published_to_the_tenants_subject(

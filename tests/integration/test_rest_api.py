@@ -115,6 +115,12 @@ async def test_every_route_needs_a_valid_token_and_a_tenant_sees_only_its_own(re
             _problem(missing, 404)["detail"].replace("nothing-here", "X")
         assert _problem(await g.post("/api/v1/jobs/mine/cancel"), 404)["code"] == "not_found"
         assert (await g.get("/api/v1/jobs")).json()["items"] == []
+        # Notification deliveries: a job's own log; a made-up delivery is named as the bad field
+        assert (await a.get("/api/v1/jobs/mine/notifications")).json() == {"items": [], "next_cursor": None}
+        assert _problem(await a.post("/api/v1/notifications/not%20an%20id/redeliver"), 422)["field"] == \
+            "delivery_id"
+        assert _problem(await g.post("/api/v1/notifications/mine.20261203T100000000Z.dead-0-0/redeliver"),
+                        404)["code"] == "not_found"
         # Admin routes are the admin's
         assert _problem(await a.get("/api/v1/agents"), 403)["code"] == "forbidden"
         async with rest.http(await rest.token(None)) as admin:
