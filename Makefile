@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-fast chaos lint typecheck schemas bench clean
+.PHONY: up test test-fast test-deploy chaos lint typecheck schemas bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,7 +18,13 @@ up: $(STAMP)
 	$(BIN)/jetcron up
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not chaos" -p no:cacheprovider
+	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy" -p no:cacheprovider
+
+# The image and the compose stack in real containers (podman; installed here when missing): docs/deploy.md.
+test-deploy: $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,deploy]'
+	tests/deploy/prepare.sh
+	$(BIN)/python -m pytest -q tests/deploy -m deploy -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit -p no:cacheprovider

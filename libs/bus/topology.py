@@ -48,6 +48,9 @@ class Limits:
     agents_ttl: float = 30.0
     services_ttl: float = 15.0
     checkpoints_bytes: int = 1024 * MiB
+    notify_bytes: int = 256 * MiB
+    """Each of the delivery log and the subject targets' stream: JetStream reserves every stream's max_bytes
+    from the server's max_file_store (8 GB for `jetcron up`), so these stay small."""
 
 
 def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
@@ -72,7 +75,7 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
                      max_msgs=limits.place_msgs, description="job requests published by services (the intake)",
                      **{**common, "duplicate_window": HOUR}),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_NOTIFY, subjects=[s.NOTIFY_ALL], retention=RetentionPolicy.LIMITS,
-                     max_age=limits.events_age, max_bytes=limits.events_bytes,
+                     max_age=limits.events_age, max_bytes=limits.notify_bytes,
                      description="notifications for services (rules with a `subject` target)",
                      **{**common, "discard": DiscardPolicy.OLD}),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_REDELIVER, subjects=[s.REDELIVER_ALL], retention=RetentionPolicy.WORK_QUEUE,
@@ -115,7 +118,7 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_SUBMISSIONS, history=1, ttl=limits.idempotency_ttl,
                        description="the outcome of each intake request, by tenant and request id, for a day",
                        **common),  # type: ignore[arg-type]
-        KeyValueConfig(bucket=s.BUCKET_NOTIFY, history=1, ttl=limits.dlq_age, max_bytes=limits.events_bytes,
+        KeyValueConfig(bucket=s.BUCKET_NOTIFY, history=1, ttl=limits.dlq_age, max_bytes=limits.notify_bytes,
                        description="notification deliveries and every try at each, by delivery id (30 days)",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TOKENS, history=1,

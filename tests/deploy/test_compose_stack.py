@@ -1,0 +1,183 @@
+"""The compose stack for real, with podman: the image `prepare.sh` built, three NATS nodes, the services and two
+agents as containers; a job end to end; then kill -9 of a NATS container and an agent container mid-run, and the
+run completes exactly once. `make test-deploy` runs this (not `make test`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jetcron.bus.server import free_ports
+
+pytestmark = pytest.mark.deploy
+ROOT = Path(__file__).resolve().parents[2]
+JETCRON = str(Path(sys.executable).parent / "jetcron")
+IMAGE = os.environ.get("JETCRON_TEST_IMAGE", "localhost/jetcron:test")
+# Everything but Prometheus and the OpenTelemetry collector, whose images no registry here can give.
+SERVICES = ["nats-1", "nats-2", "nats-3", "api-1", "api-2", "trigger-1", "trigger-2", "placement-1", "placement-2",
+            "tracker-1", "tracker-2", "notifier-1", "notifier-2", "gateway-1", "gateway-2", "agent-1", "agent-2"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
+    env["CONTAINERS_CONF"] = str(ROOT / "tests" / "deploy" / "containers.conf")
+    return env
+
+
+def _run(*argv: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=_env(), check=False)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-2000:]}\n"
+                             f"{done.stderr[-3000:]}")
+    return done
+
+
+@dataclass
+class Stack:
+    directory: Path
+    project: str
+    nats_port: int
+
+    def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return _run(sys.executable, "-m", "podman_compose", "-p", self.project, "-f",
+                    str(self.directory / "compose.yaml"), *args, timeout=timeout, check=check)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        gen = self.directory / "generated"
+        return _run(JETCRON, "--nats", f"nats://127.0.0.1:{self.nats_port}", "--tls-ca", str(gen / "tls" / "ca.pem"),
+                    "--creds", str(gen / "auth" / "admin.creds"), *args, timeout=60, check=False)
+
+    def json(self, *args: str) -> Any:
+        done = self.cli(*args, "-o", "json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def container(self, service: str) -> str:
+        return f"{self.project}_{service}_1"
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {s}\n" + _run("podman", "logs", "--tail", "40", self.container(s), check=False).stdout
+                         + _run("podman", "logs", "--tail", "40", self.container(s), check=False).stderr
+                         for s in SERVICES)
+
+
+def _until(what: str, probe: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (AssertionError, KeyError, ValueError, IndexError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    if shutil.which("podman") is None:
+        pytest.fail("podman is not installed: run `make test-deploy`, which installs it and builds the image")
+    _run("podman", "image", "exists", IMAGE)
+    directory = tmp_path_factory.mktemp("compose") / "compose"
+    shutil.copytree(ROOT / "deploy" / "compose", directory, ignore=shutil.ignore_patterns("generated"))
+    shutil.copytree(ROOT / "deploy" / "prometheus", directory.parent / "prometheus")
+    init = _run(JETCRON, "deploy", "init", "--dir", str(directory / "generated"), "--owner", "10001")
+    assert "credentials for" in init.stdout
+    # This machine's own free loopback ports instead of the file's fixed ones; short leases, fast failover.
+    nats_port, monitor, http1, http2, prom = free_ports(5)
+    text = (directory / "compose.yaml").read_text()
+    for old, new in (('"127.0.0.1:4222:4222"', f'"127.0.0.1:{nats_port}:4222"'),
+                     ('"127.0.0.1:8222:8222"', f'"127.0.0.1:{monitor}:8222"'),
+                     ('"127.0.0.1:8080:8080"', f'"127.0.0.1:{http1}:8080"'),
+                     ('"127.0.0.1:8081:8080"', f'"127.0.0.1:{http2}:8080"'),
+                     ('"127.0.0.1:9090:9090"', f'"127.0.0.1:{prom}:9090"')):
+        assert old in text, old
+        text = text.replace(old, new)
+    # agent-2 gets container limits: it must advertise them, not the host's cores and memory
+    text = text.replace("  agent-2:\n    <<: *service\n",
+                        "  agent-2:\n    <<: *service\n    cpus: 1.5\n    mem_limit: 700m\n")
+    assert "mem_limit: 700m" in text
+    (directory / "compose.yaml").write_text(text)
+    with (directory / ".env").open("a") as env:
+        env.write(f"JETCRON_IMAGE={IMAGE}\nJETCRON_RUN_LEASE_TTL=4\nJETCRON_LEADER_LEASE_TTL=3\nJETCRON_HEARTBEAT=1\n"
+                  "JETCRON_ASSIGN_STALL=6\nJETCRON_REDRIVE_AFTER=6\nOTEL_TRACES_EXPORTER=none\n")
+    # the file the operator reads and the one run here must not drift apart
+    assert set(SERVICES) <= set(yaml.safe_load(text)["services"])
+    s = Stack(directory, f"jctest{os.getpid()}", nats_port)
+    try:
+        s.compose("up", "-d", *SERVICES)
+        yield s
+    finally:
+        s.compose("down", "-v", "-t", "5", timeout=300, check=False)
+
+
+def test_the_stack_comes_up_and_runs_a_job(stack: Stack) -> None:
+    try:
+        def up() -> dict[str, Any] | None:
+            st: dict[str, Any] = stack.json("status")
+            roles = {i["service"] for i in st["services"] if i["ready"]}
+            wanted = {"api", "trigger", "placement", "run_tracker", "notifier", "gateway"}
+            return st if len(st["agents"]) == 2 and roles >= wanted else None
+
+        status = _until("every service ready and both agents up", up, 240)
+        assert len([i for i in status["services"] if i["ready"]]) >= 12
+        assert status["placement_leader"] and status["tracker_leader"]
+        limited = next(a for a in status["agents"] if a["agent_id"] == "agent-2")
+        assert (limited["cpu"], limited["memory_mb"]) == (1.5, 700), limited
+        made = stack.cli("jobs", "create", "hello", "--at", "now", "--", "sh", "-c", "echo hi from a container")
+        assert made.returncode == 0, made.stderr
+        run = _until("hello to succeed", lambda: [r for r in stack.json("runs", "list", "--job", "hello")
+                                                  if r["state"] == "succeeded"], 90)[0]
+        logs = stack.cli("runs", "logs", run["run_id"])
+        assert "hi from a container" in logs.stdout, logs
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{stack.logs()}") from None
+
+
+def test_kill_9_of_a_nats_node_and_an_agent_mid_run_and_the_run_completes_once(stack: Stack) -> None:
+    try:
+        made = stack.cli("jobs", "create", "long", "--at", "now", "--max-attempts", "3", "--", "sleep", "12")
+        assert made.returncode == 0, made.stderr
+        running = _until("long to run", lambda: [r for r in stack.json("runs", "list", "--job", "long")
+                                                 if r["state"] == "running"], 90)[0]
+        # When the agent running it and a NATS node (not the one the CLI uses) are killed with SIGKILL
+        _run("podman", "kill", "--signal", "KILL", stack.container(running["agent"]))
+        _run("podman", "kill", "--signal", "KILL", stack.container("nats-3"))
+        # Then the run still ends succeeded, once, within two attempts (the second on the other agent)
+        done = _until("long to finish", lambda: [r for r in stack.json("runs", "list", "--job", "long")
+                                                 if r["state"] in ("succeeded", "failed", "dead")], 180)
+        assert len(stack.json("runs", "list", "--job", "long")) == 1
+        assert done[0]["state"] == "succeeded" and done[0]["attempt"] <= 2, done
+        history = stack.json("runs", "get", done[0]["run_id"])["history"]
+        assert len([a for a in history if a["outcome"] == "succeeded"]) <= 1
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{stack.logs()}") from None
+
+
+def test_stopping_an_agent_container_drains_it(stack: Stack) -> None:
+    try:
+        made = stack.cli("jobs", "create", "drained", "--at", "now", "--max-attempts", "1", "--", "sleep", "4")
+        assert made.returncode == 0, made.stderr
+        running = _until("drained to run", lambda: [r for r in stack.json("runs", "list", "--job", "drained")
+                                                    if r["state"] == "running"], 90)[0]
+        # When its agent's container is stopped (SIGTERM, then 30 s of grace)
+        _run("podman", "stop", "-t", "30", stack.container(running["agent"]), timeout=60)
+        # Then the attempt was let finish: one attempt, succeeded, on that agent
+        (run,) = stack.json("runs", "list", "--job", "drained")
+        assert (run["state"], run["attempt"], run["agent"]) == ("succeeded", 1, running["agent"]), run
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{stack.logs()}") from None
