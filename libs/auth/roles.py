@@ -50,6 +50,10 @@ class Grant:
     """(stream, durable) pull consumers: fetch and ack."""
     listens: tuple[str, ...] = ()
     """Core subjects subscribed to (API verbs, control)."""
+    watches: tuple[str, ...] = ()
+    """Buckets watched (bus/kv.Store.watch): their current values are pulled from an ephemeral consumer, so the
+    role may pull from any consumer of their streams. Kept to the services that watch: an agent may read run
+    records but not pull the notifier's messages."""
     manages: bool = False
     """Creates and updates jetcron's streams, buckets and consumers at start (ensure_topology)."""
     replies: bool = True
@@ -120,12 +124,14 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
+            watches=(s.BUCKET_JOBS, s.BUCKET_CURSORS),
             reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER), s.PLACE_ALL,
                     *CANCELS, _registry("trigger")),
             manages=True)
     if role is Role.PLACEMENT:
         return Grant(
+            watches=(s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_RUNS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS,
                          s.BUCKET_JOBS, s.BUCKET_CLUSTER), s.STREAM_PLACE, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS), s.ASSIGN_ALL, s.PLACE_ALL,
@@ -133,6 +139,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             consumes=((s.STREAM_PLACE, s.CONSUMER_PLACEMENT),), manages=True)
     if role is Role.TRACKER:
         return Grant(
+            watches=(s.BUCKET_JOBS, s.BUCKET_RUNS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_AGENTS, s.BUCKET_LEASES, s.BUCKET_LEADERS,
                          s.BUCKET_TENANTS, s.BUCKET_CLUSTER), s.STREAM_EVENTS, s.STREAM_ASSIGN,
                    obj_stream(s.OBJECT_CHECKPOINTS)),
@@ -144,6 +151,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.NOTIFIER:
         # The secrets bucket: a webhook rule's `secret` signs its bodies (the notifier holds the secrets key).
         return Grant(
+            watches=(s.BUCKET_JOBS,),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_NOTIFY, s.BUCKET_SECRETS, s.BUCKET_CLUSTER),
                    s.STREAM_REDELIVER),
             writes=(*_kv(s.BUCKET_NOTIFY), s.NOTIFY_ALL, _registry("notifier"), VERDICT),
@@ -151,8 +159,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             manages=True)
     if role is Role.GATEWAY:
         # It reads the tokens (id -> tenant, hashed) to know whom each HTTP request is for; nothing else.
-        return Grant(reads=_kvr(s.BUCKET_TOKENS, s.BUCKET_CLUSTER), writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>",
-                                                          _registry("gateway")))
+        return Grant(reads=_kvr(s.BUCKET_TOKENS, s.BUCKET_CLUSTER), watches=(s.BUCKET_TOKENS,),
+                     writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", _registry("gateway")))
     if role is Role.AGENT:
         if not agent_id:
             raise ValueError("an agent's grant names its agent id")
@@ -210,6 +218,8 @@ def permissions(g: Grant) -> Permissions:
         pub += [t.format(stream) for t in _READ]
     for stream, durable in g.consumes:
         pub += [t.format(stream, durable) for t in _CONSUME]
+    for bucket in g.watches:
+        pub.append(f"$JS.API.CONSUMER.MSG.NEXT.{kv_stream(bucket)}.*")
     if g.manages:
         for stream in ALL_STREAMS:
             pub += [t.format(stream) for t in _MANAGE]

@@ -11,12 +11,17 @@ import msgspec
 import nats.errors
 import nats.js.errors as jse
 from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
 from jetcron.core.errors import Contended, JetcronError, NotFound, Unavailable, WriteConflict
 from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
+
+WATCH_BATCH = 1000
+"""Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
+between pulls without holding the event loop for long."""
 
 # 10071/10164: wrong last sequence; 10077: message size; 10047/10048: storage or bytes limit;
 # 10008/10163: cluster not ready (see FIELD_NOTES): retryable.
@@ -164,25 +169,75 @@ class Store(Generic[T]):
     async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
         """Every current value, then live changes: (key, value or None when deleted, revision).
 
-        A None marks the end of the initial values as (\"\", None, 0).
+        The end of the initial values is marked by ("", None, 0). The current values are pulled in batches
+        (an ephemeral consumer, last value per key), so a bucket of a million records arrives as fast as the
+        caller takes it; nats-py's push-based watch answered the server's flow control on arrival and overflowed
+        its buffer (docs/benchmarks.md). Live changes then come from an ordered consumer starting right after
+        the last sequence the snapshot covers.
         """
-        watcher = await self.kv.watch(pattern)
+        js = self.kv._js
+        subject = f"$KV.{self.name}.{pattern}"
+        try:
+            info = await js.stream_info(self.kv._stream)
+        except Exception as exc:
+            raise translate(exc, f"watch {self.name}") from exc
+        snapshot = int(info.state.last_seq or 0)
+        async for item in self._current(js, subject, snapshot):
+            yield item
+        yield "", None, 0
+        try:
+            live = await js.subscribe(subject, stream=self.kv._stream, ordered_consumer=True, config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot + 1))
+        except Exception as exc:
+            raise translate(exc, f"watch {self.name}") from exc
         try:
             while True:
                 try:
-                    entry = await watcher.updates(timeout=3600)  # type: ignore[no-untyped-call]
+                    msg = await live.next_msg(timeout=3600)
                 except (TimeoutError, nats.errors.TimeoutError):
                     continue
-                if entry is None:
-                    yield "", None, 0
-                    continue
-                if entry.operation in ("DEL", "PURGE") or not entry.value:
-                    yield entry.key, None, int(entry.revision or 0)
-                    continue
-                try:
-                    value = decode(entry.value, self.kind)
-                except msgspec.DecodeError:
-                    continue
-                yield entry.key, value, int(entry.revision or 0)
+                entry = self._entry(msg)
+                if entry is not None:
+                    yield entry
         finally:
-            await drop_subscription(self.kv._js, watcher._sub)
+            await drop_subscription(js, live)
+
+    async def _current(self, js: JetStreamContext, subject: str, snapshot: int
+                       ) -> AsyncIterator[tuple[str, T | None, int]]:
+        """The last value of every key written at or before `snapshot` (later ones come with the live changes)."""
+        if snapshot == 0:
+            return
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE,
+                                inactive_threshold=60.0, filter_subject=subject)
+        try:
+            sub = await js.pull_subscribe(subject, stream=self.kv._stream, config=config)
+            pending = (await sub.consumer_info()).num_pending
+        except Exception as exc:
+            raise translate(exc, f"watch {self.name}") from exc
+        try:
+            while pending:
+                try:
+                    msgs = await sub.fetch(WATCH_BATCH, timeout=5)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    return  # nothing came in 5 s: the rest was deleted meanwhile
+                for msg in msgs:
+                    meta = msg.metadata
+                    if meta.sequence.stream > snapshot:
+                        return
+                    entry = self._entry(msg)
+                    if entry is not None and entry[1] is not None:
+                        yield entry
+                    pending = meta.num_pending
+        finally:
+            await drop_subscription(js, sub)
+
+    def _entry(self, msg: Any) -> tuple[str, T | None, int] | None:
+        """(key, value or None for a delete, revision) of a stream message; None if undecodable."""
+        key = msg.subject[len(self.kv._pre):]
+        revision = int(msg.metadata.sequence.stream)
+        if not msg.data or (msg.headers and msg.headers.get("KV-Operation") in ("DEL", "PURGE")):
+            return key, None, revision
+        try:
+            return key, decode(msg.data, self.kind), revision
+        except msgspec.DecodeError:
+            return None

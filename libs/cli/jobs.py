@@ -120,15 +120,16 @@ def create(
             payload["spec"] = new_spec(name, list(command), flags, now)
     except InvalidSpec as exc:
         usage(str(exc))
-    if idempotency_key and not updating:
-        payload["idempotency_key"] = idempotency_key
     with client(ctx) as c:
+        expected = None
         if "spec" not in payload:
             # From the stored spec; its version makes the API refuse the change if the job changed meanwhile.
-            stored = c.call("jobs.get", {"name": name, "count": 0})["job"]
+            stored = msgspec.to_builtins(c.jobs.get(name or "", count=0).job)
             payload["spec"] = apply_flags(stored["spec"], flags, now) | ({"command": command} if command else {})
-            payload["expected_version"] = stored["version"]
-        record = c.call("jobs.update" if updating else "jobs.create", payload)
+            expected = stored["version"]
+        made = c.jobs.update(payload["spec"], expected_version=expected) if updating else \
+            c.jobs.create(payload["spec"], idempotency_key=idempotency_key or None)
+        record = msgspec.to_builtins(made)
     for warning in record.get("warnings", []):
         typer.echo(f"warning: {warning}", err=True)
     emit(record, output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
@@ -163,7 +164,7 @@ def list_jobs(
 def get(ctx: typer.Context, name: str, output: str = Output) -> None:
     """A job with its next 5 fire times, in its zone and in UTC."""
     with client(ctx) as c:
-        view = c.call("jobs.get", {"name": name})
+        view = msgspec.to_builtins(c.jobs.get(name))
     if output == "json":
         emit(view, output)
         return
@@ -174,15 +175,15 @@ def get(ctx: typer.Context, name: str, output: str = Output) -> None:
 def _simple(verb: str) -> Any:
     def command(ctx: typer.Context, name: str, output: str = Output) -> None:
         with client(ctx) as c:
-            record = c.call(verb, {"name": name})
+            record = msgspec.to_builtins(getattr(c.jobs, verb)(name))
         emit(record, output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
 
-    command.__doc__ = f"{verb.split('.')[1].capitalize()} a job."
+    command.__doc__ = f"{verb.capitalize()} a job."
     return command
 
 
 for _verb in ("pause", "resume", "delete"):
-    app.command(_verb)(_simple(f"jobs.{_verb}"))
+    app.command(_verb)(_simple(_verb))
 
 
 @app.command("trigger")
@@ -194,7 +195,7 @@ def trigger(
 ) -> None:
     """Run a job now, outside its schedule."""
     with client(ctx) as c:
-        run = c.call("jobs.trigger", {"name": name, **({"key": key} if key else {})})
+        run = msgspec.to_builtins(c.jobs.trigger(name, key=key))
     emit(run_view(run), output, ("run_id", "job", "state", "scheduled_at"))
 
 
@@ -210,17 +211,11 @@ def backfill(
     """Create runs for the past occurrences in [--from, --to), paced; one at a time unless overlap is allow."""
     now = datetime.now(UTC)
     try:
-        payload: dict[str, object] = {
-            "name": name,
-            "from": instant(start, now, "from").isoformat(),
-            "to": instant(end, now, "to").isoformat(),
-        }
+        first, last = instant(start, now, "from"), instant(end, now, "to")
     except InvalidSpec as exc:
         usage(str(exc))
-    if rate is not None:
-        payload["rate"] = rate
     with client(ctx) as c:
-        page = c.call("jobs.backfill", payload)
+        page = msgspec.to_builtins(c.jobs.backfill(name, first, last, rate=rate))
     emit([run_view(r) for r in page["items"]], output, ("run_id", "state", "scheduled_at"))
 
 
@@ -228,7 +223,7 @@ def backfill(
 def graph(ctx: typer.Context, name: str) -> None:
     """Print the job's DAG: its upstream and downstream jobs."""
     with client(ctx) as c:
-        page = c.call("jobs.list", {"limit": 1000})
+        page = msgspec.to_builtins(c.jobs.list(limit=1000))
     edges = {r["spec"]["name"]: list(r["spec"].get("depends_on", [])) for r in page["items"]}
     if name not in edges:
         fail(RuntimeError(f"job {name!r} not found"))

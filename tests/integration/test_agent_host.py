@@ -37,11 +37,15 @@ sys.exit(0)
 
 
 def fake_docker(bin_dir: Path, *, engine: bool) -> Path:
-    """Put a fake `docker` in bin_dir; with engine=False its `info` fails, as the real CLI does without a daemon."""
+    """Put a fake `docker` in bin_dir; with engine=False its `info` fails, as the real CLI does without a daemon.
+    A `podman` beside it fails too: a real podman later on PATH (this machine may have one) must not be found."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "docker"
     script.write_text(FAKE_DOCKER.format(python=sys.executable))
     script.chmod(0o755)
+    podman = bin_dir / "podman"
+    podman.write_text("#!/bin/sh\nexit 125\n")
+    podman.chmod(0o755)
     if engine:
         (bin_dir / "engine").touch()
     return script
