@@ -1,8 +1,7 @@
 """Listing runs among many: `GET /api/v1/runs?job=X&limit=50` and `?state=running&limit=50` through the REST
 gateway, with JOBS x PER_JOB finished run records stored and 100 running runs (holding leases, as an agent
-would); also how long a run tracker takes to build its index of active runs from them. `make bench` runs
-200,000 records: at the default 1,000,000 the tracker's push-based watch of jc_runs overflows its buffer
-(docs/benchmarks.md)."""
+would); also how long a run tracker takes to build its index of active runs from them. `make bench` runs the
+default, 1,000,000 records."""
 
 from __future__ import annotations
 
