@@ -7,8 +7,9 @@ import heapq
 import math
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from itertools import islice, pairwise
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 import msgspec
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -65,16 +66,26 @@ class CronExpr(msgspec.Struct, frozen=True, kw_only=True):
         return min(gaps)
 
 
-_known_zones = functools.cache(lambda: frozenset(available_timezones()))  # a directory walk: once
+# Zones come from the tzdata package pinned in pyproject.toml, never the host's /usr/share/zoneinfo (which
+# ZoneInfo(name) prefers): every process of a cluster answers DST questions alike, and an OS update changes no
+# schedule. Upgrading tzdata is a jetcron release (docs/decisions-trigger.md).
+_known_zones = functools.cache(lambda: frozenset(
+    resources.files("tzdata").joinpath("zones").read_text().split()))
+
+
+@functools.cache
+def _load(tz: str) -> ZoneInfo:
+    with resources.files("tzdata").joinpath("zoneinfo", *tz.split("/")).open("rb") as data:
+        return ZoneInfo.from_file(data, key=tz)
 
 
 def zone(tz: str, field: str = "schedule.tz") -> ZoneInfo:
-    """An IANA zone from the installed tzdata; ZoneInfo alone accepts 'Factory' and 'localtime'."""
+    """An IANA zone of the pinned tzdata; ZoneInfo alone would accept 'Factory' and 'localtime'."""
     if not isinstance(tz, str) or tz != tz.strip() or not tz or ".." in tz or tz.startswith("/"):
         raise InvalidSpec(field, tz, "not an IANA time zone name")
     if tz in ("Factory", "localtime") or tz not in _known_zones():
         raise InvalidSpec(field, tz, "unknown time zone (expected an IANA name such as 'Europe/Berlin')")
-    return ZoneInfo(tz)
+    return _load(tz)
 
 
 def _values(field: Sequence[object], full: range) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from jetcron.core.models import JobRecord, JobStatus, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
 from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 
@@ -83,8 +84,14 @@ class Flows:
         if state is RunState.SCHEDULED:
             await dispatch(self.ctx.js, run)
             return
+        await self._blocked(run)
+
+    async def _blocked(self, run: Run) -> None:
+        """A blocked run is terminal from birth: say so on the events stream, count it, and block its own
+        downstream in turn."""
         await publish(self.ctx.js, s.event_subject("blocked", s.TRACKER_SOURCE), encode(run),
-                      msg_id=s.msg_id(run_id, 1, "blocked"))
+                      msg_id=s.msg_id(run.run_id, 1, "blocked"))
+        metrics.RUNS_FINISHED.labels(outcome=RunState.BLOCKED.value).inc()
         await self.on_terminal(run)
 
     async def _move_waiting(self, run_id: str, state: RunState, reason: str) -> None:
@@ -106,7 +113,5 @@ class Flows:
             if new.state is RunState.SCHEDULED:
                 await dispatch(self.ctx.js, new)
             elif new.state is RunState.BLOCKED:
-                await publish(self.ctx.js, s.event_subject("blocked", s.TRACKER_SOURCE), encode(new),
-                              msg_id=s.msg_id(run_id, 1, "blocked"))
-                await self.on_terminal(new)
+                await self._blocked(new)
             return
