@@ -82,7 +82,7 @@ VERDICT = f"$KV.{s.BUCKET_CLUSTER}.{s.STORAGE_VERDICT_KEY}"
 
 # Cancelling a run (bus/control.py: the API's cancel, the trigger's cancel_previous overlap policy) revokes its
 # lease and tells its agents, so they stop the process at once rather than at the run's end.
-CANCELS = (f"$KV.{s.BUCKET_LEASES}.run.>", f"{s.PREFIX}.ctl.*")
+CANCELS = (s.lease_subject(s.run_lease_key(">"), s.LEASE_REVOKER), f"{s.PREFIX}.ctl.*")
 
 
 def _kv(*buckets: str) -> tuple[str, ...]:
@@ -167,8 +167,10 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
         consumer = s.assign_consumer(agent_id)
         return Grant(
             reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_SECRETS, s.BUCKET_CLUSTER), s.STREAM_ASSIGN),
-            writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", f"$KV.{s.BUCKET_LEASES}.run.>",
-                    f"$KV.{s.BUCKET_LEASES}.gang.>", f"{s.PREFIX}.event.*.{agent_id}",
+            # Lease claims under its own name only (subjects.lease_subject): it cannot renew, release or overwrite
+            # another agent's; a claim on a run placed elsewhere is taken away by the tracker (reconciler.py).
+            writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", s.lease_subject(s.run_lease_key(">"), agent_id),
+                    f"$KV.{s.BUCKET_LEASES}.{s.gang_lease_key('>', agent_id)}", f"{s.PREFIX}.event.*.{agent_id}",
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),
                     f"$JS.API.CONSUMER.CREATE.{s.STREAM_ASSIGN}.{consumer}.{s.assign_subject(agent_id)}",
                     f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}", s.mint_subject(agent_id)),

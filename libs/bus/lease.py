@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import time
 from datetime import datetime
 
 import msgspec
@@ -12,6 +13,7 @@ from nats.js import JetStreamContext
 
 from jetcron.bus.kv import bind, scan_keys, translate
 from jetcron.core.errors import LeaseLost, WriteConflict
+from jetcron.core.leases import outlasting
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
@@ -43,6 +45,12 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     ttl: float | None = None
     """The TTL that write carried (its Nats-TTL header), when read back: a staged run's first lease is granted
     for its wait too (core/leases.first_grant), so the run lease TTL alone would say it lapsed long ago."""
+    writer: str = ""
+    """A run lease: whose claim this is, from its subject (subjects.lease_writer), which the server's
+    permissions vouch for; the holder inside the value is only what the writer said."""
+    outlast: float = 0.0
+    """Monotonic time until which an older claim by another writer may still be stored: our writes outlive it
+    (core/leases.outlasting)."""
 
 
 def _ttl_of(headers: dict[str, str] | None) -> float | None:
@@ -50,6 +58,11 @@ def _ttl_of(headers: dict[str, str] | None) -> float | None:
         return float((headers or {})[s.HDR_TTL])
     except (KeyError, ValueError):  # not ours: a write by hand, or a duration like "1m" (we write seconds)
         return None
+
+
+def _writer(key: str, holder: str) -> str:
+    """Whose claim a lease we wrote is (a run lease); "" for a lease stored as one subject."""
+    return holder if s.by_claims(key) else ""
 
 
 def _ttl_header(ttl: float) -> str:
@@ -68,15 +81,27 @@ class Leases:
     def __init__(self, js: JetStreamContext) -> None:
         self.js = js
 
-    async def _write(self, key: str, value: LeaseValue, ttl: float, expected: int | None) -> int:
-        headers = {s.HDR_TTL: _ttl_header(ttl)}
+    async def _write(self, key: str, value: LeaseValue, ttl: float, expected: int | None, *, writer: str,
+                     outlast: float = 0.0) -> int:
+        headers = {s.HDR_TTL: _ttl_header(outlasting(ttl, outlast, time.monotonic()))}
+        subject, group = s.lease_subject(key, writer), s.lease_filter(key)
         if expected is not None:
             headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(expected)
+            if group != subject:  # checked against every writer's claim on the run: anyone's newer write fences
+                headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT] = group
         try:
-            ack = await self.js.publish(f"$KV.{s.lease_bucket(key)}.{key}", encode(value), headers=headers)
+            ack = await self.js.publish(subject, encode(value), headers=headers)
         except Exception as exc:
             raise translate(exc, f"lease {key}") from exc
         return int(ack.seq)
+
+    @staticmethod
+    def _over(current: Lease | None, read_at: float) -> float:
+        """Until when `current` (read at `read_at`) may be stored: it was written before we read it, so it
+        expires within its TTL of that read."""
+        if current is None or not current.writer:
+            return 0.0
+        return max(current.outlast, read_at + (current.ttl if current.ttl is not None else 0.0))
 
     async def keys(self, pattern: str) -> list[str]:
         """Live lease keys matching a subject pattern (expired ones are gone from the stream)."""
@@ -97,8 +122,7 @@ class Leases:
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
         try:
-            bucket = s.lease_bucket(key)
-            msg = await self.js.get_msg(f"KV_{bucket}", subject=f"$KV.{bucket}.{key}", direct=False)
+            msg = await self.js.get_msg(f"KV_{s.lease_bucket(key)}", subject=s.lease_filter(key), direct=False)
         except jse.NotFoundError:
             return None
         except Exception as exc:
@@ -107,7 +131,7 @@ class Leases:
             return None
         # A released or revoked marker comes back with an empty holder: callers read that as free.
         return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue), written_at=msg.time,
-                     ttl=_ttl_of(msg.headers))
+                     ttl=_ttl_of(msg.headers), writer=s.lease_writer(msg.subject or ""))
 
     async def acquire(
         self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None
@@ -122,19 +146,29 @@ class Leases:
         """
         value = LeaseValue(holder=holder, attempt=attempt, at=now, nonce=secrets.token_hex(8))
         try:
-            return Lease(key=key, token=await self._write(key, value, ttl, expected=0), value=value)
+            return Lease(key=key, token=await self._write(key, value, ttl, expected=0, writer=holder), value=value,
+                         writer=_writer(key, holder))
         except WriteConflict:
             pass
+        read_at = time.monotonic()
         current = await self.read(key)
-        ours = attempt > 0 and current is not None and (current.value.holder, current.value.attempt) == (
-            holder, attempt)
+        ours = attempt > 0 and current is not None and current.writer in ("", holder) and (
+            current.value.holder, current.value.attempt) == (holder, attempt)
         if current is None or (current.value.holder and not ours):
             # Held (or expired between our write and read: the caller's next try will get it).
             return None
-        try:  # a released marker (or our own lease) is still the last message: write over it by revision
-            return Lease(key=key, token=await self._write(key, value, ttl, expected=current.token), value=value)
+        # A released marker (or our own lease) is still the last message: write over it by revision.
+        return await self._claim(key, value, ttl, current, read_at)
+
+    async def _claim(self, key: str, value: LeaseValue, ttl: float, current: Lease, read_at: float
+                     ) -> Lease | None:
+        """Write our claim over `current` by its revision; None if anything was written since."""
+        outlast = self._over(current, read_at)
+        try:
+            token = await self._write(key, value, ttl, expected=current.token, writer=value.holder, outlast=outlast)
         except WriteConflict:
             return None
+        return Lease(key=key, token=token, value=value, writer=_writer(key, value.holder), outlast=outlast)
 
     async def renew(self, lease: Lease, ttl: float, *, now: datetime | None = None) -> Lease:
         """Re-arm the expiry; LeaseLost if it expired or someone else wrote it since our token.
@@ -144,32 +178,51 @@ class Leases:
         was ours: re-arm over it. Read as lost, it made a trigger drop a shard and an agent kill a healthy run.
         """
         value = msgspec.structs.replace(lease.value, at=now)
+        writer = lease.writer or _writer(lease.key, lease.value.holder)
         try:
-            token = await self._write(lease.key, value, ttl, expected=lease.token)
+            token = await self._write(lease.key, value, ttl, expected=lease.token, writer=writer,
+                                      outlast=lease.outlast)
         except WriteConflict:
-            token = await self._rearm_own(lease, value, ttl)
-        return Lease(key=lease.key, token=token, value=value)
+            token = await self._rearm_own(msgspec.structs.replace(lease, writer=writer), value, ttl)
+        return Lease(key=lease.key, token=token, value=value, writer=writer, outlast=lease.outlast)
 
     async def _rearm_own(self, lease: Lease, value: LeaseValue, ttl: float) -> int:
         lost = LeaseLost(f"lease {lease.key} (token {lease.token}) was lost")
         current = await self.read(lease.key)
-        if current is None or not lease.value.nonce or current.value.nonce != lease.value.nonce:
+        if (current is None or not lease.value.nonce or current.value.nonce != lease.value.nonce
+                or current.writer != lease.writer):
             raise lost
         try:
-            return await self._write(lease.key, value, ttl, expected=current.token)
+            return await self._write(lease.key, value, ttl, expected=current.token, writer=lease.writer,
+                                     outlast=lease.outlast)
         except WriteConflict:
             raise lost from None
 
     async def release(self, lease: Lease) -> None:
         """Give it up early so the next holder need not wait for the TTL; losing the race is fine."""
         try:
-            await self._write(lease.key, LeaseValue(holder=""), RELEASED_TTL, expected=lease.token)
+            await self._write(lease.key, LeaseValue(holder=""), RELEASED_TTL, expected=lease.token,
+                              writer=lease.writer or _writer(lease.key, lease.value.holder), outlast=lease.outlast)
         except WriteConflict:
             pass
 
     async def revoke(self, key: str, why: str, ttl: float) -> int:
-        """Take the lease from whoever holds it: their next renewal fails and they stop (fencing)."""
-        return await self._write(key, LeaseValue(holder="", revoked=why), ttl, expected=None)
+        """Take the lease from whoever holds it: their next renewal fails and they stop (fencing).
+
+        Written over the last claim by its revision, so that the revoke outlives it (core/leases.outlasting);
+        if claims keep landing in between, written regardless."""
+        value = LeaseValue(holder="", revoked=why)
+        outlast = 0.0
+        for _ in range(_TAKE_TRIES):
+            read_at = time.monotonic()
+            current = await self.read(key)
+            outlast = max(outlast, self._over(current, read_at))
+            try:
+                return await self._write(key, value, ttl, expected=current.token if current else 0,
+                                         writer=s.LEASE_REVOKER, outlast=outlast)
+            except WriteConflict:
+                continue
+        return await self._write(key, value, ttl, expected=None, writer=s.LEASE_REVOKER, outlast=outlast)
 
     async def take(self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None
                    ) -> Lease | None:
@@ -199,11 +252,9 @@ class Leases:
     ) -> Lease | None:
         """Take a run lease still held for an older attempt: the record already moved on, so that holder is
         fenced by its next renewal. None if it is free to acquire, held for this or a newer attempt, or raced."""
+        read_at = time.monotonic()
         current = await self.read(key)
         if current is None or not current.value.holder or current.value.attempt >= attempt:
             return None
-        value = LeaseValue(holder=holder, attempt=attempt, at=now, nonce=secrets.token_hex(8))
-        try:
-            return Lease(key=key, token=await self._write(key, value, ttl, expected=current.token), value=value)
-        except WriteConflict:
-            return None
+        return await self._claim(key, LeaseValue(holder=holder, attempt=attempt, at=now,
+                                                 nonce=secrets.token_hex(8)), ttl, current, read_at)

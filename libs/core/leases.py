@@ -36,3 +36,25 @@ def fence_at(written: float, granted: float, ttl: float) -> float:
     """The last moment the child may run without a renewal: a margin before the lease can have expired."""
     return written + granted - max(0.5, min(2.0, ttl / 5))
 
+
+
+def outlasting(ttl: float, older_until: float, now: float) -> float:
+    """The TTL for a write to a run lease while an older claim by another writer may still be stored (until
+    `older_until`, monotonic seconds; 0 when none): at least `ttl`, and a second past that claim.
+
+    A run lease is stored as one claim per writer, and the last one is the lease (subjects.lease_subject). If
+    the newest claim expired first (a quick run's one-second release marker), a fenced holder's older claim
+    would become the last again and its next renewal would pass: so every claim written over another one
+    outlives it, and the last claim always outlives every older one.
+    """
+    return max(ttl, older_until - now + 1.0)
+
+
+def foreign_claim(writer: str, holder: str, attempt: int, assigned: str | None, current: int) -> bool:
+    """A live run-lease claim no honest agent writes: under a holder name other than its writer's (the writer is
+    what the server's permissions vouch for), or on the run's current attempt or a later one by an agent that
+    attempt was not placed on. An older attempt's claim by its own agent is honest: its release may still be
+    to come. Claims from before writers were named (`writer` empty) are judged by their holder alone."""
+    if not writer:
+        return False
+    return writer != holder or (attempt >= current and writer != assigned)

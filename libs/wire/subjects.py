@@ -46,6 +46,8 @@ CONSUMER_REDELIVER = "notifier_redeliver"
 HDR_MSG_ID = "Nats-Msg-Id"
 HDR_TTL = "Nats-TTL"
 HDR_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+"""Makes the revision check above apply to the last message on a subject filter (nats-server 2.11+)."""
 HDR_TRACEPARENT = "traceparent"
 HDR_LOG_STREAM = "Jc-Log-Stream"
 HDR_LOG_END = "Jc-Log-End"
@@ -193,12 +195,49 @@ def msg_id(run_id: str, attempt: int, step: str) -> str:
 
 # KV keys
 def run_lease_key(run_id: str) -> str:
+    """A run's lease by name: its writers' claims are stored apart (lease_subject), the last one is the lease."""
     return f"run.{run_id}"
 
 
 def gang_lease_key(run_id: str, agent_id: str) -> str:
-    """A gang member's lease (the first member holds run.<run_id>): it lapses when the member's host dies."""
-    return f"gang.{run_id}.{agent_id}"
+    """A gang member's lease (the first member holds run.<run_id>): it lapses when the member's host dies. The
+    agent comes first, so that an agent's credential may write `gang.<its id>.>` and no other member's."""
+    return f"gang.{agent_id}.{run_id}"
+
+
+LEASE_REVOKER = "_revoker"
+"""The writer of a revoke (cancel, a foreign claim taken away): never an agent id (AGENT_ID_RE)."""
+
+
+def by_claims(key: str) -> bool:
+    """Whether a lease is stored as one claim per writer (a run lease) rather than as one subject."""
+    return key.startswith(_RUN_LEASE)
+
+
+def lease_subject(key: str, writer: str) -> str:
+    """Where `writer` writes lease `key`. A run lease is one subject per writer, `run.<writer>.<run_id>`, so that
+    an agent's credential may write only `run.<its id>.>`: it cannot renew, release or overwrite another
+    agent's claim, and each claim names its writer as the server checked it. Every other lease is one subject."""
+    bucket = lease_bucket(key)
+    if by_claims(key):
+        return f"$KV.{bucket}.{_RUN_LEASE}{writer}.{key[len(_RUN_LEASE):]}"
+    return f"$KV.{bucket}.{key}"
+
+
+def lease_filter(key: str) -> str:
+    """The subjects whose last message is lease `key`: all writers' claims on a run (a revision check against
+    this filter fences a holder when anyone else writes a claim), the one subject of any other lease."""
+    bucket = lease_bucket(key)
+    if by_claims(key):
+        return f"$KV.{bucket}.{_RUN_LEASE}*.{key[len(_RUN_LEASE):]}"
+    return f"$KV.{bucket}.{key}"
+
+
+def lease_writer(subject: str) -> str:
+    """Who wrote a stored run-lease claim (from its subject, which the server's permissions vouch for); "" for
+    any other lease."""
+    parts = subject.split(".", 4)
+    return parts[3] if len(parts) == 5 and parts[2] + "." == _RUN_LEASE else ""
 
 
 # jc_cluster keys: settings fixed when the cluster was created.
@@ -239,7 +278,8 @@ def trigger_member_key(replica: str) -> str:
 TRIGGER_MEMBERS = "trigger.member.*"
 PLACEMENT_LEADER_KEY = "placement.leader"
 TRACKER_LEADER_KEY = "tracker.leader"
-_RUN_LEASE_PREFIXES = ("run.", "gang.")
+_RUN_LEASE = "run."
+_RUN_LEASE_PREFIXES = (_RUN_LEASE, "gang.")
 
 
 def lease_bucket(key: str) -> str:

@@ -5,7 +5,7 @@ The protocol (docs/architecture.md, "Gangs"):
 - every member gets its own AssignRun (its GPU devices in CUDA_VISIBLE_DEVICES, the whole gang in
   JETCRON_GANG_HOSTS, its place in JETCRON_GANG_RANK); the first member is the gang's leader;
 - the leader holds the run lease `run.<run_id>` and reports the gang's start and finish, as a
-  single-host run does; every other member holds its member lease `gang.<run_id>.<agent>` for as
+  single-host run does; every other member holds its member lease `gang.<agent>.<run_id>` for as
   long as the attempt lasts (also after its own child exited 0), reports nothing on success, and
   reports the gang failed (with the run's fencing token, read from the record) when its child fails;
 - a member whose host dies lets its lease lapse: the tracker's reconciler then loses the run, which

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from opentelemetry.trace import Span
 
 from jetcron.bus.dispatch import dispatch
+from jetcron.bus.lease import Lease
+from jetcron.core import leases
 from jetcron.core.due_index import DueIndex
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
@@ -230,6 +232,10 @@ class Reconciler:
             return False
         self.checked[run.run_id] = now
         lease = await self.ctx.leases.read(s.run_lease_key(run.run_id))
+        if lease is not None and lease.value.holder and leases.foreign_claim(
+                lease.writer, lease.value.holder, lease.value.attempt, run.agent, run.attempt):
+            await self._take_away(lease, run, ttl)
+            lease = None
         if lease is not None and lease.value.holder:
             self.missing_lease.pop(run.run_id, None)
             self.missing_seq.pop(run.run_id, None)
@@ -261,8 +267,17 @@ class Reconciler:
         # a report sent before the lease went may still be queued for the tracker
         return self.progress.reports_read(seq)
 
+    async def _take_away(self, lease: Lease, run: Run, ttl: float) -> None:
+        """A claim on this run by an agent it was not placed on (a compromised or broken agent: its credential
+        may write claims under its own name only, docs/security.md). Revoked, so that the run's own agent can
+        take it; the run is then judged as one whose lease is gone. Counted and logged with the writer's name."""
+        metrics.AUTH_FAILURES.labels(kind="foreign_lease").inc()
+        self.ctx.log.warning("foreign lease claim revoked", run_id=run.run_id, writer=lease.writer,
+                             claimed_attempt=lease.value.attempt, assigned=run.agent, attempt=run.attempt)
+        await self.ctx.leases.revoke(lease.key, f"claimed by {lease.writer}, not placed there", ttl)
+
     async def _gang_member_gone(self, run: Run, now: datetime, ttl: float) -> str | None:
-        """For a gang: which member let its lease `gang.<run>.<agent>` lapse (its host died), if one did.
+        """For a gang: which member let its lease `gang.<agent>.<run>` lapse (its host died), if one did.
 
         Members take their leases when assigned, so one is judged missing only once an assignment would
         have stalled, or a lease TTL after the gang started; and, as for run leases, on two looks TTL/2

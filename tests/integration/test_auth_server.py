@@ -80,7 +80,12 @@ TABLE = [
     (Role.AGENT, AGENT_A, "pub", "jc.event.finished.agent-a", True),
     (Role.AGENT, AGENT_A, "pub", "jc.event.finished.agent-b", False),
     (Role.AGENT, AGENT_A, "pub", "jc.logs.job.20260101T000000000Z.agent-b", False),
-    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.run.job.20260101T000000000Z", True),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.run.agent-a.job.20260101T000000000Z", True),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.run.agent-b.job.20260101T000000000Z", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.run._revoker.job.20260101T000000000Z", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.run.job.20260101T000000000Z", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.gang.agent-a.job.20260101T000000000Z", True),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_leases.gang.agent-b.job.20260101T000000000Z", False),
     (Role.AGENT, AGENT_A, "pub", "$KV.jc_jobs.nightly", False),
     (Role.AGENT, AGENT_A, "pub", "$KV.jc_tenants.acme", False),
     (Role.AGENT, AGENT_A, "pub", "$KV.jc_placement.capacity", False),
@@ -104,11 +109,12 @@ TABLE = [
     (Role.API, {}, "pub", "$KV.jc_tenants.acme", True),
     (Role.API, {}, "sub", "jc.api.*.jobs.create", True),
     (Role.API, {}, "pub", "jc.assign.agent-a", False),
-    (Role.API, {}, "pub", "$KV.jc_leases.run.job.20260101T000000000Z", True),
+    (Role.API, {}, "pub", "$KV.jc_leases.run._revoker.job.20260101T000000000Z", True),
+    (Role.API, {}, "pub", "$KV.jc_leases.run.agent-a.job.20260101T000000000Z", False),
     (Role.API, {}, "pub", "jc.ctl.agent-a", True),
-    (Role.API, {}, "pub", "$KV.jc_leases.gang.job.20260101T000000000Z.agent-a", False),
+    (Role.API, {}, "pub", "$KV.jc_leases.gang.agent-a.job.20260101T000000000Z", False),
     (Role.API, {}, "pub", "$KV.jc_tokens.0123456789abcdef", True),
-    (Role.TRIGGER, {}, "pub", "$KV.jc_leases.run.job.20260101T000000000Z", True),
+    (Role.TRIGGER, {}, "pub", "$KV.jc_leases.run._revoker.job.20260101T000000000Z", True),
     (Role.TRIGGER, {}, "pub", "jc.ctl.agent-a", True),
     (Role.GATEWAY, {}, "pub", "$JS.API.CONSUMER.CREATE.KV_jc_tokens", True),
     (Role.GATEWAY, {}, "pub", "$KV.jc_tokens.0123456789abcdef", False),
@@ -337,7 +343,7 @@ async def test_a_runs_credential_reaches_its_tenants_once_keys_and_nothing_else(
         assert not await job.denied("pub", "$KV.jc_idem.once.acme.email")
         assert not await job.denied("sub", "_INBOX.j-acme.x")
         for subject in ("$KV.jc_idem.once.beta.email", "$KV.jc_jobs.nightly", "jc.api.acme.jobs.list",
-                        "$KV.jc_leases.run.job.20260101T000000000Z", "jc.event.finished.agent-a"):
+                        "$KV.jc_leases.run.agent-a.job.20260101T000000000Z", "jc.event.finished.agent-a"):
             assert await job.denied("pub", subject), subject
         assert await job.denied("sub", "_INBOX.j-beta.x")
     finally:

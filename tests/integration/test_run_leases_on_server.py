@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -127,11 +128,13 @@ async def test_leader_and_shard_leases_live_apart_from_run_leases(leases: Leases
     # their own (a herd's run-lease writes cannot queue ahead of a leader's renewal)
     runs = await topology_js.stream_info(f"KV_{s.BUCKET_LEASES}", subjects_filter=">")
     leaders = await topology_js.stream_info(f"KV_{s.BUCKET_LEADERS}", subjects_filter=">")
-    assert set(runs.state.subjects or {}) == {f"$KV.{s.BUCKET_LEASES}.{KEY}"}
+    claim = s.lease_subject(KEY, "agent-1")  # a run lease is stored as its writer's claim
+    assert set(runs.state.subjects or {}) == {claim}
     assert set(leaders.state.subjects or {}) == {f"$KV.{s.BUCKET_LEADERS}.{SHARD}",
                                                  f"$KV.{s.BUCKET_LEADERS}.{s.PLACEMENT_LEADER_KEY}"}
     # And each reads back, renews and lists from where it lives
-    assert [await leases.keys(s.SHARD_LEASES), await leases.keys("run.>")] == [[SHARD], [KEY]]
+    assert [await leases.keys(s.SHARD_LEASES), await leases.keys("run.>")] == [
+        [SHARD], [claim.removeprefix(f"$KV.{s.BUCKET_LEASES}.")]]
     for held in (run, shard, leader):
         again = await leases.read(held.key)
         assert again is not None and again.token == held.token
@@ -172,3 +175,41 @@ async def test_a_renewal_after_a_revoke_or_a_new_holder_of_the_same_name_is_lost
     await assert_lost(leases, run)
     current = await leases.read(KEY)  # still the revoke marker: nobody was re-armed over it
     assert current is not None and (current.value.holder, current.value.revoked) == ("", "cancelled")
+
+
+async def test_a_run_lease_is_one_claim_per_writer_and_any_newer_claim_fences_the_holder(leases: Leases) -> None:
+    # Given agent-1 holding attempt 1, and agent-2 placed on attempt 2 (agent-1 stalled)
+    first = await leases.acquire(KEY, "agent-1", 30, attempt=1)
+    assert first is not None and first.writer == "agent-1"
+    second = await leases.take(KEY, "agent-2", 30, attempt=2)
+
+    # Then agent-2's claim is stored under its own name beside agent-1's, and is the lease
+    assert_written_over(second, first, "agent-2", 2)
+    current = await leases.read(KEY)
+    assert current is not None and (current.writer, current.token) == ("agent-2", second.token)
+    # And agent-1's renewal is fenced, although its own claim is still stored: the check spans every writer's
+    await assert_lost(leases, first)
+    assert s.lease_subject(KEY, "agent-1") != s.lease_subject(KEY, "agent-2")
+
+
+async def test_a_fenced_holders_claim_never_becomes_the_lease_again(leases: Leases) -> None:
+    # Given agent-1's claim for 3 s, superseded by agent-2, whose run ends at once: it releases its lease
+    first = await leases.acquire(KEY, "agent-1", 3, attempt=1)
+    assert first is not None
+    second = await leases.take(KEY, "agent-2", 3, attempt=2)
+    assert second is not None
+    await leases.release(second)
+
+    # Then the release marker outlives agent-1's older claim (a one-second marker would have left it the last
+    # message, and agent-1's next renewal would have passed its revision check)
+    marker = await leases.read(KEY)
+    assert marker is not None and marker.value.holder == "" and marker.writer == "agent-2"
+    assert marker.ttl is not None and marker.ttl >= 4
+    await asyncio.sleep(1.5)  # the server's TTL clock: past the old one-second marker
+    await assert_lost(leases, first)
+    # And a revoke written over agent-1's claim outlives it too
+    third = await leases.take(KEY, "agent-3", 3, attempt=3)
+    assert third is not None
+    await leases.revoke(KEY, "cancelled", 1)
+    revoked = await leases.read(KEY)
+    assert revoked is not None and revoked.writer == s.LEASE_REVOKER and (revoked.ttl or 0) >= 4

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jetcron.core import leases
 from jetcron.core.leases import fence_at, first_grant, renew_at
 from jetcron.wire import subjects as s
 
@@ -62,3 +63,41 @@ def test_the_agent_fences_a_margin_before_expiry_and_after_its_renewal_time(ttl:
 def test_run_leases_and_leader_leases_live_in_separate_buckets(key: str, bucket: str) -> None:
     assert s.lease_bucket(key) == bucket
 
+
+
+@pytest.mark.parametrize(("ttl", "older_until", "now", "expected"), [
+    (10.0, 0.0, 100.0, 10.0),     # no older claim: the TTL asked for
+    (1.0, 130.0, 100.0, 31.0),    # a one-second release marker over a claim stored 30 s more: a second past it
+    (10.0, 105.0, 100.0, 10.0),   # the older claim goes first anyway
+    (10.0, 95.0, 100.0, 10.0),    # already gone
+])
+def test_a_claim_written_over_another_outlives_it(ttl: float, older_until: float, now: float,
+                                                  expected: float) -> None:
+    assert leases.outlasting(ttl, older_until, now) == expected
+
+
+@pytest.mark.parametrize(("writer", "holder", "attempt", "assigned", "current", "foreign"), [
+    ("agent-a", "agent-a", 2, "agent-a", 2, False),   # the attempt's own agent
+    ("agent-a", "agent-a", 1, "agent-b", 2, False),   # an older attempt's agent, its release still to come
+    ("agent-b", "agent-b", 2, "agent-a", 2, True),    # the current attempt, claimed by an agent placed elsewhere
+    ("agent-b", "agent-b", 9, "agent-a", 2, True),    # a later attempt nobody placed
+    ("agent-b", "agent-a", 2, "agent-a", 2, True),    # under another agent's name
+    ("agent-b", "agent-b", 2, None, 2, True),         # a run placed on nobody yet
+    ("", "agent-b", 2, "agent-a", 2, False),          # a lease stored as one subject: no writer to judge
+])
+def test_a_foreign_claim_is_one_no_honest_agent_writes(writer: str, holder: str, attempt: int,
+                                                       assigned: str | None, current: int, foreign: bool) -> None:
+    assert leases.foreign_claim(writer, holder, attempt, assigned, current) is foreign
+
+
+def test_a_run_lease_is_stored_as_its_writers_claim_and_read_across_all_of_them() -> None:
+    key = s.run_lease_key("acme.nightly.20260101T000000000Z")
+    claim = s.lease_subject(key, "agent-a")
+    assert claim == "$KV.jc_leases.run.agent-a.acme.nightly.20260101T000000000Z"
+    assert s.lease_filter(key) == "$KV.jc_leases.run.*.acme.nightly.20260101T000000000Z"
+    assert s.lease_writer(claim) == "agent-a"
+    # leader and shard leases, and gang members' leases, stay one subject each
+    assert s.lease_subject(s.PLACEMENT_LEADER_KEY, "placement-a") == s.lease_filter(s.PLACEMENT_LEADER_KEY)
+    assert s.lease_writer(s.lease_subject(s.shard_lease_key(3), "trigger-a")) == ""
+    gang = s.gang_lease_key("acme.nightly.20260101T000000000Z", "agent-b")
+    assert s.lease_subject(gang, "agent-b") == "$KV.jc_leases.gang.agent-b.acme.nightly.20260101T000000000Z"
