@@ -29,8 +29,12 @@ test-deploy: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit -p no:cacheprovider
 
+# The fault catalogue and the bad-input table; their outcomes and figures regenerate docs/guarantees.md.
+CHAOS_TESTS = tests/chaos tests/integration/test_api_bad_input.py tests/integration/test_admission.py \
+	tests/integration/test_graceful_stop.py
 chaos: $(STAMP)
-	$(BIN)/python -m pytest -q tests/chaos -m "chaos or slow" -p no:cacheprovider
+	JETCRON_GUARANTEES_REPORT=docs/chaos-report.json $(BIN)/python -m pytest -q $(CHAOS_TESTS) -p no:cacheprovider; \
+	status=$$?; $(BIN)/python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md; exit $$status
 
 lint: $(STAMP)
 	$(BIN)/ruff check libs services tests bench

@@ -166,6 +166,9 @@ class Settings(BaseSettings):
     """Log in as this user (with the password in smtp_password_file); unset, send without logging in."""
     smtp_password_file: str | None = None
     """A file holding the SMTP password (a mounted secret): it never sits in the environment or a log."""
+    clock_skew: float = Field(default=0.0, ge=-3600, le=3600)
+    """Seconds added to this process's clock (a host whose clock is 30 s ahead: 30). For fault tests: nothing
+    that decides who holds a lease or whether it expired reads this clock (the NATS server judges that)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
 

@@ -12,7 +12,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -40,9 +40,13 @@ from jetcron.wire.messages import Cursor, ServiceInstance
 VERSION = "0.1.0"
 
 
+@dataclass(frozen=True)
 class SystemClock:
+    skew: float = 0.0
+    """Seconds this process's clock is off (JETCRON_CLOCK_SKEW: the clock-skew fault tests); 0 in service."""
+
     def now(self) -> datetime:
-        return datetime.now(UTC)
+        return datetime.now(UTC) + timedelta(seconds=self.skew) if self.skew else datetime.now(UTC)
 
 
 @dataclass
@@ -109,7 +113,7 @@ async def boot(name: str, settings: Settings) -> Context:
         cursors=await Store.open(js, s.BUCKET_CURSORS, Cursor),
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
         tenants=await Store.open(js, s.BUCKET_TENANTS, TenantPolicy),
-        leases=Leases(js),
+        leases=Leases(js), clock=SystemClock(settings.clock_skew),
     )
     ctx.log = structlog.get_logger("jetcron").bind(service=name)
     for w in warnings:

@@ -3,7 +3,10 @@ as subprocesses against it, an SDK client."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nats
@@ -32,6 +35,33 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
                 text = f"(could not collect: {exc})"
             rep.sections.append((name, str(text)))
     return rep
+
+
+GUARANTEES_REPORT = os.environ.get("JETCRON_GUARANTEES_REPORT")
+"""Set (make chaos): every test's outcome, duration and recorded properties (a chaos test's figures, a bad
+input's row) go to this JSON file at the end of the session; tests/chaos/guarantees.py makes the table of
+docs/guarantees.md from it."""
+_results: dict[str, dict[str, object]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not GUARANTEES_REPORT:
+        return
+    entry = _results.setdefault(report.nodeid, {"outcome": "passed", "duration_s": 0.0})
+    entry["duration_s"] = round(float(entry["duration_s"]) + report.duration, 3)  # type: ignore[arg-type]
+    if report.failed:
+        entry["outcome"] = "failed"
+    elif report.skipped and entry["outcome"] == "passed":
+        entry["outcome"] = "skipped"
+    entry.update(dict(report.user_properties))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if GUARANTEES_REPORT and _results:
+        path = Path(GUARANTEES_REPORT)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                                    "tests": _results}, indent=1, default=str) + "\n")
 
 
 def _server_log(server: EmbeddedNats, lines: int = 40) -> str:

@@ -92,6 +92,9 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
             f'  name: "{cluster_name}"',
             f"  listen: 127.0.0.1:{node.cluster_port}",
             "  routes: [" + ", ".join(f"nats://127.0.0.1:{p}" for p in routes) + "]",
+            # Clients know the nodes only by the URLs they were given (every node's, in `url`): a fault proxy
+            # put in front of a node stays in the path when its client reconnects.
+            "  no_advertise: true",
             *(["  " + line for line in _tls_block(node.tls, verify=True)] if node.tls else []),
             "}",
         ]

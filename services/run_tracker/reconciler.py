@@ -240,7 +240,10 @@ class Reconciler:
             self.missing_lease.pop(run.run_id, None)
             self.missing_seq.pop(run.run_id, None)
             self.cleared.discard(run.run_id)
-            expires = (lease.written_at or now) + timedelta(seconds=lease.ttl or ttl)
+            # The server's expiry, but never further ahead than the lease's TTL from our own now: our clock may
+            # run behind the server's (a skewed host), and then a dead agent's run would wait the skew too.
+            granted = timedelta(seconds=lease.ttl or ttl)
+            expires = min((lease.written_at or now) + granted, now + granted)
             look = self.next_look[run.run_id] = max(expires, now + timedelta(seconds=min(ttl / 4, 1.0)))
             if len(run.agents) <= 1 and run.run_id in self.looked_at:
                 # Nothing but its record (which re-indexes it) can change it before then: out of the sweeps

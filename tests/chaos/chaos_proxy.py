@@ -1,7 +1,8 @@
 """A small asyncio TCP fault proxy (toxiproxy is not installable here): put it between one client and one NATS node.
 
 Faults, switched at run time:
-- latency: every chunk waits this long, both ways;
+- latency (and jitter): every chunk is delivered this long after it arrived (plus or minus up to `jitter`),
+  both ways, in order; chunks in flight overlap, as on a long link;
 - blackhole: nothing passes either way, as in a partition; bytes are held (TCP would retransmit) and flow on
   heal(), unless the connection was reset meanwhile;
 - reset: every open connection is aborted with an RST; with refuse=True new ones are refused until heal();
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import struct
+import time
 
 
 class _ServerFrames:
@@ -45,6 +48,8 @@ class FaultProxy:
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
         self.latency = 0.0
+        self.jitter = 0.0
+        self.rng = random.Random(0)
         self.drop_replies = 0
         self.dropped = 0
         self.refusing = False
@@ -69,7 +74,7 @@ class FaultProxy:
 
     def heal(self) -> None:
         self.refusing = False
-        self.latency = 0.0
+        self.latency = self.jitter = 0.0
         self._open.set()
 
     def drop_reply(self, n: int = 1) -> None:
@@ -117,14 +122,29 @@ class FaultProxy:
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     frames: _ServerFrames | None) -> None:
+        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+        sender = asyncio.create_task(self._send(queue, writer, frames))
+        last = 0.0
         with contextlib.suppress(ConnectionError, OSError, asyncio.IncompleteReadError):
-            while True:
+            while not sender.done():
                 data = await reader.read(65536)
                 if not data:
                     break
                 await self._open.wait()  # a blackhole holds the bytes here
-                if self.latency:
-                    await asyncio.sleep(self.latency)
+                delay = self.latency + (self.rng.uniform(-self.jitter, self.jitter) if self.jitter else 0.0)
+                last = max(last, time.monotonic() + max(0.0, delay))  # jitter never reorders bytes
+                queue.put_nowait((last, data))
+        queue.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await sender
+
+    async def _send(self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter,
+                    frames: _ServerFrames | None) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            while (item := await queue.get()) is not None:
+                at, data = item
+                if (wait := at - time.monotonic()) > 0:
+                    await asyncio.sleep(wait)
                 if frames is not None:
                     data = b"".join(self._keep(frames.feed(data)))
                 if data:

@@ -51,6 +51,7 @@ class Figures:
         return self.values[key]
 
     def emit(self) -> None:
+        self.request.node.user_properties.append(("figures", dict(self.values)))  # the guarantees report
         line = " ".join(f"{k}={v}" for k, v in self.values.items())
         capture = self.request.config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():

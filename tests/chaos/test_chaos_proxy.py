@@ -52,6 +52,14 @@ async def test_each_fault_of_the_proxy(nats_server: EmbeddedNats, proxy: FaultPr
         assert time.monotonic() - started >= 0.4
         proxy.latency = 0.0
 
+        # Latency with jitter: every request of a burst is answered with its own payload, never a neighbour's
+        proxy.latency, proxy.jitter = 0.1, 0.05
+        started = time.monotonic()
+        replies = await asyncio.gather(*(client.request("echo", str(i).encode(), timeout=5) for i in range(20)))
+        assert [r.data for r in replies] == [str(i).encode() for i in range(20)]
+        assert time.monotonic() - started >= 0.1  # at least 50 ms each way
+        proxy.latency, proxy.jitter = 0.0, 0.0
+
         # Drop one reply: that request times out (outcome unknown to the client), the next is answered
         proxy.drop_reply()
         with pytest.raises(nats.errors.TimeoutError):

@@ -4,6 +4,7 @@ nothing stored. Raw bytes, as a publisher in any language may send them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from harness import Services
@@ -48,12 +49,20 @@ ROWS = [
     pytest.param(create(b'{"name": "a", "command": ["true"], "require": {"zone": "e u"}}'), "require.zone",
                  "labels are", id="space_in_label"),
     pytest.param(b"x" * (70 * 1024), "body", "larger than", id="huge_body"),
+    pytest.param(create(b'{"name": "a", "command": ["true"], "env": {"A\\u0000B": "x"}}'), "env.A\x00B",
+                 "not a valid variable name", id="nul_in_env_name"),
+    pytest.param(create(b'{"name": "a", "command": ["true"], "priority": 7}'), "spec.priority", "Expected",
+                 id="wrong_type"),
+    pytest.param(create(b'{"name": "a", "command": ["true"], "colour": "red"}'), "spec.colour", "unknown",
+                 id="unknown_field"),
 ]
 
 
 @pytest.mark.parametrize(("body", "field", "problem"), ROWS)
 async def test_bad_input_is_invalid_naming_the_field_and_stores_nothing(
-        services: Services, client: Client, body: bytes, field: str, problem: str) -> None:
+        services: Services, client: Client, body: bytes, field: str, problem: str,
+        record_property: Callable[[str, object], None]) -> None:
+    record_property("checks", f"`invalid` naming `{field}` ({problem}); nothing stored")
     services.start("api", "api")
     await services["api"].wait_logged("api ready", 30)
 

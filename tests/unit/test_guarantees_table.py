@@ -1,0 +1,59 @@
+"""docs/guarantees.md's fault and bad-input tables are generated from the last `make chaos` report
+(docs/chaos-report.json): the page matches its report, every fault names a test that exists, and the verdict
+says what the report says."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("guarantees", ROOT / "tests" / "chaos" / "guarantees.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+G = _generator()
+
+
+def test_the_page_is_what_the_last_report_makes() -> None:
+    report = json.loads((ROOT / "docs" / "chaos-report.json").read_text())
+    doc = (ROOT / "docs" / "guarantees.md").read_text()
+    assert G.rewrite(doc, G.tables(report)) == doc, (
+        "docs/guarantees.md is stale: python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md")
+
+
+@pytest.mark.parametrize("fault", [f for f in G.CATALOGUE if f.test], ids=lambda f: f.test.split("::")[1])
+def test_every_fault_names_a_test_that_exists(fault: object) -> None:
+    path, name = fault.test.split("::")  # type: ignore[attr-defined]
+    function, _, param = name.partition("[")
+    source = (ROOT / path).read_text()
+    assert re.search(rf"^(async )?def {re.escape(function)}\(", source, re.M), fault
+    if param:
+        assert f'"{param[:-1]}"' in source, f"{fault}: no parameter id {param[:-1]!r}"
+
+
+def test_a_row_says_held_only_when_the_test_passed_with_nothing_lost_or_doubled() -> None:
+    paused = G.CATALOGUE[2].test
+    report = {"finished_at": "2026-12-03T00:00:00+00:00", "tests": {
+        G.CATALOGUE[0].test: {"outcome": "passed", "figures": {"lost": 0, "duplicates": 0, "recovery_s": 4.25}},
+        G.CATALOGUE[1].test: {"outcome": "failed", "figures": {"lost": 2, "duplicates": 0}},
+        G.BAD_INPUT + "[huge_body]": {"outcome": "passed", "checks": "`invalid` naming `body`"},
+    }}
+    table = G.tables(report).splitlines()
+    row = {line.split(" | ")[0].lstrip("| "): line for line in table if line.startswith("| ")}
+    assert row[G.CATALOGUE[0].fault].endswith("| 4.25 s (recovery_s) | held |")
+    assert row[G.CATALOGUE[1].fault].endswith("| failed |")
+    assert next(r for r in row.values() if paused.split("::")[1] in r).endswith("| not run |")
+    assert row["a stream or bucket deleted under a running system"].endswith("| not tested |")
+    assert row["huge body"] == "| huge body | `invalid` naming `body` | held |"
