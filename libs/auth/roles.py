@@ -125,7 +125,9 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.TRIGGER:
         return Grant(
             watches=(s.BUCKET_JOBS, s.BUCKET_CURSORS),
-            reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER),
+            # The leases: cancelling a run (overlap policy) revokes its lease over the last claim, read first.
+            reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_LEASES,
+                       s.BUCKET_CLUSTER),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER), s.PLACE_ALL,
                     *CANCELS, _registry("trigger")),
             manages=True)

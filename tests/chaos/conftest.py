@@ -3,18 +3,15 @@ source, and a place to print and keep each test's figures."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import random
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from chaos_figures import Figures
 
-FIGURES = Path(__file__).resolve().parents[2] / "build" / "chaos-figures.jsonl"
 LIMIT_S = 60
 
 
@@ -35,30 +32,6 @@ def seed(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def rng(seed: int) -> random.Random:
     return random.Random(seed)
-
-
-class Figures:
-    """What a chaos test measured: printed past output capture, and appended to build/chaos-figures.jsonl."""
-
-    def __init__(self, request: pytest.FixtureRequest, seed: int) -> None:
-        self.request = request
-        self.values: dict[str, Any] = {"test": request.node.name, "seed": seed}
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self.values[key] = round(value, 3) if isinstance(value, float) else value
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-    def emit(self) -> None:
-        self.request.node.user_properties.append(("figures", dict(self.values)))  # the guarantees report
-        line = " ".join(f"{k}={v}" for k, v in self.values.items())
-        capture = self.request.config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            print(f"\nCHAOS {line}", flush=True)
-        FIGURES.parent.mkdir(parents=True, exist_ok=True)
-        with FIGURES.open("a") as f:
-            f.write(json.dumps(self.values) + "\n")
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ CATALOGUE = [
           "tests/integration/test_admission.py::test_a_full_placement_queue_refuses_submits_instead_of_losing_them",
           "a retryable refusal at submit, never an acknowledged job that cannot run"),
     Fault("SIGTERM to every service with NATS gone",
-          "tests/integration/test_graceful_stop.py::test_every_service_stops_within_its_grace_period",
+          "tests/integration/test_graceful_stop.py::test_every_service_stops_within_its_grace_period[nats_gone]",
           "each exits within its grace period"),
     Fault("a node partitioned from the other two (minority and majority side)", "", INVARIANTS),
     Fault("a stream or bucket deleted under a running system", "", "recreated or refused loudly, never silent loss"),
@@ -103,6 +103,11 @@ def _verdict(entry: dict[str, Any] | None) -> str:
     if entry["outcome"] == "passed" and not figures.get("lost") and not figures.get("duplicates"):
         return "held"
     return entry["outcome"]
+
+
+def _cell(text: str) -> str:
+    """Table-safe: a pipe or a control character (a NUL in a bad input's field name) shown escaped."""
+    return "".join(c if c.isprintable() and c != "|" else repr(c)[1:-1] if c != "|" else "\\|" for c in text)
 
 
 def _seconds(value: Any) -> str:
@@ -124,7 +129,7 @@ def tables(report: dict[str, Any]) -> str:
     rows = sorted((nodeid, entry) for nodeid, entry in tests.items() if nodeid.startswith(BAD_INPUT + "["))
     for nodeid, entry in rows:
         case = nodeid[len(BAD_INPUT) + 1:-1]
-        lines.append(f"| {case.replace('_', ' ')} | {entry.get('checks', '?')} | {_verdict(entry)} |")
+        lines.append(f"| {case.replace('_', ' ')} | {_cell(str(entry.get('checks', '?')))} | {_verdict(entry)} |")
     if not rows:
         lines.append("| (not run) | | |")
     return "\n".join([*lines, "", END])

@@ -22,8 +22,8 @@ from chaos_checks import (
     start_system,
     submit_all,
 )
+from chaos_figures import Figures
 from chaos_proxy import FaultProxy
-from conftest import Figures
 from harness import Services, pid_alive, wait_for
 
 from jetcron.sdk.client import Client

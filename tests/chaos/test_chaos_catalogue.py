@@ -29,8 +29,8 @@ from chaos_checks import (
     start_system,
     submit_all,
 )
+from chaos_figures import Figures
 from chaos_proxy import FaultProxy
-from conftest import Figures
 from harness import Services, wait_for
 
 from jetcron.bus.server import ServerNode, start_node, stop_node, wait_healthy

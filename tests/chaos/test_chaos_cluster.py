@@ -12,7 +12,7 @@ from pathlib import Path
 import nats
 import pytest
 from chaos_checks import all_terminal, chaos_job, check, missing_jobs, read_runs, start_system, submit_all
-from conftest import Figures
+from chaos_figures import Figures
 from harness import Services, wait_for
 
 from jetcron.bus.server import EmbeddedNats, ServerNode, start_node, stop_node, wait_healthy

@@ -21,7 +21,7 @@ from chaos_checks import (
     start_system,
     submit_all,
 )
-from conftest import Figures
+from chaos_figures import Figures
 from harness import Services, wait_for
 
 from jetcron.core.models import RunState

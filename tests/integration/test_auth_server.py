@@ -115,6 +115,8 @@ TABLE = [
     (Role.API, {}, "pub", "$KV.jc_leases.gang.agent-a.job.20260101T000000000Z", False),
     (Role.API, {}, "pub", "$KV.jc_tokens.0123456789abcdef", True),
     (Role.TRIGGER, {}, "pub", "$KV.jc_leases.run._revoker.job.20260101T000000000Z", True),
+    (Role.TRIGGER, {}, "pub", "$JS.API.STREAM.MSG.GET.KV_jc_leases", True),
+    (Role.TRIGGER, {}, "pub", "$KV.jc_leases.run.agent-a.job.20260101T000000000Z", False),
     (Role.TRIGGER, {}, "pub", "jc.ctl.agent-a", True),
     (Role.GATEWAY, {}, "pub", "$JS.API.CONSUMER.CREATE.KV_jc_tokens", True),
     (Role.GATEWAY, {}, "pub", "$KV.jc_tokens.0123456789abcdef", False),
