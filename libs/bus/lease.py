@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import secrets
 import time
@@ -12,7 +14,7 @@ import nats.js.errors as jse
 from nats.js import JetStreamContext
 
 from jetcron.bus.kv import bind, scan_keys, translate
-from jetcron.core.errors import LeaseLost, WriteConflict
+from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.leases import outlasting
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
@@ -258,3 +260,68 @@ class Leases:
             return None
         return await self._claim(key, LeaseValue(holder=holder, attempt=attempt, at=now,
                                                  nonce=secrets.token_hex(8)), ttl, current, read_at)
+
+
+class HeldLease:
+    """A lease one replica holds to act alone: the placement leader, the tracker's sweeper, a trigger shard or
+    its membership. Taken when free; renewed every TTL/3; dropped when lost; given up when no renewal has
+    succeeded for 2/3 of the TTL, so that the holder stops acting before the server can have expired it and
+    another replica taken over (self-fencing). One home for what the services' loops did each their own way."""
+
+    def __init__(self, leases: Leases, key: str, holder: str, ttl: float) -> None:
+        self.leases, self.key, self.holder, self.ttl = leases, key, holder, ttl
+        self.lease: Lease | None = None
+        self.renewed_at = 0.0
+        self.why_dropped = ""
+        """Why the last lease held was dropped: lost to another writer, or given up unrenewed."""
+
+    @property
+    def held(self) -> bool:
+        return self.lease is not None
+
+    async def take(self) -> bool:
+        """Acquire it if free (True also when already held); storage errors propagate to the caller."""
+        if self.lease is None:
+            self.lease = await self.leases.acquire(self.key, self.holder, self.ttl)
+            if self.lease is not None:
+                self.renewed_at = time.monotonic()
+        return self.lease is not None
+
+    async def keep(self, *, force: bool = False) -> bool:
+        """Renew it once a third of the TTL has passed since the last renewal (or now, `force`); whether it is
+        still held. A lost lease is dropped at once; a renewal that fails otherwise keeps it until 2/3 of the
+        TTL has passed without one."""
+        if self.lease is None:
+            return False
+        now = time.monotonic()
+        if not force and now - self.renewed_at < self.ttl / 3:
+            return True
+        try:
+            self.lease = await self.leases.renew(self.lease, self.ttl)
+            self.renewed_at = now
+        except LeaseLost:
+            self._drop("lost")
+        except JetcronError:
+            if now - self.renewed_at > self.ttl * 2 / 3:
+                self._drop(f"not renewed for {now - self.renewed_at:.1f} s")
+        return self.lease is not None
+
+    async def hold(self, stop: asyncio.Event) -> None:
+        """Keep it until it is lost, given up, or `stop` is set (then released)."""
+        while self.lease is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.ttl / 3)
+            if stop.is_set():
+                await self.release()
+                return
+            await self.keep(force=True)
+
+    async def release(self) -> None:
+        """Give it up now (the next holder need not wait for the TTL); a failed release just lets it expire."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            with contextlib.suppress(JetcronError):
+                await self.leases.release(lease)
+
+    def _drop(self, why: str) -> None:
+        self.lease, self.why_dropped = None, why

@@ -14,9 +14,9 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, pull_loop
-from jetcron.bus.lease import Lease
+from jetcron.bus.lease import HeldLease
 from jetcron.bus.publish import publish
-from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
 from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.retry import OUTAGE_TRIES, outage_wait
@@ -272,17 +272,19 @@ async def lead(ctx: Context, view: View) -> None:
     me = f"placement-{secrets.token_hex(4)}"
     ctx.log.info("placement ready (standby until it holds the leader lease)", replica=me)
     ttl = ctx.settings.leader_lease_ttl
+    leader = HeldLease(ctx.leases, s.PLACEMENT_LEADER_KEY, me, ttl)
     # The books must count every run already out before anything is placed: load first, then contend
     # (a long load while holding the lease would let it lapse).
     await view.synced()
     while not ctx.stop.is_set():
         try:
-            lease = await ctx.leases.acquire(s.PLACEMENT_LEADER_KEY, me, ttl)
+            won = await leader.take()
         except JetcronError as exc:  # storage unavailable (a stream leader election): try again, don't die
             ctx.log.warning("placement lease error", error=str(exc))
-            lease = None
-        if lease is None:
-            await asyncio.sleep(ttl / 3)
+            won = False
+        if not won:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ctx.stop.wait(), timeout=ttl / 3)
             continue
         started = time.monotonic()
         metrics.TAKEOVERS.labels(kind="placement_leader").inc()
@@ -297,7 +299,9 @@ async def lead(ctx: Context, view: View) -> None:
             pull_loop(ctx.js, s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
             placer.loop(), placer.keep_alive(), view.publish_capacity(stop))]
         metrics.TAKEOVER_DURATION.labels(kind="placement_leader").observe(time.monotonic() - started)
-        await _hold(ctx, lease, ttl)
+        await leader.hold(ctx.stop)
+        if not ctx.stop.is_set():
+            ctx.log.warning("placement leadership lost", why=leader.why_dropped)
         metrics.LEASES_HELD.labels(kind="placement_leader").set(0)
         view.leading = False
         stop.set()
@@ -306,28 +310,6 @@ async def lead(ctx: Context, view: View) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         placer.let_go()
         view.drop_in_flight()
-
-
-async def _hold(ctx: Context, lease: Lease, ttl: float) -> None:
-    renewed = time.monotonic()
-    while not ctx.stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ctx.stop.wait(), timeout=ttl / 3)
-        if ctx.stop.is_set():
-            await ctx.leases.release(lease)
-            return
-        try:
-            lease = await ctx.leases.renew(lease, ttl)
-            renewed = time.monotonic()
-        except LeaseLost:
-            ctx.log.warning("placement leadership lost")
-            return
-        except JetcronError:
-            if time.monotonic() - renewed > ttl * 2 / 3:
-                # self-fence: stop acting before the lease can have expired on the server
-                ctx.log.warning("placement leadership given up: lease not renewed in time",
-                                seconds=round(time.monotonic() - renewed, 1))
-                return
 
 
 async def _ack(msg: Msg) -> None:

@@ -9,7 +9,8 @@ import secrets
 import time
 
 from jetcron.bus.consume import pull_loop
-from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.bus.lease import HeldLease
+from jetcron.core.errors import JetcronError
 from jetcron.services.run_tracker.checkpoints import CheckpointJanitor
 from jetcron.services.run_tracker.deadlines import Deadlines
 from jetcron.services.run_tracker.events import EventHandler
@@ -27,29 +28,25 @@ SWEEP_SECONDS = 0.25
 async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor,
                               deadlines: Deadlines) -> None:
     """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work)."""
-    me = f"tracker-{secrets.token_hex(4)}"
-    ttl = ctx.settings.leader_lease_ttl
-    lease = None
+    leader = HeldLease(ctx.leases, s.TRACKER_LEADER_KEY, f"tracker-{secrets.token_hex(4)}",
+                       ctx.settings.leader_lease_ttl)
     won: float | None = None
     await reconciler.synced.wait()
-    renewed = 0.0
     while not ctx.stop.is_set():
         try:
-            if lease is None:
-                lease = await ctx.leases.acquire(s.TRACKER_LEADER_KEY, me, ttl)
-                if lease is not None:
-                    won = renewed = time.monotonic()
-                    metrics.TAKEOVERS.labels(kind="tracker_leader").inc()
-            elif time.monotonic() - renewed >= ttl / 3:  # sweeps come more often than renewals are needed
-                lease = await ctx.leases.renew(lease, ttl)
-                renewed = time.monotonic()
-        except LeaseLost:
-            lease = None
-            deadlines.lost_lead()
+            if leader.held:
+                # Sweeps come more often than renewals are needed; a renewal failing past 2/3 of the TTL gives
+                # the lease up, and the sweeps stop with it (another replica may be sweeping by then).
+                if not await leader.keep():
+                    ctx.log.warning("tracker leadership lost", why=leader.why_dropped)
+                    deadlines.lost_lead()
+            elif await leader.take():
+                won = time.monotonic()
+                metrics.TAKEOVERS.labels(kind="tracker_leader").inc()
         except JetcronError as exc:
             ctx.log.warning("tracker lease error", error=str(exc))
-        metrics.LEASES_HELD.labels(kind="tracker_leader").set(0 if lease is None else 1)
-        if lease is not None:
+        metrics.LEASES_HELD.labels(kind="tracker_leader").set(1 if leader.held else 0)
+        if leader.held:
             await reconciler.sweep(ctx.clock.now())
             await janitor.maybe_sweep(ctx.clock.now())
             await deadlines.maybe_sweep(ctx.clock.now())
@@ -58,9 +55,7 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
                 won = None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ctx.stop.wait(), timeout=SWEEP_SECONDS)
-    if lease is not None:
-        with contextlib.suppress(JetcronError):
-            await ctx.leases.release(lease)
+    await leader.release()
 
 
 async def main(ctx: Context) -> None:
