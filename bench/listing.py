@@ -15,6 +15,7 @@ import nats
 
 from bench.common import emit, percentile, summary, system
 from bench.http_load import Connection
+from jetcron.auth.roles import Role
 from jetcron.bus.connect import Identity
 from jetcron.bus.lease import Leases
 from jetcron.bus.server import free_port
@@ -26,6 +27,7 @@ from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 
 TENANT = "bench"
+AGENT = "bench-agent"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 IN_FLIGHT = 2000
 
@@ -34,14 +36,16 @@ def _record(job: str, n: int, state: RunState) -> Run:
     at = T0 + timedelta(minutes=n)
     spec = JobSpec(name=job, command=["true"], tenant=TENANT)
     return Run(run_id=run_id(job_key(TENANT, job), at), job=job_key(TENANT, job), tenant=TENANT, state=state,
-               scheduled_at=at, due_at=at, created_at=at, started_at=at, agent="bench-agent", agents=["bench-agent"],
+               scheduled_at=at, due_at=at, created_at=at, started_at=at, agent=AGENT, agents=[AGENT],
                finished_at=None if state is RunState.RUNNING else at, exit_code=None if state is RunState.RUNNING
                else 0, attempt=1, token=1, spec=spec)
 
 
-async def _load(url: str, creds: str, jobs: int, per_job: int, running: int) -> float:
-    """Write the records straight into jc_runs (the api's credential), many publishes in flight."""
+async def _load(url: str, creds: str, agent_creds: str, jobs: int, per_job: int, running: int) -> float:
+    """Write the records straight into jc_runs (the api's credential), many publishes in flight, and the running
+    runs' leases as their agent (only an agent may claim a run's lease)."""
     nc = await nats.connect(url, **Identity(creds=creds).options())
+    agent = await nats.connect(url, **Identity(creds=agent_creds).options())
     js = nc.jetstream(timeout=60)
     start = time.perf_counter()
     gate = asyncio.Semaphore(IN_FLIGHT)
@@ -57,14 +61,17 @@ async def _load(url: str, creds: str, jobs: int, per_job: int, running: int) -> 
         if len(pending) >= 20_000:
             await asyncio.gather(*pending)
             pending.clear()
-    leases = Leases(js)
+    # The backlog is written before the leases: a lease write has a short deadline of its own, which thousands
+    # of record publishes still in flight can outlast.
+    await asyncio.gather(*pending)
+    leases = Leases(agent.jetstream(timeout=60))
     for n in range(running):
         run = _record("live", n, RunState.RUNNING)
-        pending.append(asyncio.create_task(put(run)))
-        await leases.acquire(s.run_lease_key(run.run_id), "bench-agent", 3600, attempt=1)
-    await asyncio.gather(*pending)
+        await put(run)
+        await leases.acquire(s.run_lease_key(run.run_id), AGENT, 3600, attempt=1)
     elapsed = time.perf_counter() - start
     await nc.close()
+    await agent.close()
     return elapsed
 
 
@@ -106,7 +113,10 @@ def run(jobs: int, per_job: int, running: int, requests: int, reps: int) -> dict
         with system(sync_always=False, auth=True, services=("api", "gateway"), JETCRON_HTTP_PORT=str(port),
                     JETCRON_RUNS_MAX_BYTES=str(4 * 1024**3)) as jc:  # 1,000,000 records are ~1.2 GB
             assert jc.creds is not None
-            loads.append(asyncio.run(_load(jc.url, str(jc.creds.path("api")), jobs, per_job, running)))
+            agent_creds = jc.creds.path(AGENT)
+            jc.creds.authority.write_creds(agent_creds, Role.AGENT, agent_id=AGENT)
+            loads.append(asyncio.run(_load(jc.url, str(jc.creds.path("api")), str(agent_creds), jobs, per_job,
+                                           running)))
             started = time.perf_counter()
             jc.start("run_tracker", "run_tracker")
             asyncio.run(_ready_index(jc.url, jc.identity, running, 1800))

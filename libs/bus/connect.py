@@ -254,7 +254,13 @@ async def connect(
 
 
 def cluster_size(nc: Client) -> int:
-    """How many servers the connected server knows (1 on a single node)."""
+    """How many servers make up the cluster, as far as the client can tell (1 on a single node).
+
+    The server advertises its peers' client URLs unless configured with `no_advertise` (our loopback clusters
+    are: a client behind a fault proxy must not be told the way around it); the URLs the client was given count
+    too, so a client handed all three nodes knows it is on a cluster either way.
+    """
     info = nc._server_info  # the INFO block; nats-py exposes no public accessor
-    urls = info.get("connect_urls") or []
-    return max(1, len(urls))
+    advertised = info.get("connect_urls") or []
+    given = {url.netloc for url in nc.servers}
+    return max(1, len(advertised), len(given))
