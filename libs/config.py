@@ -120,6 +120,9 @@ class Settings(BaseSettings):
     """Address the gateway's REST API binds to; 0.0.0.0 in a container (every request needs a bearer token)."""
     http_api_timeout: float = Field(default=10.0, gt=0)
     """Seconds the gateway waits for the API service to answer one verb before answering 503."""
+    ui_trace_url: str = ""
+    """The dashboard links a run's trace here: a URL with `{trace_id}` in it (your Jaeger, Tempo or Honeycomb
+    trace view, e.g. http://jaeger.example:16686/trace/{trace_id}); empty shows the id unlinked."""
     trace_console: bool = False
     """Print spans to stdout (when no OTEL_EXPORTER_OTLP_ENDPOINT is set)."""
     checkpoint_retention: float = Field(default=86400.0, ge=0)

@@ -17,7 +17,7 @@ from croniter import CroniterBadDateError, CroniterError, croniter
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
 
-__all__ = ["CronExpr", "Occurrence", "every_index", "next_fires", "occurrences", "parse_cron",
+__all__ = ["CronExpr", "Occurrence", "every_index", "expand_alias", "next_fires", "occurrences", "parse_cron",
            "validate_schedule", "zone"]
 
 _ALIASES = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
@@ -92,12 +92,17 @@ def _values(field: Sequence[object], full: range) -> tuple[int, ...]:
     return tuple(full) if field == ["*"] else tuple(sorted(v for v in field if isinstance(v, int)))
 
 
+def expand_alias(expr: str) -> str:
+    """`@daily` as the five fields it stands for; any other expression as given."""
+    return _ALIASES.get(expr.strip().lower(), expr)
+
+
 def parse_cron(expr: str, field: str = "schedule.cron") -> CronExpr:
     """5 fields, 6 with seconds FIRST (as NATS and Dkron write it), or an @alias."""
     if not isinstance(expr, str) or len(expr) > _MAX_CRON_CHARS:
         raise InvalidSpec(field, expr, f"must be a string of at most {_MAX_CRON_CHARS} characters")
     text = expr.strip()
-    parts = _ALIASES.get(text.lower(), text).split()
+    parts = expand_alias(text).split()
     if text.startswith("@") and text.lower() not in _ALIASES:
         raise InvalidSpec(field, expr, f"unknown alias (known: {', '.join(_ALIASES)})")
     if len(parts) not in (5, 6):

@@ -88,9 +88,9 @@ class Runs(_Group):
         return await self._verb("runs.get", Run, run_id=run_id)
 
     async def list(self, *, job: str | None = None, state: str | None = None, queue: str | None = None,
-                   cursor: str | None = None, limit: int | None = None) -> Page[Run]:
+                   cursor: str | None = None, limit: int | None = None, newest: bool | None = None) -> Page[Run]:
         return await self._verb("runs.list", Page[Run], job=job, state=state, queue=queue, cursor=cursor,
-                                limit=limit)
+                                limit=limit, newest=newest)
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> Run:
         return await self._verb("runs.cancel", Run, run_id=run_id, reason=reason)

@@ -76,6 +76,8 @@ class RunsList(Request, kw_only=True):
     queue: str | None = None
     cursor: str | None = None
     limit: int = 100
+    newest: bool = False
+    """Newest first (by occurrence); the cursor then pages towards older runs. Not with a non-terminal state."""
 
 
 class RunsCancel(RunRef, kw_only=True):

@@ -46,6 +46,13 @@ def integer(data: dict[str, Any], key: str, default: int, lo: int, hi: int) -> i
     return value
 
 
+def flag(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidSpec(key, value, "must be true or false")
+    return value
+
+
 def instant(data: dict[str, Any], key: str) -> datetime:
     value = text(data, key)
     if value is None:

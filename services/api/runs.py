@@ -27,7 +27,7 @@ from jetcron.core.ids import (
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, admin_only, visible
-from jetcron.services.api.requests import body, integer, text
+from jetcron.services.api.requests import body, flag, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
@@ -78,7 +78,11 @@ class Runs:
             return await self._active(ActiveRunsQuery(state=state, tenant=call.tenant, queue=queue, cursor=after,
                                                       limit=limit))
         # By job: the run ids start with the job's key, so the server lists that job's keys alone.
-        keys = sorted(k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">") if k > after)
+        everything = await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">")
+        if flag(req, "newest"):
+            keys = sorted((k for k in everything if not after or k < after), reverse=True)
+        else:
+            keys = sorted(k for k in everything if k > after)
         if job is not None:  # `default-job.>` also matches the runs of tenant default-job's jobs
             keys = [k for k in keys if job_of(k) == job]
         items: list[Run] = []

@@ -1,4 +1,5 @@
-"""The REST app: routes from jobs.py, runs.py and admin.py; errors as RFC 9457 problems; OpenAPI 3.1; health.
+"""The REST app: routes from jobs.py, runs.py and admin.py; errors as RFC 9457 problems; OpenAPI 3.1; health;
+the dashboard under /ui (ui/).
 
 No logic of the API lives here: a route reads the request, calls one or a few verbs through the SDK, and shapes
 the reply (design.py). docs/rest-api.md is the user's guide.
@@ -18,7 +19,7 @@ from litestar.openapi.plugins import RedocRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.response import Redirect
 
-from jetcron.services.gateway import admin, jobs, runs
+from jetcron.services.gateway import admin, jobs, runs, ui
 from jetcron.services.gateway.gate import API, Gate, HttpProblem, gate_of
 from jetcron.services.gateway.problems import PROBLEM_JSON, Problem, problem
 
@@ -101,10 +102,10 @@ def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes
 _ROUTES: list[Any] = [*jobs.ROUTES, *runs.ROUTES, *admin.ROUTES, openapi_json, docs, livez, readyz]
 
 
-def build_app(gate: Gate) -> Litestar:
+def build_app(gate: Gate, *, trace_url: str = "") -> Litestar:
     handlers: dict[Any, Callable[..., Any]] = {
         HttpProblem: _on_problem, ValidationException: _on_validation, HTTPException: _on_http,
-        RecursionError: _on_too_deep, Exception: _on_error,
+        RecursionError: _on_too_deep, Exception: _on_error, **ui.HANDLERS,
     }
     openapi = OpenAPIConfig(
         # Not under /api/v1: Litestar's OpenAPI router would answer every unknown /api/v1 path with an HTML 404.
@@ -112,8 +113,9 @@ def build_app(gate: Gate) -> Litestar:
         components=Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}),
         security=[{"bearer": []}],
         description="The jetcron REST API (docs/rest-api.md). Every route takes `Authorization: Bearer <token>`.")
-    app = Litestar(route_handlers=_ROUTES, openapi_config=openapi, exception_handlers=handlers,
-                   request_max_body_size=MAX_BODY, debug=False)
+    app = Litestar(route_handlers=[*_ROUTES, *ui.ROUTES], openapi_config=openapi, exception_handlers=handlers,
+                   request_max_body_size=MAX_BODY, template_config=ui.TEMPLATES, debug=False)
     app.state.gate = gate
+    app.state.trace_url = trace_url
     return app
 

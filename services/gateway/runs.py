@@ -20,10 +20,11 @@ TEXT = "text/plain; charset=utf-8"
 @get(f"{API}/runs", summary="List runs (by job, state, queue; cursor pagination)")
 async def list_runs(request: Request[Any, Any, Any], job: str | None = None,
                     run_state: Annotated[str | None, Parameter(query="state")] = None,
-                    queue: str | None = None, cursor: str | None = None, limit: int = 50) -> Page[Run]:
+                    queue: str | None = None, cursor: str | None = None, limit: int = 50,
+                    newest: bool = False) -> Page[Run]:
     gate, caller = await _who(request)
     return await gate.api(caller, lambda c: c.runs.list(job=job, state=run_state, queue=queue, cursor=cursor,
-                                                         limit=limit))
+                                                         limit=limit, newest=newest or None))
 
 
 @get(f"{API}/runs/{{run_id:str}}", summary="A run, with every attempt")

@@ -89,12 +89,13 @@ async def main(ctx: Context) -> None:
     gate = Gate(lookup=book.lookup, client=lambda tenant: Client(ctx.nc, timeout, tenant=tenant), ready=ready)
     sock = _listen(ctx.settings.http_host, ctx.settings.http_port)
     host, port = sock.getsockname()[:2]
-    server = _Server(uvicorn.Config(build_app(gate), log_config=None, access_log=False, lifespan="off",
-                                    server_header=False))
+    app = build_app(gate, trace_url=ctx.settings.ui_trace_url)
+    server = _Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     await book.loaded.wait()
     ctx.ready.set()
-    ctx.log.info("gateway ready", url=f"http://{host}:{port}/api/v1", docs=f"http://{host}:{port}/api/v1/docs")
+    ctx.log.info("gateway ready", url=f"http://{host}:{port}/api/v1", docs=f"http://{host}:{port}/api/v1/docs",
+                 dashboard=f"http://{host}:{port}/ui")
     await ctx.stop.wait()
     server.should_exit = True
     await serving

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from harness import Services, mint
+from rest_support import Rest
+
+from jetcron.auth.authority import Authority
+from jetcron.auth.roles import Role
+from jetcron.bus.connect import Identity
+from jetcron.sdk.client import Client
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -13,3 +22,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.timeout(60))
+
+
+@pytest.fixture
+async def rest(secure_services: Services, authority: Authority, tmp_path: Path) -> AsyncIterator[Rest]:
+    await secure_services.start_system(agents=1)
+    gateway = secure_services.start("gateway", "gateway", JETCRON_HTTP_PORT="0")
+    await gateway.wait_logged("gateway ready", 30)
+    found = re.search(r"http://127\.0\.0\.1:(\d+)/api/v1", gateway.output())
+    assert found, gateway.output()
+    admin = await Client.connect(secure_services.server.url, identity=Identity(
+        creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
+    try:
+        yield Rest(f"http://127.0.0.1:{found.group(1)}", admin)
+    finally:
+        await admin.close()

@@ -3,50 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from harness import Services, mint, wait_for
+from harness import wait_for
+from rest_support import Rest
 
-from jetcron.auth.authority import Authority
-from jetcron.auth.roles import Role
-from jetcron.bus.connect import Identity
 from jetcron.sdk.client import ApiError, Client
-
-
-@dataclass
-class Rest:
-    url: str
-    admin: Client
-    """An admin NATS client (issues tokens, checks what is stored)."""
-
-    async def token(self, tenant: str | None) -> str:
-        made = await self.admin.call("tokens.create", {"tenant": tenant} if tenant else {"admin": True})
-        return str(made["token"])
-
-    def http(self, token: str | None) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30)
-
-
-@pytest.fixture
-async def rest(secure_services: Services, authority: Authority, tmp_path: Path) -> AsyncIterator[Rest]:
-    await secure_services.start_system(agents=1)
-    gateway = secure_services.start("gateway", "gateway", JETCRON_HTTP_PORT="0")
-    await gateway.wait_logged("gateway ready", 30)
-    found = re.search(r"http://127\.0\.0\.1:(\d+)/api/v1", gateway.output())
-    assert found, gateway.output()
-    admin = await Client.connect(secure_services.server.url, identity=Identity(
-        creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
-    try:
-        yield Rest(f"http://127.0.0.1:{found.group(1)}", admin)
-    finally:
-        await admin.close()
 
 
 async def _job_when(http: httpx.AsyncClient, job_id: str, states: set[str]) -> dict[str, Any]:

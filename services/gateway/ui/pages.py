@@ -1,0 +1,471 @@
+"""The dashboard's pages and actions, under /ui: server-rendered, each one or a few typed SDK calls as the viewer.
+
+Like the REST routes, no logic of the API lives here: a page asks the API service for what its viewer may see
+(a tenant's token sees its tenant, the admin's sees all), and shapes it with present.py. Actions are plain HTML
+forms (htmx submits them and asks for confirmation); each answers with a redirect to the page that shows the
+result, or back with the API's error as a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.datastructures import UploadFile
+from litestar.response import Redirect, ServerSentEvent, Template
+from litestar.response.sse import ServerSentEventMessage
+
+from jetcron.auth.tokens import TokenRecord
+from jetcron.core.errors import InvalidSpec
+from jetcron.core.models import JobRecord, JobSpec, Run
+from jetcron.core.run_state import RunState
+from jetcron.core.validate import decode_as
+from jetcron.sdk.client import Client
+from jetcron.sdk.errors import ApiError
+from jetcron.services.gateway.gate import Gate, gate_of
+from jetcron.services.gateway.ui import present
+from jetcron.services.gateway.ui.session import (
+    CSRF_FIELD,
+    UI,
+    changer,
+    check_token,
+    end_session,
+    safe_next,
+    session_cookie,
+    viewer,
+)
+
+T = TypeVar("T")
+PAGE = 50
+GRID_RUNS = 12
+OVERVIEW_JOBS = 200
+OVERVIEW_RUNS = 30
+SEARCH_PAGES = 20
+
+
+class Context:
+    """What every page's template gets: who is looking, their CSRF token, and the trace link template."""
+
+    def __init__(self, gate: Gate, who: TokenRecord, csrf: str, request: Request[Any, Any, Any]) -> None:
+        self.gate, self.who, self.csrf = gate, who, csrf
+        self.client = gate.client(who.tenant)
+        self.trace_url: str = request.app.state.get("trace_url", "")
+        self.message = request.query_params.get("error", "")
+        self.notice = request.query_params.get("done", "")
+
+    def page(self, template: str, **values: Any) -> Template:
+        return Template(template_name=template, context={
+            "who": self.who, "admin": self.who.tenant is None, "csrf": self.csrf, "csrf_field": CSRF_FIELD,
+            "error": self.message, "done": self.notice, "tone": present.tone, "now": datetime.now(UTC), **values})
+
+    def ref(self, spec: JobSpec) -> str:
+        """How the viewer names a job to the API: a tenant by its name, the admin by its key."""
+        return spec.key if self.who.tenant is None else spec.name
+
+    def job_of_run(self, run: Run) -> str:
+        if run.spec is not None:
+            return self.ref(run.spec)
+        return run.job if self.who.tenant is None else run.job.split(".", 1)[-1]
+
+
+def _context(request: Request[Any, Any, Any]) -> Context:
+    gate, who, csrf = viewer(request)
+    return Context(gate, who, csrf, request)
+
+
+async def _tolerant(call: Awaitable[T]) -> T | ApiError:
+    """A part of a page that may fail alone (a tracker not ready, an admin-only view): shown as its error."""
+    try:
+        return await call
+    except ApiError as exc:
+        return exc
+
+
+def _with(to: str, *, error: str = "", done: str = "") -> str:
+    query = urlencode({k: v[:300] for k, v in (("error", error), ("done", done)) if v})
+    return f"{to}?{query}" if query else to
+
+
+def _go(request: Request[Any, Any, Any], to: str) -> Response[Any]:
+    """A plain form gets a redirect; htmx (which would follow it and swap the whole page into the form) is told
+    where to go instead."""
+    if request.headers.get("hx-request") == "true":
+        return Response("", status_code=200, headers={"HX-Redirect": to})
+    return Redirect(to, status_code=303)
+
+
+async def _act(request: Request[Any, Any, Any], back: str, op: Callable[[Client], Awaitable[str]]
+               ) -> Response[Any]:
+    """Run an action as the viewer; on success go where it says (or back with its notice), else back with the
+    API's error (field and value named as the API names them)."""
+    gate, who = await changer(request)
+    try:
+        to = await op(gate.client(who.tenant))
+    except (ApiError, InvalidSpec) as exc:
+        return _go(request, _with(back, error=str(exc)))
+    return _go(request, to if to.startswith(UI) else _with(back, done=to))
+
+
+async def _form(request: Request[Any, Any, Any]) -> dict[str, str]:
+    form = await request.form()
+    return {k: v for k, v in form.items() if isinstance(v, str) and not isinstance(v, UploadFile)}
+
+
+# --- login ---------------------------------------------------------------------------------------------------
+
+
+@get(f"{UI}/login", include_in_schema=False)
+async def login_page(next_page: str | None = None) -> Template:
+    return Template(template_name="login.html", context={"next": safe_next(next_page), "error": ""})
+
+
+@post(f"{UI}/login", include_in_schema=False)
+async def login(request: Request[Any, Any, Any]) -> Response[Any]:
+    form = await _form(request)
+    token = form.get("token", "").strip()
+    where = safe_next(form.get("next"))
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host", ""):
+        return Template(template_name="login.html", status_code=403,
+                        context={"next": where, "error": "a login from another site's page is refused"})
+    if not token or check_token(gate_of(request), token) is None:
+        return Template(template_name="login.html", status_code=401, context={
+            "next": where, "error": "that token is not valid (tokens start with jct_; "
+                                    "`jetcron tokens create --tenant NAME` issues one)"})
+    response: Response[Any] = Redirect(where, status_code=303)
+    response.set_cookie(session_cookie(request, token))
+    return response
+
+
+@post(f"{UI}/logout", include_in_schema=False)
+async def logout(request: Request[Any, Any, Any]) -> Response[Any]:
+    await changer(request)
+    return end_session(Redirect(f"{UI}/login", status_code=303))
+
+
+# --- overview ------------------------------------------------------------------------------------------------
+
+
+@get(UI, include_in_schema=False)
+async def overview(request: Request[Any, Any, Any]) -> Template:
+    ctx = _context(request)
+    c = ctx.client
+    now = datetime.now(UTC)
+    jobs = (await c.jobs.list(limit=OVERVIEW_JOBS)).items
+    recent: list[Run] = []
+    for page in await asyncio.gather(*(c.runs.list(job=ctx.ref(j.spec), newest=True, limit=OVERVIEW_RUNS)
+                                       for j in jobs)):
+        recent.extend(page.items)
+    active = {state: await _tolerant(c.runs.list(state=state, limit=1000))
+              for state in (RunState.WAITING, RunState.SCHEDULED, RunState.ASSIGNED, RunState.RUNNING,
+                            RunState.RETRY_WAIT)}
+    depth: dict[str, int] = {}
+    scheduled = active[RunState.SCHEDULED]
+    if not isinstance(scheduled, ApiError):
+        for run in scheduled.items:
+            priority = str(run.spec.priority) if run.spec else "normal"
+            depth[priority] = depth.get(priority, 0) + 1
+    waits = [w for r in recent if (w := present.wait_seconds(r)) is not None]
+    dead = await _tolerant(c.dlq.list(limit=1000))
+    agents = await _tolerant(c.agents.list()) if ctx.who.tenant is None else None
+    return ctx.page("overview.html", jobs=len(jobs), active=active, depth=depth, sampled=len(recent),
+                    chart=present.stacked_bars(present.runs_per_minute(recent, now)),
+                    wait_p99=present.duration(present.percentile(waits, 99)),
+                    wait_p50=present.duration(present.percentile(waits, 50)), dead=dead, agents=agents)
+
+
+# --- jobs ----------------------------------------------------------------------------------------------------
+
+
+@get(f"{UI}/jobs", include_in_schema=False)
+async def jobs_page(request: Request[Any, Any, Any], queue: str | None = None, q: str | None = None,
+                    cursor: str | None = None, status: str | None = None) -> Template:
+    ctx = _context(request)
+    c = ctx.client
+    now = datetime.now(UTC)
+    queue = queue or None
+    items: list[JobRecord] = []
+    next_cursor = cursor
+    # A search reads pages until it has a page of matches (the API lists by name; it has no text search).
+    for _ in range(SEARCH_PAGES if q else 1):
+        page = await c.jobs.list(cursor=next_cursor, limit=PAGE if not q else 500, queue=queue)
+        items.extend(j for j in page.items if (not q or q.lower() in j.spec.name.lower())
+                     and (not status or j.status == status))
+        next_cursor = page.next_cursor
+        if not next_cursor or len(items) >= PAGE:
+            break
+    items = items[:PAGE]
+    grids = await asyncio.gather(*(c.runs.list(job=ctx.ref(j.spec), newest=True, limit=GRID_RUNS) for j in items))
+    rows = [{"job": j, "ref": ctx.ref(j.spec), "words": present.schedule_words(j.spec.schedule),
+             "next": present.next_fire(j, now), "runs": list(reversed(g.items))} for j, g in zip(items, grids,
+                                                                                                 strict=True)]
+    return ctx.page("jobs.html", rows=rows, queue=queue or "", q=q or "", status=status or "",
+                    next_cursor=next_cursor, cursor=cursor or "")
+
+
+def _spec_from_form(form: dict[str, str], tenant: str | None, base: JobSpec | None = None) -> JobSpec:
+    """A spec from the create and edit forms: a shell command, one schedule, queue, priority, timeout."""
+    kind = form.get("schedule_kind", "now")
+    schedule: dict[str, Any] = {"kind": kind}
+    if kind == "cron":
+        schedule |= {"cron": form.get("cron", ""), "tz": form.get("tz") or "UTC"}
+    elif kind == "every":
+        schedule["every_seconds"] = _number(form.get("every_seconds", ""), "schedule.every_seconds")
+    elif kind == "at":
+        schedule["at"] = form.get("at", "")
+    command = form.get("command", "")
+    fields: dict[str, Any] = {
+        "name": form.get("name", base.name if base else ""), "command": ["sh", "-c", command] if command else [],
+        "schedule": schedule, "queue": form.get("queue") or "default", "priority": form.get("priority") or "normal"}
+    if form.get("timeout_seconds"):
+        fields["timeout_seconds"] = _number(form["timeout_seconds"], "timeout_seconds")
+    if base is not None:
+        merged = msgspec.to_builtins(base) | fields
+        merged["name"] = base.name
+        return decode_as(merged, JobSpec, "spec")
+    if tenant is not None:
+        fields["tenant"] = tenant
+    return decode_as(fields, JobSpec, "spec")
+
+
+def _number(text: str, field: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidSpec(field, text, "must be a number") from None
+
+
+def _command_text(spec: JobSpec) -> str:
+    """The command as the edit form shows it: the shell string when it is one."""
+    if len(spec.command) == 3 and spec.command[:2] == ["sh", "-c"]:
+        return spec.command[2]
+    return " ".join(spec.command)
+
+
+@post(f"{UI}/jobs", include_in_schema=False)
+async def create_job(request: Request[Any, Any, Any]) -> Response[Any]:
+    form = await _form(request)
+
+    async def create(c: Client) -> str:
+        record = await c.jobs.create(_spec_from_form(form, c.tenant))
+        return f"{UI}/jobs/{quote(record.spec.key if c.tenant is None else record.spec.name)}"
+
+    return await _act(request, f"{UI}/jobs", create)
+
+
+@get(f"{UI}/jobs/{{name:str}}", include_in_schema=False)
+async def job_page(request: Request[Any, Any, Any], name: str, cursor: str | None = None) -> Template:
+    ctx = _context(request)
+    c = ctx.client
+    view = await c.jobs.get(name, count=10)
+    runs = await c.runs.list(job=name, newest=True, limit=PAGE, cursor=cursor or None)
+    spec = view.job.spec
+    shown = msgspec.to_builtins(spec)
+    # Values of `env` are not shown (they may be credentials a job was given before secrets existed).
+    shown["env"] = {k: "••••" for k in spec.env}
+    return ctx.page("job.html", record=view.job, ref=name, spec=spec, fires=view.next_fires,
+                    words=present.schedule_words(spec.schedule), spec_json=json.dumps(shown, indent=2),
+                    runs=runs.items, next_cursor=runs.next_cursor, command=_command_text(spec),
+                    has_flow=bool(spec.depends_on))
+
+
+_ACTIONS = {"trigger", "pause", "resume", "delete"}
+
+
+@post(f"{UI}/jobs/{{name:str}}/{{action:str}}", include_in_schema=False)
+async def job_action(request: Request[Any, Any, Any], name: str, action: str) -> Response[Any]:
+    back = f"{UI}/jobs/{quote(name)}"
+    form = await _form(request)
+
+    async def act(c: Client) -> str:
+        if action == "trigger":
+            run = await c.jobs.trigger(name)
+            return f"{UI}/runs/{quote(run.run_id)}"
+        if action == "pause":
+            await c.jobs.pause(name)
+            return "paused"
+        if action == "resume":
+            await c.jobs.resume(name)
+            return "resumed"
+        if action == "delete":
+            await c.jobs.delete(name)
+            return f"{UI}/jobs?done=deleted+{quote(name)}"
+        if action == "backfill":
+            made = await c.jobs.backfill(name, form.get("from", ""), form.get("to", ""))
+            return f"backfilled {len(made.items)} runs"
+        if action == "edit":
+            current = (await c.jobs.get(name, count=0)).job
+            version = int(_number(form.get("version", ""), "version"))
+            await c.jobs.update(_spec_from_form(form, c.tenant, current.spec), expected_version=version)
+            return "saved"
+        raise InvalidSpec("action", action, f"must be one of {', '.join(sorted(_ACTIONS | {'backfill', 'edit'}))}")
+
+    return await _act(request, back, act)
+
+
+# --- runs ----------------------------------------------------------------------------------------------------
+
+
+@get(f"{UI}/runs/{{run_id:str}}", include_in_schema=False)
+async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
+    ctx = _context(request)
+    run = await ctx.client.runs.get(run_id)
+    trace = ctx.trace_url.replace("{trace_id}", run.trace_id) if ctx.trace_url and run.trace_id else ""
+    return ctx.page("run.html", run=run, job=ctx.job_of_run(run), trace=trace, duration=present.duration,
+                    ended=RunState(run.state).terminal)
+
+
+@get(f"{UI}/runs/{{run_id:str}}/state", include_in_schema=False)
+async def run_state(request: Request[Any, Any, Any], run_id: str) -> Template:
+    """The run's state and why it waits: the fragment the run page polls while the run is live."""
+    ctx = _context(request)
+    run = await ctx.client.runs.get(run_id)
+    return ctx.page("_run_state.html", run=run, ended=RunState(run.state).terminal)
+
+
+@get(f"{UI}/runs/{{run_id:str}}/log", include_in_schema=False)
+async def run_log(request: Request[Any, Any, Any], run_id: str) -> ServerSentEvent:
+    """The run's output as server-sent events (`log`, JSON text) and one `end` with its final state."""
+    ctx = _context(request)
+    client = ctx.client
+    await client.runs.get(run_id)  # a 404 before the stream starts, not inside it
+
+    async def events() -> AsyncIterator[ServerSentEventMessage]:
+        async for chunk in client.follow_logs(run_id, through_api=True):
+            yield ServerSentEventMessage(event="log", data=json.dumps(chunk.decode(errors="replace")))
+        final = await client.runs.get(run_id)
+        yield ServerSentEventMessage(event="end", data=json.dumps(str(final.state)))
+
+    return ServerSentEvent(events())
+
+
+@post(f"{UI}/runs/{{run_id:str}}/cancel", include_in_schema=False)
+async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+    async def cancel(c: Client) -> str:
+        await c.runs.cancel(run_id, reason="cancelled from the dashboard")
+        return "cancelled"
+
+    return await _act(request, f"{UI}/runs/{quote(run_id)}", cancel)
+
+
+# --- flows, agents, dead letters, tenants --------------------------------------------------------------------
+
+
+@get(f"{UI}/flows/{{name:str}}", include_in_schema=False)
+async def flow_page(request: Request[Any, Any, Any], name: str) -> Template:
+    """The jobs connected to `name` by dependencies, each coloured by its latest run."""
+    ctx = _context(request)
+    c = ctx.client
+    records: list[JobRecord] = []
+    cursor: str | None = None
+    while True:
+        page = await c.jobs.list(cursor=cursor, limit=1000)
+        records.extend(page.items)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    graph = _graph(ctx, records)
+    if name not in graph:
+        await c.jobs.get(name, count=0)  # not found: the API's 404
+    part = _component(graph, name)
+    latest = await asyncio.gather(*(c.runs.list(job=job, newest=True, limit=1) for job in part))
+    states = {job: str(p.items[0].state) for job, p in zip(part, latest, strict=True) if p.items}
+    links = {job: f"{UI}/runs/{quote(p.items[0].run_id)}" if p.items else f"{UI}/jobs/{quote(job)}"
+             for job, p in zip(part, latest, strict=True)}
+    sub = {job: [u for u in graph.get(job, []) if u in part] for job in part}
+    blocked = sorted(job for job, state in states.items() if state == RunState.BLOCKED)
+    return ctx.page("flow.html", name=name, svg=present.dag_svg(sub, states, links), states=states,
+                    blocked=blocked)
+
+
+def _graph(ctx: Context, records: list[JobRecord]) -> dict[str, list[str]]:
+    graph: dict[str, list[str]] = {}
+    for record in records:
+        spec = record.spec
+        graph[ctx.ref(spec)] = spec.upstream_keys() if ctx.who.tenant is None else list(spec.depends_on)
+    return graph
+
+
+def _component(graph: dict[str, list[str]], name: str) -> list[str]:
+    """Every job linked to `name` through dependencies, either way."""
+    links: dict[str, set[str]] = {}
+    for job, ups in graph.items():
+        for up in ups:
+            links.setdefault(job, set()).add(up)
+            links.setdefault(up, set()).add(job)
+    seen, todo = {name}, [name]
+    while todo:
+        for other in links.get(todo.pop(), ()):
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return sorted(seen)
+
+
+@get(f"{UI}/agents", include_in_schema=False)
+async def agents_page(request: Request[Any, Any, Any]) -> Template:
+    ctx = _context(request)
+    now = datetime.now(UTC)
+    found = await _tolerant(ctx.client.agents.list())
+    rows = []
+    if not isinstance(found, ApiError):
+        for a in found.items:
+            cpu_used = a.cpu - (a.free_cpu if a.free_cpu is not None else a.cpu)
+            mem_used = a.memory_mb - (a.free_memory_mb if a.free_memory_mb is not None else a.memory_mb)
+            gpu_used = a.gpus - (a.free_gpus if a.free_gpus is not None else a.gpus)
+            bars = [("cpu", round(cpu_used, 2), a.cpu), ("memory MiB", mem_used, a.memory_mb)]
+            if a.gpus:
+                bars.append(("GPUs", gpu_used, a.gpus))
+            if a.slots:
+                bars.append(("slots", a.running, a.slots))
+            rows.append({"agent": a, "bars": present.hbars(bars),
+                         "age": present.duration((now - a.heartbeat_at).total_seconds())})
+    return ctx.page("agents.html", rows=rows, denied=found if isinstance(found, ApiError) else None)
+
+
+@get(f"{UI}/dlq", include_in_schema=False)
+async def dlq_page(request: Request[Any, Any, Any]) -> Template:
+    ctx = _context(request)
+    page = await ctx.client.dlq.list(limit=500)
+    return ctx.page("dlq.html", runs=list(reversed(page.items)), job_of=ctx.job_of_run)
+
+
+@post(f"{UI}/dlq/{{run_id:str}}/replay", include_in_schema=False)
+async def replay(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+    async def again(c: Client) -> str:
+        run = await c.dlq.replay(run_id)
+        return f"{UI}/runs/{quote(run.run_id)}"
+
+    return await _act(request, f"{UI}/dlq", again)
+
+
+@get(f"{UI}/tenants", include_in_schema=False)
+async def tenants_page(request: Request[Any, Any, Any]) -> Template:
+    ctx = _context(request)
+    found = await _tolerant(ctx.client.tenants.list())
+    use: dict[str, dict[str, float]] = {}
+    if not isinstance(found, ApiError):
+        running = await _tolerant(ctx.client.runs.list(state=RunState.RUNNING, limit=1000))
+        if not isinstance(running, ApiError):
+            for run in running.items:
+                spent = use.setdefault(run.tenant, {"cpu": 0.0, "memory_mb": 0.0, "gpus": 0.0, "runs": 0.0})
+                resources = run.spec.resources if run.spec else None
+                spent["runs"] += 1
+                if resources is not None:
+                    spent["cpu"] += resources.cpu
+                    spent["memory_mb"] += resources.memory_mb
+                    spent["gpus"] += resources.gpus
+    return ctx.page("tenants.html", tenants=[] if isinstance(found, ApiError) else found.items, use=use,
+                    denied=found if isinstance(found, ApiError) else None)
+
+
+ROUTES: list[Any] = [login_page, login, logout, overview, jobs_page, create_job, job_page, job_action, run_page,
+                     run_state, run_log, cancel_run, flow_page, agents_page, dlq_page, replay, tenants_page]
+
+__all__ = ["ROUTES"]

@@ -1,0 +1,229 @@
+"""What the dashboard shows, computed without I/O: schedules in words, state labels, small SVG charts, a DAG.
+
+Everything returns plain values or escaped markup (markupsafe), so templates only place it and the unit tests
+check it without a browser.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cron_descriptor import get_description
+from markupsafe import Markup, escape
+
+from jetcron.core import cron
+from jetcron.core.dag import Graph
+from jetcron.core.models import JobRecord, Run, Schedule, ScheduleKind
+from jetcron.core.run_state import RunState
+
+# One colour family per outcome; the template always prints the state as text too (colour is never the only cue).
+STATE_TONE: Mapping[str, str] = {
+    RunState.WAITING: "wait", RunState.SCHEDULED: "wait", RunState.ASSIGNED: "active", RunState.RUNNING: "active",
+    RunState.RETRY_WAIT: "warn", RunState.SUCCEEDED: "ok", RunState.FAILED: "bad", RunState.DEAD: "bad",
+    RunState.CANCELLED: "muted", RunState.SKIPPED: "muted", RunState.BLOCKED: "warn",
+}
+_UNITS = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+
+
+def tone(state: str) -> str:
+    return STATE_TONE.get(state, "muted")
+
+
+def interval_words(seconds: float) -> str:
+    """`every 90 seconds`, `every 5 minutes`, `every hour`: the largest unit that divides the interval."""
+    for size, unit in _UNITS:
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"every {unit}" if n == 1 else f"every {n} {unit}s"
+    return f"every {seconds:g} seconds"
+
+
+def schedule_words(schedule: Schedule) -> str:
+    if schedule.kind is ScheduleKind.NOW:
+        return "once, when created"
+    if schedule.kind is ScheduleKind.AT:
+        return f"once at {schedule.at.isoformat() if schedule.at else '?'}"
+    if schedule.kind is ScheduleKind.EVERY:
+        return interval_words(schedule.every_seconds or 0)
+    expr = schedule.cron or ""
+    expanded = cron.expand_alias(expr)
+    try:
+        words = get_description(expanded)
+    except Exception:  # the library's own parse errors: the expression was validated by ours, so show it bare
+        words = expr
+    zone = "" if schedule.tz == "UTC" else f" ({schedule.tz})"
+    return f"{words}{zone}" if words == expr else f"{words}{zone} · {expr}"
+
+
+@dataclass(frozen=True)
+class NextFire:
+    local: datetime
+    utc: datetime
+
+
+def next_fire(record: JobRecord, now: datetime) -> NextFire | None:
+    """The next occurrence of an active job, in its zone and in UTC; None when it will not fire again."""
+    if record.status != "active":
+        return None
+    schedule = record.spec.schedule
+    if schedule.kind is ScheduleKind.NOW:
+        return None
+    upcoming = cron.next_fires(schedule, now, 1, created_at=record.created_at)
+    if not upcoming:
+        return None
+    at = upcoming[0].at
+    return NextFire(local=at.astimezone(cron.zone(schedule.tz)), utc=at)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def wait_seconds(run: Run) -> float | None:
+    """How long a started run waited past its due time."""
+    if run.started_at is None:
+        return None
+    return max(0.0, (run.started_at - run.due_at).total_seconds())
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class Minute:
+    at: datetime
+    by_tone: Mapping[str, int]
+
+
+def runs_per_minute(runs: Iterable[Run], now: datetime, minutes: int = 30) -> list[Minute]:
+    """Finished runs per minute over the last `minutes`, by outcome tone; oldest first."""
+    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = end - timedelta(minutes=minutes)
+    buckets: list[Counter[str]] = [Counter() for _ in range(minutes)]
+    for run in runs:
+        if run.finished_at is None or not start <= run.finished_at < end:
+            continue
+        buckets[int((run.finished_at - start).total_seconds() // 60)][tone(run.state)] += 1
+    return [Minute(at=start + timedelta(minutes=i), by_tone=dict(b)) for i, b in enumerate(buckets)]
+
+
+def stacked_bars(minutes: Sequence[Minute], *, width: int = 600, height: int = 120) -> Markup:
+    """A stacked bar per minute (ok under bad under the rest), with a title per bar for hover and screen readers."""
+    order = ("ok", "bad", "warn", "active", "wait", "muted")
+    peak = max((sum(m.by_tone.values()) for m in minutes), default=0) or 1
+    bar = width / max(1, len(minutes))
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="finished runs per minute, last {len(minutes)} minutes">']
+    for i, minute in enumerate(minutes):
+        y = float(height)
+        total = sum(minute.by_tone.values())
+        label = ", ".join(f"{minute.by_tone[t]} {t}" for t in order if minute.by_tone.get(t)) or "none"
+        parts.append(f"<g><title>{escape(minute.at.strftime('%H:%M'))} UTC: {escape(label)}</title>")
+        for t in order:
+            n = minute.by_tone.get(t, 0)
+            if not n:
+                continue
+            h = n / peak * (height - 4)
+            y -= h
+            parts.append(f'<rect class="tone-{t}" x="{i * bar + 1:.1f}" y="{y:.1f}" width="{bar - 2:.1f}" '
+                         f'height="{h:.1f}"/>')
+        if not total:
+            parts.append(f'<rect class="tone-none" x="{i * bar + 1:.1f}" y="{height - 1}" width="{bar - 2:.1f}" '
+                         'height="1"/>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def hbars(rows: Sequence[tuple[str, float, float]], *, width: int = 300) -> Markup:
+    """Horizontal capacity bars: (label, used, total) each, the figures as text beside the bar."""
+    parts = [f'<svg class="bars" viewBox="0 0 {width} {18 * len(rows)}" role="img" aria-label="capacity">']
+    for i, (label, used, total) in enumerate(rows):
+        share = 0.0 if total <= 0 else min(1.0, used / total)
+        y = i * 18
+        parts.append(f'<text x="0" y="{y + 13}">{escape(label)}</text>'
+                     f'<rect class="track" x="70" y="{y + 3}" width="{width - 150}" height="12"/>'
+                     f'<rect class="fill" x="70" y="{y + 3}" width="{(width - 150) * share:.1f}" height="12"/>'
+                     f'<text x="{width - 75}" y="{y + 13}">{used:g} / {total:g}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    layer: int
+    row: int
+
+
+def layers(graph: Graph) -> list[Node]:
+    """Each job at the depth of its longest upstream chain (roots at 0), in name order within a layer."""
+    depth: dict[str, int] = {}
+
+    def deep(job: str) -> int:
+        # Iterative: a long chain must not exhaust the recursion limit (core/dag.py does the same).
+        stack = [job]
+        while stack:
+            top = stack[-1]
+            ups = [u for u in graph.get(top, ()) if u not in depth]
+            if ups:
+                stack.extend(ups)
+                continue
+            stack.pop()
+            depth[top] = 1 + max((depth[u] for u in graph.get(top, ())), default=-1)
+        return depth[job]
+
+    names = sorted(set(graph) | {u for ups in graph.values() for u in ups})
+    for name in names:
+        deep(name)
+    rows: Counter[int] = Counter()
+    nodes = []
+    for name in sorted(names, key=lambda n: (depth[n], n)):
+        nodes.append(Node(name, depth[name], rows[depth[name]]))
+        rows[depth[name]] += 1
+    return nodes
+
+
+def dag_svg(graph: Graph, states: Mapping[str, str], links: Mapping[str, str]) -> Markup:
+    """The flow as boxes left to right (upstreams first), each coloured and labelled by its run's state."""
+    nodes = layers(graph)
+    w, h, gap_x, gap_y = 170, 44, 60, 24
+    at = {n.name: (20 + n.layer * (w + gap_x), 20 + n.row * (h + gap_y)) for n in nodes}
+    width = max((x for x, _ in at.values()), default=0) + w + 20
+    height = max((y for _, y in at.values()), default=0) + h + 20
+    parts = [f'<svg class="dag" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+             'aria-label="flow graph"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+             'markerWidth="8" markerHeight="8" orient="auto"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>']
+    for job, ups in sorted(graph.items()):
+        for up in ups:
+            (x1, y1), (x2, y2) = at[up], at[job]
+            parts.append(f'<line class="edge" x1="{x1 + w}" y1="{y1 + h / 2}" x2="{x2}" y2="{y2 + h / 2}" '
+                         'marker-end="url(#arrow)"/>')
+    for node in nodes:
+        x, y = at[node.name]
+        state = states.get(node.name, "not run")
+        box = (f'<rect class="node tone-{tone(state)}" x="{x}" y="{y}" width="{w}" height="{h}" rx="6"/>'
+               f'<text x="{x + 8}" y="{y + 18}" class="name">{escape(node.name)}</text>'
+               f'<text x="{x + 8}" y="{y + 35}" class="state">{escape(state)}</text>')
+        link = links.get(node.name)
+        parts.append(f'<a href="{escape(link)}">{box}</a>' if link else box)
+    parts.append("</svg>")
+    return Markup("".join(parts))
