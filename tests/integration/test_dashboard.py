@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from browser_support import Watched, chromium, log_in
 from harness import wait_for
-from playwright.async_api import Dialog, Page, expect
+from playwright.async_api import Dialog, expect
 from rest_support import Rest
 
 from jetcron.sdk.client import Client
