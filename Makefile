@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-fast test-deploy chaos lint typecheck schemas bench clean
+.PHONY: up test test-fast test-deploy chaos lint typecheck schemas bench screenshots browser clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,7 +17,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 up: $(STAMP)
 	$(BIN)/jetcron up
 
-test: $(STAMP)
+# Debian's chromium for the dashboard's browser tests and screenshots (Playwright cannot download its own here):
+# installed when missing and this is a Debian machine we may install on; otherwise those tests are skipped.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=600 chromium >/dev/null; } || \
+	  echo "chromium is not installed: the dashboard's browser tests will be skipped"
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy" -p no:cacheprovider
 
 # The image and the compose stack in real containers (podman; installed here when missing): docs/deploy.md.
@@ -46,6 +53,10 @@ typecheck: $(STAMP)
 	for f in libs/*; do ln -s ../../../$$f build/mypy/jetcron/; done
 	ln -s ../../../services build/mypy/jetcron/services
 	MYPYPATH=build/mypy $(BIN)/mypy -p jetcron
+
+# A screenshot of every dashboard page, on a small live system, into docs/images/ (docs/dashboard.md).
+screenshots: $(STAMP) browser
+	$(BIN)/python -m tests.integration.screenshots docs/images
 
 schemas: $(STAMP)
 	$(BIN)/python -m jetcron.wire.schema schemas

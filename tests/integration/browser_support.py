@@ -1,42 +1,36 @@
-"""Headless Chromium (Debian's package) driven by Playwright, for the dashboard's tests and `make screenshots`.
-
-Playwright's own browser download is impossible on these machines; the system chromium runs with the flags
-that keep it off the network (FIELD_NOTES: background networking makes refused connections at every start).
-"""
+"""The dashboard's browser tests: the system chromium (bench/browser.py), and what a page did wrong."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import pytest
-from playwright.async_api import Browser, ConsoleMessage, Page, Request, Response, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Page, Request, Response
 
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+from bench import browser
+from bench.browser import log_in
+
+__all__ = ["Watched", "chromium", "log_in"]
 
 
 def chromium_path() -> str:
-    """The system chromium; a test run without it is skipped on a laptop and fails in CI (.ci/run installs it)."""
-    found = os.environ.get("JETCRON_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    """The system chromium; a test run without it is skipped on a laptop and fails in CI (`make test` installs
+    it where it can)."""
+    found = browser.find_chromium()
     if found is None:
         if os.environ.get("CI"):
-            pytest.fail("chromium is not installed: .ci/run installs Debian's chromium package")
+            pytest.fail("chromium is not installed: `make browser` installs Debian's chromium package")
         pytest.skip("chromium is not installed (apt-get install chromium)")
     return found
 
 
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=chromium_path(), args=FLAGS, headless=True)
-        try:
-            yield browser
-        finally:
-            await browser.close()
+    async with browser.chromium(chromium_path()) as launched:
+        yield launched
 
 
 @dataclass
@@ -65,10 +59,3 @@ class Watched:
     def _response(self, response: Response) -> None:
         if response.status >= 400 and response.status not in self.expected_status:
             self.errors.append(f"HTTP {response.status}: {response.request.method} {response.url}")
-
-
-async def log_in(page: Page, base: str, token: str) -> None:
-    await page.goto(f"{base}/ui/login")
-    await page.get_by_label("API token").fill(token)
-    await page.get_by_role("button", name="Log in").click()
-    await page.wait_for_url(f"{base}/ui")

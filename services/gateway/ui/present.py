@@ -43,11 +43,11 @@ def interval_words(seconds: float) -> str:
 
 
 def schedule_words(schedule: Schedule) -> str:
-    if schedule.kind is ScheduleKind.NOW:
+    if schedule.kind == ScheduleKind.NOW:
         return "once, when created"
-    if schedule.kind is ScheduleKind.AT:
+    if schedule.kind == ScheduleKind.AT:
         return f"once at {schedule.at.isoformat() if schedule.at else '?'}"
-    if schedule.kind is ScheduleKind.EVERY:
+    if schedule.kind == ScheduleKind.EVERY:
         return interval_words(schedule.every_seconds or 0)
     expr = schedule.cron or ""
     expanded = cron.expand_alias(expr)
@@ -70,7 +70,7 @@ def next_fire(record: JobRecord, now: datetime) -> NextFire | None:
     if record.status != "active":
         return None
     schedule = record.spec.schedule
-    if schedule.kind is ScheduleKind.NOW:
+    if schedule.kind == ScheduleKind.NOW:
         return None
     upcoming = cron.next_fires(schedule, now, 1, created_at=record.created_at)
     if not upcoming:

@@ -1,0 +1,106 @@
+"""What the dashboard computes without I/O: schedules in words, next fires, charts, the flow graph, sessions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
+from jetcron.core.run_state import RunState
+from jetcron.services.gateway.ui import present
+from jetcron.services.gateway.ui.session import csrf_token, safe_next
+
+T0 = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("schedule", "words"), [
+    (Schedule(kind=ScheduleKind.NOW), "once, when created"),
+    (Schedule(kind=ScheduleKind.AT, at=T0), "once at 2026-03-28T12:00:00+00:00"),
+    (Schedule(kind=ScheduleKind.EVERY, every_seconds=300), "every 5 minutes"),
+    (Schedule(kind=ScheduleKind.EVERY, every_seconds=3600), "every hour"),
+    (Schedule(kind=ScheduleKind.EVERY, every_seconds=90), "every 90 seconds"),
+    (Schedule(kind=ScheduleKind.EVERY, every_seconds=0.5), "every 0.5 seconds"),
+    (Schedule(kind=ScheduleKind.CRON, cron="0 */6 * * *"), "Every 6 hours · 0 */6 * * *"),
+    (Schedule(kind=ScheduleKind.CRON, cron="30 2 * * *", tz="Europe/Berlin"), "At 02:30 AM (Europe/Berlin) · 30 2 * * *"),
+    (Schedule(kind=ScheduleKind.CRON, cron="@daily"), "At 12:00 AM · @daily"),
+    (Schedule(kind=ScheduleKind.CRON, cron="*/10 * * * * *"), "Every 10 seconds · */10 * * * * *"),
+])
+def test_schedules_in_words(schedule: Schedule, words: str) -> None:
+    assert present.schedule_words(schedule) == words
+
+
+def _job(schedule: Schedule, status: JobStatus = JobStatus.ACTIVE) -> JobRecord:
+    return JobRecord(spec=JobSpec(name="j", command=["true"], schedule=schedule), status=status, created_at=T0,
+                     updated_at=T0)
+
+
+def test_next_fire_in_the_jobs_zone_and_utc_across_a_dst_change() -> None:
+    # Berlin springs forward on 2026-03-29: 03:00 local is 01:00 UTC that day, 02:00 UTC the day before
+    fire = present.next_fire(_job(Schedule(kind=ScheduleKind.CRON, cron="0 3 * * *", tz="Europe/Berlin")), T0)
+    assert fire is not None
+    assert fire.utc == datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+    assert (fire.local.hour, fire.local.utcoffset()) == (3, timedelta(hours=2))
+    assert present.next_fire(_job(Schedule(kind=ScheduleKind.CRON, cron="0 3 * * *"), status=JobStatus.PAUSED), T0) is None
+    assert present.next_fire(_job(Schedule(kind=ScheduleKind.NOW)), T0) is None
+    assert present.next_fire(_job(Schedule(kind=ScheduleKind.AT, at=T0 - timedelta(hours=1))), T0) is None
+
+
+def _run(n: int, state: RunState, finished: datetime | None, wait: float = 0.0) -> Run:
+    due = T0 - timedelta(hours=1)
+    return Run(run_id=f"j.{n}", job="j", state=state, scheduled_at=due, due_at=due, created_at=due,
+               started_at=due + timedelta(seconds=wait), finished_at=finished)
+
+
+def test_runs_per_minute_counts_finished_runs_by_outcome_in_their_minute() -> None:
+    now = T0 + timedelta(seconds=30)
+    runs = [_run(1, RunState.SUCCEEDED, T0 - timedelta(seconds=1)), _run(2, RunState.SUCCEEDED, T0),
+            _run(3, RunState.DEAD, T0 + timedelta(seconds=10)), _run(4, RunState.RUNNING, None),
+            _run(5, RunState.SUCCEEDED, T0 - timedelta(minutes=31))]
+    minutes = present.runs_per_minute(runs, now, minutes=30)
+    assert len(minutes) == 30 and minutes[-1].at == T0
+    assert minutes[-1].by_tone == {"ok": 1, "bad": 1} and minutes[-2].by_tone == {"ok": 1}
+    assert sum(sum(m.by_tone.values()) for m in minutes) == 3
+    svg = present.stacked_bars(minutes)
+    assert svg.count("<title>") == 30 and "12:00 UTC: 1 ok, 1 bad" in svg
+
+
+def test_wait_and_percentiles() -> None:
+    assert present.wait_seconds(_run(1, RunState.RUNNING, None, wait=2.5)) == 2.5
+    assert present.percentile([], 99) is None
+    assert present.percentile([float(i) for i in range(1, 101)], 99) == 99.0
+    assert present.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert [present.duration(s) for s in (None, 1.25, 75, 3725)] == ["", "1.2 s", "1 min 15 s", "1 h 2 min"]
+
+
+def test_a_flow_is_laid_out_by_its_longest_upstream_chain() -> None:
+    graph = {"report": ["load", "extract"], "load": ["extract"], "extract": [], "audit": ["extract"]}
+    nodes = {n.name: (n.layer, n.row) for n in present.layers(graph)}
+    assert nodes == {"extract": (0, 0), "audit": (1, 0), "load": (1, 1), "report": (2, 0)}
+    svg = present.dag_svg(graph, {"extract": "succeeded", "load": "blocked"}, {"load": "/ui/runs/x"})
+    assert svg.count('class="edge"') == 4 and '<a href="/ui/runs/x">' in svg
+    assert "tone-ok" in svg and "tone-warn" in svg and "not run" in svg
+
+
+def test_a_long_chain_does_not_exhaust_the_recursion_limit() -> None:
+    graph = {f"j{i}": [f"j{i - 1}"] if i else [] for i in range(5000)}
+    assert max(n.layer for n in present.layers(graph)) == 4999
+
+
+def test_names_are_escaped_in_svg() -> None:
+    svg = present.dag_svg({"<script>": []}, {"<script>": "<b>"}, {})
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+    bars = present.hbars([("<cpu>", 1, 2)])
+    assert "&lt;cpu&gt;" in bars
+
+
+def test_next_after_login_stays_on_the_dashboard() -> None:
+    assert safe_next("/ui/jobs?q=x") == "/ui/jobs?q=x"
+    for elsewhere in ("https://evil.example/", "//evil.example/ui", "/api/v1/jobs", "/ui\\@evil", None, "",
+                      "/uix"):
+        assert safe_next(elsewhere) == "/ui", elsewhere
+
+
+def test_the_csrf_token_is_tied_to_the_session() -> None:
+    a, b = csrf_token("jct_a_secret"), csrf_token("jct_b_secret")
+    assert a == csrf_token("jct_a_secret") and a != b and len(a) == 64 and "secret" not in a
