@@ -22,7 +22,8 @@ T0 = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
     (Schedule(kind=ScheduleKind.EVERY, every_seconds=90), "every 90 seconds"),
     (Schedule(kind=ScheduleKind.EVERY, every_seconds=0.5), "every 0.5 seconds"),
     (Schedule(kind=ScheduleKind.CRON, cron="0 */6 * * *"), "Every 6 hours · 0 */6 * * *"),
-    (Schedule(kind=ScheduleKind.CRON, cron="30 2 * * *", tz="Europe/Berlin"), "At 02:30 AM (Europe/Berlin) · 30 2 * * *"),
+    (Schedule(kind=ScheduleKind.CRON, cron="30 2 * * *", tz="Europe/Berlin"),
+     "At 02:30 AM (Europe/Berlin) · 30 2 * * *"),
     (Schedule(kind=ScheduleKind.CRON, cron="@daily"), "At 12:00 AM · @daily"),
     (Schedule(kind=ScheduleKind.CRON, cron="*/10 * * * * *"), "Every 10 seconds · */10 * * * * *"),
 ])
@@ -41,7 +42,8 @@ def test_next_fire_in_the_jobs_zone_and_utc_across_a_dst_change() -> None:
     assert fire is not None
     assert fire.utc == datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
     assert (fire.local.hour, fire.local.utcoffset()) == (3, timedelta(hours=2))
-    assert present.next_fire(_job(Schedule(kind=ScheduleKind.CRON, cron="0 3 * * *"), status=JobStatus.PAUSED), T0) is None
+    paused = _job(Schedule(kind=ScheduleKind.CRON, cron="0 3 * * *"), status=JobStatus.PAUSED)
+    assert present.next_fire(paused, T0) is None
     assert present.next_fire(_job(Schedule(kind=ScheduleKind.NOW)), T0) is None
     assert present.next_fire(_job(Schedule(kind=ScheduleKind.AT, at=T0 - timedelta(hours=1))), T0) is None
 
