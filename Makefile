@@ -56,7 +56,7 @@ typecheck: $(STAMP)
 
 # A screenshot of every dashboard page, on a small live system, into docs/images/ (docs/dashboard.md).
 screenshots: $(STAMP) browser
-	$(BIN)/python -m tests.integration.screenshots docs/images
+	$(BIN)/python -m bench.screenshots docs/images
 
 schemas: $(STAMP)
 	$(BIN)/python -m jetcron.wire.schema schemas

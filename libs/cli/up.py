@@ -135,8 +135,9 @@ def up(
                    f"TLS {'on' if certs else 'off'}; "
                    f"the CLI finds this system through {context}"
                    + (f" (admin credential {creds.admin})" if creds else ""))
-        typer.echo(f"jetcron up: REST API at http://127.0.0.1:{http_port}/api/v1 (docs: /api/v1/docs); "
-                   "a bearer token: `jetcron tokens create --tenant NAME` (or --admin)")
+        typer.echo(f"jetcron up: REST API at http://127.0.0.1:{http_port}/api/v1 (docs: /api/v1/docs), dashboard "
+                   f"at http://127.0.0.1:{http_port}/ui; a token for either: `jetcron tokens create --tenant NAME` "
+                   "(or --admin)")
         while not stop["flag"]:
             time.sleep(0.5)
             sup.restart_dead()
