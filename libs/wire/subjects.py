@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jetcron.core.ids import DEFAULT_TENANT
 from jetcron.core.models import Priority
 
 PREFIX = "jc"
@@ -314,3 +315,11 @@ def idempotency_key(scope: str, key: str) -> str:
 
 def runs_of_job_filter(job: str) -> str:
     return f"{job}.>"
+
+
+def jobs_of_tenant_filter(tenant: str | None) -> str:
+    """The job keys a caller may list, filtered by the server: one tenant's (the default tenant's keys are bare
+    names, one token; another's are `tenant.name`, two: core/ids.job_key), or everyone's for the admin."""
+    if tenant is None:
+        return ">"
+    return "*" if tenant == DEFAULT_TENANT else f"{tenant}.*"

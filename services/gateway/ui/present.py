@@ -6,6 +6,7 @@ check it without a browser.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,7 +43,9 @@ def interval_words(seconds: float) -> str:
     return f"every {seconds:g} seconds"
 
 
+@functools.lru_cache(maxsize=4096)
 def schedule_words(schedule: Schedule) -> str:
+    """The schedule as a sentence (cached: a jobs page asks for 50 at a time, most of them alike)."""
     if schedule.kind == ScheduleKind.NOW:
         return "once, when created"
     if schedule.kind == ScheduleKind.AT:
@@ -65,18 +68,32 @@ class NextFire:
     utc: datetime
 
 
+_NEXT: dict[tuple[Schedule, datetime], tuple[datetime, NextFire | None]] = {}
+_NEXT_MAX = 20_000
+
+
 def next_fire(record: JobRecord, now: datetime) -> NextFire | None:
-    """The next occurrence of an active job, in its zone and in UTC; None when it will not fire again."""
+    """The next occurrence of an active job, in its zone and in UTC; None when it will not fire again.
+
+    Remembered until it passes (the next fire after a moment is the next fire after every later moment before
+    it), so a jobs page does not compute 50 cron matches per view."""
     if record.status != "active":
         return None
     schedule = record.spec.schedule
     if schedule.kind == ScheduleKind.NOW:
         return None
+    key = (schedule, record.created_at)
+    if key in _NEXT:
+        asked, known = _NEXT[key]
+        if asked <= now and (known.utc > now if known is not None else True):
+            return known
     upcoming = cron.next_fires(schedule, now, 1, created_at=record.created_at)
-    if not upcoming:
-        return None
-    at = upcoming[0].at
-    return NextFire(local=at.astimezone(cron.zone(schedule.tz)), utc=at)
+    at = upcoming[0].at if upcoming else None
+    fire = NextFire(local=at.astimezone(cron.zone(schedule.tz)), utc=at) if at is not None else None
+    if len(_NEXT) >= _NEXT_MAX:
+        _NEXT.clear()
+    _NEXT[key] = (now, fire)
+    return fire
 
 
 def duration(seconds: float | None) -> str:
