@@ -34,6 +34,8 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # 1,000,000 records: about 4 minutes, most of it writing them
     ("bench.listing", ["--reps", "1", "--jobs", "1000"],
      ["--jobs", "3", "--per-job", "50", "--running", "50", "--requests", "3"]),
+    ("bench.dashboard", ["--jobs", "10000", "--requests", "100", "--reps", "3"],
+     ["--jobs", "60", "--requests", "3", "--reps", "1"]),
     ("bench.notify", ["--reps", "3"], ["--idle-runs", "3", "--burst", "20", "--reps", "1"]),
     ("bench.placement_core", [], []),
     ("bench.placement_fairness", [], ["--reps", "1"]),

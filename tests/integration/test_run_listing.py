@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from harness import Services, wait_for
 
-from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.core.models import JobSpec, Run, RunState, Schedule, ScheduleKind
 from jetcron.sdk.client import Client
-from jetcron.sdk.errors import UnavailableError
+from jetcron.sdk.errors import InvalidError, UnavailableError
 
 
 async def test_running_runs_are_listed_per_tenant_from_the_index(services: Services, client: Client) -> None:
@@ -41,3 +41,26 @@ async def test_running_runs_are_listed_per_tenant_from_the_index(services: Servi
 async def _succeeded(client: Client) -> bool:
     page = await client.runs.list(job="short", state=RunState.SUCCEEDED.value)
     return len(page.items) == 1
+
+
+async def test_runs_of_a_job_are_listed_newest_first_in_pages(services: Services, client: Client) -> None:
+    await services.start_system(agents=0)
+    acme = Client(client.nc, tenant="acme")
+    await acme.jobs.create(JobSpec(name="hourly", command=["true"],
+                                   schedule=Schedule(kind=ScheduleKind.CRON, cron="0 * * * *")))
+    made = await acme.jobs.backfill("hourly", "2026-01-01T00:00:00Z", "2026-01-01T04:30:00Z")
+    ids = sorted(r.run_id for r in made.items)
+    assert len(ids) == 5
+
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await acme.runs.list(job="hourly", newest=True, limit=2, cursor=cursor)
+        seen.extend(r.run_id for r in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == ids[::-1]
+    assert [r.run_id for r in (await acme.runs.list(job="hourly", limit=2)).items] == ids[:2]
+    with pytest.raises(InvalidError, match="newest: must be true or false"):
+        await acme.call("runs.list", {"job": "hourly", "newest": "yes"})
