@@ -115,7 +115,8 @@ def grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
 def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
     if role is Role.API:
         return Grant(
-            reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS),
+            # The placement queue: its depth by priority (cluster.status, admin).
+            reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS, s.STREAM_PLACE),
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
                          s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS),
                     *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL, VERDICT,

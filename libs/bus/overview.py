@@ -21,6 +21,7 @@ from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry
 from jetcron.core.models import AgentInfo, Priority, Run, RunState
 from jetcron.wire import subjects as s
+from jetcron.wire.api import ClusterStatus
 from jetcron.wire.codec import decode
 
 RECENT = timedelta(hours=1)
@@ -138,9 +139,23 @@ async def _recent_runs(js: JetStreamContext, now: datetime) -> tuple[dict[str, i
             await sub.unsubscribe()
 
 
+async def cluster_status(js: JetStreamContext) -> ClusterStatus:
+    """Leaders, shard holders and the placement queue: what the API's cluster.status answers (the dashboard's
+    overview) and part of `jetcron status`."""
+    leases = Leases(js)
+    shards: dict[str, str] = {}
+    for key in await leases.keys(s.SHARD_LEASES):
+        holder = await _holder(leases, key)
+        if holder:
+            shards[str(s.parse_shard_lease_key(key))] = holder
+    return ClusterStatus(placement_leader=await _holder(leases, s.PLACEMENT_LEADER_KEY),
+                         tracker_leader=await _holder(leases, s.TRACKER_LEADER_KEY),
+                         shard_holders=dict(sorted(shards.items(), key=lambda kv: int(kv[0]))),
+                         trigger_shards=await pinned_shards(js), queue_depth=await _queue_depth(js))
+
+
 async def gather(nc: Client, now: datetime) -> Overview:
     js = nc.jetstream(timeout=5)
-    leases = Leases(js)
     instances = await (await Registry.open(js)).instances()
     agents_store = await Store.open(js, s.BUCKET_AGENTS, AgentInfo)
     agents: list[AgentView] = []
@@ -151,11 +166,7 @@ async def gather(nc: Client, now: datetime) -> Overview:
             agents.append(AgentView(agent_id=a.agent_id, host=a.host, cpu=a.cpu, memory_mb=a.memory_mb, gpus=a.gpus,
                                     free_cpu=a.free_cpu, free_memory_mb=a.free_memory_mb, free_gpus=a.free_gpus,
                                     running=a.running, draining=a.draining, heartbeat_at=a.heartbeat_at))
-    shards: dict[str, str] = {}
-    for key in await leases.keys(s.SHARD_LEASES):
-        holder = await _holder(leases, key)
-        if holder:
-            shards[str(s.parse_shard_lease_key(key))] = holder
+    status = await cluster_status(js)
     pinged = await _pings(nc, len(instances))
     runs, truncated = await _recent_runs(js, now)
     dlq = await js.stream_info(s.STREAM_DLQ)
@@ -165,12 +176,12 @@ async def gather(nc: Client, now: datetime) -> Overview:
                                metrics_url=i.metrics_url, ready=i.ready, heartbeat_at=i.heartbeat_at,
                                answers_ping=f"{s.health_service_name(i.service)}/{i.instance}" in pinged)
                   for i in instances],
-        placement_leader=await _holder(leases, s.PLACEMENT_LEADER_KEY),
-        tracker_leader=await _holder(leases, s.TRACKER_LEADER_KEY),
-        shard_holders=dict(sorted(shards.items(), key=lambda kv: int(kv[0]))),
-        trigger_shards=await pinned_shards(js),
+        placement_leader=status.placement_leader,
+        tracker_leader=status.tracker_leader,
+        shard_holders=status.shard_holders,
+        trigger_shards=status.trigger_shards,
         agents=agents,
-        queue_depth=await _queue_depth(js),
+        queue_depth=status.queue_depth,
         runs_last_hour=runs,
         runs_truncated=truncated,
         dlq=int(dlq.state.messages),

@@ -11,7 +11,7 @@ import msgspec
 
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
 from jetcron.core.notify import Delivery
-from jetcron.wire.api import JobView, Page
+from jetcron.wire.api import ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
 from jetcron.wire.verbs import Logs, SecretNames, SecretRef, TokenInfo, TokenList, TokenRevoked
 
@@ -104,6 +104,11 @@ class Agents(_Group):
         return await self._verb("agents.list", Page[AgentInfo])
 
 
+class Cluster(_Group):
+    async def status(self) -> ClusterStatus:
+        return await self._verb("cluster.status", ClusterStatus)
+
+
 class Dlq(_Group):
     async def list(self, *, limit: int | None = None) -> Page[Run]:
         return await self._verb("dlq.list", Page[Run], limit=limit)
@@ -169,6 +174,7 @@ class Verbs:
         self.jobs = Jobs(caller)
         self.runs = Runs(caller)
         self.agents = Agents(caller)
+        self.cluster = Cluster(caller)
         self.dlq = Dlq(caller)
         self.tenants = Tenants(caller)
         self.secrets = Secrets(caller)

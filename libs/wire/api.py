@@ -54,6 +54,19 @@ class Page(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
     """Pass it back as `cursor` for the next page; None: this was the last."""
 
 
+class ClusterStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """Who leads and who holds which trigger shard, and what waits for placement (cluster.status, admin)."""
+
+    placement_leader: str | None
+    tracker_leader: str | None
+    shard_holders: dict[str, str]
+    """Trigger shard number -> the replica holding it (a shard missing here is unheld)."""
+    trigger_shards: int | None = None
+    """How many shards the cluster was created with (None: no trigger replica has started yet)."""
+    queue_depth: dict[str, int]
+    """Runs waiting for placement, by priority."""
+
+
 class FireTime(msgspec.Struct, frozen=True, kw_only=True):
     local: str
     utc: str

@@ -15,7 +15,7 @@ import msgspec
 
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
 from jetcron.core.notify import Delivery
-from jetcron.wire.api import JobView, Page
+from jetcron.wire.api import ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
 
 
@@ -206,6 +206,8 @@ VERBS: dict[str, Verb] = {
     "runs.cancel": Verb(RunsCancel, Run, "Cancel a run"),
     "runs.logs": Verb(RunsLogs, Logs, "A run's output so far"),
     "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),
+    "cluster.status": Verb(Empty, ClusterStatus, "Leaders, trigger shard holders and the placement queue",
+                           admin=True),
     "dlq.list": Verb(DlqList, Page[Run], "Dead-lettered runs"),
     "dlq.replay": Verb(DlqReplay, Run, "Run a dead or failed run again, as a new run"),
     "tenants.set": Verb(TenantPolicy, TenantPolicy, "Set a tenant's weight and quotas", admin=True),

@@ -1,4 +1,4 @@
-"""Run verbs: get, list, cancel, logs; agents list; dead-letter list and replay; tenants."""
+"""Run verbs: get, list, cancel, logs; agents list; cluster status; dead-letter list and replay; tenants."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
+from jetcron.bus.overview import cluster_status
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, Unavailable, WriteConflict
 from jetcron.core.ids import (
     JOB_KEY_RE,
@@ -31,7 +32,7 @@ from jetcron.services.api.requests import body, flag, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
-from jetcron.wire.api import Page, Reply
+from jetcron.wire.api import ClusterStatus, Page, Reply
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import ActiveRunsQuery
 
@@ -154,6 +155,11 @@ class Runs:
             if found is not None:
                 items.append(found[0])
         return Page(items=items)
+
+    async def cluster_status(self, call: Call) -> ClusterStatus:
+        admin_only(call, "cluster.status")
+        body(call.data, v.Empty)
+        return await cluster_status(self.ctx.js)
 
     async def dlq_list(self, call: Call) -> Page[Run]:
         req = body(call.data, v.DlqList)

@@ -1,4 +1,4 @@
-"""Admin routes: agents and tenants (a tenant's token is answered 403 by the API)."""
+"""Admin routes: the cluster's leaders, agents and tenants (a tenant's token is answered 403 by the API)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from litestar import Request, get, put
 from jetcron.core.models import AgentInfo, TenantPolicy
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.gate import who as _who
-from jetcron.wire.api import Page
+from jetcron.wire.api import ClusterStatus, Page
+
+
+@get(f"{API}/cluster", summary="Leaders, trigger shard holders and the placement queue (admin)")
+async def cluster_status(request: Request[Any, Any, Any]) -> ClusterStatus:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.cluster.status())
 
 
 @get(f"{API}/agents", summary="Agents (admin)")
@@ -41,4 +47,4 @@ async def set_tenant(request: Request[Any, Any, Any], tenant: str, data: TenantP
     return await gate.api(caller, lambda c: c.tenants.set(tenant, **msgspec.structs.asdict(data)))
 
 
-ROUTES: list[Any] = [list_agents, list_tenants, set_tenant]
+ROUTES: list[Any] = [cluster_status, list_agents, list_tenants, set_tenant]

@@ -301,7 +301,7 @@ async def test_a_tenant_sees_and_touches_only_its_own_jobs_and_runs(tenants: tup
 async def test_quotas_weights_and_agents_are_for_the_admin(tenants: tuple[Client, Client, Client]) -> None:
     acme, _, admin = tenants
     for verb, payload in (("tenants.set", {"tenant": "acme", "weight": 100}), ("tenants.list", {}),
-                          ("agents.list", {})):
+                          ("agents.list", {}), ("cluster.status", {})):
         with pytest.raises(ApiError, match=f"{verb} is an admin verb") as caught:
             await acme.call(verb, payload)
         assert caught.value.code == "forbidden"

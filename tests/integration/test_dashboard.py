@@ -141,6 +141,12 @@ async def test_every_page_loads_without_a_console_error_or_failed_request(rest: 
             html = await page.content()
             assert "s3cr3t-value" not in html, path
             assert "Traceback" not in html and "internal error" not in html, path
+        # The overview shows the admin who leads and who holds the trigger's shards
+        await page.goto(f"{rest.url}/ui")
+        leaders = page.locator("#leaders")
+        await expect(leaders).to_contain_text(re.compile(r"placement: placement-[0-9a-f]+"))
+        await expect(leaders).to_contain_text(re.compile(r"run tracker: tracker-[0-9a-f]+"))
+        await expect(leaders).to_contain_text("trigger shards held: 16 of 16")
         # The job page: schedule in words, next fires in Berlin and UTC; the flow: both jobs as boxes
         await page.goto(f"{rest.url}/ui/jobs/acme.extract")
         await expect(page.locator("main")).to_contain_text("At 03:00 AM (Europe/Berlin)")

@@ -87,8 +87,12 @@ async def test_every_route_needs_a_valid_token_and_a_tenant_sees_only_its_own(re
                         404)["code"] == "not_found"
         # Admin routes are the admin's
         assert _problem(await a.get("/api/v1/agents"), 403)["code"] == "forbidden"
+        assert _problem(await a.get("/api/v1/cluster"), 403)["code"] == "forbidden"
         async with rest.http(await rest.token(None)) as admin:
             assert [x["agent_id"] for x in (await admin.get("/api/v1/agents")).json()["items"]] == ["agent-1"]
+            cluster = (await admin.get("/api/v1/cluster")).json()
+            assert cluster["placement_leader"].startswith("placement-") and cluster["trigger_shards"] == 16
+            assert set(cluster["queue_depth"]) == {"critical", "high", "normal", "low"}
 
         # Revoked: refused from then on, without a restart
         token_id = acme.split("_")[1]
@@ -169,7 +173,7 @@ async def test_openapi_lists_every_route_and_docs_render(rest: Rest) -> None:
             ("/api/v1/jobs/{job_id}/backfill", "post"), ("/api/v1/schedule/preview", "get"), ("/api/v1/dlq", "get"),
             ("/api/v1/dlq/{run_id}/replay", "post"), ("/api/v1/tenants", "get"),
             ("/api/v1/tenants/{tenant}", "put"), ("/api/v1/jobs/{job_id}/notifications", "get"),
-            ("/api/v1/notifications/{delivery_id}/redeliver", "post")} == routes
+            ("/api/v1/notifications/{delivery_id}/redeliver", "post"), ("/api/v1/cluster", "get")} == routes
     create = spec["paths"]["/api/v1/jobs"]["post"]
     assert "201" in create["responses"] and create["requestBody"]
 

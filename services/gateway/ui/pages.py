@@ -174,7 +174,10 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
     waits = [w for r in recent if (w := present.wait_seconds(r)) is not None]
     dead = await _tolerant(c.dlq.list(limit=1000))
     agents = await _tolerant(c.agents.list()) if ctx.who.tenant is None else None
-    return ctx.page("overview.html", jobs=len(jobs), active=active, depth=depth, sampled=len(recent),
+    cluster = await _tolerant(c.cluster.status()) if ctx.who.tenant is None else None
+    if cluster is not None and not isinstance(cluster, ApiError):
+        depth = {p: n for p, n in cluster.queue_depth.items() if n}  # the whole placement queue, not a sample
+    return ctx.page("overview.html", jobs=len(jobs), active=active, depth=depth, sampled=len(recent), cluster=cluster,
                     chart=present.stacked_bars(present.runs_per_minute(recent, now)),
                     wait_p99=present.duration(present.percentile(waits, 99)),
                     wait_p50=present.duration(present.percentile(waits, 50)), dead=dead, agents=agents)
