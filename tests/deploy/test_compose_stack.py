@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -48,6 +49,8 @@ class Stack:
     directory: Path
     project: str
     nats_port: int
+    http_port: int
+    """gateway-1's REST API and dashboard."""
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
         return _run(sys.executable, "-m", "podman_compose", "-p", self.project, "-f",
@@ -117,7 +120,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                   "JETCRON_ASSIGN_STALL=6\nJETCRON_REDRIVE_AFTER=6\nOTEL_TRACES_EXPORTER=none\n")
     # the file the operator reads and the one run here must not drift apart
     assert set(SERVICES) <= set(yaml.safe_load(text)["services"])
-    s = Stack(directory, f"jctest{os.getpid()}", nats_port)
+    s = Stack(directory, f"jctest{os.getpid()}", nats_port, http1)
     try:
         s.compose("up", "-d", *SERVICES)
         yield s
@@ -144,6 +147,13 @@ def test_the_stack_comes_up_and_runs_a_job(stack: Stack) -> None:
                                                   if r["state"] == "succeeded"], 90)[0]
         logs = stack.cli("runs", "logs", run["run_id"])
         assert "hi from a container" in logs.stdout, logs
+        # The image carries the dashboard's templates and static files (package data, not only source files)
+        base = f"http://127.0.0.1:{stack.http_port}/ui"
+        login = httpx.get(f"{base}/login", timeout=10)
+        assert login.status_code == 200 and 'label for="token"' in login.text, login.text[:500]
+        htmx = httpx.get(f"{base}/static/htmx-2.0.11.min.js", timeout=10)
+        assert htmx.status_code == 200 and len(htmx.content) > 40_000
+        assert httpx.get(base, timeout=10, follow_redirects=False).headers["location"] == "/ui/login?next=/ui"
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{stack.logs()}") from None
 
