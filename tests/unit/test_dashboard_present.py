@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
-from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
+from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
 from jetcron.core.run_state import RunState
 from jetcron.services.gateway.ui import present
 from jetcron.services.gateway.ui.session import csrf_token, safe_next
@@ -106,3 +108,27 @@ def test_next_after_login_stays_on_the_dashboard() -> None:
 def test_the_csrf_token_is_tied_to_the_session() -> None:
     a, b = csrf_token("jct_a_secret"), csrf_token("jct_b_secret")
     assert a == csrf_token("jct_a_secret") and a != b and len(a) == 64 and "secret" not in a
+
+
+def test_attempts_on_a_timeline() -> None:
+    due = T0
+    first = AttemptRecord(attempt=1, agent="a1", token=7, outcome="timed_out", started_at=due,
+                          finished_at=due + timedelta(seconds=10))
+    run = Run(run_id="j.1", job="j", state=RunState.RUNNING, attempt=2, scheduled_at=due, due_at=due,
+              created_at=due, agent="a2", token=9, started_at=due + timedelta(seconds=20), history=[first])
+    svg = present.timeline(run, due + timedelta(seconds=40))
+    assert svg.count("<rect") == 2
+    assert "attempt 1 on a1 (token 7): timed_out, from 12:00:00 to 12:00:10 UTC" in svg
+    assert "attempt 2 on a2 (token 9): running since 12:00:20 UTC" in svg
+    assert 'class="tone-bad"' in svg and 'class="tone-active"' in svg
+    # bars in proportion: the first 10 s of 40, the second 20 s from 20 s in
+    widths = [float(w) for w in re.findall(r'width="([0-9.]+)" height="14"', svg)]
+    assert widths[1] == pytest.approx(2 * widths[0], rel=0.01)
+    assert present.timeline(msgspec.structs.replace(run, started_at=None, history=[]), T0) == ""
+
+
+def test_a_first_attempt_still_running_has_its_bar() -> None:
+    run = Run(run_id="j.1", job="j", state=RunState.RUNNING, scheduled_at=T0, due_at=T0, created_at=T0,
+              agent="a1", token=3, started_at=T0 + timedelta(seconds=1))
+    svg = present.timeline(run, T0 + timedelta(seconds=5))
+    assert "attempt 1 on a1 (token 3): running since 12:00:01 UTC" in svg

@@ -321,7 +321,7 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
     run = await ctx.client.runs.get(run_id)
     trace = ctx.trace_url.replace("{trace_id}", run.trace_id) if ctx.trace_url and run.trace_id else ""
     return ctx.page("run.html", run=run, job=ctx.job_of_run(run), trace=trace, duration=present.duration,
-                    ended=RunState(run.state).terminal)
+                    ended=RunState(run.state).terminal, timeline=present.timeline(run, datetime.now(UTC)))
 
 
 @get(f"{UI}/runs/{{run_id:str}}/state", include_in_schema=False)

@@ -184,6 +184,38 @@ def hbars(rows: Sequence[tuple[str, float, float]], *, width: int = 300) -> Mark
     return Markup("".join(parts))
 
 
+def timeline(run: Run, now: datetime, *, width: int = 800) -> Markup:
+    """Each attempt as a bar from its start to its end (or now, while it runs) on one time axis from the run's
+    due time, coloured by outcome and titled with its agent, fencing token and times."""
+    spans = [(a.attempt, a.agent or "", a.token, a.started_at, a.finished_at, a.outcome or "running")
+             for a in run.history if a.started_at is not None]
+    if run.started_at is not None and not any(n == run.attempt for n, *_ in spans):
+        spans.append((run.attempt, run.agent or "", run.token, run.started_at, run.finished_at, str(run.state)))
+    if not spans:
+        return Markup("")
+    start = min([run.due_at, *(s[3] for s in spans if s[3] is not None)])
+    end = max([now if any(s[4] is None for s in spans) else start, *(s[4] for s in spans if s[4] is not None)])
+    total = max((end - start).total_seconds(), 0.001)
+    row, label = 22, 160
+    scale = (width - label - 10) / total
+    parts = [f'<svg class="timeline" viewBox="0 0 {width} {row * len(spans) + 4}" role="img" '
+             'aria-label="attempts on a time axis">']
+    for i, (n, agent, token, began, ended, outcome) in enumerate(spans):
+        assert began is not None
+        x = label + (began - start).total_seconds() * scale
+        w = max(2.0, ((ended or now) - began).total_seconds() * scale)
+        # An attempt's outcome is a run state (succeeded, cancelled, ...) or a way of failing (timed out, lost)
+        shade = tone(outcome) if outcome in STATE_TONE else "bad"
+        title = (f"attempt {n} on {agent} (token {token}): {outcome}, from {began:%H:%M:%S} "
+                 f"to {ended:%H:%M:%S} UTC" if ended else f"attempt {n} on {agent} (token {token}): running since "
+                 f"{began:%H:%M:%S} UTC")
+        parts.append(f'<g><title>{escape(title)}</title><text x="0" y="{i * row + 15}">#{n} {escape(agent)}</text>'
+                     f'<rect class="tone-{shade}" x="{x:.1f}" y="{i * row + 4}" width="{w:.1f}" height="14" '
+                     'rx="3"/></g>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
 @dataclass(frozen=True)
 class Node:
     name: str
