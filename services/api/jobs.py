@@ -188,21 +188,25 @@ class Jobs:
 
     async def _set_status(self, call: Call, status: JobStatus) -> JobRecord:
         req = body(call.data, v.Named)
-        for _ in range(5):
-            record, revision = await self._job(text(req, "name"), call.tenant)
-            now = self.ctx.clock.now()
-            new = msgspec.structs.replace(record, status=status, version=record.version + 1, updated_at=now)
+        name = text(req, "name")
+        record, revision = await self._job(name, call.tenant)
+        asked = name or record.spec.key  # _job refused a missing name
+        now = self.ctx.clock.now()
+
+        def decide(current: JobRecord) -> JobRecord:
+            if current.status is JobStatus.DELETED:  # deleted meanwhile: never brought back by a pause
+                raise NotFound("job", asked)
+            new = msgspec.structs.replace(current, status=status, version=current.version + 1, updated_at=now)
             # The pause window tells the trigger which unrecorded occurrences came due while paused (misfire).
-            if status is JobStatus.PAUSED and record.status is JobStatus.ACTIVE:
+            if status is JobStatus.PAUSED and current.status is JobStatus.ACTIVE:
                 new = msgspec.structs.replace(new, paused_at=now)
-            elif status is JobStatus.ACTIVE and record.status is JobStatus.PAUSED:
+            elif status is JobStatus.ACTIVE and current.status is JobStatus.PAUSED:
                 new = msgspec.structs.replace(new, resumed_at=now)
-            try:
-                await self.ctx.jobs.update(record.spec.key, new, revision)
-                return new
-            except WriteConflict:
-                continue
-        raise Contended(f"job {record.spec.name!r} is changing concurrently; retry")
+            return new
+
+        changed = await self.ctx.jobs.change(record.spec.key, decide, copy=(record, revision), tries=5)
+        assert changed is not None  # decide never gives up: it changes the record or raises
+        return changed[1]
 
     async def pause(self, call: Call) -> JobRecord:
         return await self._set_status(call, JobStatus.PAUSED)

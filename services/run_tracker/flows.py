@@ -6,7 +6,7 @@ import msgspec
 
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
-from jetcron.core.errors import JetcronError, WriteConflict
+from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.ids import stamp_of
 from jetcron.core.models import JobRecord, JobStatus, Run, RunState
 from jetcron.core.run_state import RunEvent
@@ -97,21 +97,23 @@ class Flows:
     async def _move_waiting(self, run_id: str, state: RunState, reason: str) -> None:
         """A downstream run recorded as waiting: release it, block it, or refresh what it waits on (CAS)."""
         event = {RunState.SCHEDULED: RunEvent.RELEASE, RunState.BLOCKED: RunEvent.BLOCK}.get(state)
-        for _ in range(8):
-            found = await self.ctx.runs.maybe(run_id)
-            if found is None or found[0].state is not RunState.WAITING:
-                return
-            run, revision = found
+        now = self.ctx.clock.now()
+
+        def decide(run: Run) -> Run | None:
+            if run.state is not RunState.WAITING:
+                return None  # released, blocked or cancelled already
             if event is None:
-                new = msgspec.structs.replace(run, reason=reason)
-            else:
-                new = apply(run, Change(event=event, reason=reason), self.ctx.clock.now())
-            try:
-                await self.ctx.runs.update(run_id, new, revision)
-            except WriteConflict:
-                continue
-            if new.state is RunState.SCHEDULED:
-                await dispatch(self.ctx.js, new)
-            elif new.state is RunState.BLOCKED:
-                await self._blocked(new)
+                return msgspec.structs.replace(run, reason=reason)
+            return apply(run, Change(event=event, reason=reason), now)
+
+        try:
+            changed = await self.ctx.runs.change(run_id, decide)
+        except NotFound:
             return
+        if changed is None:
+            return
+        new = changed[1]
+        if new.state is RunState.SCHEDULED:
+            await dispatch(self.ctx.js, new)
+        elif new.state is RunState.BLOCKED:
+            await self._blocked(new)
