@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -117,6 +117,22 @@ class Store(Generic[T]):
             return int(await self.kv.update(key, encode(value), last=revision))
         except Exception as exc:
             raise translate(exc, f"update {self.name}/{key}") from exc
+
+    async def page(self, keys: Sequence[str], limit: int, keep: Callable[[T], bool]) -> tuple[list[T], str | None]:
+        """Up to `limit` values that `keep` accepts, reading `keys` in order a page's worth at a time, concurrently
+        (one round trip per page, not one per record); and the cursor to go on from (the last key read), or None
+        when every key was read. A key deleted meanwhile is passed over."""
+        items: list[T] = []
+        last: str | None = None
+        for start in range(0, len(keys), limit):
+            batch = keys[start:start + limit]
+            for key, found in zip(batch, await asyncio.gather(*(self.maybe(k) for k in batch)), strict=True):
+                last = key
+                if found is not None and keep(found[0]):
+                    items.append(found[0])
+                    if len(items) == limit:
+                        return items, (last if last != keys[-1] else None)
+        return items, None
 
     async def change(self, key: str, decide: Callable[[T], T | None], *, copy: tuple[T, int] | None = None,
                      tries: int = 8) -> tuple[T, T, int] | None:

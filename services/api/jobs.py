@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from datetime import UTC
 from typing import Any
@@ -166,25 +165,14 @@ class Jobs:
             raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
         after = text(req, "cursor") or ""
         names = sorted(k for k in await self.ctx.jobs.keys(s.jobs_of_tenant_filter(call.tenant)) if k > after)
-        items: list[JobRecord] = []
-        last = None
-        # A page's worth of reads at a time, concurrently: one round trip per page, not one per record.
-        for start in range(0, len(names), limit):
-            batch = names[start:start + limit]
-            for name, found in zip(batch, await asyncio.gather(*(self.ctx.jobs.maybe(n) for n in batch)),
-                                   strict=True):
-                last = name
-                if found is None or (found[0].status is JobStatus.DELETED and not req.get("include_deleted")):
-                    continue
-                if not visible(found[0].spec.tenant, call.tenant) or queue not in (None, found[0].spec.queue):
-                    continue
-                items.append(found[0])
-                if len(items) == limit:
-                    break
-            if len(items) == limit:
-                break
-        more = last is not None and last != names[-1]
-        return Page(items=items, next_cursor=last if more else None)
+        include_deleted = bool(req.get("include_deleted"))
+
+        def keep(record: JobRecord) -> bool:
+            return ((include_deleted or record.status is not JobStatus.DELETED)
+                    and visible(record.spec.tenant, call.tenant) and queue in (None, record.spec.queue))
+
+        items, cursor = await self.ctx.jobs.page(names, limit, keep)
+        return Page(items=items, next_cursor=cursor)
 
     async def _set_status(self, call: Call, status: JobStatus) -> JobRecord:
         req = body(call.data, v.Named)

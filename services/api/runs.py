@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import msgspec
@@ -86,27 +85,13 @@ class Runs:
             keys = sorted(k for k in everything if k > after)
         if job is not None:  # `default-job.>` also matches the runs of tenant default-job's jobs
             keys = [k for k in keys if job_of(k) == job]
-        items: list[Run] = []
-        last = None
-        # Read a page's worth at a time, concurrently: one round trip per page, not one per record.
-        for start in range(0, len(keys), limit):
-            batch = keys[start:start + limit]
-            for key, found in zip(batch, await asyncio.gather(*(self.ctx.runs.maybe(k) for k in batch)),
-                                  strict=True):
-                last = key
-                if found is None or (state is not None and found[0].state != state):
-                    continue
-                if queue is not None and (found[0].spec.queue if found[0].spec else "default") != queue:
-                    continue
-                if not visible(found[0].tenant, call.tenant):
-                    continue
-                items.append(found[0])
-                if len(items) == limit:
-                    break
-            if len(items) == limit:
-                break
-        more = last is not None and last != keys[-1]
-        return Page(items=items, next_cursor=last if more else None)
+
+        def keep(run: Run) -> bool:
+            return ((state is None or run.state == state) and visible(run.tenant, call.tenant)
+                    and (queue is None or (run.spec.queue if run.spec else "default") == queue))
+
+        items, cursor = await self.ctx.runs.page(keys, limit, keep)
+        return Page(items=items, next_cursor=cursor)
 
     async def _active(self, query: ActiveRunsQuery) -> Page[Run]:
         """The trackers' index of non-terminal runs (run_tracker/listing.py). Without a tracker whose index is

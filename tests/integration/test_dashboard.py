@@ -215,6 +215,11 @@ async def test_sessions_cookies_and_csrf(rest: Rest) -> None:
         assert "schedule.cron" in bad_cron.text and "61 * * * *" in bad_cron.text
         assert not [j for j in (await client.call("jobs.list", {}))["items"] if j["spec"]["name"] == "typo"]
 
+        # An unknown action is named, and changes nothing
+        unknown = await http.post("/ui/jobs/nightly/explode", data={"csrf": csrf.group(1)}, follow_redirects=True)
+        assert "action: must be one of trigger, pause, resume, delete, backfill, edit" in unknown.text
+        assert (await client.call("jobs.get", {"name": "nightly"}))["job"]["version"] == 2
+
         # Logging out ends the session
         out = await http.post("/ui/logout", data={"csrf": csrf.group(1)}, follow_redirects=False)
         assert out.status_code == 303 and 'jetcron_session=""' in out.headers["set-cookie"]

@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 import msgspec
 from litestar import Request, Response, get, post
@@ -35,6 +35,7 @@ from jetcron.services.gateway.ui.session import (
     UI,
     changer,
     check_token,
+    cross_origin,
     end_session,
     safe_next,
     session_cookie,
@@ -130,8 +131,7 @@ async def login(request: Request[Any, Any, Any]) -> Response[Any]:
     form = await _form(request)
     token = form.get("token", "").strip()
     where = safe_next(form.get("next"))
-    origin = request.headers.get("origin")
-    if origin and urlsplit(origin).netloc != request.headers.get("host", ""):
+    if cross_origin(request):
         return Template(template_name="login.html", status_code=403,
                         context={"next": where, "error": "a login from another site's page is refused"})
     if not token or check_token(gate_of(request), token) is None:
@@ -278,7 +278,7 @@ async def job_page(request: Request[Any, Any, Any], name: str, cursor: str | Non
                     has_flow=bool(spec.depends_on))
 
 
-_ACTIONS = {"trigger", "pause", "resume", "delete"}
+_ACTIONS = ("trigger", "pause", "resume", "delete", "backfill", "edit")
 
 
 @post(f"{UI}/jobs/{{name:str}}/{{action:str}}", include_in_schema=False)
@@ -307,7 +307,7 @@ async def job_action(request: Request[Any, Any, Any], name: str, action: str) ->
             version = int(_number(form.get("version", ""), "version"))
             await c.jobs.update(_spec_from_form(form, c.tenant, current.spec), expected_version=version)
             return "saved"
-        raise InvalidSpec("action", action, f"must be one of {', '.join(sorted(_ACTIONS | {'backfill', 'edit'}))}")
+        raise InvalidSpec("action", action, f"must be one of {', '.join(_ACTIONS)}")
 
     return await _act(request, back, act)
 

@@ -64,12 +64,17 @@ def viewer(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord, str]:
     return gate, record, csrf_token(token)
 
 
+def cross_origin(request: Request[Any, Any, Any]) -> bool:
+    """The browser says the request comes from a page of another site."""
+    origin = request.headers.get("origin")
+    return bool(origin) and urlsplit(origin).netloc != request.headers.get("host", "")
+
+
 async def changer(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord]:
     """The viewer of a state-changing request, once its origin and CSRF token check out."""
     gate, record, expected = viewer(request)
-    origin = request.headers.get("origin")
-    if origin and urlsplit(origin).netloc != request.headers.get("host", ""):
-        raise Forbidden(f"a request from another origin ({origin}) may not change anything")
+    if cross_origin(request):
+        raise Forbidden(f"a request from another origin ({request.headers['origin']}) may not change anything")
     sent = request.headers.get(CSRF_HEADER)
     if sent is None:
         form = await request.form()
