@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     """The shortest schedule interval a job may have, in seconds."""
     redrive_after: float = Field(default=30.0, gt=0)
     """A run scheduled but not placed this long after its due time is handed to placement again."""
+    topology_check: float = Field(default=10.0, gt=0)
+    """Seconds between a core service's checks that every stream, bucket and durable consumer still exists: one
+    deleted under the running system is made again, empty, and logged as an error."""
     assign_stall: float = Field(default=30.0, gt=0)
     """An assignment not started after this many seconds is re-dispatched."""
     heartbeat: float = Field(default=2.0, gt=0)

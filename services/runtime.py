@@ -25,7 +25,7 @@ from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry, add_ping_service
-from jetcron.bus.topology import Limits, ensure_topology
+from jetcron.bus.topology import Limits, ensure_topology, missing_parts
 from jetcron.config import Settings
 from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
@@ -69,6 +69,9 @@ class Context:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the service once its consumers and watches exist: /readyz answers 200 from then on."""
     metrics_url: str = ""
+    remake_topology: Callable[[], Awaitable[None]] | None = None
+    """Makes every stream, bucket and consumer again (ensure_topology with this service's settings); None for
+    the processes that never make it (agents, the gateway)."""
 
     @property
     def instance(self) -> str:
@@ -101,9 +104,11 @@ async def boot(name: str, settings: Settings) -> Context:
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
     # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
+    remake: Callable[[], Awaitable[None]] | None = None
     if name not in ("agent", "gateway"):
-        await ensure_topology(nc.jetstream(timeout=3), replicas=replicas,
-                              limits=Limits(place_msgs=settings.place_queue_max, runs_bytes=settings.runs_max_bytes))
+        remake = partial(ensure_topology, nc.jetstream(timeout=3), replicas=replicas,
+                         limits=Limits(place_msgs=settings.place_queue_max, runs_bytes=settings.runs_max_bytes))
+        await remake()
         if connected.verdict is not None:
             await record_verdict(js, connected.verdict)
     ctx = Context(
@@ -113,7 +118,7 @@ async def boot(name: str, settings: Settings) -> Context:
         cursors=await Store.open(js, s.BUCKET_CURSORS, Cursor),
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
         tenants=await Store.open(js, s.BUCKET_TENANTS, TenantPolicy),
-        leases=Leases(js), clock=SystemClock(settings.clock_skew),
+        leases=Leases(js), clock=SystemClock(settings.clock_skew), remake_topology=remake,
     )
     ctx.log = structlog.get_logger("jetcron").bind(service=name)
     for w in warnings:
@@ -138,6 +143,29 @@ async def _announce(ctx: Context, registry: Registry, started: datetime) -> None
             await asyncio.wait_for(ctx.stop.wait() if ready else ctx.ready.wait(), timeout=every)
 
 
+async def keep_topology(ctx: Context) -> None:
+    """Every JETCRON_TOPOLOGY_CHECK seconds, make again what was deleted under the running system. What it held
+    is gone, so it is said loudly (an error naming each part, jetcron_topology_recreated_total, an alert); the
+    runs a queue carried come back through the reconciler, which re-drives runs from their records."""
+    assert ctx.remake_topology is not None
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stop.wait(), timeout=ctx.settings.topology_check)
+            return
+        try:
+            missing = await missing_parts(ctx.nc, ctx.js)
+            if not missing:
+                continue
+            ctx.log.error("streams, buckets or consumers were deleted: making them again, empty", missing=missing)
+            await ctx.remake_topology()
+        except Exception as exc:  # a cluster electing a leader answers nothing for a while: look again later
+            ctx.log.warning("topology check failed", error=repr(exc))
+            continue
+        for part in missing:
+            metrics.TOPOLOGY_RECREATED.labels(part=part).inc()
+        ctx.log.error("deleted streams, buckets or consumers made again; what they held is lost", missing=missing)
+
+
 async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
     """Run a booted service with its HTTP port (/metrics, /livez, /readyz), registry entry and $SRV.PING."""
     http = HealthServer(ctx.readiness, host=ctx.settings.metrics_host, port=ctx.settings.metrics_port or 0)
@@ -149,6 +177,7 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
                          metrics_url=ctx.metrics_url, started_at=started, heartbeat_at=started)
     ping = await add_ping_service(ctx.nc, me, VERSION)
     announcer = asyncio.create_task(_announce(ctx, registry, started))
+    keeper = asyncio.create_task(keep_topology(ctx)) if ctx.remake_topology is not None else None
     ctx.log.info("serving health", metrics_url=ctx.metrics_url, instance=ctx.instance)
     pauses = GcPauses()
     pauses.install()
@@ -157,9 +186,11 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
     finally:
         pauses.uninstall()
         ctx.log.info("stopping", gc_pause_seconds=pauses.totals(), gc_longest_pause_seconds=pauses.longest())
-        announcer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await announcer
+        for task in (announcer, keeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await registry.withdraw(me)
         with contextlib.suppress(Exception):
             await ping.stop()

@@ -10,6 +10,7 @@ import nats.errors
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from jetcron.core.errors import JetcronError, Unavailable
 
@@ -63,8 +64,11 @@ async def settle(msg: Msg, handler: Handler) -> None:
 
 async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Handler, *,
                     batch: int = 256, concurrency: int = 64, stop: asyncio.Event | None = None,
-                    subject: str | None = None) -> None:
-    """Fetch batches from a durable pull consumer and settle each message; runs until `stop` is set."""
+                    subject: str | None = None, remake: Callable[[], Awaitable[object]] | None = None) -> None:
+    """Fetch batches from a durable pull consumer and settle each message; runs until `stop` is set.
+
+    `remake`: makes the consumer again when the server says it is gone (its stream was deleted and made again
+    by a core service's topology check); without it, fetches fail until someone else makes it."""
     sub = await js.pull_subscribe_bind(durable=durable, stream=stream) if subject is None else \
         await js.pull_subscribe(subject, durable=durable, stream=stream)
     gate = asyncio.Semaphore(concurrency)
@@ -89,6 +93,8 @@ async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Ha
             continue
         except Exception as exc:
             log.warning("fetch failed", stream=stream, error=str(exc))
+            if remake is not None:
+                await _remake_if_gone(js, stream, durable, remake)
             await asyncio.sleep(0.5)
             continue
         for m in msgs:
@@ -100,3 +106,19 @@ async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Ha
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
     await sub.unsubscribe()
+
+
+async def _remake_if_gone(js: JetStreamContext, stream: str, durable: str,
+                          remake: Callable[[], Awaitable[object]]) -> None:
+    try:
+        await js.consumer_info(stream, durable)
+        return
+    except NotFoundError:
+        pass
+    except Exception:
+        return  # the server does not answer: the next failed fetch asks again
+    log.error("consumer gone: making it again", stream=stream, consumer=durable)
+    try:
+        await remake()
+    except Exception as exc:
+        log.warning("consumer not made again yet", stream=stream, consumer=durable, error=repr(exc))

@@ -69,8 +69,10 @@ class ServerNode:
 
 
 def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], cluster_name: str = "jetcron",
-                 extra: str = "") -> None:
-    """`extra`: more top-level config (auth: the operator and resolver lines of auth/authority.py)."""
+                 extra: str = "", route_advertise: str | None = None) -> None:
+    """`extra`: more top-level config (auth: the operator and resolver lines of auth/authority.py).
+    `route_advertise`: the address peers are told to reach this node's cluster port at (gossiped routes); a
+    test that puts fault proxies on every route advertises a closed port, so no route goes around them."""
     lines = [
         f'server_name: "{node.name}"',
         f"listen: 127.0.0.1:{node.port}",
@@ -95,6 +97,7 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
             # Clients know the nodes only by the URLs they were given (every node's, in `url`): a fault proxy
             # put in front of a node stays in the path when its client reconnects.
             "  no_advertise: true",
+            *([f"  advertise: {route_advertise}"] if route_advertise else []),
             *(["  " + line for line in _tls_block(node.tls, verify=True)] if node.tls else []),
             "}",
         ]

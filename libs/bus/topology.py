@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
 import nats.errors
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -136,10 +138,15 @@ def object_store_configs(replicas: int, limits: Limits) -> list[ObjectStoreConfi
                               description="run checkpoints (jetcron.checkpoint); removed after the run's retention")]
 
 
-def consumer_configs() -> list[tuple[str, ConsumerConfig]]:
+def consumer_configs(limits: Limits | None = None) -> list[tuple[str, ConsumerConfig]]:
+    limits = limits or Limits()
     return [
+        # Placement holds every run it cannot place yet unacked (waiting for capacity, a quota, its due time). Were
+        # its consumer capped below the queue's own limit, the held runs would keep every later one, of any
+        # priority or tenant, from ever being seen; capped at the queue's size, a full queue is refused at submit.
         (s.STREAM_PLACE, ConsumerConfig(durable_name=s.CONSUMER_PLACEMENT, ack_policy=AckPolicy.EXPLICIT,
-                                        ack_wait=30.0, max_ack_pending=100_000, filter_subject=s.PLACE_ALL)),
+                                        ack_wait=30.0, max_ack_pending=limits.place_msgs,
+                                        filter_subject=s.PLACE_ALL)),
         (s.STREAM_EVENTS, ConsumerConfig(durable_name=s.CONSUMER_TRACKER, ack_policy=AckPolicy.EXPLICIT,
                                          ack_wait=30.0, max_ack_pending=20_000, filter_subject=s.EVENTS_ALL)),
         (s.STREAM_SUBMIT, ConsumerConfig(durable_name=s.CONSUMER_INTAKE, ack_policy=AckPolicy.EXPLICIT,
@@ -215,8 +222,44 @@ async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Li
         await _until_answered(partial(_ensure_bucket, js, bucket), deadline)
     for store in object_store_configs(replicas, limits):
         await _until_answered(partial(_ensure_object_store, js, store), deadline)
-    for stream_name, consumer in consumer_configs():
+    for stream_name, consumer in consumer_configs(limits):
         await _until_answered(partial(js.add_consumer, stream_name, consumer), deadline)
+
+
+def stream_names(limits: Limits | None = None) -> list[str]:
+    """Every stream jetcron makes, buckets and object stores by their streams' names (KV_..., OBJ_...)."""
+    limits = limits or Limits()
+    return ([c.name or "" for c in stream_configs(1, limits)] + [f"KV_{b.bucket}" for b in bucket_configs(1, limits)]
+            + [f"OBJ_{o.bucket}" for o in object_store_configs(1, limits)])
+
+
+async def stream_names_on_server(nc: Client) -> set[str]:
+    """The names of every stream of the account ($JS.API.STREAM.NAMES, a page of 1024 at a time)."""
+    have: set[str] = set()
+    while True:
+        reply = await nc.request(s.JS_STREAM_NAMES, json.dumps({"offset": len(have)}).encode(), timeout=5)
+        body = json.loads(reply.data)
+        if "error" in body:
+            raise ServiceUnavailableError(description=str(body["error"]))
+        page = body.get("streams") or []
+        have.update(page)
+        if not page or len(have) >= int(body.get("total", 0)):
+            return have
+
+
+async def missing_parts(nc: Client, js: JetStreamContext) -> list[str]:
+    """The streams, buckets and durable consumers of the topology the server no longer has (an operator or a
+    script deleted them): `STREAM` or `STREAM/CONSUMER`. Empty when everything is there."""
+    have = await stream_names_on_server(nc)
+    missing = [name for name in stream_names() if name not in have]
+    for stream, consumer in consumer_configs():
+        if stream not in have:
+            continue  # the stream's own entry says it; its consumers went with it
+        try:
+            await js.consumer_info(stream, consumer.durable_name or "")
+        except NotFoundError:
+            missing.append(f"{stream}/{consumer.durable_name}")
+    return missing
 
 
 async def ensure_agent_consumer(js: JetStreamContext, agent_id: str) -> str:

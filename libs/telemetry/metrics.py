@@ -15,6 +15,8 @@ FIRE_LATENESS = Histogram("jetcron_fire_lateness_seconds", "Nominal fire time to
 OCCURRENCES = Counter("jetcron_occurrences_total", "Occurrences recorded by the trigger", ["result"])
 FIRE_GATE_DUPLICATES = Counter("jetcron_fire_gate_duplicates_total", "Second firings stopped by the KV-create gate")
 RUNS_FINISHED = Counter("jetcron_runs_finished_total", "Runs reaching a terminal state", ["outcome"])
+TOPOLOGY_RECREATED = Counter("jetcron_topology_recreated_total",
+                             "Streams, buckets and durable consumers found deleted and made again, empty", ["part"])
 RETRIES = Counter("jetcron_retries_total", "Attempts scheduled after a failure or loss")
 DEAD_LETTERED = Counter("jetcron_dead_lettered_total", "Runs sent to the dead-letter stream")
 LEASES_EXPIRED = Counter("jetcron_leases_expired_total", "Run leases found expired (runs declared lost)")

@@ -35,6 +35,9 @@ BUCKET_SUBMISSIONS = "jc_submissions"
 BUCKET_NOTIFY = "jc_notify"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
+JS_STREAM_NAMES = "$JS.API.STREAM.NAMES"
+"""JetStream's list of stream names (the topology check: bus/topology.missing_parts)."""
+
 # Durable consumers
 CONSUMER_PLACEMENT = "placement"
 CONSUMER_TRACKER = "run_tracker"

@@ -264,7 +264,8 @@ async def main(ctx: Context) -> None:
     tasks = [background(ctx, agent.heartbeat()), background(ctx, agent.gpu_health.loop()),
              background(ctx, agent.waiting.run(ctx.stop)),
              background(ctx, pull_loop(ctx.js, s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
-                                       batch=64, concurrency=ctx.settings.agent_slots))]
+                                       batch=64, concurrency=ctx.settings.agent_slots,
+                                       remake=partial(ensure_agent_consumer, ctx.js, agent.agent_id)))]
     ctx.ready.set()
     ctx.log.info("agent ready", agent=agent.agent_id, limits=setup.limits.mechanism,
                  capabilities=setup.capabilities)

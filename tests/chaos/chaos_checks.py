@@ -5,19 +5,23 @@ terminal record per run, non-decreasing fencing tokens, acked ⇒ durable, bound
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import nats
+from chaos_figures import Figures
 from harness import Services, wait_for
 
 from jetcron.bus.kv import drop_subscription
+from jetcron.bus.server import ServerNode
 from jetcron.core.models import Run, RunState
 from jetcron.sdk.client import ApiError, Client
 from jetcron.wire import subjects as s
@@ -232,3 +236,69 @@ def redispatch_delays(runs: dict[str, Run], since: datetime) -> list[float]:
             if lost.outcome in ("lost", "not_started") and nxt.started_at is not None:
                 delays.append((nxt.started_at - since) / timedelta(seconds=1))
     return delays
+
+
+LOAD = 16
+SETTLE_S = 90
+
+
+async def _started(services: Services) -> int:
+    try:
+        return len(await read_runs(services.server.url))
+    except Exception:
+        return 0
+
+
+@contextlib.asynccontextmanager
+async def loaded(services: Services, out: Path, prefix: str, figures: Figures, *, n: int = LOAD,
+                 first_sleep: float = 1.0, deadline: float = 60) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """Submit n chaos jobs (retrying refusals while a fault is on) and wait for the first runs; yields `settle`,
+    to call once the fault is over: every acknowledged job runs once and succeeds, and the figures are kept."""
+    client = await Client.connect(services.server.url, timeout=15)
+    jobs = [f"{prefix}-{i}" for i in range(n)]
+    load = asyncio.create_task(submit_all(client, [chaos_job(j, out, first_sleep=first_sleep) for j in jobs],
+                                          concurrency=4, deadline=deadline))
+    try:
+        await wait_for(lambda: _started(services), 30, what="the first runs")
+
+        async def settle() -> None:
+            healed = time.monotonic()
+            acked = await load
+            runs, _ = await all_terminal(services.server.url, f"{prefix}-", len(jobs), SETTLE_S)
+            verdict = check(runs, out, jobs=jobs)
+            verdict.missing = await missing_jobs(client, acked)
+            figures["acked"], figures["runs"] = len(acked), len(runs)
+            figures["lost"], figures["duplicates"] = len(verdict.lost), verdict.duplicate_count
+            figures["attempts_max"] = max(r.attempt for r in runs.values())
+            figures["recovery_s"] = time.monotonic() - healed
+            verdict.assert_ok()
+            assert sorted(acked) == sorted(jobs)
+
+        yield settle
+    finally:
+        load.cancel()
+        with contextlib.suppress(BaseException):
+            await load
+        await client.close()
+
+
+def _urls(nodes: list[ServerNode]) -> list[str]:
+    return [f"nats://127.0.0.1:{n.port}" for n in nodes]
+
+
+async def leader_of(nodes: list[ServerNode], stream: str) -> str:
+    """The name of the node leading `stream`, asked of `nodes` only (a paused node would hang the question)."""
+    nc = await nats.connect(_urls(nodes), connect_timeout=2, max_reconnect_attempts=2)
+    try:
+        info = await nc.jetstream(timeout=5).stream_info(stream)
+    finally:
+        await nc.close()
+    assert info.cluster is not None and info.cluster.leader
+    return info.cluster.leader
+
+
+async def new_leader(nodes: list[ServerNode], old: str) -> str | None:
+    with contextlib.suppress(Exception):
+        leader = await leader_of(nodes, f"KV_{s.BUCKET_RUNS}")
+        return leader if leader != old else None
+    return None

@@ -45,8 +45,10 @@ class _ServerFrames:
 
 
 class FaultProxy:
-    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1", *, parse_frames: bool = True) -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.parse_frames = parse_frames
+        """False between two NATS nodes: route frames are not a client's (drop_reply does not apply there)."""
         self.latency = 0.0
         self.jitter = 0.0
         self.rng = random.Random(0)
@@ -110,7 +112,8 @@ class FaultProxy:
         pair = (writer, up_writer)
         self._links.add(pair)
         to_server = asyncio.create_task(self._pump(reader, up_writer, frames=None))
-        to_client = asyncio.create_task(self._pump(up_reader, writer, frames=_ServerFrames()))
+        frames = _ServerFrames() if self.parse_frames else None
+        to_client = asyncio.create_task(self._pump(up_reader, writer, frames=frames))
         for task in (to_server, to_client):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

@@ -90,9 +90,16 @@ CATALOGUE = [
     Fault("SIGTERM to every service with NATS gone",
           "tests/integration/test_graceful_stop.py::test_every_service_stops_within_its_grace_period[nats_gone]",
           "each exits within its grace period"),
-    Fault("a node partitioned from the other two (minority and majority side)", "", INVARIANTS),
-    Fault("a stream or bucket deleted under a running system", "", "recreated or refused loudly, never silent loss"),
-    Fault("a consumer at its max_ack_pending", "", INVARIANTS),
+    *(Fault(f"the runs leader node partitioned from the other two for 10 s; the core services on the {side} side",
+            CHAOS + f"test_chaos_partition.py::test_a_node_partitioned_from_the_other_two[{side}]",
+            INVARIANTS + "; a leader elected on the majority side") for side in ("minority", "majority")),
+    *(Fault(f"{part} deleted under load", CHAOS + "test_chaos_topology.py::"
+            f"test_a_stream_deleted_under_load_is_made_again_loudly_and_no_run_is_lost[{part}]",
+            INVARIANTS + "; made again within a topology check, and logged as an error naming it")
+      for part in ("JC_PLACE", "JC_ASSIGN", "JC_EVENTS", "KV_jc_leases")),
+    Fault("the placement, run-event and intake consumers at a max_ack_pending of 1",
+          CHAOS + "test_chaos_topology.py::test_consumers_at_their_max_ack_pending_slow_the_flow_and_lose_nothing",
+          INVARIANTS + "; each held at most one message"),
 ]
 
 

@@ -18,6 +18,7 @@ from jetcron.telemetry import metrics
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULES = RULES_DIR / "jetcron-rules.yml"
 EXPECTED_ALERTS = {
+    "JetcronTopologyRecreated",  # a stream, bucket or consumer deleted under the running system
     "JetcronQueueGrowing",  # queue growing while submissions are flat
     "JetcronRunWaitHigh",  # wait p99 > 5 min
     "JetcronAgentHeartbeatFailures",

@@ -1,0 +1,68 @@
+"""A stream, bucket or durable consumer deleted under a running system is made again by the core services'
+topology check, and said loudly (an error naming it, jetcron_topology_recreated_total). The fault under load,
+on a cluster, with the invariants: tests/chaos/test_chaos_topology.py."""
+
+from __future__ import annotations
+
+import pytest
+from harness import Services, wait_for
+from metrics_support import samples
+from nats.js.errors import NotFoundError
+from test_runs import now_job, state_is, the_run
+
+from jetcron.bus.registry import Registry
+from jetcron.bus.topology import Limits, consumer_configs, ensure_topology, missing_parts, stream_names
+from jetcron.sdk.client import Client
+from jetcron.wire import subjects as s
+
+
+async def test_nothing_is_missing_on_a_fresh_topology_and_each_deleted_part_is_named(client: Client) -> None:
+    js = client.nc.jetstream(timeout=5)
+    await ensure_topology(js)
+    assert await missing_parts(client.nc, js) == []
+    assert len(stream_names()) == len(set(stream_names())) >= 20
+    await js.delete_consumer(s.STREAM_EVENTS, s.CONSUMER_TRACKER)
+    await js.delete_key_value(s.BUCKET_CURSORS)
+    await js.delete_stream(s.STREAM_PLACE)
+    assert await missing_parts(client.nc, js) == [s.STREAM_PLACE, f"KV_{s.BUCKET_CURSORS}",
+                                                   f"{s.STREAM_EVENTS}/{s.CONSUMER_TRACKER}"]
+
+
+async def test_a_deleted_queue_is_made_again_loudly_and_a_job_still_runs(services: Services,
+                                                                        client: Client) -> None:
+    # Given the services running, the api looking for deleted parts twice a second
+    await services.start_system(agents=1, JETCRON_TOPOLOGY_CHECK="0.5", JETCRON_METRICS_PORT="0")
+    js = client.nc.jetstream(timeout=5)
+    # When the placement queue is deleted, its consumer with it
+    await js.delete_stream(s.STREAM_PLACE)
+
+    async def made_again() -> bool:
+        try:
+            await js.consumer_info(s.STREAM_PLACE, s.CONSUMER_PLACEMENT)
+            return True
+        except NotFoundError:
+            return False
+
+    # Then it is made again, with its consumer, and an error names it in a core service's log
+    await wait_for(made_again, 20, what="the placement queue made again")
+    logged = [name for name in ("api", "placement", "run_tracker", "trigger-1")
+              if name in services.procs and "were deleted" in services[name].output()
+              and s.STREAM_PLACE in services[name].output()]
+    assert logged, "no core service said the placement queue was deleted"
+    registry = await Registry.open(js)
+    counted = [(await samples(i)).get(("jetcron_topology_recreated_total", frozenset({("part", s.STREAM_PLACE)})), 0)
+               for i in await registry.instances()]
+    assert max(counted) >= 1, counted
+    # And a job submitted now runs to the end
+    await client.call("jobs.create", now_job("after", "true"))
+    run = await the_run(client, "after", when=state_is("succeeded", "dead", "failed"), what="the job to end")
+    assert run["state"] == "succeeded", run
+
+
+@pytest.mark.parametrize("stream", [s.STREAM_PLACE])
+def test_the_placement_consumer_sees_as_many_runs_as_its_queue_holds(stream: str) -> None:
+    """Placement holds runs it cannot place yet unacked: capped below the queue's limit, those held would keep
+    every later run (of any priority or tenant) from being delivered to it."""
+    limits = Limits(place_msgs=1234)
+    consumer = dict(consumer_configs(limits))[stream]
+    assert consumer.max_ack_pending == limits.place_msgs
