@@ -255,10 +255,13 @@ class Attempt:
             if runtime is None:
                 return Outcome("start_failed", None, f"image {spec.image!r}: no working docker or podman on this agent")
             container = containers.container_name(self.cmd.run_id, self.cmd.attempt)
-            passed = [k for k in env if k in spec.env or k.startswith("JETCRON_") or k == "CUDA_VISIBLE_DEVICES"]
+            # The host's CUDA_VISIBLE_DEVICES would name the wrong devices inside: the container is given its GPUs
+            passed = [k for k in env if k in spec.env or k.startswith("JETCRON_")]
             argv = containers.run_argv(runtime, name=container, agent_id=self.cmd.agent, image=spec.image,
                                        command=argv, env_names=passed, memory_mb=spec.resources.memory_mb,
-                                       max_pids=settings.agent_max_pids, cpu=spec.resources.cpu)
+                                       max_pids=settings.agent_max_pids, cpu=spec.resources.cpu,
+                                       gpus=list(self.cmd.gpu_indices))
+            env.update(containers.engine_env())
             on_kill = partial(containers.remove, runtime, container)
             limits = None  # the engine enforces them (--memory, --pids-limit)
             self.groups.add_container(container)
@@ -277,7 +280,8 @@ class Attempt:
             finally:
                 self.groups.remove(self.execution.pid)
         finally:
-            if container is not None:
+            if container is not None and self.setup.runtime is not None:
+                await containers.remove(self.setup.runtime, container)
                 self.groups.remove_container(container)
 
     async def _started(self, pid: int) -> None:

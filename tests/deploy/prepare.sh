@@ -34,3 +34,8 @@ podman build --quiet --network host --format docker \
   -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
   --build-arg BASE="$BASE" -t "$IMAGE" . >/dev/null
 podman image inspect "$IMAGE" --format 'jetcron image {{.Id}}: {{.Size}} bytes'
+# The same image with the docker CLI, for the agent that runs `image:` jobs as sibling containers.
+podman build --quiet --network host --format docker \
+  -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
+  --build-arg BASE="$BASE" --build-arg CONTAINER_CLI=docker -t "$IMAGE-docker" . >/dev/null
+podman image inspect "$IMAGE-docker" --format 'jetcron image with the docker CLI {{.Id}}: {{.Size}} bytes'

@@ -27,7 +27,11 @@ JETCRON = str(Path(sys.executable).parent / "jetcron")
 IMAGE = os.environ.get("JETCRON_TEST_IMAGE", "localhost/jetcron:test")
 # Everything but Prometheus and the OpenTelemetry collector, whose images no registry here can give.
 SERVICES = ["nats-1", "nats-2", "nats-3", "api-1", "api-2", "trigger-1", "trigger-2", "placement-1", "placement-2",
-            "tracker-1", "tracker-2", "notifier-1", "notifier-2", "gateway-1", "gateway-2", "agent-1", "agent-2"]
+            "tracker-1", "tracker-2", "notifier-1", "notifier-2", "gateway-1", "gateway-2", "agent-1", "agent-2",
+            "agent-images"]
+AGENTS = ("agent-1", "agent-2", "agent-images")
+JOB_IMAGE = "localhost/debian-python:bookworm"
+"""prepare.sh's base image, in the host engine's store: what a sibling container runs."""
 
 
 def _env() -> dict[str, str]:
@@ -53,7 +57,7 @@ class Stack:
     """gateway-1's REST API and dashboard."""
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return _run(sys.executable, "-m", "podman_compose", "-p", self.project, "-f",
+        return _run(sys.executable, "-m", "podman_compose", "--profile", "sibling", "-p", self.project, "-f",
                     str(self.directory / "compose.yaml"), *args, timeout=timeout, check=check)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -65,6 +69,17 @@ class Stack:
         done = self.cli(*args, "-o", "json")
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
+
+    def ready(self) -> dict[str, Any]:
+        """`jetcron status` once every role has a ready instance and every agent is up."""
+        def up() -> dict[str, Any] | None:
+            st: dict[str, Any] = self.json("status")
+            roles = {i["service"] for i in st["services"] if i["ready"]}
+            wanted = {"api", "trigger", "placement", "run_tracker", "notifier", "gateway"}
+            return st if {a["agent_id"] for a in st["agents"]} == set(AGENTS) and roles >= wanted else None
+
+        status: dict[str, Any] = _until("every service ready and every agent up", up, 240)
+        return status
 
     def container(self, service: str) -> str:
         return f"{self.project}_{service}_1"
@@ -98,7 +113,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     directory = tmp_path_factory.mktemp("compose") / "compose"
     shutil.copytree(ROOT / "deploy" / "compose", directory, ignore=shutil.ignore_patterns("generated"))
     shutil.copytree(ROOT / "deploy" / "prometheus", directory.parent / "prometheus")
-    init = _run(JETCRON, "deploy", "init", "--dir", str(directory / "generated"), "--owner", "10001")
+    init = _run(JETCRON, "deploy", "init", "--dir", str(directory / "generated"), "--owner", "10001",
+                "--agent", "agent-images")
     assert "credentials for" in init.stdout
     # This machine's own free loopback ports instead of the file's fixed ones; short leases, fast failover.
     nats_port, monitor, http1, http2, prom = free_ports(5)
@@ -115,7 +131,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                         "  agent-2:\n    <<: *service\n    cpus: 1.5\n    mem_limit: 700m\n")
     assert "mem_limit: 700m" in text
     (directory / "compose.yaml").write_text(text)
+    # The host engine's API socket (podman's Docker-compatible service), for the agent that runs sibling containers;
+    # root's, reached by its group (the compose file's group_add)
+    socket = directory.parent / "engine.sock"
+    engine = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{socket}"], env=_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    _until("the engine's socket", socket.exists, 30)
+    socket.chmod(0o660)
     with (directory / ".env").open("a") as env:
+        env.write(f"JETCRON_AGENT_IMAGE={IMAGE}-docker\nCONTAINER_ENGINE_SOCKET={socket}\n"
+                  f"CONTAINER_ENGINE_GID={socket.stat().st_gid}\n")
         env.write(f"JETCRON_IMAGE={IMAGE}\nJETCRON_RUN_LEASE_TTL=4\nJETCRON_LEADER_LEASE_TTL=3\nJETCRON_HEARTBEAT=1\n"
                   "JETCRON_ASSIGN_STALL=6\nJETCRON_REDRIVE_AFTER=6\nOTEL_TRACES_EXPORTER=none\n")
     # the file the operator reads and the one run here must not drift apart
@@ -126,21 +151,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield s
     finally:
         s.compose("down", "-v", "-t", "5", timeout=300, check=False)
+        engine.terminate()
+        try:
+            engine.wait(15)
+        except subprocess.TimeoutExpired:
+            engine.kill()
 
 
 def test_the_stack_comes_up_and_runs_a_job(stack: Stack) -> None:
     try:
-        def up() -> dict[str, Any] | None:
-            st: dict[str, Any] = stack.json("status")
-            roles = {i["service"] for i in st["services"] if i["ready"]}
-            wanted = {"api", "trigger", "placement", "run_tracker", "notifier", "gateway"}
-            return st if len(st["agents"]) == 2 and roles >= wanted else None
-
-        status = _until("every service ready and both agents up", up, 240)
+        status = stack.ready()
         assert len([i for i in status["services"] if i["ready"]]) >= 12
         assert status["placement_leader"] and status["tracker_leader"]
         limited = next(a for a in status["agents"] if a["agent_id"] == "agent-2")
         assert (limited["cpu"], limited["memory_mb"]) == (1.5, 700), limited
+        # Only the agent given the engine's socket says it can run containers (a CLI without an engine does not)
+        capable = {a["agent_id"]: "container" in a["capabilities"] for a in stack.json("agents", "list")}
+        assert capable == {"agent-1": False, "agent-2": False, "agent-images": True}, capable
         made = stack.cli("jobs", "create", "hello", "--at", "now", "--", "sh", "-c", "echo hi from a container")
         assert made.returncode == 0, made.stderr
         run = _until("hello to succeed", lambda: [r for r in stack.json("runs", "list", "--job", "hello")
@@ -154,6 +181,41 @@ def test_the_stack_comes_up_and_runs_a_job(stack: Stack) -> None:
         htmx = httpx.get(f"{base}/static/htmx-2.0.11.min.js", timeout=10)
         assert htmx.status_code == 200 and len(htmx.content) > 40_000
         assert httpx.get(base, timeout=10, follow_redirects=False).headers["location"] == "/ui/login?next=/ui"
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{stack.logs()}") from None
+
+
+# Before the tests that kill and stop containers: it needs the whole stack up.
+@pytest.mark.timeout(300)
+def test_an_image_job_runs_as_a_sibling_container_through_the_hosts_engine(stack: Stack, tmp_path: Path) -> None:
+    try:
+        stack.ready()
+        spec = {"name": "sibling", "image": JOB_IMAGE, "schedule": {"kind": "now"}, "env": {"GREETING": "hello"},
+                "command": ["sh", "-c", "echo \"$GREETING from $(hostname)\"; sleep 4; exit 3"],
+                "retry": {"max_attempts": 1}}
+        (tmp_path / "sibling.json").write_text(json.dumps(spec))
+        made = stack.cli("jobs", "create", "-f", str(tmp_path / "sibling.json"))
+        assert made.returncode == 0, made.stderr
+        running = _until("sibling to start", lambda: [r for r in stack.json("runs", "list", "--job", "sibling")
+                                                      if r["state"] not in ("scheduled", "assigned")], 120)[0]
+        assert (running["state"], running["agent"]) == ("running", "agent-images"), (
+            running, stack.json("runs", "get", running["run_id"]), stack.cli("runs", "logs", running["run_id"]).stdout)
+        # While it runs, the host's engine runs it: a container beside the agent's, carrying the agent's label
+        beside = _until("the sibling container on the host", lambda: _run(
+            "podman", "ps", "--filter", "label=jetcron.agent=agent-images", "--format", "{{.Names}}").stdout.split(),
+            30)
+        assert beside == [f"jc-{running['run_id']}-1"], beside
+        # Then the run ends with the container's own exit code, its output read back, and the container removed
+        (run,) = _until("sibling to end", lambda: [r for r in stack.json("runs", "list", "--job", "sibling")
+                                                   if r["state"] in ("succeeded", "failed", "dead")], 60)
+        assert run["state"] in ("failed", "dead"), run
+        history = stack.json("runs", "get", run["run_id"])["history"]
+        assert history[-1]["exit_code"] == 3, history
+        logs = stack.cli("runs", "logs", run["run_id"])
+        hosts = [line.split("hello from ", 1)[1] for line in logs.stdout.splitlines() if "hello from " in line]
+        assert hosts and hosts[0] not in ("", "agent-images"), logs  # its own host name, not the agent's
+        _until("the container removed", lambda: not _run(
+            "podman", "ps", "-a", "--filter", "label=jetcron.agent=agent-images", "-q").stdout.strip(), 30)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{stack.logs()}") from None
 

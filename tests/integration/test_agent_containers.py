@@ -49,6 +49,8 @@ async def test_an_image_run_waits_for_an_agent_with_a_working_runtime_then_runs_
     assert f"--name jc-{run['run_id']}-1" in docker_run
     assert "--label jetcron.agent=agent-2" in docker_run and "--memory 64m" in docker_run
     assert "-e GREETING" in docker_run and "hi" not in docker_run.split("alpine:3.20")[0]
+    # No --rm (the docker CLI on podman's socket then exits 0 whatever the container did): removed after it ended
+    assert "--rm" not in docker_run.split() and f"rm -f jc-{run['run_id']}-1" in calls[calls.index(docker_run):]
     assert docker_run.endswith("alpine:3.20 sh -c echo \"in $FAKE_IMAGE as $JETCRON_RUN_ID with $GREETING\"")
     listed = {a["agent_id"]: a["capabilities"] for a in (await client.call("agents.list"))["items"]}
     assert listed == {"agent-1": [], "agent-2": ["docker", "container"]}

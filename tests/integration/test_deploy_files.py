@@ -189,8 +189,12 @@ def test_the_compose_file_gives_each_process_its_own_credential_and_the_stack_it
         assert env["JETCRON_NATS_MONITOR_URL"].count("http://nats-") == 3
         assert ("JETCRON_SECRETS_KEY_FILE" in env) == (role in ("api", "notifier", "agent")), name
     targets = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())["scrape_configs"][0]
+    # A service under a profile runs only when asked for (the sibling-container agent): its target is added then
     assert set(targets["static_configs"][0]["targets"]) == {
-        f"{n}:9100" for n in services if n.split("-")[0] not in ("nats", "prometheus", "otel")}
+        f"{n}:9100" for n, svc in services.items()
+        if n.split("-")[0] not in ("nats", "prometheus", "otel") and not svc.get("profiles")}
+    assert services["agent-images"]["profiles"] == ["sibling"]
+    assert services["agent-images"]["environment"]["DOCKER_HOST"] == "unix:///run/jetcron/engine.sock"
 
 
 async def test_a_node_config_from_deploy_init_runs_and_a_service_joins_it_with_tls_and_its_credential(
