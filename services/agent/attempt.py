@@ -15,6 +15,7 @@ from jetcron import faults
 from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
 from jetcron.core import leases
+from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
 from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.services.agent import container as containers
@@ -36,6 +37,9 @@ TRUNCATED = b"\n[jetcron: output truncated at the per-run cap]\n"
 # A run that ends sooner than this reports once: its finish carries the start (one write instead of two).
 START_REPORT_DELAY = 0.25
 _tracer = tracer("agent")
+P, E = AttemptPhase, AttemptEvent
+
+Settled = Callable[[], None]
 
 
 def _nothing() -> None:
@@ -51,9 +55,14 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
 
 
 class Attempt:
+    """Its phases and their moves are core/attempt_state's (`_apply` refuses any other); the agent drives it."""
+
     renews_while_reporting = False
     """Whether the lease is still renewed once the child has ended (gangs: the tracker judges a gang by each
     member's own lease, which no heartbeat stands in for)."""
+    may_stage = True
+    """Whether it may wait for its due time as an entry in the agent's index, with no task: its first lease
+    covers the wait (first_grant). A gang member must watch its run record meanwhile (gang.py)."""
 
     def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: Callable[[], dict[str, str]],
                  parent: TraceContext,
@@ -87,17 +96,14 @@ class Attempt:
         self._keeper_timer: asyncio.TimerHandle | None = None
         self._rewake = asyncio.Event()
         """Wakes the lease keeper to stop: the attempt is done, or its child has ended."""
-        self.start_publishing = False
-        self.succeeded = False
-        self.reporting = False
-        """The child has ended and its finish report waits (or is in flight): its lease is no longer renewed."""
-        self.fenced = False
-        self.handed_back = False
-        self.hand_back_reason: str | None = None
-        """Set by a drain's hand_back: the run is given back at the end of run(), after the lease is released."""
+        self._start_publishing = False
+        """The start report has begun to publish: it is let land before the finish, no longer cancelled."""
+        self.phase = P.STAGED
+        self.why: str | None = None
+        """Why it was fenced or handed back: the reason the child is stopped with, and the hand-back's."""
         self.done = asyncio.Event()
-        self.settled: Callable[[], None] = _nothing
-        """Called once started (or at the end, if it never starts): the agent starts a herd as a stream."""
+        """Set when run() has stopped waiting for the child (the keeper and the gang watch stop)."""
+        self._settled: Settled = _nothing
         self.sent = 0
         self.seq = 0
         # The fencing token is the revision that granted the lease; renewals move the revision on.
@@ -145,27 +151,30 @@ class Attempt:
             deadline = leases.fence_at(renewed, granted, ttl)
             sent = time.monotonic()
             if sent >= deadline:
-                self._fence(f"lease not renewed for {sent - renewed:.1f}s (paused or cut off)")
+                self.fence(f"lease not renewed for {sent - renewed:.1f}s (paused or cut off)")
                 return
             try:
                 self.lease = await asyncio.wait_for(self.ctx.leases.renew(self.lease, ttl), timeout=deadline - sent)
                 renewed, granted = sent, ttl
             except LeaseLost:
-                self._fence("lease taken (cancelled or re-dispatched)")
+                self.fence("lease taken (cancelled or re-dispatched)")
                 return
             except (JetcronError, TimeoutError):
                 metrics.HEARTBEAT_FAILURES.inc()
                 if time.monotonic() >= deadline:
-                    self._fence("lease could not be renewed in time")
+                    self.fence("lease could not be renewed in time")
                     return
 
     @property
     def _renewals_over(self) -> bool:
-        return self.reporting and not self.renews_while_reporting
+        return self.phase in REPORTS and not self.renews_while_reporting
 
-    def _now_reporting(self) -> None:
+    def _apply(self, event: AttemptEvent) -> None:
+        self.phase = advance(self.phase, event, run_id=self.cmd.run_id, attempt=self.cmd.attempt)
+
+    def _exited(self) -> None:
         """The child has ended; its report is next: the lease keeper stops (or never starts)."""
-        self.reporting = True
+        self._apply(E.EXIT)
         self._rewake.set()
         if self._renewals_over and self._keeper_timer is not None:
             self._keeper_timer.cancel()
@@ -174,14 +183,32 @@ class Attempt:
         """The first lease still holds at monotonic time `at` (before any renewal: a waiting attempt's)."""
         return at < leases.fence_at(self.leased_at, self.granted, self.ctx.settings.run_lease_ttl)
 
-    def _fence(self, why: str) -> None:
-        if not self.fenced:
+    def fence(self, why: str, *, grace: bool = False) -> None:
+        """Stop for good: the lease lapsed, was taken or revoked, or the attempt is superseded or cancelled. The
+        child is killed at once, or with `grace` (a cancel) stopped as a timeout stops it: SIGTERM, the grace
+        period, SIGKILL. Nothing more is reported, and the lease is not released (it may be another's by now).
+        Fencing again kills again; an ended attempt has nothing left to stop."""
+        if self.phase is not P.FENCED:
+            if not allows(self.phase, E.FENCE):
+                return
             # An operator's clue to a run that ran twice or was killed: its agent gave up its lease (and why).
             self.ctx.log.info("attempt fenced", run_id=self.cmd.run_id, attempt=self.cmd.attempt, reason=why,
-                              reporting=self.reporting)
-        self.fenced = True
+                              phase=str(self.phase))
+            self._apply(E.FENCE)
+            self.why = why
+            self._fenced()
+        self._end_child(why, grace=grace)
+
+    def _end_child(self, why: str, *, grace: bool) -> None:
+        """Kill the child's group now, or with `grace` stop it as a timeout does (SIGTERM, grace, SIGKILL)."""
         if self.execution is not None:
-            self.execution.kill_now(why)
+            if grace:
+                self.execution.stop(why)
+            else:
+                self.execution.kill_now(why)
+
+    def _fenced(self) -> None:
+        """Just fenced (gangs: a member holding its lease stops holding it)."""
 
     def keeper_delay(self) -> float:
         """Seconds from now until the lease keeper must run: its first renewal. Most attempts (every sim one, a
@@ -192,23 +219,28 @@ class Attempt:
         if not self.done.is_set():
             self.keeper = asyncio.create_task(self.keep_lease())
 
-    async def run(self) -> None:
+    async def run(self, settled: Settled | None = None) -> None:
+        """The whole attempt: wait for the due time, execute, report, release the lease (or leave it), give the
+        run back if handed back. `settled` is called once it has started, or at its end if it never starts (the
+        agent starts a staged herd as a stream, waiting.py)."""
         cmd, spec = self.cmd, self.cmd.spec
+        self._settled = settled or _nothing
         self._keeper_timer = asyncio.get_running_loop().call_later(max(0.0, self.keeper_delay()),
                                                                    self._start_keeper)
         try:
-            if not (self.fenced or self.handed_back):  # either ends it before it starts: no need to wait
+            if self.phase is P.STAGED:  # fenced or handed back, it ends before it starts: no need to wait
+                self._apply(E.LAUNCH)
                 await sleep_until(self.ctx, cmd.due_at)
             with messaging_span(_tracer, "process", s.assign_subject(cmd.agent), parent=self.parent,
                                 run_id=cmd.run_id, job=cmd.job, attempt=cmd.attempt) as span:
                 outcome = await self._execute(spec.command)
                 span.set_attribute("jetcron.outcome", outcome.outcome)
                 faults.point("agent.after_exit")
-                if not self.fenced and not self.handed_back:
-                    self._now_reporting()
+                if self.phase in (P.STARTING, P.RUNNING):  # neither fenced nor handed back meanwhile
+                    self._exited()
                     await self._report(outcome)  # inside the span: the report carries its traceparent
         finally:
-            self.settled()
+            self._settled()
             self.done.set()
             self._rewake.set()
             self._keeper_timer.cancel()
@@ -216,16 +248,22 @@ class Attempt:
                 await self.keeper
             await self._settle_start_report()
             # After a success no attempt follows, so the lease may simply expire: one write saved per run.
-            if not self.fenced and not self.succeeded:
+            if self.phase not in (P.FENCED, P.SUCCEEDED):
                 await faults.slow_point("agent.before_release")  # tests: a slow release strands nothing
                 with contextlib.suppress(JetcronError):
                     await self.ctx.leases.release(self.lease)
-            if self.hand_back_reason is not None and not self.fenced:
-                await self._give_back(self.hand_back_reason)
+            try:
+                if self.phase is P.HANDED_BACK:  # and not fenced since
+                    await self._give_back(self.why or "handed back")
+            finally:
+                self._apply(E.END)
+
+    def _not_started(self) -> Outcome:
+        return Outcome("killed", None, "fenced before start" if self.phase is P.FENCED else "handed back before start")
 
     async def _execute(self, argv: list[str]) -> Outcome:
-        if self.fenced or self.handed_back:
-            return Outcome("killed", None, "fenced before start" if self.fenced else "handed back before start")
+        if self.phase is not P.STARTING:
+            return self._not_started()
         if self.ctx.settings.agent_sim:
             await self._started(0)
             # Yield before reporting: the rest of a herd due at this instant starts before this one's report
@@ -246,6 +284,8 @@ class Attempt:
             if why:
                 self.ctx.log.warning("run starts without a NATS credential", run_id=self.cmd.run_id, reason=why)
             env.update(creds)
+        if self.phase is not P.STARTING:  # fenced or handed back while its secrets were read: spawn nothing
+            return self._not_started()
         container = None
         limits: RunLimits | None = RunLimits(self.setup.limits, f"{self.cmd.run_id}-{self.cmd.attempt}",
                                              memory_mb=spec.resources.memory_mb, max_pids=settings.agent_max_pids)
@@ -273,6 +313,8 @@ class Attempt:
             failed = await self.execution.start()
             if failed is not None:
                 return failed
+            if self.phase is not P.STARTING:  # fenced or handed back while it spawned, before it could be stopped
+                self._end_child(self.why or str(self.phase), grace=self.phase is P.HANDED_BACK)
             self.groups.add(self.execution.pid)
             try:
                 await self._started(self.execution.pid)
@@ -285,17 +327,19 @@ class Attempt:
                 self.groups.remove_container(container)
 
     async def _started(self, pid: int) -> None:
+        if self.phase is P.STARTING:
+            self._apply(E.SPAWN)
         self.started_at = now = self.ctx.clock.now()
         self.pid = pid
         metrics.RUN_WAIT.observe(max(0.0, (now - self.cmd.due_at).total_seconds()))
         self.start_report = asyncio.create_task(self._report_start_later())
         # Started: the next of a herd may start now. Its reports wait for room in the window instead; gating
         # the starts on the reports' acks made a herd start only as fast as the tracker took reports in.
-        self.settled()
+        self._settled()
 
     async def _report_start_later(self) -> None:
         await asyncio.sleep(START_REPORT_DELAY)
-        self.start_publishing = True
+        self._start_publishing = True
         assert self.started_at is not None
         async with self.window:
             await publish(self.ctx.js, s.event_subject("started", self.cmd.agent), RunStarted(
@@ -307,7 +351,7 @@ class Attempt:
         task = self.start_report
         if task is None:
             return
-        if not self.start_publishing:
+        if not self._start_publishing:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError, JetcronError):
             await task
@@ -327,14 +371,22 @@ class Attempt:
                               msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"))
             await publish(self.ctx.js, s.event_subject("finished", self.cmd.agent), finished,
                           msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"))
-        self.succeeded = kind == "succeeded"
+        if kind == "succeeded" and self.phase is P.REPORTING:  # not fenced while it reported
+            self._apply(E.SUCCEED)
 
     async def hand_back(self, why: str) -> None:
-        """Drain: stop the child; the run is given back once it has ended and its lease is released (run())."""
-        self.handed_back = True
-        self.hand_back_reason = why
-        if self.execution is not None:
-            self.execution.stop(why)
+        """Drain: stop the child; the run is given back once the child has ended and the lease is released
+        (run()). Refused, doing nothing, once the child has ended and reported (the report says how it ended),
+        once fenced (the lease is not ours to give back), or when handed back already."""
+        if not allows(self.phase, E.HAND_BACK):
+            return
+        self._apply(E.HAND_BACK)
+        self.why = why
+        self._end_child(why, grace=True)
+        await self._handing_back(why)
+
+    async def _handing_back(self, why: str) -> None:
+        """Just handed back (gang members: give the whole gang back now)."""
 
     async def _give_back(self, why: str) -> None:
         # Sent only after the lease is released: the tracker re-dispatches at once, and the next agent's

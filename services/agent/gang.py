@@ -12,29 +12,26 @@ The protocol (docs/architecture.md, "Gangs"):
   re-dispatches the whole gang as a new attempt;
 - every member, leader included, reads the run record at each renewal and kills its child once the
   record has left its attempt (ended, failed, lost, retried): that is how a gang is torn down.
+
+A member is an attempt like any other (attempt.py, its lifecycle core/attempt_state): the agent takes its
+lease and starts it in one of its slots (`Agent.start`); this module says which lease and which kind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nats.aio.msg import Msg
-
-from jetcron.bus.lease import Lease
 from jetcron.bus.publish import publish
+from jetcron.core.attempt_state import REPORTS, AttemptEvent
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
 from jetcron.core.run_state import ACTIVE
 from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.executor import Outcome
-from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack
-
-if TYPE_CHECKING:
-    from jetcron.services.agent.service import Agent
 
 
 def gang_env(cmd: AssignRun) -> dict[str, str]:
@@ -42,16 +39,26 @@ def gang_env(cmd: AssignRun) -> dict[str, str]:
             "JETCRON_GANG_RANK": str(cmd.gang.index(cmd.agent))}
 
 
+def lease_key(cmd: AssignRun, agent_id: str) -> str:
+    """The leader holds the run lease; every other member its own member lease."""
+    return s.run_lease_key(cmd.run_id) if cmd.gang[0] == agent_id else s.gang_lease_key(cmd.run_id, agent_id)
+
+
+def member_kind(cmd: AssignRun, agent_id: str) -> type[Attempt]:
+    return GangLeader if cmd.gang[0] == agent_id else GangMember
+
+
 class _GangWatch(Attempt):
     """An attempt that also watches the run record and stops when the gang's attempt is over."""
 
     renews_while_reporting = True
+    may_stage = False  # its keeper watches the record from the start (keeper_delay), also while it waits
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.over = asyncio.Event()
-        """Set once the record has left this attempt: the gang is over."""
-        self.exited = False
+        """Set once the gang's attempt is over for this member: the record has left it, or it was fenced or
+        handed back."""
 
     def keeper_delay(self) -> float:
         return 0.0  # the record watch rides on the keeper: a member must see the gang end while it waits
@@ -76,11 +83,14 @@ class _GangWatch(Attempt):
             if run is None or (run.attempt == self.cmd.attempt and run.state in ACTIVE):
                 continue
             self.over.set()
-            if not self.exited:
+            if self.phase not in REPORTS:  # a child that ended and reported has nothing left to kill
                 self.ctx.log.info("gang attempt over: stopping this member", run_id=self.cmd.run_id,
                                   attempt=self.cmd.attempt, state=str(run.state), now_attempt=run.attempt)
-                self._fence(f"gang attempt {self.cmd.attempt} is over (run {run.state}, attempt {run.attempt})")
+                self.fence(f"gang attempt {self.cmd.attempt} is over (run {run.state}, attempt {run.attempt})")
             return
+
+    def _fenced(self) -> None:
+        self.over.set()  # a member holding its lease for the gang holds nothing any more
 
     async def _record(self) -> Run | None:
         with contextlib.suppress(JetcronError):
@@ -91,10 +101,6 @@ class _GangWatch(Attempt):
 
 class GangLeader(_GangWatch):
     """The first member: the run lease and the gang's reports, plus the record watch."""
-
-    async def _report(self, outcome: Outcome) -> None:
-        self.exited = True
-        await super()._report(outcome)
 
 
 class GangMember(_GangWatch):
@@ -108,9 +114,8 @@ class GangMember(_GangWatch):
         return f"{stream}@{self.cmd.agent}", f"{self.cmd.agent}.log{self.seq}"
 
     async def _report(self, outcome: Outcome) -> None:
-        self.exited = True
-        self.succeeded = False  # the member lease is released at the end, whatever happened
         if outcome.outcome == "succeeded":
+            self._apply(AttemptEvent.HOLD)  # never SUCCEEDED: the member lease is released at the end
             await self.over.wait()  # hold the member lease while the gang runs on
             return
         run = await self._record()
@@ -122,12 +127,9 @@ class GangMember(_GangWatch):
             outcome=kind, exit_code=outcome.exit_code, reason=f"gang member {self.cmd.agent}: {outcome.reason}",
             at=self.ctx.clock.now()), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"finished.{self.cmd.agent}"))
 
-    async def hand_back(self, why: str) -> None:
-        """Drain: give the whole gang back (with the run's token: a member's own token fences nothing)."""
-        self.handed_back = True
+    async def _handing_back(self, why: str) -> None:
+        """Give the whole gang back now (with the run's token: a member's own token fences nothing)."""
         self.over.set()
-        if self.execution is not None:
-            self.execution.stop(why)
         run = await self._record()
         if run is None or run.attempt != self.cmd.attempt or run.state not in ACTIVE:
             return
@@ -136,24 +138,5 @@ class GangMember(_GangWatch):
             reason=f"gang member {self.cmd.agent}: {why}", at=self.ctx.clock.now()),
             msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"handback.{self.cmd.agent}"))
 
-
-async def take_gang(agent: Agent, cmd: AssignRun, msg: Msg) -> None:
-    """Acquire the leader's run lease or this member's lease (taking it from an older attempt), then start."""
-    ctx = agent.ctx
-    leader = cmd.gang[0] == agent.agent_id
-    key = s.run_lease_key(cmd.run_id) if leader else s.gang_lease_key(cmd.run_id, agent.agent_id)
-    ttl, now = ctx.settings.run_lease_ttl, ctx.clock.now()
-    # An older attempt of this gang may still hold it: the record moved on, so it is taken over (that holder's
-    # next renewal fails and it stops).
-    lease: Lease | None = await ctx.leases.take(key, agent.agent_id, ttl, attempt=cmd.attempt, now=now)
-    if lease is None:
-        ctx.log.info("gang assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt,
-                     key=key)
-        return
-    token = lease.token
-    kind = GangLeader if leader else GangMember
-    attempt = kind(ctx, cmd, lease, lambda: {**agent._env(cmd, token), **gang_env(cmd)}, continue_trace(msg.headers),
-                   agent.strays, agent.setup)
-    agent.hold(attempt)
-    agent._tasks.add(task := asyncio.create_task(agent._run(attempt)))
-    task.add_done_callback(agent._tasks.discard)
+    async def _give_back(self, why: str) -> None:
+        return  # given back at once, by `_handing_back`

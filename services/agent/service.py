@@ -20,10 +20,10 @@ from jetcron.core import leases
 from jetcron.core.agents_index import Used
 from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
+from jetcron.services.agent import gang
 from jetcron.services.agent.attempt import Attempt
 from jetcron.services.agent.confine import job_env, job_user
 from jetcron.services.agent.container import remove_leftovers
-from jetcron.services.agent.gang import take_gang
 from jetcron.services.agent.gpu_health import GpuHealth
 from jetcron.services.agent.host import HostSetup, checked_agent_id, describe, parse_labels
 from jetcron.services.agent.reports import ReportWindow
@@ -51,16 +51,16 @@ class Agent:
         self.attempts: dict[str, Attempt] = {}
         self.ended = Ended()
         """Attempts that ended here lately: an assignment redelivered after one (its ack lost) is not run again."""
-        # At most agent_slots attempts run at once; more assignments wait in the stream (back-pressure, not a
-        # thousand processes when placement packs a storm of tiny runs onto one host).
+        # At most agent_slots attempts (a gang's member counts one, as placement counts it) run at once; more
+        # assignments wait in the stream (back-pressure, not a thousand processes when placement packs a storm
+        # of tiny runs onto one host).
         self.slots = asyncio.Semaphore(ctx.settings.agent_slots)
-        self.holding: set[Attempt] = set()
         self.used = Used()
         """What the attempts in `attempts` take, kept as they come and go: summing them at every heartbeat
         walked a staged herd of tens of thousands."""
         self.reports = ReportWindow(ctx.settings.agent_report_window, ctx.settings.agent_report_hold)
         """Reports in flight from all attempts, bounded, and held while a herd starts (reports.py)."""
-        self.waiting: Waiting[Attempt] = Waiting(ctx.clock, self.launch, ctx.settings.agent_start_burst,
+        self.waiting: Waiting[Attempt] = Waiting(ctx.clock, self._launch, ctx.settings.agent_start_burst,
                                                  self.reports)
         """Attempts assigned ahead of their due time (a staged herd), holding their slots but no tasks yet."""
         self.lease_writes = asyncio.Semaphore(LEASE_WRITES)
@@ -80,11 +80,14 @@ class Agent:
         }
         if cmd.gpu_indices:
             run_vars["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in cmd.gpu_indices)
+        if cmd.gang:
+            run_vars.update(gang.gang_env(cmd))
         home = "/" if cmd.spec.run_as_root else self.job_user.home
         return job_env(path=self.ctx.settings.agent_job_path, home=home, job_env=cmd.spec.env, run_vars=run_vars)
 
     async def take(self, msg: Msg) -> None:
-        """Consumer handler: acquire the run lease, start the attempt in the background, ack."""
+        """Consumer handler: wait for a slot, take the lease (the run lease, or a gang member's own), start the
+        attempt in the background, ack."""
         try:
             cmd = decode(msg.data, AssignRun)
         except Exception as exc:
@@ -93,51 +96,73 @@ class Agent:
         if existing is not None:
             if existing.cmd.attempt >= cmd.attempt:
                 return  # duplicate delivery of a run we are already running
-            existing._fence(f"superseded by attempt {cmd.attempt}")  # a gang re-dispatched onto this host
-            if self.waiting.take_back(cmd.run_id) is not None:
-                self.launch(existing)  # fenced while waiting: it ends without starting and frees its slot
+            self._stop(existing, f"superseded by attempt {cmd.attempt}")  # a re-dispatch onto this host
         elif self.ended.ran(cmd.run_id, cmd.attempt, time.monotonic()):
             # Every re-dispatch is a new attempt, so this is the same assignment again: its ack was lost.
             self.ctx.log.info("assignment skipped: this attempt already ran here", run_id=cmd.run_id,
                               attempt=cmd.attempt)
-            return
-        if cmd.gang:
-            await take_gang(self, cmd, msg)
             return
         await self._slot(msg)
         if self.draining:  # stopped taking work while this one waited for a slot: leave it for the reconciler
             self.slots.release()
             raise Retry(1.0, "agent draining")
         try:
-            settings = self.ctx.settings
-            granted = leases.first_grant(settings.run_lease_ttl, cmd.due_at, self.ctx.clock.now(),
-                                         queued=len(self.waiting), start_rate=settings.agent_start_rate)
-            async with self.lease_writes:
-                asked_at = time.monotonic()
-                lease = await self.ctx.leases.take(s.run_lease_key(cmd.run_id), self.agent_id, granted,
-                                                   attempt=cmd.attempt, now=self.ctx.clock.now())
+            attempt = await self._lease(cmd, msg)
         except BaseException:
             self.slots.release()
             raise
         mine = self.attempts.get(cmd.run_id)
-        if lease is None or (mine is not None and mine.cmd.attempt >= cmd.attempt):
+        if attempt is None or (mine is not None and mine.cmd.attempt >= cmd.attempt):
             # Held for this attempt elsewhere, or for a newer one (or a second delivery took it meanwhile): a
             # stale assignment; the run record decides. An older attempt of the run still here (ended, its lease
             # release still to come) is replaced: skipping this one left the run to the tracker's stall timeout.
             self.slots.release()
             self.ctx.log.info("assignment skipped: lease held elsewhere", run_id=cmd.run_id, attempt=cmd.attempt)
             return
-        # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
-        attempt = Attempt(self.ctx, cmd, lease, partial(self._env, cmd, lease.token), continue_trace(msg.headers),
-                          self.strays, self.setup, granted, asked_at, self.reports, user=self.job_user)
-        self.holding.add(attempt)
-        self.hold(attempt)
-        if cmd.due_at > self.ctx.clock.now():
-            self.waiting.add(cmd.run_id, cmd.due_at, attempt)  # staged: no tasks until it is due
-        else:
-            self.launch(attempt)
+        await self.start(attempt)
 
-    def hold(self, attempt: Attempt) -> None:
+    async def _lease(self, cmd: AssignRun, msg: Msg) -> Attempt | None:
+        """Take the assignment's lease and make its attempt; None when the lease is held elsewhere."""
+        settings, now = self.ctx.settings, self.ctx.clock.now()
+        if cmd.gang:
+            # A member's lease covers no wait: its keeper renews it from the start.
+            key, granted = gang.lease_key(cmd, self.agent_id), settings.run_lease_ttl
+            kind = gang.member_kind(cmd, self.agent_id)
+        else:
+            key, kind = s.run_lease_key(cmd.run_id), Attempt
+            granted = leases.first_grant(settings.run_lease_ttl, cmd.due_at, now, queued=len(self.waiting),
+                                         start_rate=settings.agent_start_rate)
+        async with self.lease_writes:
+            asked_at = time.monotonic()
+            # An older attempt may still hold it: the record moved on, so it is taken over (that holder's next
+            # renewal fails and it stops).
+            lease = await self.ctx.leases.take(key, self.agent_id, granted, attempt=cmd.attempt,
+                                               now=self.ctx.clock.now())
+        if lease is None:
+            return None
+        # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
+        return kind(self.ctx, cmd, lease, partial(self._env, cmd, lease.token), continue_trace(msg.headers),
+                    self.strays, self.setup, granted, asked_at, self.reports, user=self.job_user)
+
+    async def start(self, attempt: Attempt) -> None:
+        """Start an attempt whose lease this agent has just taken, in the slot taken for it (`take`): every
+        attempt, a gang's member too, starts here.
+
+        It counts as this agent's at once (heartbeat, a second delivery), then waits for its due time in the
+        waiting index with no task (`may_stage`: its first lease covers the wait) or is launched now. While the
+        agent drains it is handed back at once instead, and ends without starting. Whatever way it ends, its
+        slot is given back then (`_run`)."""
+        self._hold(attempt)
+        if self.draining:
+            with contextlib.suppress(JetcronError):
+                await attempt.hand_back("agent draining")
+            self._launch(attempt)
+        elif attempt.may_stage and attempt.cmd.due_at > self.ctx.clock.now():
+            self.waiting.add(attempt.cmd.run_id, attempt.cmd.due_at, attempt)  # staged: no tasks until it is due
+        else:
+            self._launch(attempt)
+
+    def _hold(self, attempt: Attempt) -> None:
         """Count an attempt as this agent's (a superseded one of the same run is simply replaced)."""
         old = self.attempts.get(attempt.cmd.run_id)
         if old is not None:
@@ -146,17 +171,21 @@ class Agent:
         self.used = self.used.plus(attempt.cmd.spec.resources)
         metrics.AGENT_RUNNING.set(len(self.attempts))
 
-    def launch(self, attempt: Attempt, settled: Settled | None = None) -> None:
+    def _launch(self, attempt: Attempt, settled: Settled | None = None) -> None:
         """Run an attempt whose time has come (or that ends before it: cancelled or fenced while waiting).
 
         `settled` is called once it has started, or at its end (the staged herd's burst, waiting.py)."""
-        if settled is not None:
-            attempt.settled = settled
         if not attempt.lease_covers(time.monotonic()):
             # Paused or starved past its first lease while it waited: the server may have expired it already.
-            attempt._fence("lease ran out while waiting for the due time (paused or cut off)")
-        self._tasks.add(task := asyncio.create_task(self._run(attempt)))
+            attempt.fence("lease ran out while waiting for the due time (paused or cut off)")
+        self._tasks.add(task := asyncio.create_task(self._run(attempt, settled)))
         task.add_done_callback(self._tasks.discard)
+
+    def _stop(self, attempt: Attempt, why: str, *, grace: bool = False) -> None:
+        """Fence an attempt of this agent; one still waiting for its due time ends now and frees its slot."""
+        attempt.fence(why, grace=grace)
+        if self.waiting.take_back(attempt.cmd.run_id) is not None:
+            self._launch(attempt)
 
     async def _slot(self, msg: Msg) -> None:
         """Wait for a free slot; meanwhile tell the server the assignment is being worked on (no redelivery)."""
@@ -168,17 +197,15 @@ class Agent:
                 with contextlib.suppress(Exception):
                     await msg.in_progress()
 
-    async def _run(self, attempt: Attempt) -> None:
+    async def _run(self, attempt: Attempt, settled: Settled | None) -> None:
         try:
-            await attempt.run()
+            await attempt.run(settled)
         except JetcronError as exc:
             self.ctx.log.warning("attempt failed to report", run_id=attempt.cmd.run_id, error=str(exc))
         except Exception:
             self.ctx.log.exception("attempt crashed", run_id=attempt.cmd.run_id)
         finally:
-            if attempt in self.holding:
-                self.holding.discard(attempt)
-                self.slots.release()
+            self.slots.release()
             if self.attempts.get(attempt.cmd.run_id) is attempt:
                 del self.attempts[attempt.cmd.run_id]
                 self.used = self.used.minus(attempt.cmd.spec.resources)
@@ -190,11 +217,8 @@ class Agent:
             cmd = decode(msg.data, CancelRun)
             attempt = self.attempts.get(cmd.run_id)
             if attempt is not None and attempt.cmd.attempt == cmd.attempt:
-                attempt.fenced = True  # a staged attempt still waiting for its due time never starts
-                if self.waiting.take_back(cmd.run_id) is not None:
-                    self.launch(attempt)  # ends it now and frees its slot, not at its due time
-                if attempt.execution is not None:
-                    attempt.execution.stop(cmd.reason)
+                # The record is cancelled and the lease revoked: stopped as a timeout stops it, not reported
+                self._stop(attempt, cmd.reason, grace=True)
 
     async def beat(self) -> None:
         """Publish this agent's capacity, free resources and draining flag."""
@@ -232,11 +256,12 @@ class Agent:
         for attempt in waiting:
             with contextlib.suppress(JetcronError):
                 await attempt.hand_back("agent draining")
-            self.launch(attempt)  # ends without starting
+            self._launch(attempt)  # ends without starting
         deadline = asyncio.get_running_loop().time() + self.ctx.settings.drain_grace
         while self.attempts and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.1)
-        for attempt in [a for a in self.attempts.values() if not a.handed_back]:
+        # Those handed back already, fenced, or reporting how they ended refuse it (attempt.hand_back).
+        for attempt in list(self.attempts.values()):
             with contextlib.suppress(JetcronError):
                 await attempt.hand_back("agent draining")
         while self.attempts:

@@ -1,0 +1,315 @@
+"""An attempt's lifecycle on its agent (core/attempt_state), and every attempt, a gang's too, started by Agent.start."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from opentelemetry.context import Context as TraceContext
+
+from jetcron.bus.consume import Retry
+from jetcron.bus.lease import Lease, LeaseValue
+from jetcron.config import Settings
+from jetcron.core.attempt_state import (
+    TRANSITIONS,
+    AttemptEvent,
+    AttemptPhase,
+    IllegalAttemptMove,
+    advance,
+)
+from jetcron.core.clock import ManualClock
+from jetcron.core.errors import IllegalTransition, JetcronError
+from jetcron.core.models import JobSpec
+from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.gang import GangLeader, GangMember
+from jetcron.services.agent.host import HostSetup
+from jetcron.services.agent.service import Agent
+from jetcron.services.agent.strays import StrayGuard
+from jetcron.services.runtime import Context
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+from jetcron.wire.messages import AssignRun, CancelRun
+
+P, E = AttemptPhase, AttemptEvent
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+# --- the table ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("phase", "event", "to"), [pytest.param(p, e, to, id=f"{p}-{e}")
+                                                    for (p, e), to in TRANSITIONS.items()])
+def test_every_move_in_the_table_lands_where_it_says(phase: AttemptPhase, event: AttemptEvent,
+                                                     to: AttemptPhase) -> None:
+    assert advance(phase, event, run_id="r", attempt=1) is to
+
+
+REFUSED = [(p, e) for p, e in itertools.product(AttemptPhase, AttemptEvent) if (p, e) not in TRANSITIONS]
+
+
+@pytest.mark.parametrize(("phase", "event"), [pytest.param(p, e, id=f"{p}-{e}") for p, e in REFUSED])
+def test_every_move_not_in_the_table_is_refused(phase: AttemptPhase, event: AttemptEvent) -> None:
+    with pytest.raises(IllegalAttemptMove, match=f"attempt 2 cannot {event} once {phase}"):
+        advance(phase, event, run_id="r", attempt=2)
+
+
+@pytest.mark.parametrize(("phase", "event"), [
+    # its report says how it ended: a drain gives back only what has not
+    pytest.param(P.REPORTING, E.HAND_BACK, id="hand_back_once_reporting"),
+    pytest.param(P.SUCCEEDED, E.HAND_BACK, id="hand_back_once_succeeded"),
+    # the lease is not its own any more: nothing to report, start or give back
+    pytest.param(P.FENCED, E.SPAWN, id="spawn_once_fenced"),
+    pytest.param(P.FENCED, E.EXIT, id="report_once_fenced"),
+    pytest.param(P.FENCED, E.SUCCEED, id="succeed_once_fenced"),
+    pytest.param(P.FENCED, E.HAND_BACK, id="hand_back_once_fenced"),
+    # a handed-back child's exit is not reported
+    pytest.param(P.HANDED_BACK, E.EXIT, id="report_once_handed_back"),
+    # only a member whose child succeeded holds its lease for the gang
+    pytest.param(P.RUNNING, E.HOLD, id="hold_while_running"),
+    pytest.param(P.STAGED, E.SPAWN, id="spawn_before_launch"),
+    pytest.param(P.ENDED, E.FENCE, id="fence_once_ended"),
+    pytest.param(P.ENDED, E.END, id="end_twice"),
+])
+def test_refused_moves_name_the_run_the_attempt_and_the_move(phase: AttemptPhase, event: AttemptEvent) -> None:
+    with pytest.raises(IllegalAttemptMove) as caught:
+        advance(phase, event, run_id="job.2026", attempt=3)
+    assert str(caught.value) == f"run job.2026: illegal transition {phase} -> ?: attempt 3 cannot {event} once {phase}"
+    assert isinstance(caught.value, IllegalTransition) and isinstance(caught.value, JetcronError)
+    assert (caught.value.run_id, caught.value.attempt, caught.value.phase, caught.value.event) == (
+        "job.2026", 3, phase, event)
+
+
+@pytest.mark.parametrize(("events", "last"), [
+    pytest.param([E.LAUNCH, E.SPAWN, E.EXIT, E.SUCCEED], P.SUCCEEDED, id="succeeded"),
+    pytest.param([E.LAUNCH, E.SPAWN, E.EXIT], P.REPORTING, id="failed_and_reporting"),
+    pytest.param([E.LAUNCH, E.EXIT], P.REPORTING, id="could_not_start"),
+    pytest.param([E.FENCE], P.FENCED, id="cancelled_while_staged"),
+    pytest.param([E.HAND_BACK], P.HANDED_BACK, id="handed_back_while_staged"),
+    pytest.param([E.LAUNCH, E.SPAWN, E.HAND_BACK, E.FENCE], P.FENCED, id="lease_lapsed_while_handing_back"),
+    pytest.param([E.LAUNCH, E.SPAWN, E.EXIT, E.FENCE], P.FENCED, id="cancelled_while_reporting"),
+    pytest.param([E.LAUNCH, E.SPAWN, E.EXIT, E.HOLD, E.HAND_BACK], P.HANDED_BACK, id="member_holding_drained"),
+    pytest.param([E.LAUNCH, E.SPAWN, E.EXIT, E.HOLD, E.FENCE], P.FENCED, id="member_holding_fenced"),
+])
+def test_lives_of_an_attempt(events: list[AttemptEvent], last: AttemptPhase) -> None:
+    phase = P.STAGED
+    for event in events:
+        phase = advance(phase, event, run_id="r", attempt=1)
+    assert phase is last
+    if phase is not P.STAGED:
+        assert advance(phase, E.END, run_id="r", attempt=1) is P.ENDED
+
+
+def test_every_phase_leads_to_ended_and_ended_to_nothing() -> None:
+    reached, todo = {P.STAGED}, deque([P.STAGED])
+    while todo:
+        phase = todo.popleft()
+        for (p, _), to in TRANSITIONS.items():
+            if p is phase and to not in reached:
+                reached.add(to)
+                todo.append(to)
+    assert reached == set(AttemptPhase)
+    ends = {p for (p, e) in TRANSITIONS if e is E.END}
+    # Staged attempts are always launched (run() ends them), so only a launched one ends
+    assert ends == set(AttemptPhase) - {P.STAGED, P.ENDED}
+    assert not [key for key in TRANSITIONS if key[0] is P.ENDED]
+
+
+# --- one attempt ---------------------------------------------------------------------------------------------------
+
+class _Leases:
+    """Leases granted at once (or held elsewhere), renewed and released as asked."""
+
+    def __init__(self) -> None:
+        self.taken: list[str] = []
+        self.released: list[str] = []
+        self.on_take: Any = None
+
+    async def take(self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None) -> Lease:
+        self.taken.append(key)
+        if self.on_take is not None:
+            self.on_take()
+        return Lease(key=key, token=len(self.taken), value=LeaseValue(holder=holder, attempt=attempt))
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        self.released.append(lease.key)
+
+
+class _Events:
+    """JetStream that records what was published (and the leases' releases, in one order)."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> SimpleNamespace:
+        self.log.append(subject)
+        return SimpleNamespace(seq=len(self.log))
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **kw: Any) -> None:
+        self.lines.append((event, kw))
+
+    warning = exception = info
+
+
+def _ctx(**settings: Any) -> tuple[Context, _Leases, list[str]]:
+    sent: list[str] = []
+    leases = _Leases()
+    ctx = SimpleNamespace(settings=Settings(agent_sim=True, run_lease_ttl=10.0, agent_job_user="@agent", **settings),
+                          clock=ManualClock(T0), leases=leases, js=_Events(sent), log=_Log())
+    return cast(Context, ctx), leases, sent
+
+
+def _cmd(run_id: str = "r", *, due: datetime = T0, gang: list[str] | None = None) -> AssignRun:
+    return AssignRun(run_id=run_id, attempt=1, job="j", agent="a", spec=JobSpec(name="j", command=["true"]),
+                     scheduled_at=due, due_at=due, gang=gang or [])
+
+
+def _attempt(ctx: Context, kind: type[Attempt] = Attempt, *, due: datetime = T0) -> Attempt:
+    return kind(ctx, _cmd(due=due, gang=["a", "b"] if kind is not Attempt else None),
+                Lease(key="run.r", token=7, value=LeaseValue(holder="a")), dict, TraceContext(),
+                cast(StrayGuard, None), cast(HostSetup, None))
+
+
+async def test_an_attempt_that_runs_and_succeeds_reports_and_leaves_its_lease_to_expire() -> None:
+    ctx, leases, sent = _ctx()
+    attempt = _attempt(ctx)
+    settled: list[int] = []
+    await asyncio.wait_for(attempt.run(lambda: settled.append(1)), 5)
+    assert (attempt.phase, sent, leases.released) == (P.ENDED, [s.event_subject("finished", "a")], [])
+    assert settled  # the herd's burst was told it started
+
+
+async def test_an_attempt_fenced_while_staged_ends_without_starting_reporting_or_releasing() -> None:
+    ctx, leases, sent = _ctx()
+    attempt = _attempt(ctx, due=T0 + timedelta(hours=1))
+    attempt.fence("cancelled")
+    attempt.fence("cancelled again")  # fencing again changes nothing
+    await asyncio.wait_for(attempt.run(), 5)  # and it does not wait for its due time
+    assert (attempt.phase, attempt.started_at, sent, leases.released) == (P.ENDED, None, [], [])
+    log = cast(_Log, ctx.log)
+    assert [(e, kw["reason"], kw["phase"]) for e, kw in log.lines] == [("attempt fenced", "cancelled", "staged")]
+
+
+async def test_an_attempt_handed_back_while_staged_releases_its_lease_then_gives_the_run_back() -> None:
+    ctx, leases, sent = _ctx()
+    attempt = _attempt(ctx, due=T0 + timedelta(hours=1))
+    await attempt.hand_back("agent draining")
+    await asyncio.wait_for(attempt.run(), 5)
+    assert (attempt.phase, attempt.started_at, leases.released) == (P.ENDED, None, ["run.r"])
+    assert sent == [s.event_subject("handed_back", "a")]
+
+
+async def test_a_drain_does_not_hand_back_an_attempt_whose_child_has_ended() -> None:
+    ctx, _, sent = _ctx()
+    attempt = _attempt(ctx)
+    for event in (E.LAUNCH, E.SPAWN, E.EXIT):
+        attempt._apply(event)
+    await attempt.hand_back("agent draining")  # refused: its report says how it ended
+    assert (attempt.phase, attempt.why, sent) == (P.REPORTING, None, [])
+
+
+async def test_a_gang_member_holding_its_lease_stops_holding_it_when_fenced() -> None:
+    # Given a member whose child exited 0: it holds its member lease while the gang runs on
+    ctx, leases, sent = _ctx()
+    member = _attempt(ctx, GangMember)
+    task = asyncio.create_task(member.run())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert member.phase is P.HOLDING and not task.done()
+    # When it is fenced (its lease taken by a newer attempt of the gang)
+    member.fence("superseded by attempt 2")
+    # Then it ends, reporting nothing and leaving the lease to its new holder
+    await asyncio.wait_for(task, 5)
+    assert (member.phase, sent, leases.released) == (P.ENDED, [], [])
+
+
+# --- the agent: every attempt starts through Agent.start --------------------------------------------------------
+
+def _agent(**settings: Any) -> tuple[Agent, _Leases, list[str]]:
+    ctx, leases, sent = _ctx(**settings)
+    setup = cast(HostSetup, SimpleNamespace(gpus=(0, None, []), runtime=None))
+    return Agent(ctx, "a", setup), leases, sent
+
+
+def _msg(message: Any) -> Any:
+    async def in_progress() -> None:
+        pass
+    return SimpleNamespace(data=encode(message), headers=None, in_progress=in_progress)
+
+
+def _spy_on_start(agent: Agent) -> list[Attempt]:
+    started: list[Attempt] = []
+    start = agent.start
+
+    async def spy(attempt: Attempt) -> None:
+        started.append(attempt)
+        await start(attempt)
+    agent.start = spy  # type: ignore[method-assign]
+    return started
+
+
+async def _settle(agent: Agent) -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*agent._tasks), 5)
+
+
+async def test_a_gang_member_waits_for_a_free_slot_and_starts_through_agent_start() -> None:
+    # Given an agent with one slot, taken by an attempt staged an hour ahead
+    agent, leases, sent = _agent(agent_slots=1)
+    started = _spy_on_start(agent)
+    await agent.take(_msg(_cmd("staged", due=T0 + timedelta(hours=1))))
+    assert [a.cmd.run_id for a in started] == ["staged"] and "staged" in agent.waiting
+
+    # When a gang's assignment comes, this agent its leader
+    gang = asyncio.create_task(agent.take(_msg(_cmd("g", gang=["a", "b"]))))
+    await asyncio.sleep(0.05)
+
+    # Then it waits for the slot, its lease not taken yet
+    assert not gang.done() and leases.taken == ["run.staged"]
+
+    # And once the staged attempt is cancelled (its slot freed), the gang's leader takes the run lease and starts
+    await agent.on_control(_msg(CancelRun(run_id="staged", attempt=1, reason="cancelled")))
+    await asyncio.wait_for(gang, 5)
+    assert leases.taken == ["run.staged", "run.g"]
+    assert [type(a) for a in started] == [Attempt, GangLeader]
+    assert agent.attempts["g"] is started[1]
+
+    # And it runs (sim) and reports for the gang; every slot is free again once both have ended
+    await _settle(agent)
+    assert [a.phase for a in started] == [P.ENDED, P.ENDED]
+    assert sent == [s.event_subject("finished", "a")]
+    assert (agent.attempts, agent.slots._value) == ({}, 1)
+
+
+async def test_a_draining_agent_takes_no_gang_member() -> None:
+    agent, leases, _ = _agent()
+    agent.draining = True
+    with pytest.raises(Retry, match="agent draining"):
+        await agent.take(_msg(_cmd("g", gang=["b", "a"])))
+    assert (leases.taken, agent.attempts, agent.slots._value) == ([], {}, agent.ctx.settings.agent_slots)
+
+
+async def test_a_gang_member_whose_lease_was_taken_as_the_drain_began_is_handed_back_at_once() -> None:
+    # Given the agent starts draining while a gang member's lease write is in flight
+    agent, leases, sent = _agent()
+    started = _spy_on_start(agent)
+    leases.on_take = lambda: setattr(agent, "draining", True)
+    await agent.take(_msg(_cmd("g", gang=["a", "b"])))
+
+    # Then the member, started through Agent.start, is handed back without starting: lease released, run given back
+    await _settle(agent)
+    assert [(type(a), a.phase, a.started_at) for a in started] == [(GangLeader, P.ENDED, None)]
+    assert (leases.released, sent) == (["run.g"], [s.event_subject("handed_back", "a")])
+    assert agent.slots._value == agent.ctx.settings.agent_slots
