@@ -21,11 +21,9 @@ import nats.js.errors as jse
 
 from jetcron.bus.kv import translate
 from jetcron.core.errors import JetcronError
+from jetcron.core.reconcile import Beat, beat_seen, may_still_report
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
-
-HEARTBEATS_TO_GONE = 3
-"""Heartbeats an agent's record may stand still before its word on pending reports no longer counts."""
 
 
 class Progress:
@@ -35,8 +33,8 @@ class Progress:
         """The tracker consumer's ack floor at the start of this sweep (-1: unknown, so nobody is lost)."""
         self._agents: dict[str, bool] = {}
         self._reporting: dict[str, bool] = {}
-        self._beats: dict[str, tuple[int, float]] = {}
-        """Agent -> the revision of its heartbeat record last read, and when (our clock) it was first seen."""
+        self._beats: dict[str, Beat] = {}
+        """Agent -> its heartbeat record as last read."""
         self._clock = clock
 
     async def refresh(self) -> None:
@@ -56,14 +54,9 @@ class Progress:
         except Exception as exc:
             raise translate(exc, "events stream state") from exc
 
-    def reports_read(self, seq: int) -> bool:
-        return self.read_up_to >= seq
-
-    async def agent_idle_or_gone(self, agent: str | None) -> bool:
+    async def agent_idle_or_gone(self, agent: str) -> bool:
         """An assignment not started is stalled only if its agent is gone (no heartbeat) or has nothing
         left in its queue; a live agent working through a backlog will get to it."""
-        if not agent:
-            return True
         if agent in self._agents:
             return self._agents[agent]
         try:
@@ -80,26 +73,20 @@ class Progress:
         self._agents[agent] = idle
         return idle
 
-    async def may_still_report(self, agent: str | None) -> bool:
-        """The agent is alive (its heartbeat record moved on within the last HEARTBEATS_TO_GONE heartbeats, by
-        our clock, not its) and its last heartbeat says reports are queued or in flight: one may be this run's.
+    async def may_still_report(self, agent: str) -> bool:
+        """Whether the agent may still send reports (core/reconcile.may_still_report): one may be this run's.
         Unknown (a read failed): True, nothing is called lost on a guess. Asked once per agent per sweep."""
-        if not agent:
-            return False
         if agent in self._reporting:
             return self._reporting[agent]
         try:
             found = await self.ctx.agents.maybe(agent)
         except JetcronError:
-            found, pending = None, True
+            pending = True
         else:
-            pending = found is not None and found[0].pending_reports > 0
+            pending = False
             if found is not None:
                 now = self._clock()
-                seen = self._beats.get(agent)
-                if seen is None or seen[0] != found[1]:
-                    self._beats[agent] = seen = (found[1], now)
-                if now - seen[1] > HEARTBEATS_TO_GONE * self.ctx.settings.heartbeat:
-                    pending = False  # its record stands still: the agent is gone, whatever it said last
+                beat = self._beats[agent] = beat_seen(self._beats.get(agent), found[1], now)
+                pending = may_still_report(found[0].pending_reports, beat, now, self.ctx.settings.heartbeat)
         self._reporting[agent] = pending
         return pending

@@ -36,13 +36,12 @@ class _Leases:
 class _Progress:
     """The agent has nothing queued (its assignments were all taken before the instant), reports are read."""
 
+    read_up_to = 10**6
+
     async def refresh(self) -> None:
         pass
 
-    async def agent_idle_or_gone(self, agent: str | None) -> bool:
-        return True
-
-    def reports_read(self, seq: int) -> bool:
+    async def agent_idle_or_gone(self, agent: str) -> bool:
         return True
 
     async def horizon(self) -> int:
