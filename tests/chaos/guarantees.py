@@ -1,6 +1,7 @@
 """The fault and bad-input tables of docs/guarantees.md, generated from the last `make chaos` report.
 
     python tests/chaos/guarantees.py build/chaos-report.json docs/guarantees.md
+    python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md RERUN.json "why it was rerun"
 
 The report is what tests/conftest.py writes when JETCRON_GUARANTEES_REPORT is set: each test's outcome and what
 it recorded (a chaos test's figures, a bad input's row). The catalogue below is the list of faults we promise
@@ -121,10 +122,22 @@ def _seconds(value: Any) -> str:
     return f"{value:g} s" if isinstance(value, (int, float)) else "—"
 
 
+def merge(report: dict[str, Any], rerun: dict[str, Any], why: str) -> dict[str, Any]:
+    """`report` with the tests of `rerun` (a later report of some of them) taking their places, and said so."""
+    names = sorted(rerun.get("tests", {}))
+    return {**report, "tests": {**report.get("tests", {}), **rerun.get("tests", {})},
+            "reruns": [*report.get("reruns", []),
+                       {"finished_at": rerun.get("finished_at", "?"), "tests": [n.split("::")[-1] for n in names],
+                        "why": why}]}
+
+
 def tables(report: dict[str, Any]) -> str:
     tests: dict[str, dict[str, Any]] = report.get("tests", {})
-    lines = [BEGIN, "", f"From the `make chaos` run that finished {report.get('finished_at', '?')}.", "",
-             "| fault | test | what it checks | recovery | verdict |", "|---|---|---|---|---|"]
+    lines = [BEGIN, "", f"From the `make chaos` run that finished {report.get('finished_at', '?')}.", ""]
+    for rerun in report.get("reruns", []):
+        lines += [f"Rerun on its own (finished {rerun['finished_at']}): {', '.join(f'`{n}`' for n in rerun['tests'])}"
+                  f"; {rerun['why']}.", ""]
+    lines += ["| fault | test | what it checks | recovery | verdict |", "|---|---|---|---|---|"]
     for f in CATALOGUE:
         entry = tests.get(f.test) if f.test else None
         figure = (entry or {}).get("figures", {}).get(f.figure)
@@ -151,8 +164,13 @@ def rewrite(doc: str, generated: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """REPORT DOC [RERUN WHY]: with a rerun's report (some tests run again on their own), REPORT takes its
+    results first, saying why, and the page is made from both."""
     report_path, doc_path = Path(argv[1]), Path(argv[2])
     report = json.loads(report_path.read_text())
+    if len(argv) == 5:
+        report = merge(report, json.loads(Path(argv[3]).read_text()), argv[4])
+        report_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
     doc_path.write_text(rewrite(doc_path.read_text(), tables(report)))
     return 0
 

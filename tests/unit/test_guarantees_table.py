@@ -61,3 +61,20 @@ def test_a_row_says_held_only_when_the_test_passed_with_nothing_lost_or_doubled(
     assert next(r for r in row.values() if paused.split("::")[1] in r).endswith("| not run |")
     assert row["a fault with no test yet"].endswith("| not tested |")
     assert row["huge body"] == "| huge body | `invalid` naming `body` | held |"
+
+
+def test_a_rerun_takes_its_tests_places_and_the_page_says_so() -> None:
+    first, second = G.CATALOGUE[0].test, G.CATALOGUE[1].test
+    report = {"finished_at": "2026-12-03T00:00:00+00:00", "tests": {
+        first: {"outcome": "passed", "figures": {"recovery_s": 1.5}},
+        second: {"outcome": "failed", "figures": {}}}}
+    rerun = {"finished_at": "2026-12-03T01:00:00+00:00", "tests": {
+        second: {"outcome": "passed", "figures": {"recovery_after_heal_s": 2.5}}}}
+    merged = G.merge(report, rerun, "the test's own request timed out")
+    assert merged["tests"][first] == report["tests"][first]
+    assert merged["tests"][second]["outcome"] == "passed"
+    table = G.tables(merged)
+    assert (f"Rerun on its own (finished 2026-12-03T01:00:00+00:00): `{second.split('::')[1]}`; the test's own "
+            "request timed out.") in table
+    assert next(line for line in table.splitlines() if G.CATALOGUE[1].fault in line).endswith(
+        "| 2.5 s (recovery_after_heal_s) | held |")
