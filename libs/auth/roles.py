@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass, replace
 
 from jetcron.wire import subjects as s
+from jetcron.wire.subjects import kv_stream, obj_stream
 
 
 class Role(enum.StrEnum):
@@ -30,14 +31,6 @@ class Role(enum.StrEnum):
     """A tenant's client: its own tenant's API verbs, no stream or bucket."""
     ADMIN = "admin"
     """Operators: every API verb of every tenant, the admin verbs, read access to all state."""
-
-
-def kv_stream(bucket: str) -> str:
-    return f"KV_{bucket}"
-
-
-def obj_stream(bucket: str) -> str:
-    return f"OBJ_{bucket}"
 
 
 @dataclass(frozen=True)
@@ -78,7 +71,7 @@ ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, 
 
 # Every core service that reads a monitor port records what it found (bus/cluster.record_verdict); every role
 # may read it (connect() falls back to it when no monitor port answers).
-VERDICT = f"$KV.{s.BUCKET_CLUSTER}.{s.STORAGE_VERDICT_KEY}"
+VERDICT = s.kv_subject(s.BUCKET_CLUSTER, s.STORAGE_VERDICT_KEY)
 
 # Cancelling a run (bus/control.py: the API's cancel, the trigger's cancel_previous overlap policy) revokes its
 # lease and tells its agents, so they stop the process at once rather than at the run's end.
@@ -86,7 +79,7 @@ CANCELS = (s.lease_subject(s.run_lease_key(">"), s.LEASE_REVOKER), f"{s.PREFIX}.
 
 
 def _kv(*buckets: str) -> tuple[str, ...]:
-    return tuple(f"$KV.{b}.>" for b in buckets)
+    return tuple(s.kv_subject(b, ">") for b in buckets)
 
 
 def _kvr(*buckets: str) -> tuple[str, ...]:
@@ -94,7 +87,7 @@ def _kvr(*buckets: str) -> tuple[str, ...]:
 
 
 def _registry(service: str) -> str:
-    return f"$KV.{s.BUCKET_SERVICES}.{service}.>"
+    return s.kv_subject(s.BUCKET_SERVICES, f"{service}.>")
 
 
 def inbox(role: Role, *, agent_id: str = "", tenant: str = "") -> str:
@@ -172,8 +165,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_SECRETS, s.BUCKET_CLUSTER), s.STREAM_ASSIGN),
             # Lease claims under its own name only (subjects.lease_subject): it cannot renew, release or overwrite
             # another agent's; a claim on a run placed elsewhere is taken away by the tracker (reconciler.py).
-            writes=(f"$KV.{s.BUCKET_AGENTS}.{agent_id}", s.lease_subject(s.run_lease_key(">"), agent_id),
-                    f"$KV.{s.BUCKET_LEASES}.{s.gang_lease_key('>', agent_id)}", f"{s.PREFIX}.event.*.{agent_id}",
+            writes=(s.kv_subject(s.BUCKET_AGENTS, agent_id), s.lease_subject(s.run_lease_key(">"), agent_id),
+                    s.kv_subject(s.BUCKET_LEASES, s.gang_lease_key(">", agent_id)), f"{s.PREFIX}.event.*.{agent_id}",
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),
                     f"$JS.API.CONSUMER.CREATE.{s.STREAM_ASSIGN}.{consumer}.{s.assign_subject(agent_id)}",
                     f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}", s.mint_subject(agent_id)),
@@ -203,7 +196,7 @@ def job_template() -> dict[str, object]:
     `{{name()}}` is the user JWT's name, which the minter sets to the run's tenant: a job reaches its own
     tenant's once() keys, and checkpoints (object names are not tenant-shaped subjects: see docs/security.md)."""
     idem, ckpt = kv_stream(s.BUCKET_IDEMPOTENCY), obj_stream(s.OBJECT_CHECKPOINTS)
-    pub = [f"$KV.{s.BUCKET_IDEMPOTENCY}.once.{{{{name()}}}}.>", f"$JS.API.STREAM.INFO.{idem}",
+    pub = [s.kv_subject(s.BUCKET_IDEMPOTENCY, "once.{{name()}}.>"), f"$JS.API.STREAM.INFO.{idem}",
            f"$JS.API.STREAM.MSG.GET.{idem}", f"$O.{s.OBJECT_CHECKPOINTS}.>",
            *(t.format(ckpt) for t in _READ), f"$JS.API.STREAM.PURGE.{ckpt}"]
     return {"pub": {"allow": pub}, "sub": {"allow": [f"{JOB_INBOX}-{{{{name()}}}}.>"]}, "subs": -1, "data": -1,

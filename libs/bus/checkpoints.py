@@ -144,7 +144,7 @@ class Checkpoints:
             return
         except Exception as exc:
             raise translate(exc, f"remove checkpoint object {name}") from exc
-        stream = f"OBJ_{self.bucket}"
+        stream = s.obj_stream(self.bucket)
         meta = f"$O.{self.bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
         try:
             if info.nuid:

@@ -22,6 +22,7 @@ from jetcron.auth import jwt
 from jetcron.auth.authority import identity_of
 from jetcron.core.errors import Unauthorized, UnsafeServer
 from jetcron.telemetry import metrics
+from jetcron.wire import subjects as s
 
 _log = structlog.get_logger("jetcron.nats")
 
@@ -90,9 +91,9 @@ async def _live_jsz(urls: list[str]) -> tuple[str, dict[str, Any]] | None:
 
 
 async def _recorded(nc: Client) -> StorageVerdict | None:
-    bucket = "jc_cluster"
     try:
-        msg = await nc.jetstream(timeout=3).get_msg(f"KV_{bucket}", subject=f"$KV.{bucket}.storage.verdict")
+        msg = await nc.jetstream(timeout=3).get_msg(s.kv_stream(s.BUCKET_CLUSTER),
+                                                    subject=s.kv_subject(s.BUCKET_CLUSTER, s.STORAGE_VERDICT_KEY))
         return msgspec.json.decode(msg.data or b"", type=StorageVerdict)
     except Exception:  # no bucket yet, no record, not permitted, undecodable: nothing recorded that we can use
         return None

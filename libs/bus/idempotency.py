@@ -29,8 +29,8 @@ class IdempotencyKeys:
 
     def __init__(self, js: JetStreamContext) -> None:
         self.js = js
-        self.stream = f"KV_{s.BUCKET_IDEMPOTENCY}"
-        self.prefix = f"$KV.{s.BUCKET_IDEMPOTENCY}."
+        self.stream = s.kv_stream(s.BUCKET_IDEMPOTENCY)
+        self.prefix = s.kv_subject(s.BUCKET_IDEMPOTENCY, "")
 
     async def get(self, key: str) -> tuple[KeyRecord, int] | None:
         try:

@@ -15,6 +15,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
 from jetcron.core.errors import Contended, JetcronError, NotFound, Unavailable, WriteConflict
+from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -62,7 +63,7 @@ async def scan_keys(kv: KeyValue, pattern: str) -> list[str]:
     arrive before data already delivered (an empty answer for a full bucket under load). A key whose
     last message is a delete marker is listed too: callers read each key and skip missing ones.
     """
-    prefix = f"$KV.{kv._name}."
+    prefix = s.kv_subject(kv._name, "")
     info = await kv._js.stream_info(kv._stream, subjects_filter=prefix + pattern)
     return [subject[len(prefix):] for subject in (info.state.subjects or {})]
 
@@ -71,7 +72,7 @@ def bind(js: JetStreamContext, bucket: str) -> KeyValue:
     """A handle on one of jetcron's buckets without asking the server about it first (nats-py's key_value()
     reads the stream's info): a role may use a bucket it is not allowed to inspect, and every bucket is made
     by topology.py without direct gets."""
-    return KeyValue(name=bucket, stream=f"KV_{bucket}", pre=f"$KV.{bucket}.", js=js, direct=False)
+    return KeyValue(name=bucket, stream=s.kv_stream(bucket), pre=s.kv_subject(bucket, ""), js=js, direct=False)
 
 
 class Store(Generic[T]):
@@ -192,7 +193,7 @@ class Store(Generic[T]):
         the last sequence the snapshot covers.
         """
         js = self.kv._js
-        subject = f"$KV.{self.name}.{pattern}"
+        subject = s.kv_subject(self.name, pattern)
         try:
             info = await js.stream_info(self.kv._stream)
         except Exception as exc:

@@ -124,7 +124,7 @@ class Leases:
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
         try:
-            msg = await self.js.get_msg(f"KV_{s.lease_bucket(key)}", subject=s.lease_filter(key), direct=False)
+            msg = await self.js.get_msg(s.kv_stream(s.lease_bucket(key)), subject=s.lease_filter(key), direct=False)
         except jse.NotFoundError:
             return None
         except Exception as exc:

@@ -113,7 +113,7 @@ async def _queue_depth(js: JetStreamContext) -> dict[str, int]:
 async def _recent_runs(js: JetStreamContext, now: datetime) -> tuple[dict[str, int], bool]:
     """Runs by state among those written in the last hour and created in it (bounded by RUNS_CAP)."""
     since = now - RECENT
-    sub = await js.pull_subscribe(f"$KV.{s.BUCKET_RUNS}.>", stream=f"KV_{s.BUCKET_RUNS}", config=ConsumerConfig(
+    sub = await js.pull_subscribe(s.RUN_CHANGES, stream=s.kv_stream(s.BUCKET_RUNS), config=ConsumerConfig(
         deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since, ack_policy=AckPolicy.NONE,
         inactive_threshold=30.0, mem_storage=True))
     counts: Counter[str] = Counter()

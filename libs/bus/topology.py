@@ -152,7 +152,7 @@ def consumer_configs(limits: Limits | None = None) -> list[tuple[str, ConsumerCo
         (s.STREAM_SUBMIT, ConsumerConfig(durable_name=s.CONSUMER_INTAKE, ack_policy=AckPolicy.EXPLICIT,
                                          ack_wait=30.0, max_ack_pending=1000, filter_subject=s.SUBMIT_ALL)),
         # From the consumer's creation on (the first start): runs recorded before were never promised a notice.
-        (f"KV_{s.BUCKET_RUNS}", ConsumerConfig(
+        (s.kv_stream(s.BUCKET_RUNS), ConsumerConfig(
             durable_name=s.CONSUMER_NOTIFIER, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.NEW,
             ack_wait=60.0, max_ack_pending=20_000, filter_subject=s.RUN_CHANGES)),
         (s.STREAM_REDELIVER, ConsumerConfig(durable_name=s.CONSUMER_REDELIVER, ack_policy=AckPolicy.EXPLICIT,
@@ -229,8 +229,9 @@ async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Li
 def stream_names(limits: Limits | None = None) -> list[str]:
     """Every stream jetcron makes, buckets and object stores by their streams' names (KV_..., OBJ_...)."""
     limits = limits or Limits()
-    return ([c.name or "" for c in stream_configs(1, limits)] + [f"KV_{b.bucket}" for b in bucket_configs(1, limits)]
-            + [f"OBJ_{o.bucket}" for o in object_store_configs(1, limits)])
+    return ([c.name or "" for c in stream_configs(1, limits)]
+            + [s.kv_stream(b.bucket or "") for b in bucket_configs(1, limits)]
+            + [s.obj_stream(o.bucket or "") for o in object_store_configs(1, limits)])
 
 
 async def stream_names_on_server(nc: Client) -> set[str]:

@@ -38,6 +38,21 @@ OBJECT_CHECKPOINTS = "jc_checkpoints"
 JS_STREAM_NAMES = "$JS.API.STREAM.NAMES"
 """JetStream's list of stream names (the topology check: bus/topology.missing_parts)."""
 
+
+def kv_stream(bucket: str) -> str:
+    """The stream behind a KV bucket."""
+    return f"KV_{bucket}"
+
+
+def obj_stream(bucket: str) -> str:
+    """The stream behind an object store."""
+    return f"OBJ_{bucket}"
+
+
+def kv_subject(bucket: str, key: str) -> str:
+    """The subject of `key` (or a pattern of keys: `run.*.x`, `>`) in a KV bucket."""
+    return f"$KV.{bucket}.{key}"
+
 # Durable consumers
 CONSUMER_PLACEMENT = "placement"
 CONSUMER_TRACKER = "run_tracker"
@@ -155,7 +170,7 @@ def parse_submit_subject(subject: str) -> str:
     return subject.split(".", 2)[2]
 
 
-RUN_CHANGES = f"$KV.{BUCKET_RUNS}.>"
+RUN_CHANGES = kv_subject(BUCKET_RUNS, ">")
 """The subjects of KV_jc_runs: a run record's every revision, what the notifier reads its events from."""
 
 
@@ -224,8 +239,8 @@ def lease_subject(key: str, writer: str) -> str:
     agent's claim, and each claim names its writer as the server checked it. Every other lease is one subject."""
     bucket = lease_bucket(key)
     if by_claims(key):
-        return f"$KV.{bucket}.{_RUN_LEASE}{writer}.{key[len(_RUN_LEASE):]}"
-    return f"$KV.{bucket}.{key}"
+        return kv_subject(bucket, f"{_RUN_LEASE}{writer}.{key[len(_RUN_LEASE):]}")
+    return kv_subject(bucket, key)
 
 
 def lease_filter(key: str) -> str:
@@ -233,8 +248,8 @@ def lease_filter(key: str) -> str:
     this filter fences a holder when anyone else writes a claim), the one subject of any other lease."""
     bucket = lease_bucket(key)
     if by_claims(key):
-        return f"$KV.{bucket}.{_RUN_LEASE}*.{key[len(_RUN_LEASE):]}"
-    return f"$KV.{bucket}.{key}"
+        return kv_subject(bucket, f"{_RUN_LEASE}*.{key[len(_RUN_LEASE):]}")
+    return kv_subject(bucket, key)
 
 
 def lease_writer(subject: str) -> str:

@@ -167,7 +167,7 @@ async def main(ctx: Context) -> None:
     watcher = background(ctx, notifier.watch_jobs())
     await notifier.jobs_loaded.wait()
     loops = [background(ctx, t) for t in (
-        pull_loop(ctx.js, f"KV_{s.BUCKET_RUNS}", s.CONSUMER_NOTIFIER, notifier.on_run, batch=128, concurrency=64,
+        pull_loop(ctx.js, s.kv_stream(s.BUCKET_RUNS), s.CONSUMER_NOTIFIER, notifier.on_run, batch=128, concurrency=64,
                   stop=stop),
         pull_loop(ctx.js, s.STREAM_REDELIVER, s.CONSUMER_REDELIVER, notifier.on_redeliver, batch=16,
                   concurrency=8, stop=stop))]
