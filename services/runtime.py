@@ -152,18 +152,19 @@ async def keep_topology(ctx: Context) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ctx.stop.wait(), timeout=ctx.settings.topology_check)
             return
+        missing: list[str] = []
         try:
             missing = await missing_parts(ctx.nc, ctx.js)
-            if not missing:
-                continue
-            ctx.log.error("streams, buckets or consumers were deleted: making them again, empty", missing=missing)
-            await ctx.remake_topology()
+            if missing:
+                await ctx.remake_topology()
         except Exception as exc:  # a cluster electing a leader answers nothing for a while: look again later
-            ctx.log.warning("topology check failed", error=repr(exc))
+            ctx.log.warning("topology check failed", missing=missing, error=repr(exc))
             continue
         for part in missing:
             metrics.TOPOLOGY_RECREATED.labels(part=part).inc()
-        ctx.log.error("deleted streams, buckets or consumers made again; what they held is lost", missing=missing)
+        if missing:
+            ctx.log.error("streams, buckets or consumers were deleted under the running system: made again, "
+                          "empty; what they held is lost", missing=missing)
 
 
 async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:

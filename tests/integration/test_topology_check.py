@@ -4,7 +4,6 @@ on a cluster, with the invariants: tests/chaos/test_chaos_topology.py."""
 
 from __future__ import annotations
 
-import pytest
 from harness import Services, wait_for
 from metrics_support import samples
 from nats.js.errors import NotFoundError
@@ -59,10 +58,9 @@ async def test_a_deleted_queue_is_made_again_loudly_and_a_job_still_runs(service
     assert run["state"] == "succeeded", run
 
 
-@pytest.mark.parametrize("stream", [s.STREAM_PLACE])
-def test_the_placement_consumer_sees_as_many_runs_as_its_queue_holds(stream: str) -> None:
+def test_the_placement_consumer_sees_as_many_runs_as_its_queue_holds() -> None:
     """Placement holds runs it cannot place yet unacked: capped below the queue's limit, those held would keep
     every later run (of any priority or tenant) from being delivered to it."""
     limits = Limits(place_msgs=1234)
-    consumer = dict(consumer_configs(limits))[stream]
+    consumer = dict(consumer_configs(limits))[s.STREAM_PLACE]
     assert consumer.max_ack_pending == limits.place_msgs
