@@ -17,13 +17,13 @@ from functools import partial
 from typing import Any
 
 import structlog
-from nats.aio.client import Client
-from nats.js import JetStreamContext
 
+from jetcron.bus import rpc
 from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
+from jetcron.bus.ports import Connection, JetStream, Records
 from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import Limits, ensure_topology, missing_parts
 from jetcron.config import Settings
@@ -55,13 +55,13 @@ class Context:
 
     name: str
     settings: Settings
-    nc: Client
-    js: JetStreamContext
-    jobs: Store[JobRecord]
-    runs: Store[Run]
-    cursors: Store[Cursor]
-    agents: Store[AgentInfo]
-    tenants: Store[TenantPolicy]
+    nc: Connection
+    js: JetStream
+    jobs: Records[JobRecord]
+    runs: Records[Run]
+    cursors: Records[Cursor]
+    agents: Records[AgentInfo]
+    tenants: Records[TenantPolicy]
     leases: Leases
     clock: SystemClock = field(default_factory=SystemClock)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -80,7 +80,7 @@ class Context:
         return re.sub(r"[^A-Za-z0-9_-]", "-", raw)
 
     def readiness(self) -> str | None:
-        if not self.nc.is_connected:
+        if not rpc.is_connected(self.nc):
             return "not connected to NATS"
         if not self.ready.is_set():
             return "starting: consumers not ready yet"
@@ -100,13 +100,13 @@ async def boot(name: str, settings: Settings) -> Context:
     connected = await connect(settings.nats_url, name=f"jetcron-{name}", monitor_url=settings.nats_monitor_url,
                               allow_unsafe=settings.allow_unsafe_storage, identity=settings.identity)
     nc, warnings = connected.nc, connected.warnings
-    js = nc.jetstream(timeout=10)
+    js = rpc.jetstream(nc, timeout=10)
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
     # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
     remake: Callable[[], Awaitable[None]] | None = None
     if name not in ("agent", "gateway"):
-        remake = partial(ensure_topology, nc.jetstream(timeout=3), replicas=replicas,
+        remake = partial(ensure_topology, rpc.jetstream(nc, timeout=3), replicas=replicas,
                          limits=Limits(place_msgs=settings.place_queue_max, runs_bytes=settings.runs_max_bytes))
         await remake()
         if connected.verdict is not None:
@@ -263,11 +263,7 @@ async def _end_tasks(ctx: Context, timeout: float = 2.0) -> bool:
 
 async def _disconnect(ctx: Context) -> None:
     """Drain what is buffered, briefly: a server that is gone gets a close, not a wait."""
-    try:
-        await asyncio.wait_for(ctx.nc.drain(), timeout=2.0)
-    except Exception:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(ctx.nc.close(), timeout=1.0)
+    await rpc.close(ctx.nc, drain=2.0, timeout=1.0)
 
 
 def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Settings | None = None) -> None:

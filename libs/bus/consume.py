@@ -8,10 +8,9 @@ from typing import Any
 
 import nats.errors
 import structlog
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from jetcron.bus.ports import Handler, JetStream, Message
 from jetcron.core.errors import JetcronError, Unavailable
 
 log = structlog.get_logger("jetcron.consume")
@@ -33,10 +32,7 @@ class Hold(JetcronError):
     """Handler outcome: keep the message unacked in progress; the handler acks it later itself."""
 
 
-Handler = Callable[[Msg], Awaitable[None]]
-
-
-async def settle(msg: Msg, handler: Handler) -> None:
+async def settle(msg: Message, handler: Handler) -> None:
     """Run one message through a handler and ack, nak or term it accordingly."""
     try:
         await handler(msg)
@@ -62,26 +58,50 @@ async def settle(msg: Msg, handler: Handler) -> None:
     await msg.ack()
 
 
-async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Handler, *,
+class PullQueue:
+    """A durable pull consumer as the queue port (ports.WorkQueue; its twin is memory.MemoryQueue)."""
+
+    def __init__(self, js: JetStream, sub: Any) -> None:
+        self.js = js
+        self._sub = sub
+
+    @classmethod
+    async def bind(cls, js: JetStream, stream: str, durable: str, subject: str | None = None) -> PullQueue:
+        """The existing durable `durable` on `stream`; with `subject`, made for it when missing."""
+        sub = await js.pull_subscribe_bind(durable=durable, stream=stream) if subject is None else \
+            await js.pull_subscribe(subject, durable=durable, stream=stream)
+        return cls(js, sub)
+
+    async def fetch(self, batch: int, timeout: float) -> list[Message]:
+        """Up to `batch` messages; TimeoutError when none came within `timeout` seconds."""
+        try:
+            return list(await self._sub.fetch(batch, timeout=timeout))
+        except nats.errors.TimeoutError:
+            raise TimeoutError(f"no message within {timeout:g}s") from None
+
+    async def close(self) -> None:
+        await self._sub.unsubscribe()
+
+
+async def pull_loop(js: JetStream, stream: str, durable: str, handler: Handler, *,
                     batch: int = 256, concurrency: int = 64, stop: asyncio.Event | None = None,
                     subject: str | None = None, remake: Callable[[], Awaitable[object]] | None = None) -> None:
     """Fetch batches from a durable pull consumer and settle each message; runs until `stop` is set.
 
     `remake`: makes the consumer again when the server says it is gone (its stream was deleted and made again
     by a core service's topology check); without it, fetches fail until someone else makes it."""
-    sub = await js.pull_subscribe_bind(durable=durable, stream=stream) if subject is None else \
-        await js.pull_subscribe(subject, durable=durable, stream=stream)
+    queue = await PullQueue.bind(js, stream, durable, subject)
     gate = asyncio.Semaphore(concurrency)
     pending: set[asyncio.Task[Any]] = set()
 
-    async def one(m: Msg) -> None:
+    async def one(m: Message) -> None:
         async with gate:
             await settle(m, handler)
 
     while stop is None or not stop.is_set():
         try:
-            msgs = await sub.fetch(batch, timeout=1.0)
-        except (TimeoutError, nats.errors.TimeoutError):
+            msgs = await queue.fetch(batch, timeout=1.0)
+        except TimeoutError:
             # nats-py's fetch can turn a cancel that lands during its wait into a timeout (3.11 wait_for):
             # a loop that took it for one would never end, and hold its process's exit for ever.
             task = asyncio.current_task()
@@ -105,10 +125,10 @@ async def pull_loop(js: JetStreamContext, stream: str, durable: str, handler: Ha
             task.add_done_callback(pending.discard)
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
-    await sub.unsubscribe()
+    await queue.close()
 
 
-async def _remake_if_gone(js: JetStreamContext, stream: str, durable: str,
+async def _remake_if_gone(js: JetStream, stream: str, durable: str,
                           remake: Callable[[], Awaitable[object]]) -> None:
     try:
         await js.consumer_info(stream, durable)

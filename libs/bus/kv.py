@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 import msgspec
 import nats.errors
@@ -14,7 +14,8 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
-from jetcron.core.errors import Contended, JetcronError, NotFound, Unavailable, WriteConflict
+from jetcron.bus.records import RecordOps, kind_of
+from jetcron.core.errors import NotFound, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
@@ -75,8 +76,8 @@ def bind(js: JetStreamContext, bucket: str) -> KeyValue:
     return KeyValue(name=bucket, stream=s.kv_stream(bucket), pre=s.kv_subject(bucket, ""), js=js, direct=False)
 
 
-class Store(Generic[T]):
-    """A KV bucket whose values are one msgspec type."""
+class Store(RecordOps[T]):
+    """A KV bucket whose values are one msgspec type (the NATS adapter of ports.Records)."""
 
     def __init__(self, kv: KeyValue, kind: type[T], name: str) -> None:
         self.kv = kv
@@ -92,18 +93,12 @@ class Store(Generic[T]):
         try:
             entry = await self.kv.get(key)
         except jse.KeyNotFoundError:
-            raise NotFound(self.name.removeprefix("jc_").rstrip("s"), key) from None
+            raise NotFound(kind_of(self.name), key) from None
         except Exception as exc:
             raise translate(exc, f"read {self.name}/{key}") from exc
         if entry.value is None:
-            raise NotFound(self.name.removeprefix("jc_").rstrip("s"), key)
+            raise NotFound(kind_of(self.name), key)
         return decode(entry.value, self.kind), int(entry.revision or 0)
-
-    async def maybe(self, key: str) -> tuple[T, int] | None:
-        try:
-            return await self.get(key)
-        except NotFound:
-            return None
 
     async def create(self, key: str, value: T) -> int:
         """Write only if the key does not exist (expected revision 0): the fire gate."""
@@ -118,51 +113,6 @@ class Store(Generic[T]):
             return int(await self.kv.update(key, encode(value), last=revision))
         except Exception as exc:
             raise translate(exc, f"update {self.name}/{key}") from exc
-
-    async def page(self, keys: Sequence[str], limit: int, keep: Callable[[T], bool]) -> tuple[list[T], str | None]:
-        """Up to `limit` values that `keep` accepts, reading `keys` in order a page's worth at a time, concurrently
-        (one round trip per page, not one per record); and the cursor to go on from (the last key read), or None
-        when every key was read. A key deleted meanwhile is passed over."""
-        items: list[T] = []
-        last: str | None = None
-        for start in range(0, len(keys), limit):
-            batch = keys[start:start + limit]
-            for key, found in zip(batch, await asyncio.gather(*(self.maybe(k) for k in batch)), strict=True):
-                last = key
-                if found is not None and keep(found[0]):
-                    items.append(found[0])
-                    if len(items) == limit:
-                        return items, (last if last != keys[-1] else None)
-        return items, None
-
-    async def change(self, key: str, decide: Callable[[T], T | None], *, copy: tuple[T, int] | None = None,
-                     tries: int = 8) -> tuple[T, T, int] | None:
-        """Read, decide, compare-and-set until a write lands: (old, new, revision written), or None when
-        `decide` gives up on the stored value. Its errors on the stored value propagate.
-
-        `copy` (a value and revision a watch delivered) is tried first and saves the read. A copy may be
-        stale, so only a CAS that lands on it counts: a refused CAS, a None or an error from `decide` on the
-        copy is decided again on the stored value. `decide` must therefore keep no state between calls.
-        """
-        for _ in range(tries):
-            stored = copy is None
-            old, revision = copy if copy is not None else await self.get(key)
-            copy = None
-            try:
-                new = decide(old)
-            except JetcronError:
-                if stored:
-                    raise
-                continue
-            if new is None:
-                if stored:
-                    return None
-                continue
-            try:
-                return old, new, await self.update(key, new, revision)
-            except WriteConflict:
-                continue
-        raise Contended(f"{self.name}/{key}: too many concurrent writers")
 
     async def put(self, key: str, value: T) -> int:
         try:

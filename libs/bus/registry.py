@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from nats import micro
-from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.micro.service import Service
 
 from jetcron.bus.kv import Store
+from jetcron.bus.ports import Connection
 from jetcron.core.errors import JetcronError
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import ServiceInstance
@@ -44,9 +46,39 @@ class Registry:
         return sorted(found, key=lambda i: (i.service, i.instance))
 
 
-async def add_ping_service(nc: Client, instance: ServiceInstance, version: str) -> Service:
+async def add_ping_service(nc: Connection, instance: ServiceInstance, version: str) -> Service:
     """A nats.micro service with no endpoints: `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` answer for it."""
     return await micro.add_service(
         nc, name=s.health_service_name(instance.service), version=version,
         description=f"jetcron {instance.service} instance {instance.instance}",
         metadata={"instance": instance.instance, "host": instance.host, "metrics_url": instance.metrics_url})
+
+
+class Request(Protocol):
+    """A request to a service endpoint, as its handler gets it."""
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def headers(self) -> dict[str, str] | None: ...
+
+    async def respond(self, data: bytes) -> None: ...
+
+
+Endpoint = tuple[str, str, Callable[[Request], Awaitable[None]]]
+"""(name, subject, handler)."""
+
+
+async def add_endpoints(nc: Connection, *, name: str, version: str, description: str, queue: str,
+                        endpoints: list[Endpoint]) -> Service:
+    """A nats.micro service in a queue group, serving each endpoint; it answers `$SRV.*` for them (request
+    counts, errors, latency) too. Returns once the server has every endpoint's subscription."""
+    service = await micro.add_service(nc, name=name, version=version, description=description, queue_group=queue)
+    for endpoint, subject, handler in endpoints:
+        await service.add_endpoint(name=endpoint, subject=subject, handler=handler)
+    await nc.flush()
+    return service

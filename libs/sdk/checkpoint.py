@@ -73,6 +73,7 @@ class AsyncCheckpoint:
 @asynccontextmanager
 async def open_async(run_id: str | None = None, attempt: int | None = None, *,
                      nats_url: str | None = None) -> AsyncIterator[AsyncCheckpoint]:
+    from jetcron.bus import rpc
     from jetcron.bus.connect import Identity, connect
 
     rid, number = _identity(run_id, attempt)
@@ -80,9 +81,9 @@ async def open_async(run_id: str | None = None, attempt: int | None = None, *,
     nc = (await connect(url, name="jetcron-checkpoint", check=False,
                         identity=Identity.from_env(os.environ))).nc
     try:
-        yield AsyncCheckpoint(Checkpoints(nc.jetstream()), rid, number)
+        yield AsyncCheckpoint(Checkpoints(rpc.jetstream(nc, timeout=5)), rid, number)
     finally:
-        await nc.close()
+        await rpc.close(nc, drain=None)
 
 
 class Checkpoint:

@@ -38,6 +38,7 @@ class EffectNotRecorded(JetcronError):
 async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None = None,
                      claim_ttl: float = CLAIM_TTL) -> AsyncIterator[bool]:
     """Yield True if this caller should perform the effect, False if it was already done."""
+    from jetcron.bus import rpc
     from jetcron.bus.connect import Identity, connect
     from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 
@@ -48,7 +49,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
     url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
     nc = (await connect(url, name="jetcron-once", check=False, identity=Identity.from_env(os.environ))).nc
     try:
-        keys = IdempotencyKeys(nc.jetstream())
+        keys = IdempotencyKeys(rpc.jetstream(nc, timeout=5))
         now = datetime.now(UTC)
         claim = KeyRecord(state="claimed", at=now)
         existing = await keys.get(safe)
@@ -80,7 +81,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
                 f"once({key!r}): the effect was done but recording it failed ({exc}); the claim blocks other "
                 f"attempts for {claim_ttl:g}s, after which one may repeat the effect") from exc
     finally:
-        await nc.close()
+        await rpc.close(nc, drain=None)
 
 
 @contextmanager

@@ -12,9 +12,10 @@ from functools import partial
 from pathlib import Path
 
 import msgspec
-from nats.aio.msg import Msg
 
+from jetcron.bus import rpc
 from jetcron.bus.consume import Drop, Retry, pull_loop
+from jetcron.bus.ports import Message
 from jetcron.bus.topology import ensure_agent_consumer
 from jetcron.core import leases
 from jetcron.core.agents_index import Used
@@ -85,7 +86,7 @@ class Agent:
         home = "/" if cmd.spec.run_as_root else self.job_user.home
         return job_env(path=self.ctx.settings.agent_job_path, home=home, job_env=cmd.spec.env, run_vars=run_vars)
 
-    async def take(self, msg: Msg) -> None:
+    async def take(self, msg: Message) -> None:
         """Consumer handler: wait for a slot, take the lease (the run lease, or a gang member's own), start the
         attempt in the background, ack."""
         try:
@@ -121,7 +122,7 @@ class Agent:
             return
         await self.start(attempt)
 
-    async def _lease(self, cmd: AssignRun, msg: Msg) -> Attempt | None:
+    async def _lease(self, cmd: AssignRun, msg: Message) -> Attempt | None:
         """Take the assignment's lease and make its attempt; None when the lease is held elsewhere."""
         settings, now = self.ctx.settings, self.ctx.clock.now()
         if cmd.gang:
@@ -187,7 +188,7 @@ class Agent:
         if self.waiting.take_back(attempt.cmd.run_id) is not None:
             self._launch(attempt)
 
-    async def _slot(self, msg: Msg) -> None:
+    async def _slot(self, msg: Message) -> None:
         """Wait for a free slot; meanwhile tell the server the assignment is being worked on (no redelivery)."""
         while True:
             try:
@@ -212,7 +213,7 @@ class Agent:
             self.ended.add(attempt.cmd.run_id, attempt.cmd.attempt, time.monotonic())
             metrics.AGENT_RUNNING.set(len(self.attempts))
 
-    async def on_control(self, msg: Msg) -> None:
+    async def on_control(self, msg: Message) -> None:
         with contextlib.suppress(Exception):
             cmd = decode(msg.data, CancelRun)
             attempt = self.attempts.get(cmd.run_id)
@@ -282,7 +283,7 @@ async def main(ctx: Context) -> None:
     cgroups = sorted({str(d) for d in (setup.limits.memory, setup.limits.pids) if d is not None})
     await agent.strays.start_reaper(sys.executable, setup.runtime, cgroups)
     durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
-    control = await ctx.nc.subscribe(s.control_subject(agent.agent_id), cb=agent.on_control)
+    control = await rpc.serve(ctx.nc, s.control_subject(agent.agent_id), agent.on_control)
     consume_stop = asyncio.Event()
     if setup.gpus[0]:
         await agent.gpu_health.check()  # the first heartbeat already carries a result
@@ -300,6 +301,6 @@ async def main(ctx: Context) -> None:
     await control.unsubscribe()
     await asyncio.gather(*tasks, return_exceptions=True)
     with contextlib.suppress(JetcronError):
-        await ctx.agents.kv.delete(agent.agent_id)
+        await ctx.agents.delete(agent.agent_id)
     await agent.strays.stop_reaper()
     setup.limits.close()

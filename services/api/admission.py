@@ -14,6 +14,7 @@ from functools import partial
 from typing import TypeVar
 
 from jetcron.bus.kv import Store
+from jetcron.bus.streams import stream_state
 from jetcron.core import admission
 from jetcron.core.models import TenantPolicy
 from jetcron.services.runtime import Context
@@ -70,8 +71,8 @@ class Admission:
             admission.check_rate(tenant, bucket.take(now))
 
     async def _size(self, stream: str) -> tuple[int, int]:
-        info = await self.ctx.js.stream_info(stream)
-        return int(info.state.messages), int(info.config.max_msgs or 0)
+        state = await stream_state(self.ctx.js, stream)
+        return state.messages, state.max_msgs
 
     async def _policy(self, tenant: str) -> TenantPolicy | None:
         found = await self.ctx.tenants.maybe(tenant)

@@ -12,10 +12,10 @@ import re
 from typing import Any
 
 import msgspec
-from nats.aio.msg import Msg
 
 from jetcron.bus.consume import Retry, pull_loop
 from jetcron.bus.kv import Store
+from jetcron.bus.ports import Message
 from jetcron.core.errors import InvalidSpec, JetcronError, NotFound
 from jetcron.core.validate import parse_json_object
 from jetcron.services.api.call import Call
@@ -52,7 +52,7 @@ class Intake:
         await pull_loop(self.ctx.js, s.STREAM_SUBMIT, s.CONSUMER_INTAKE, self.handle, batch=64, concurrency=32,
                         stop=self.ctx.stop)
 
-    async def handle(self, msg: Msg) -> None:
+    async def handle(self, msg: Message) -> None:
         tenant = s.parse_submit_subject(msg.subject)
         header = (msg.headers or {}).get("Nats-Msg-Id")
         request_id = header or f"seq-{msg.metadata.sequence.stream}"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nats.aio.msg import Msg
-
 from jetcron.auth import jwt
 from jetcron.auth.authority import mint_job
 from jetcron.auth.roles import job_inbox
+from jetcron.bus import rpc
+from jetcron.bus.ports import Message
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
 from jetcron.services.runtime import Context
@@ -43,7 +43,7 @@ class Minter:
         self.key = jwt.key_from_seed(Path(seed_file).read_text().strip())
         self.account = _account_of(ctx.settings.nats_creds or "")
 
-    async def handle(self, msg: Msg) -> None:
+    async def handle(self, msg: Message) -> None:
         agent = msg.subject.rsplit(".", 1)[-1]  # the subject is the asker's own: its credential allows no other
         try:
             req = decode(msg.data, MintRunCredential)
@@ -68,4 +68,4 @@ async def serve_mint(ctx: Context) -> object | None:
     if not ctx.settings.job_signing_key_file or not ctx.settings.nats_creds:
         return None
     minter = Minter(ctx, ctx.settings.job_signing_key_file)
-    return await ctx.nc.subscribe(s.MINT_ALL, queue=s.API_QUEUE, cb=minter.handle)
+    return await rpc.serve(ctx.nc, s.MINT_ALL, minter.handle, queue=s.API_QUEUE)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import msgspec
-import nats.errors
 
+from jetcron.bus import rpc
 from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
@@ -98,8 +98,8 @@ class Runs:
         ready the answer is unavailable (retry), never a scan: among millions of records a scan would take
         minutes and load the store for everyone."""
         try:
-            msg = await self.ctx.nc.request(s.TRACKER_RUNS, encode(query), timeout=ACTIVE_TIMEOUT)
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            msg = await rpc.request(self.ctx.nc, s.TRACKER_RUNS, encode(query), timeout=ACTIVE_TIMEOUT)
+        except rpc.NoAnswer:
             raise Unavailable("no run tracker has its index of active runs ready (starting, or none running); "
                               "retry") from None
         reply = msgspec.json.decode(msg.data, type=Reply)

@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from nats import micro
-from nats.micro.request import Request
 from opentelemetry.trace import SpanKind
 
+from jetcron.bus import rpc
+from jetcron.bus.registry import Endpoint, Request, add_endpoints
 from jetcron.core.errors import Misconfigured
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call
@@ -95,18 +95,18 @@ async def main(ctx: Context) -> None:
     }
     if set(verbs) != set(VERBS):  # the contract (wire/verbs.py) and what is served must be the same set
         raise Misconfigured(f"verbs served and the contract differ: {sorted(set(verbs) ^ set(VERBS))}")
-    service = await micro.add_service(ctx.nc, name=s.API_SERVICE, version="0.1.0",
-                                      description="jetcron job scheduler API", queue_group=s.API_QUEUE)
+    endpoints: list[Endpoint] = []
     for verb, op in verbs.items():
         for_tenants, for_admin = s.api_endpoint(verb)
         name = verb.replace(".", "_")
-        await service.add_endpoint(name=name, subject=for_tenants, handler=endpoint(verb, op))
-        await service.add_endpoint(name=f"{name}_admin", subject=for_admin, handler=endpoint(verb, op))
-    mint = await serve_mint(ctx)
-    intake_loop = background(ctx, intake.serve())
+        endpoints += [(name, for_tenants, endpoint(verb, op)), (f"{name}_admin", for_admin, endpoint(verb, op))]
     # The server has every endpoint's subscription before this says ready (a request sent on "api ready" must
     # not find no responders).
-    await ctx.nc.flush()
+    service = await add_endpoints(ctx.nc, name=s.API_SERVICE, version="0.1.0", queue=s.API_QUEUE,
+                                  description="jetcron job scheduler API", endpoints=endpoints)
+    mint = await serve_mint(ctx)
+    intake_loop = background(ctx, intake.serve())
+    await rpc.flush(ctx.nc)
     ctx.ready.set()
     ctx.log.info("api ready", verbs=len(verbs), run_credentials=mint is not None)
     await ctx.stop.wait()

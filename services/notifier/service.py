@@ -16,10 +16,10 @@ import random
 from datetime import datetime
 
 import msgspec
-from nats.aio.msg import Msg
 
 from jetcron.bus.consume import Drop, Retry, pull_loop
 from jetcron.bus.kv import Store
+from jetcron.bus.ports import Message
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.models import JobRecord, JobSpec, NotifyRule, RetryPolicy, Run
 from jetcron.core.notify import (
@@ -72,7 +72,7 @@ class Notifier:
         record = self.jobs.get(run.job)
         return None if record is None else record.spec
 
-    async def on_run(self, msg: Msg) -> None:
+    async def on_run(self, msg: Message) -> None:
         if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
             return  # a delete or purge: retention, not an event
         if _NO_RULES in msg.data and b'"spec":null' not in msg.data:
@@ -123,7 +123,7 @@ class Notifier:
                                  error=tried.error, tries=len(new.attempts) - new.budget_from)
         return None if new.next_at is None else max(0.0, (new.next_at - self.ctx.clock.now()).total_seconds())
 
-    async def on_redeliver(self, msg: Msg) -> None:
+    async def on_redeliver(self, msg: Message) -> None:
         try:
             ask = decode(msg.data, Redeliver)
         except msgspec.DecodeError as exc:

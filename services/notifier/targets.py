@@ -19,8 +19,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-from nats.js import JetStreamContext
 
+from jetcron.bus.ports import JetStream
 from jetcron.bus.publish import publish
 from jetcron.bus.secrets import Secrets
 from jetcron.config import Settings
@@ -63,7 +63,7 @@ class Unsafe(Exception):
 
 
 class Targets:
-    def __init__(self, settings: Settings, js: JetStreamContext, clock: Clock) -> None:
+    def __init__(self, settings: Settings, js: JetStream, clock: Clock) -> None:
         self.settings = settings
         self.js = js
         self.clock = clock

@@ -42,7 +42,7 @@ class Board:
         """Record (or, with None, clear) a suspect host; best effort: every replica also judges for itself."""
         with contextlib.suppress(JetcronError):
             if lost_after is None:
-                await self.suspects.kv.delete(s.suspect_key(agent_id))
+                await self.suspects.delete(s.suspect_key(agent_id))
             else:
                 await self.suspects.put(s.suspect_key(agent_id), SuspectMark(agent_id=agent_id,
                                                                              lost_after=lost_after))

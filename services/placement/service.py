@@ -9,12 +9,12 @@ import time
 from datetime import datetime, timedelta
 
 import msgspec
-from nats.aio.msg import Msg
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, pull_loop
 from jetcron.bus.lease import HeldLease
+from jetcron.bus.ports import Message
 from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
@@ -50,12 +50,12 @@ class Placer:
         self.ahead = timedelta(seconds=ctx.settings.lead_seconds)
         """How long before its due time a held run is assigned (the agent then starts it on time)."""
         # The message is None for a run taken up from its record at takeover (its message is still pending).
-        self.held: dict[str, tuple[PlaceRun, Msg | None, str]] = {}
+        self.held: dict[str, tuple[PlaceRun, Message | None, str]] = {}
         # A herd of thousands of writes at once would queue the leader lease's renewal behind them until it
         # lapsed (seen at 2,000 runs with fsync on); a bounded number in flight keeps the server as busy.
         self.writes = asyncio.Semaphore(ASSIGN_CONCURRENCY)
 
-    async def take(self, msg: Msg) -> None:
+    async def take(self, msg: Message) -> None:
         """Consumer handler: keep the message unacked while the run waits; ack once it is assigned."""
         try:
             cmd = decode(msg.data, PlaceRun)
@@ -77,7 +77,7 @@ class Placer:
         self.hold(cmd, msg)
         raise Hold()
 
-    def hold(self, cmd: PlaceRun, msg: Msg | None) -> None:
+    def hold(self, cmd: PlaceRun, msg: Message | None) -> None:
         self.held[cmd.run_id] = (cmd, msg, "")
         self.view.queue.push(Demand(run_id=cmd.run_id, tenant=cmd.tenant, priority=cmd.priority,
                                     resources=cmd.resources, require=cmd.require, needs=cmd.needs,
@@ -312,7 +312,7 @@ async def lead(ctx: Context, view: View) -> None:
         view.drop_in_flight()
 
 
-async def _ack(msg: Msg) -> None:
+async def _ack(msg: Message) -> None:
     with contextlib.suppress(Exception):
         await msg.ack()
 

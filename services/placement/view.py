@@ -14,8 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from nats.js.api import DeliverPolicy
-
+from jetcron.bus import rpc
 from jetcron.bus.kv import Store
 from jetcron.core.capacity import CapacitySummary
 from jetcron.core.errors import JetcronError
@@ -263,23 +262,19 @@ class View:
 
     async def watch_endings(self) -> None:
         """Release reservations as runs end, from the events stream (new events only): sooner than the record."""
-        sub = await self.ctx.js.subscribe(s.EVENTS_ALL, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
-        try:
-            async for msg in sub.messages:
-                kind, _source = s.parse_event_subject(msg.subject)
-                ended: RunFinished | RunHandedBack
-                if kind == "finished":
-                    ended = decode(msg.data, RunFinished)
-                elif kind == "handed_back":
-                    ended = decode(msg.data, RunHandedBack)
-                else:
-                    continue
-                held = self.placed.get(ended.run_id)
-                if held is not None and held.attempt == ended.attempt and held.revision is not None:
-                    self.finished[ended.run_id] = ended.attempt
-                    self.release(ended.run_id)
-        finally:
-            await sub.unsubscribe()
+        async for msg in rpc.tail(self.ctx.js, s.EVENTS_ALL):
+            kind, _source = s.parse_event_subject(msg.subject)
+            ended: RunFinished | RunHandedBack
+            if kind == "finished":
+                ended = decode(msg.data, RunFinished)
+            elif kind == "handed_back":
+                ended = decode(msg.data, RunHandedBack)
+            else:
+                continue
+            held = self.placed.get(ended.run_id)
+            if held is not None and held.attempt == ended.attempt and held.revision is not None:
+                self.finished[ended.run_id] = ended.attempt
+                self.release(ended.run_id)
 
     # --- the capacity summary the API reads at submit -----------------------------------------
 

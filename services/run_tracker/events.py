@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from nats.aio.msg import Msg
-
 from jetcron import faults
 from jetcron.bus.consume import Drop, Retry
+from jetcron.bus.ports import Message
 from jetcron.core.errors import IllegalTransition, NotFound, StaleReport
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
@@ -66,7 +65,7 @@ class EventHandler:
         # One writer per run inside this replica keeps a run's events in stream order.
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    async def handle(self, msg: Msg) -> None:
+    async def handle(self, msg: Message) -> None:
         kind, source = s.parse_event_subject(msg.subject)
         try:
             run_id, change, start = change_for(kind, msg.data, source)

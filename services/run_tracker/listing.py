@@ -10,8 +10,9 @@ import heapq
 from collections.abc import Mapping
 
 import msgspec
-from nats.aio.msg import Msg
 
+from jetcron.bus import rpc
+from jetcron.bus.ports import Message
 from jetcron.core.models import Run
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -38,7 +39,7 @@ async def serve_listing(ctx: Context, active: Mapping[str, Run], synced: asyncio
     """Answer queries once the watch has caught up (before, a replica would answer with a partial index)."""
     await synced.wait()
 
-    async def answer(msg: Msg) -> None:
+    async def answer(msg: Message) -> None:
         try:
             query = msgspec.json.decode(msg.data, type=ActiveRunsQuery)
             reply = Reply(ok=True, result=select(active, query))
@@ -46,8 +47,7 @@ async def serve_listing(ctx: Context, active: Mapping[str, Run], synced: asyncio
             reply = error_reply(exc)
         await msg.respond(encode(reply))
 
-    sub = await ctx.nc.subscribe(s.TRACKER_RUNS, queue=s.TRACKER_RUNS_QUEUE, cb=answer)
-    await ctx.nc.flush()
+    sub = await rpc.serve(ctx.nc, s.TRACKER_RUNS, answer, queue=s.TRACKER_RUNS_QUEUE, flush=True)
     try:
         await ctx.stop.wait()
     finally:

@@ -17,10 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import nats.js.errors as jse
-
-from jetcron.bus.kv import translate
-from jetcron.core.errors import JetcronError
+from jetcron.bus.streams import consumer_state, stream_state
+from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.reconcile import Beat, beat_seen, may_still_report
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -42,17 +40,13 @@ class Progress:
         self._agents.clear()
         self._reporting.clear()
         try:
-            info = await self.ctx.js.consumer_info(s.STREAM_EVENTS, s.CONSUMER_TRACKER)
-            self.read_up_to = int(info.ack_floor.stream_seq or 0) if info.ack_floor else 0
+            self.read_up_to = (await consumer_state(self.ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER)).ack_floor
         except Exception:
             self.read_up_to = -1
 
     async def horizon(self) -> int:
         """The events stream's last sequence now (read after the lease looks it bounds)."""
-        try:
-            return int((await self.ctx.js.stream_info(s.STREAM_EVENTS)).state.last_seq)
-        except Exception as exc:
-            raise translate(exc, "events stream state") from exc
+        return (await stream_state(self.ctx.js, s.STREAM_EVENTS)).last_seq
 
     async def agent_idle_or_gone(self, agent: str) -> bool:
         """An assignment not started is stalled only if its agent is gone (no heartbeat) or has nothing
@@ -64,9 +58,9 @@ class Progress:
             idle = True
             if alive:
                 try:
-                    info = await self.ctx.js.consumer_info(s.STREAM_ASSIGN, s.assign_consumer(agent))
-                    idle = not (info.num_pending or info.num_ack_pending)
-                except jse.NotFoundError:
+                    state = await consumer_state(self.ctx.js, s.STREAM_ASSIGN, s.assign_consumer(agent))
+                    idle = not (state.pending or state.ack_pending)
+                except NotFound:
                     idle = True
         except (JetcronError, Exception):
             idle = False  # unknown: do not call anything lost on a guess

@@ -47,3 +47,21 @@ def test_importing_core_loads_no_io_library_at_run_time() -> None:
     assert loaded.strip() == "[]"
     assert subprocess.run([sys.executable, "-c", "import jetcron; assert callable(jetcron.once)"],
                           check=False).returncode == 0
+
+
+ROOT = CORE.parents[1]
+
+
+def _nats_importers() -> list[str]:
+    found = []
+    for path in sorted([*(ROOT / "libs").rglob("*.py"), *(ROOT / "services").rglob("*.py")]):
+        if (ROOT / "libs" / "bus") in path.parents:
+            continue
+        if any(n == "nats" or n.startswith("nats.") for n in _imports(path)):
+            found.append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_only_bus_imports_nats() -> None:
+    # bus is the NATS boundary: services and the SDK name its ports (bus/ports.py), never nats-py's classes.
+    assert _nats_importers() == []

@@ -1,0 +1,90 @@
+"""A client's connection to the api (the SDK, the CLI, the gateway): connect with a named reason when refused,
+and requests that notice a permission denial instead of waiting out their timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+
+import nats
+import nats.errors
+
+from jetcron.bus.connect import Identity
+from jetcron.bus.ports import Connection, Message
+from jetcron.bus.rpc import NoAnswer
+from jetcron.core.errors import Unauthorized, Unavailable, Untrusted
+
+CONNECT_SECONDS = 8.0
+
+
+class Denials:
+    """Permission errors the server sent this connection: a request to a subject the credential may not use
+    gets no answer, only this asynchronous error, so a call waits for either."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.seen = asyncio.Event()
+        self.tls: str | None = None
+        """A certificate the client could not verify while connecting (reported only here after retries)."""
+
+    async def on_error(self, exc: Exception) -> None:
+        text = str(exc)
+        if isinstance(exc, ssl.SSLError):
+            self.tls = str(exc.reason or exc)
+        if "permissions violation" in text.lower() or "authorization violation" in text.lower():
+            self.last = text
+            self.seen.set()
+
+
+def refusal(url: str, identity: Identity, exc: BaseException, denials: Denials) -> Exception:
+    """What a failed connect means for the caller: an untrusted server, a refused credential, or unreachable."""
+    if isinstance(exc, ssl.SSLError) or denials.tls:
+        reason = denials.tls or str(getattr(exc, "reason", "") or exc)
+        return Untrusted(f"cannot verify the TLS certificate of NATS at {url} ({reason}): give the CA that signed "
+                         "it with --tls-ca or JETCRON_NATS_TLS_CA")
+    # A refused credential may surface as the refusal itself or, after the client's own retries, as "no servers
+    # available" with the refusal reported to the error callback.
+    if "authorization violation" in f"{exc} {denials.last}".lower():
+        how = f"credentials {identity.creds}" if identity.creds else "no credentials"
+        return Unauthorized(f"NATS at {url} refused the connection ({how}): give a valid credentials file with "
+                            "--creds or JETCRON_NATS_CREDS")
+    if isinstance(exc, TimeoutError):
+        return Unavailable(f"NATS at {url} did not answer within {CONNECT_SECONDS:g}s")
+    return exc if isinstance(exc, Exception) else Unavailable(str(exc))
+
+
+async def connect_client(url: str, identity: Identity, *, name: str = "jetcron-client") -> tuple[Connection, Denials]:
+    """A connection that gives up after a couple of reconnects (a client, not a service); a refusal is raised
+    as Untrusted, Unauthorized or Unavailable, saying what to change."""
+    denials = Denials()
+    try:
+        # Bounded: nats-py keeps retrying a TLS handshake that fails verification, reporting it only to the
+        # error callback; a client must get a named error, not a hang.
+        nc = await asyncio.wait_for(nats.connect(
+            servers=url.split(","), name=name, connect_timeout=3, max_reconnect_attempts=2,
+            allow_reconnect=True, error_cb=denials.on_error, **identity.options()), timeout=CONNECT_SECONDS)
+    except (ssl.SSLError, nats.errors.Error, TimeoutError) as exc:
+        raise refusal(url, identity, exc, denials) from None
+    return nc, denials
+
+
+async def ask(nc: Connection, denials: Denials, subject: str, data: bytes, *, timeout: float,
+              headers: dict[str, str] | None = None) -> Message | None:
+    """The reply, or None when the server refused the subject to this credential (no reply would come);
+    NoAnswer when nobody answered."""
+    denials.seen.clear()
+    request = asyncio.ensure_future(nc.request(subject, data, timeout=timeout, headers=headers))
+    denied = asyncio.ensure_future(denials.seen.wait())
+    try:
+        await asyncio.wait({request, denied}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        denied.cancel()
+    if not request.done() and subject in (denials.last or ""):
+        request.cancel()
+        return None
+    try:
+        return await request
+    except nats.errors.NoRespondersError:
+        raise NoAnswer(f"{subject}: no responders", responders=False) from None
+    except (TimeoutError, nats.errors.TimeoutError):
+        raise NoAnswer(f"{subject}: no answer within {timeout:g}s", responders=True) from None

@@ -1,0 +1,230 @@
+"""In-memory twins of the bus's ports, for tests that need no server: they keep the contract that
+tests/contract checks against both them and a real nats-server (revisions, conflicts, delete markers, watch
+order, redelivery), and nothing more. Never used by a running service."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import msgspec
+
+from jetcron.bus.records import RecordOps, kind_of
+from jetcron.core.errors import NotFound, Unavailable, WriteConflict
+from jetcron.wire.codec import decode, encode
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+BeforeWrite = Callable[[str, str], Awaitable[None]]
+"""Called with (operation, key) before a write lands: a test interleaves another writer there."""
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching: `*` is one token, a final `>` one or more."""
+    want, have = pattern.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(have) == len(want)
+
+
+class MemoryRecords(RecordOps[T]):
+    """ports.Records in a dict: one revision counter per bucket (as the stream's sequence), delete markers."""
+
+    def __init__(self, name: str, kind: type[T], *, before_write: BeforeWrite | None = None) -> None:
+        self.name = name
+        self.kind = kind
+        self.before_write = before_write
+        self.unavailable: str | None = None
+        """Set to a reason to make every call fail with Unavailable (a storage outage)."""
+        self._last: dict[str, tuple[bytes | None, int]] = {}
+        self._seq = 0
+        self._watchers: list[tuple[str, asyncio.Queue[tuple[str, T | None, int]]]] = []
+
+    def _check(self, what: str) -> None:
+        if self.unavailable is not None:
+            raise Unavailable(f"{what}: {self.unavailable}")
+
+    async def get(self, key: str) -> tuple[T, int]:
+        self._check(f"read {self.name}/{key}")
+        data, revision = self._last.get(key, (None, 0))
+        if data is None:
+            raise NotFound(kind_of(self.name), key)
+        return decode(data, self.kind), revision
+
+    async def _write(self, op: str, key: str, value: T | None, expect: int | None) -> int:
+        self._check(f"{op} {self.name}/{key}")
+        if self.before_write is not None:
+            await self.before_write(op, key)
+        data, revision = self._last.get(key, (None, 0))
+        if op == "create" and data is not None:
+            raise WriteConflict(f"create {self.name}/{key}: written by someone else first")
+        if expect is not None and revision != expect:
+            raise WriteConflict(f"{op} {self.name}/{key}: written by someone else first")
+        self._seq += 1
+        self._last[key] = (None if value is None else encode(value), self._seq)
+        stored = None if value is None else decode(encode(value), self.kind)
+        for pattern, queue in self._watchers:
+            if subject_matches(pattern, key):
+                queue.put_nowait((key, stored, self._seq))
+        return self._seq
+
+    async def create(self, key: str, value: T) -> int:
+        return await self._write("create", key, value, None)
+
+    async def update(self, key: str, value: T, revision: int) -> int:
+        return await self._write("update", key, value, revision)
+
+    async def put(self, key: str, value: T) -> int:
+        return await self._write("write", key, value, None)
+
+    async def delete(self, key: str) -> None:
+        await self._write("delete", key, None, None)
+
+    async def keys(self, pattern: str = ">") -> list[str]:
+        """As the server's per-subject counts: a key whose last write is a delete marker is listed too."""
+        self._check(f"list {self.name}")
+        return [key for key in self._last if subject_matches(pattern, key)]
+
+    async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
+        self._check(f"watch {self.name}")
+        queue: asyncio.Queue[tuple[str, T | None, int]] = asyncio.Queue()
+        # The snapshot and the live queue are taken together (no await between): no write falls in a gap.
+        current = [(key, decode(data, self.kind), revision) for key, (data, revision) in self._last.items()
+                   if data is not None and subject_matches(pattern, key)]
+        entry = (pattern, queue)
+        self._watchers.append(entry)
+        try:
+            for item in sorted(current, key=lambda c: c[2]):
+                yield item
+            yield "", None, 0
+            while True:
+                yield await queue.get()
+        finally:
+            self._watchers.remove(entry)
+
+
+@dataclass(frozen=True)
+class MemoryPosition:
+    stream: int
+
+
+@dataclass(frozen=True)
+class MemoryDelivery:
+    sequence: MemoryPosition
+    num_delivered: int
+
+
+@dataclass
+class MemoryMessage:
+    """ports.Message: records what its handler did with it; a queue's messages go back to their queue."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str] | None = None
+    seq: int = 0
+    delivered: int = 1
+    queue: MemoryQueue | None = None
+    outcomes: list[str] = field(default_factory=list)
+    responses: list[bytes] = field(default_factory=list)
+
+    @property
+    def metadata(self) -> MemoryDelivery:
+        return MemoryDelivery(MemoryPosition(self.seq), self.delivered)
+
+    async def ack(self) -> None:
+        self._settle("ack")
+
+    async def nak(self, delay: float | None = None) -> None:
+        self._settle("nak" if delay is None else f"nak {delay:g}")
+        if self.queue is not None:
+            self.queue.redeliver(self.seq, delay or 0.0)
+
+    async def term(self) -> None:
+        self._settle("term")
+
+    async def in_progress(self) -> None:
+        self.outcomes.append("in_progress")
+        if self.queue is not None:
+            self.queue.touch(self.seq)
+
+    async def respond(self, data: bytes) -> None:
+        self.responses.append(data)
+
+    def _settle(self, outcome: str) -> None:
+        self.outcomes.append(outcome)
+        if self.queue is not None and outcome in ("ack", "term"):
+            self.queue.done(self.seq)
+
+
+class MemoryQueue:
+    """A work queue with one pull consumer, as a stream plus durable consumer: publish (deduplicated by message
+    id), fetch, and redelivery of what is nak'd (after its delay) or not acked within `ack_wait`."""
+
+    def __init__(self, *, ack_wait: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ack_wait = ack_wait
+        self.clock = clock
+        self._seq = 0
+        self._ids: dict[str, int] = {}
+        self._messages: dict[int, tuple[str, bytes, dict[str, str] | None]] = {}
+        self._due: dict[int, float] = {}
+        """Messages not yet acked or terminated: when each may be delivered (again)."""
+        self._deliveries: dict[int, int] = {}
+        self._arrived = asyncio.Event()
+
+    async def publish(self, subject: str, data: bytes, *, headers: dict[str, str] | None = None,
+                      msg_id: str | None = None) -> int:
+        if msg_id is not None and msg_id in self._ids:
+            return self._ids[msg_id]  # a duplicate within the window: stored once, its first sequence answered
+        self._seq += 1
+        if msg_id is not None:
+            self._ids[msg_id] = self._seq
+        self._messages[self._seq] = (subject, data, headers)
+        self._due[self._seq] = self.clock()
+        self._arrived.set()
+        return self._seq
+
+    async def fetch(self, batch: int, timeout: float) -> list[MemoryMessage]:
+        """Up to `batch` deliverable messages, oldest first; waits up to `timeout` for one (TimeoutError)."""
+        deadline = self.clock() + timeout
+        while True:
+            now = self.clock()
+            ready = sorted(seq for seq, due in self._due.items() if due <= now)[:batch]
+            if ready:
+                return [self._deliver(seq, now) for seq in ready]
+            if now >= deadline:
+                raise TimeoutError("no message")
+            self._arrived.clear()
+            wait = min([deadline - now, *(due - now for due in self._due.values())])
+            try:
+                await asyncio.wait_for(self._arrived.wait(), timeout=max(wait, 0.001))
+            except TimeoutError:
+                pass
+
+    def _deliver(self, seq: int, now: float) -> MemoryMessage:
+        self._deliveries[seq] = self._deliveries.get(seq, 0) + 1
+        self._due[seq] = now + self.ack_wait
+        subject, data, headers = self._messages[seq]
+        return MemoryMessage(subject, data, headers, seq=seq, delivered=self._deliveries[seq], queue=self)
+
+    def redeliver(self, seq: int, delay: float) -> None:
+        if seq in self._due:
+            self._due[seq] = self.clock() + delay
+            self._arrived.set()
+
+    def touch(self, seq: int) -> None:
+        if seq in self._due:
+            self._due[seq] = self.clock() + self.ack_wait
+
+    def done(self, seq: int) -> None:
+        self._due.pop(seq, None)
+
+    @property
+    def pending(self) -> int:
+        """Messages neither acked nor terminated."""
+        return len(self._due)

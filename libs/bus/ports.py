@@ -1,0 +1,110 @@
+"""What services may ask of the bus, as small Protocols: the real adapters (kv.Store, nats-py's messages) and
+the in-memory twins (bus/memory.py) both satisfy them, and tests/contract runs one suite against both.
+
+Services name these, never nats-py's classes: `Connection` and `JetStream` are opaque handles they pass back
+to bus functions, so bus stays the only package that imports nats (tests/unit/test_core_purity.py checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar
+
+import msgspec
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+Connection = Client
+"""A connection to NATS, as bus.connect made it."""
+
+JetStream = JetStreamContext
+"""A JetStream context of a Connection."""
+
+
+class Position(Protocol):
+    @property
+    def stream(self) -> int:
+        """The message's sequence in its stream."""
+        ...
+
+
+class Delivery(Protocol):
+    @property
+    def sequence(self) -> Position: ...
+
+    @property
+    def num_delivered(self) -> int:
+        """1 on the first delivery; counts redeliveries."""
+        ...
+
+
+class Message(Protocol):
+    """A message as a handler gets it: from a durable consumer (ack, nak, term, in_progress, metadata) or a
+    plain subscription (respond)."""
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def headers(self) -> dict[str, str] | None: ...
+
+    @property
+    def metadata(self) -> Delivery: ...
+
+    async def ack(self) -> None: ...
+
+    async def nak(self, delay: float | None = None) -> None: ...
+
+    async def term(self) -> None: ...
+
+    async def in_progress(self) -> None: ...
+
+    async def respond(self, data: bytes) -> None: ...
+
+
+Handler = Callable[[Message], Awaitable[None]]
+
+
+class Records(Protocol[T]):
+    """A bucket of records of one type, each key's writes ordered by revision (the stream sequence).
+
+    Errors are jetcron's: NotFound (naming the kind and key), WriteConflict (a create on an existing key, an
+    update against a stale revision), Unavailable (the storage did not answer or is full; nothing stored)."""
+
+    name: str
+    kind: type[T]
+
+    async def get(self, key: str) -> tuple[T, int]: ...
+
+    async def maybe(self, key: str) -> tuple[T, int] | None: ...
+
+    async def create(self, key: str, value: T) -> int: ...
+
+    async def update(self, key: str, value: T, revision: int) -> int: ...
+
+    async def put(self, key: str, value: T) -> int: ...
+
+    async def delete(self, key: str) -> None: ...
+
+    async def keys(self, pattern: str = ">") -> list[str]: ...
+
+    def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]: ...
+
+    async def page(self, keys: Sequence[str], limit: int,
+                   keep: Callable[[T], bool]) -> tuple[list[T], str | None]: ...
+
+    async def change(self, key: str, decide: Callable[[T], T | None], *, copy: tuple[T, int] | None = None,
+                     tries: int = 8) -> tuple[T, T, int] | None: ...
+
+
+class WorkQueue(Protocol):
+    """A durable consumer's side of a work queue (consume.PullQueue; twin: memory.MemoryQueue)."""
+
+    async def fetch(self, batch: int, timeout: float) -> Sequence[Message]:
+        """Up to `batch` messages, oldest first; TimeoutError when none came within `timeout` seconds."""
+        ...

@@ -1,0 +1,88 @@
+"""Core NATS request/reply and plain subscriptions, for services that answer or ask without JetStream: the
+one place their errors (no responders, no answer in time) become jetcron's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import nats.errors
+from nats.aio.subscription import Subscription
+from nats.js.api import DeliverPolicy
+
+from jetcron.bus.ports import Connection, Handler, JetStream, Message
+from jetcron.core.errors import Unavailable
+
+
+class NoAnswer(Unavailable):
+    """Nobody answered a request: no responder on the subject, or none within the timeout."""
+
+    def __init__(self, message: str, *, responders: bool) -> None:
+        super().__init__(message)
+        self.responders = responders
+        """False: nobody listens on the subject at all (no service running); True: it did not answer in time."""
+
+
+async def request(nc: Connection, subject: str, data: bytes, *, timeout: float,
+                  headers: dict[str, str] | None = None) -> Message:
+    """The reply to one request; NoAnswer (naming the subject and why) when none comes."""
+    try:
+        return await nc.request(subject, data, timeout=timeout, headers=headers)
+    except nats.errors.NoRespondersError:
+        raise NoAnswer(f"{subject}: no responders", responders=False) from None
+    except (TimeoutError, nats.errors.TimeoutError):
+        raise NoAnswer(f"{subject}: no answer within {timeout:g}s", responders=True) from None
+
+
+async def serve(nc: Connection, subject: str, handler: Handler, *, queue: str = "",
+                flush: bool = False) -> Subscription:
+    """Call `handler` with every message on `subject` (one queue group member when `queue` is given);
+    `flush`: return only once the server has the subscription (a request sent after "ready" finds it)."""
+    sub = await nc.subscribe(subject, queue=queue, cb=handler)
+    if flush:
+        await nc.flush()
+    return sub
+
+
+async def notify(nc: Connection, subject: str, data: bytes) -> None:
+    """A fire-and-forget core NATS message (control messages: a lost one is covered by the lease)."""
+    await nc.publish(subject, data)
+
+
+async def flush(nc: Connection) -> None:
+    """Wait until the server has processed everything sent on this connection so far."""
+    await nc.flush()
+
+
+async def tail(js: JetStream, subject: str) -> AsyncIterator[Message]:
+    """Messages stored on `subject` from now on, in order (an ordered consumer: no acks, no durable state);
+    gone with the iterator."""
+    sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
+    try:
+        async for msg in sub.messages:
+            yield msg
+    finally:
+        await sub.unsubscribe()
+
+
+async def close(nc: Connection, *, drain: float | None = 2.0, timeout: float = 1.0) -> None:
+    """Drain what is buffered, briefly (`drain` seconds): a server that is gone gets a close, not a wait.
+    `drain=None`: close at once (a client with nothing in flight)."""
+    if drain is None:
+        await nc.close()
+        return
+    try:
+        await asyncio.wait_for(nc.drain(), timeout=drain)
+    except Exception:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), timeout=timeout)
+
+
+def is_connected(nc: Connection) -> bool:
+    return bool(nc.is_connected)
+
+
+def jetstream(nc: Connection, *, timeout: float) -> JetStream:
+    """A JetStream context whose requests wait at most `timeout` seconds for the server."""
+    return nc.jetstream(timeout=timeout)

@@ -1,0 +1,75 @@
+"""The contract suite: each test runs twice, against the in-memory twin (bus/memory.py) and against the real
+adapter on a real nats-server. A twin that passes here may stand in for the server in a unit test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from contract_support import ACK_WAIT, Item, Queue, ServerQueue, TwinQueue, names
+from nats.js.api import ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
+
+from jetcron.bus.consume import PullQueue
+from jetcron.bus.kv import Store
+from jetcron.bus.memory import MemoryRecords
+from jetcron.bus.ports import Records
+from jetcron.bus.server import EmbeddedNats
+
+
+@pytest.fixture(scope="module")
+def contract_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNats]:
+    """One server for a whole module: each test makes its own bucket or stream on it."""
+    server = EmbeddedNats(tmp_path_factory.mktemp("contract") / "nats")
+    server.start(timeout=30)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["twin", "server"])
+async def make_records(request: pytest.FixtureRequest
+                       ) -> AsyncIterator[Callable[[], Awaitable[Records[Item]]]]:
+    """Makes a fresh, empty bucket of Items (the twin, or a KV bucket on the server)."""
+    if request.param == "twin":
+        async def twin() -> Records[Item]:
+            return MemoryRecords(f"jc_t{next(names)}_items", Item)
+
+        yield twin
+        return
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    nc = await nats.connect(server.url)
+    js = nc.jetstream(timeout=5)
+
+    async def real() -> Records[Item]:
+        bucket = f"jc_t{next(names)}_items"
+        await js.create_key_value(KeyValueConfig(bucket=bucket, history=1))
+        return await Store.open(js, bucket, Item)
+
+    try:
+        yield real
+    finally:
+        await nc.close()
+
+
+@pytest.fixture(params=["twin", "server"])
+async def queue(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Queue]:
+    """An empty work queue whose messages are redelivered ACK_WAIT seconds after a delivery not acked."""
+    if request.param == "twin":
+        yield TwinQueue()
+        return
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    nc = await nats.connect(server.url)
+    js = nc.jetstream(timeout=5)
+    n = next(names)
+    stream, subject = f"CT{n}", f"ct{n}"
+    await js.add_stream(StreamConfig(name=stream, subjects=[f"{subject}.>"], retention=RetentionPolicy.WORK_QUEUE))
+    await js.add_consumer(stream, ConsumerConfig(durable_name="work", ack_wait=ACK_WAIT, max_deliver=-1))
+    pull = await PullQueue.bind(js, stream, "work")
+    try:
+        yield ServerQueue(js, subject, pull)
+    finally:
+        await pull.close()
+        await nc.close()

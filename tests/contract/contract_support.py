@@ -1,0 +1,58 @@
+"""What the contract tests share: the record type, and the two sides of a work queue."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Protocol
+
+import msgspec
+
+from jetcron.bus.consume import PullQueue
+from jetcron.bus.memory import MemoryQueue
+from jetcron.bus.ports import Message
+from jetcron.bus.publish import publish
+
+ACK_WAIT = 1.0
+names = itertools.count(1)
+"""Unique bucket and stream names within a run."""
+
+
+class Item(msgspec.Struct, frozen=True):
+    name: str
+    count: int = 0
+
+
+class Queue(Protocol):
+    subject: str
+    """Messages go to `subject.<anything>`."""
+
+    async def publish(self, subject: str, data: bytes, *, msg_id: str | None = None) -> int: ...
+
+    async def fetch(self, batch: int, timeout: float) -> list[Message]: ...
+
+
+class ServerQueue:
+    """A work-queue stream with one durable pull consumer, through bus.publish and consume.PullQueue."""
+
+    def __init__(self, js: Any, subject: str, pull: PullQueue) -> None:
+        self.js, self.subject, self.pull = js, subject, pull
+
+    async def publish(self, subject: str, data: bytes, *, msg_id: str | None = None) -> int:
+        return await publish(self.js, subject, data, msg_id=msg_id)
+
+    async def fetch(self, batch: int, timeout: float) -> list[Message]:
+        return await self.pull.fetch(batch, timeout)
+
+
+class TwinQueue:
+    def __init__(self) -> None:
+        self.queue = MemoryQueue(ack_wait=ACK_WAIT)
+        self.subject = "ct"
+
+    async def publish(self, subject: str, data: bytes, *, msg_id: str | None = None) -> int:
+        return await self.queue.publish(subject, data, msg_id=msg_id)
+
+    async def fetch(self, batch: int, timeout: float) -> list[Message]:
+        return list(await self.queue.fetch(batch, timeout))
+
+

@@ -1,0 +1,32 @@
+"""A service Context on the bus's in-memory twins (bus/memory.py): for tests of a verb's logic that need no
+server. Anything that would reach NATS itself (nc, js, leases) is absent, so a test that strays there fails."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from jetcron.bus.memory import BeforeWrite, MemoryRecords
+from jetcron.config import Settings
+from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
+from jetcron.services.runtime import Context
+from jetcron.wire import subjects as s
+from jetcron.wire.messages import Cursor
+
+
+class _Absent:
+    """Stands in for the NATS connection, JetStream and leases: any use says so."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"this test's Context has no {self._what} (it asked for .{name})")
+
+
+def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None) -> Context:
+    return Context(
+        name=name, settings=Settings(), nc=cast(Any, _Absent("NATS connection")), js=cast(Any, _Absent("JetStream")),
+        jobs=MemoryRecords(s.BUCKET_JOBS, JobRecord, before_write=before_write),
+        runs=MemoryRecords(s.BUCKET_RUNS, Run, before_write=before_write),
+        cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
+        tenants=MemoryRecords(s.BUCKET_TENANTS, TenantPolicy), leases=cast(Any, _Absent("leases")))
