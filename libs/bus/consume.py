@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -142,3 +143,16 @@ async def _remake_if_gone(js: JetStream, stream: str, durable: str,
         await remake()
     except Exception as exc:
         log.warning("consumer not made again yet", stream=stream, consumer=durable, error=repr(exc))
+
+
+async def ack_held(msg: Message) -> None:
+    """Ack a message its handler held (Hold), once its work is done. Best effort: a lost ack is a redelivery,
+    which the handlers' fencing and idempotency keys absorb."""
+    with contextlib.suppress(Exception):
+        await msg.ack()
+
+
+async def touch(msg: Message) -> None:
+    """Tell the server a held or slow message is still being worked on (its ack wait starts again)."""
+    with contextlib.suppress(Exception):
+        await msg.in_progress()

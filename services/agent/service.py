@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from jetcron.bus import rpc
-from jetcron.bus.consume import Drop, Retry, pull_loop
+from jetcron.bus.consume import Drop, Retry, pull_loop, touch
 from jetcron.bus.ports import Message
 from jetcron.bus.topology import ensure_agent_consumer
 from jetcron.core import leases
@@ -195,8 +195,7 @@ class Agent:
                 await asyncio.wait_for(self.slots.acquire(), timeout=10)
                 return
             except TimeoutError:
-                with contextlib.suppress(Exception):
-                    await msg.in_progress()
+                await touch(msg)
 
     async def _run(self, attempt: Attempt, settled: Settled | None) -> None:
         try:

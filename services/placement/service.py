@@ -12,7 +12,7 @@ import msgspec
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from jetcron import faults
-from jetcron.bus.consume import Drop, Hold, pull_loop
+from jetcron.bus.consume import Drop, Hold, ack_held, pull_loop, touch
 from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
 from jetcron.bus.publish import publish
@@ -94,7 +94,7 @@ class Placer:
         self.view.queue.remove(run_id)
         metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
         if msg is not None:
-            await _ack(msg)
+            await ack_held(msg)
 
     def take_up_records(self) -> int:
         """At takeover: every run whose record waits for placement is queued now, not after its message's
@@ -227,7 +227,7 @@ class Placer:
         else:
             self.view.unhold(demand.run_id)
         if msg is not None:
-            await _ack(msg)
+            await ack_held(msg)
 
     async def keep_alive(self) -> None:
         """Tell the server the held messages are still being worked on, so they are not redelivered.
@@ -245,8 +245,7 @@ class Placer:
                 last = seen[run_id] = touched.get(run_id, now)
                 if now - last >= TOUCH_EVERY:
                     seen[run_id] = now
-                    with contextlib.suppress(Exception):
-                        await msg.in_progress()
+                    await touch(msg)
             touched = seen
 
     async def loop(self) -> None:
@@ -310,11 +309,6 @@ async def lead(ctx: Context, view: View) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         placer.let_go()
         view.drop_in_flight()
-
-
-async def _ack(msg: Message) -> None:
-    with contextlib.suppress(Exception):
-        await msg.ack()
 
 
 async def main(ctx: Context) -> None:
