@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-fast test-deploy chaos lint typecheck schemas bench screenshots browser clean
+.PHONY: up test test-bench test-fast test-deploy chaos lint typecheck schemas bench screenshots browser clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,8 +24,16 @@ browser:
 	  apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=600 chromium >/dev/null; } || \
 	  echo "chromium is not installed: the dashboard's browser tests will be skipped"
 
+# In parallel (pytest-xdist): most tests wait on processes and leases, so six workers keep two cores busy;
+# worksteal rebalances the long tests. TEST_WORKERS=0 runs them in this process, one at a time.
+TEST_WORKERS ?= 6
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy" -p no:cacheprovider
+	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy and not bench" -p no:cacheprovider \
+	  -n $(TEST_WORKERS) --dist worksteal
+
+# Every benchmark script at smoke size (tests/integration/test_bench_smoke.py): the harness does not rot.
+test-bench: $(STAMP)
+	$(BIN)/python -m pytest -q -m bench -p no:cacheprovider -n 4 --dist worksteal
 
 # The image and the compose stack in real containers (podman; installed here when missing): docs/deploy.md.
 test-deploy: $(STAMP)

@@ -55,9 +55,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--sim", action="store_true")
+    parser.add_argument("--sync", choices=["always", "default", "both"], default="both")
     args = parser.parse_args()
     for sync in (True, False):
-        emit(run(args.runs, args.reps, sync, args.sim))
+        if args.sync == "both" or (args.sync == "always") == sync:
+            emit(run(args.runs, args.reps, sync, args.sim))
 
 
 if __name__ == "__main__":

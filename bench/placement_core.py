@@ -7,6 +7,7 @@ second figure), so the index is exercised under churn rather than on an empty cl
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import statistics
@@ -93,21 +94,24 @@ def one_round(seed: int, with_queue: bool) -> tuple[float, float]:
 
 
 def main() -> None:
-    core_both = [one_round(seed, with_queue=False) for seed in range(ROUNDS)]
-    queued_both = [one_round(seed, with_queue=True) for seed in range(ROUNDS)]
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="repetitions of each figure")
+    rounds = parser.parse_args().rounds
+    core_both = [one_round(seed, with_queue=False) for seed in range(rounds)]
+    queued_both = [one_round(seed, with_queue=True) for seed in range(rounds)]
     core, queued = [w for w, _ in core_both], [w for w, _ in queued_both]
     core_cpu, queued_cpu = [c for _, c in core_both], [c for _, c in queued_both]
     result = {
         "bench": "placement_core", "agents": AGENTS, "tenants": len(TENANTS),
-        "decisions_per_s": round(statistics.median(core)), "median_of": ROUNDS,
+        "decisions_per_s": round(statistics.median(core)), "median_of": rounds,
         "min": round(min(core)), "max": round(max(core)),
         "with_fair_queue_decisions_per_s": round(statistics.median(queued)),
         "with_fair_queue_min": round(min(queued)), "with_fair_queue_max": round(max(queued)),
         "decisions_per_cpu_s": {"median": round(statistics.median(core_cpu)), "min": round(min(core_cpu)),
-                                "max": round(max(core_cpu)), "n": ROUNDS},
+                                "max": round(max(core_cpu)), "n": rounds},
         "with_fair_queue_decisions_per_cpu_s": {"median": round(statistics.median(queued_cpu)),
                                                 "min": round(min(queued_cpu)), "max": round(max(queued_cpu)),
-                                                "n": ROUNDS},
+                                                "n": rounds},
         "python": sys.version.split()[0],
     }
     print(json.dumps(result), flush=True)

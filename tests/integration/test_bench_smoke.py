@@ -1,37 +1,60 @@
-"""The benchmark harness does not rot: every scenario runs at a tiny size and yields a well-formed result."""
+"""The benchmark harness does not rot: every scenario runs at a tiny size and yields a well-formed result.
+One test per scenario, so a parallel run spreads them (each starts its own server and services).
+
+`make test-bench` runs them (CI does, after `make test`): they check the benchmarks, not jetcron's behaviour,
+and cost a sixth of the suite's CPU."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.run import SCENARIOS, run_scenario
+
+QUICK = [(module, quick) for module, _full, quick in SCENARIOS if quick is not None]
 
 
-@pytest.mark.timeout(600)
-def test_every_scenario_runs_at_smoke_size(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "bench.run", "--quick", "--out", str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=580, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+def _id(module: str, args: list[str]) -> str:
+    flags = dict(zip(args[::2], args[1::2], strict=False))
+    return module.removeprefix("bench.") + "".join(f"-{flags[f]}" for f in ("--mode", "--scenario") if f in flags)
+
+
+EXPECTED: dict[str, set[str]] = {
+    "throughput-sim": {"throughput_sim"}, "throughput-true": {"throughput_true"}, "latency": {"idle_single_run"},
+    "hops": {"idle_hops"}, "failover": {"failover_trigger", "failover_placement", "failover_agent"},
+    "placement_core": {"placement_core"}, "profile": {"profile"},
+    "trigger_start_delay-second": {"trigger_start_delay_second_20"},
+    "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
+    "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
+}
+
+
+def _check(result: dict[str, Any]) -> None:
+    """What each result must say beyond its name (a figure that is missing or nonsense)."""
+    name = result["bench"]
+    if name == "throughput_sim":
+        assert result["runs_per_s"]["median"] > 0 and 3 <= result["writes_per_run"]["median"] <= 20
+    elif name == "throughput_true":
+        assert result["bare_spawn_per_s"]["median"] > 0
+    elif name == "trigger_start_delay_second_20":
+        assert result["started"]["median"] == result["expected"]["median"] == 40  # 20 schedules, 2 rounds
+    elif name == "idle_hops" and "reps" in result:  # the summary, after each rep
+        assert 0 < result["place_to_assigned_p50_ms"]["median"] < result["total_p50_ms"]["median"]
+    elif name == "failover_agent":
+        assert result["redispatch_s"]["median"] > 0
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("module", "args"), QUICK, ids=[_id(m, a) for m, a in QUICK])
+def test_scenario_runs_at_smoke_size(module: str, args: list[str], tmp_path: Path) -> None:
+    results = run_scenario(module, args, tmp_path)
     errors = [r for r in results if "error" in r]
     assert not errors, errors
-    names = {r["bench"] for r in results}
-    assert {"throughput_sim", "throughput_true", "idle_single_run", "idle_hops", "failover_trigger",
-            "failover_placement", "failover_agent", "placement_core", "profile", "trigger_start_delay_second_20",
-            "trigger_start_delay_instant_50", "trigger_takeover_50_ttl2", "trigger_memory_2000"} <= names
-    sim = next(r for r in results if r["bench"] == "throughput_sim")
-    assert sim["runs_per_s"]["median"] > 0 and 3 <= sim["writes_per_run"]["median"] <= 20
-    real = next(r for r in results if r["bench"] == "throughput_true")
-    assert real["bare_spawn_per_s"]["median"] > 0
-    delay = next(r for r in results if r["bench"] == "trigger_start_delay_second_20")
-    assert delay["started"]["median"] == delay["expected"]["median"] == 40  # 20 schedules, 2 rounds
-    hops = next(r for r in results if r["bench"] == "idle_hops" and "reps" in r)  # the summary, after each rep
-    assert 0 < hops["place_to_assigned_p50_ms"]["median"] < hops["total_p50_ms"]["median"]
-    agent = next(r for r in results if r["bench"] == "failover_agent")
-    assert agent["redispatch_s"]["median"] > 0
+    assert results, f"{module} printed no result"
+    assert EXPECTED.get(_id(module, args), set()) <= {r["bench"] for r in results}
+    for result in results:
+        _check(result)
     assert list(tmp_path.glob("*.json")), "results were not written"

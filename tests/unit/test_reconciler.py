@@ -118,7 +118,7 @@ class _Server:
         return SimpleNamespace(ack_floor=SimpleNamespace(stream_seq=10**6), num_pending=0, num_ack_pending=0)
 
     async def stream_info(self, stream: str) -> SimpleNamespace:
-        return SimpleNamespace(state=SimpleNamespace(last_seq=10**6))
+        return SimpleNamespace(state=SimpleNamespace(last_seq=10**6, messages=0), config=SimpleNamespace(max_msgs=-1))
 
 
 class _Lost:
