@@ -40,9 +40,8 @@ class Delivery(Protocol):
         ...
 
 
-class Message(Protocol):
-    """A message as a handler gets it: from a durable consumer (ack, nak, term, in_progress, metadata) or a
-    plain subscription (respond)."""
+class Request(Protocol):
+    """What any delivered message carries, and the answer to it (a service endpoint's handler gets this)."""
 
     @property
     def subject(self) -> str: ...
@@ -52,6 +51,13 @@ class Message(Protocol):
 
     @property
     def headers(self) -> dict[str, str] | None: ...
+
+    async def respond(self, data: bytes) -> None: ...
+
+
+class Message(Request, Protocol):
+    """A message as a handler gets it: from a durable consumer (ack, nak, term, in_progress, metadata) or a
+    plain subscription (respond)."""
 
     @property
     def metadata(self) -> Delivery: ...
@@ -63,8 +69,6 @@ class Message(Protocol):
     async def term(self) -> None: ...
 
     async def in_progress(self) -> None: ...
-
-    async def respond(self, data: bytes) -> None: ...
 
 
 Handler = Callable[[Message], Awaitable[None]]

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 from nats import micro
 from nats.js import JetStreamContext
 from nats.micro.service import Service
 
 from jetcron.bus.kv import Store
-from jetcron.bus.ports import Connection
+from jetcron.bus.ports import Connection, Request
 from jetcron.core.errors import JetcronError
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import ServiceInstance
@@ -52,21 +51,6 @@ async def add_ping_service(nc: Connection, instance: ServiceInstance, version: s
         nc, name=s.health_service_name(instance.service), version=version,
         description=f"jetcron {instance.service} instance {instance.instance}",
         metadata={"instance": instance.instance, "host": instance.host, "metrics_url": instance.metrics_url})
-
-
-class Request(Protocol):
-    """A request to a service endpoint, as its handler gets it."""
-
-    @property
-    def subject(self) -> str: ...
-
-    @property
-    def data(self) -> bytes: ...
-
-    @property
-    def headers(self) -> dict[str, str] | None: ...
-
-    async def respond(self, data: bytes) -> None: ...
 
 
 Endpoint = tuple[str, str, Callable[[Request], Awaitable[None]]]

@@ -190,20 +190,27 @@ async def _ensure_object_store(js: JetStreamContext, config: ObjectStoreConfig) 
 
 # A cluster leaves all but one of several concurrent creators of the same R3 stream without any reply,
 # and answers 503 around a meta leader election: every service starting at once on a fresh cluster hits
-# this. Each step checks before it creates, so repeating it is safe.
+# this. A node not yet known to the meta leader (a cluster just formed, or one node restarting) makes an R3
+# create fail with 10005, "no suitable peers for placement": it is there a moment later. Each step checks
+# before it creates, so repeating it is safe.
 _TRANSIENT = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+_NO_PEERS_YET = 10005
 SETUP_DEADLINE = 60.0
 
 
-async def _until_answered(step: Callable[[], Awaitable[object]], deadline: float) -> None:
+def _transient(exc: Exception) -> bool:
+    return isinstance(exc, _TRANSIENT) or (isinstance(exc, BadRequestError) and exc.err_code == _NO_PEERS_YET)
+
+
+async def _until_answered(step: Callable[[], Awaitable[object]], deadline: float, *, delay: float = 0.2) -> None:
+    """Run `step` until it is answered, retrying transient refusals with a growing pause until `deadline`."""
     loop = asyncio.get_running_loop()
-    delay = 0.2
     while True:
         try:
             await step()
             return
-        except _TRANSIENT:
-            if loop.time() + delay > deadline:
+        except Exception as exc:
+            if not _transient(exc) or loop.time() + delay > deadline:
                 raise
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)

@@ -10,7 +10,8 @@ import structlog
 from opentelemetry.trace import SpanKind
 
 from jetcron.bus import rpc
-from jetcron.bus.registry import Endpoint, Request, add_endpoints
+from jetcron.bus.ports import Request
+from jetcron.bus.registry import Endpoint, add_endpoints
 from jetcron.core.errors import Misconfigured
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call

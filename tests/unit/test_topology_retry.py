@@ -1,0 +1,47 @@
+"""Making the topology on a cluster that is still forming: transient refusals are retried until the
+deadline, anything else is raised at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+from nats.js.errors import BadRequestError, ServiceUnavailableError
+
+from jetcron.bus.topology import _until_answered
+
+
+def _failing(errors: list[Exception]) -> tuple[Callable[[], Awaitable[None]], list[int]]:
+    calls = [0]
+
+    async def step() -> None:
+        calls[0] += 1
+        if errors:
+            raise errors.pop(0)
+
+    return step, calls
+
+
+def _no_peers() -> BadRequestError:
+    return BadRequestError(code=400, err_code=10005, description="no suitable peers for placement, peer offline")
+
+
+async def test_a_peer_not_known_yet_and_a_busy_meta_leader_are_retried() -> None:
+    step, calls = _failing([_no_peers(), ServiceUnavailableError(code=503), _no_peers()])
+    await _until_answered(step, asyncio.get_running_loop().time() + 5, delay=0.001)
+    assert calls[0] == 4
+
+
+async def test_any_other_refusal_is_raised_at_once() -> None:
+    step, calls = _failing([BadRequestError(code=400, err_code=10058, description="stream name already in use")])
+    with pytest.raises(BadRequestError, match="10058"):
+        await _until_answered(step, asyncio.get_running_loop().time() + 5, delay=0.001)
+    assert calls[0] == 1
+
+
+async def test_a_refusal_that_lasts_past_the_deadline_is_raised() -> None:
+    step, calls = _failing([_no_peers() for _ in range(1000)])
+    with pytest.raises(BadRequestError, match="no suitable peers"):
+        await _until_answered(step, asyncio.get_running_loop().time() + 0.05, delay=0.01)
+    assert 2 <= calls[0] < 1000
