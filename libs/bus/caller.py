@@ -11,7 +11,7 @@ import nats.errors
 
 from jetcron.bus.connect import Identity
 from jetcron.bus.ports import Connection, Message
-from jetcron.bus.rpc import NoAnswer
+from jetcron.bus.rpc import answered
 from jetcron.core.errors import Unauthorized, Unavailable, Untrusted
 
 CONNECT_SECONDS = 8.0
@@ -82,9 +82,4 @@ async def ask(nc: Connection, denials: Denials, subject: str, data: bytes, *, ti
     if not request.done() and subject in (denials.last or ""):
         request.cancel()
         return None
-    try:
-        return await request
-    except nats.errors.NoRespondersError:
-        raise NoAnswer(f"{subject}: no responders", responders=False) from None
-    except (TimeoutError, nats.errors.TimeoutError):
-        raise NoAnswer(f"{subject}: no answer within {timeout:g}s", responders=True) from None
+    return await answered(request, subject, timeout)

@@ -22,6 +22,9 @@ from jetcron.bus.kv import translate
 from jetcron.core.errors import Conflict, JetcronError
 from jetcron.wire import subjects as s
 
+LIST_WAIT = 5.0
+"""Seconds a listing waits for its next entry before it counts as unanswered."""
+
 
 class StaleCheckpoint(Conflict):
     """A newer attempt of the run has saved a checkpoint: this (older, fenced) attempt may not overwrite it."""
@@ -114,17 +117,26 @@ class Checkpoints:
         return saved
 
     async def names(self) -> AsyncIterator[str]:
-        """Every live object name in the bucket (records and files)."""
+        """Every live object name in the bucket (records and files).
+
+        Not nats-py's list(): it reads the last meta message, then watches for it, and waits for ever for the
+        end-of-data marker when the last object is removed between the two (the watch then delivers nothing;
+        a tracker sweeping checkpoints while another removes them hung so). Each wait here is bounded: a
+        listing that stalls is Unavailable, and the caller tries again."""
         obj = await self._obj()
+        names: list[str] = []
         try:
-            infos = await obj.list(ignore_deletes=True)
-        except jse.NotFoundError:
-            return
+            watcher: Any = await obj.watch(ignore_deletes=True)  # nats-py leaves its watcher untyped
+            try:
+                while (info := await watcher.updates(timeout=LIST_WAIT)) is not None:
+                    if not info.deleted:
+                        names.append(info.name)
+            finally:
+                await watcher.stop()
         except Exception as exc:
             raise translate(exc, "list checkpoints") from exc
-        for info in infos:
-            if not info.deleted:
-                yield info.name
+        for name in names:
+            yield name
 
     async def remove_run(self, run_id: str) -> int:
         """Remove every object of the run; how many there were."""

@@ -13,7 +13,7 @@ from typing import TypeVar
 import msgspec
 
 from jetcron.bus.records import RecordOps, kind_of
-from jetcron.core.errors import NotFound, Unavailable, WriteConflict
+from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -40,25 +40,17 @@ class MemoryRecords(RecordOps[T]):
         self.name = name
         self.kind = kind
         self.before_write = before_write
-        self.unavailable: str | None = None
-        """Set to a reason to make every call fail with Unavailable (a storage outage)."""
         self._last: dict[str, tuple[bytes | None, int]] = {}
         self._seq = 0
         self._watchers: list[tuple[str, asyncio.Queue[tuple[str, T | None, int]]]] = []
 
-    def _check(self, what: str) -> None:
-        if self.unavailable is not None:
-            raise Unavailable(f"{what}: {self.unavailable}")
-
     async def get(self, key: str) -> tuple[T, int]:
-        self._check(f"read {self.name}/{key}")
         data, revision = self._last.get(key, (None, 0))
         if data is None:
             raise NotFound(kind_of(self.name), key)
         return decode(data, self.kind), revision
 
     async def _write(self, op: str, key: str, value: T | None, expect: int | None) -> int:
-        self._check(f"{op} {self.name}/{key}")
         if self.before_write is not None:
             await self.before_write(op, key)
         data, revision = self._last.get(key, (None, 0))
@@ -88,11 +80,9 @@ class MemoryRecords(RecordOps[T]):
 
     async def keys(self, pattern: str = ">") -> list[str]:
         """As the server's per-subject counts: a key whose last write is a delete marker is listed too."""
-        self._check(f"list {self.name}")
         return [key for key in self._last if subject_matches(pattern, key)]
 
     async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
-        self._check(f"watch {self.name}")
         queue: asyncio.Queue[tuple[str, T | None, int]] = asyncio.Queue()
         # The snapshot and the live queue are taken together (no await between): no write falls in a gap.
         current = [(key, decode(data, self.kind), revision) for key, (data, revision) in self._last.items()
@@ -122,7 +112,7 @@ class MemoryDelivery:
 
 @dataclass
 class MemoryMessage:
-    """ports.Message: records what its handler did with it; a queue's messages go back to their queue."""
+    """ports.Message: settling it tells its queue (ack and term end it, nak brings it back after the delay)."""
 
     subject: str
     data: bytes
@@ -130,36 +120,30 @@ class MemoryMessage:
     seq: int = 0
     delivered: int = 1
     queue: MemoryQueue | None = None
-    outcomes: list[str] = field(default_factory=list)
     responses: list[bytes] = field(default_factory=list)
+    """What `respond` sent, in order."""
 
     @property
     def metadata(self) -> MemoryDelivery:
         return MemoryDelivery(MemoryPosition(self.seq), self.delivered)
 
     async def ack(self) -> None:
-        self._settle("ack")
+        if self.queue is not None:
+            self.queue.done(self.seq)
 
     async def nak(self, delay: float | None = None) -> None:
-        self._settle("nak" if delay is None else f"nak {delay:g}")
         if self.queue is not None:
             self.queue.redeliver(self.seq, delay or 0.0)
 
     async def term(self) -> None:
-        self._settle("term")
+        await self.ack()  # neither comes back; the server counts them apart, nothing here reads that
 
     async def in_progress(self) -> None:
-        self.outcomes.append("in_progress")
         if self.queue is not None:
             self.queue.touch(self.seq)
 
     async def respond(self, data: bytes) -> None:
         self.responses.append(data)
-
-    def _settle(self, outcome: str) -> None:
-        self.outcomes.append(outcome)
-        if self.queue is not None and outcome in ("ack", "term"):
-            self.queue.done(self.seq)
 
 
 class MemoryQueue:
@@ -223,8 +207,3 @@ class MemoryQueue:
 
     def done(self, seq: int) -> None:
         self._due.pop(seq, None)
-
-    @property
-    def pending(self) -> int:
-        """Messages neither acked nor terminated."""
-        return len(self._due)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import nats.errors
 from nats.aio.subscription import Subscription
@@ -27,8 +27,13 @@ class NoAnswer(Unavailable):
 async def request(nc: Connection, subject: str, data: bytes, *, timeout: float,
                   headers: dict[str, str] | None = None) -> Message:
     """The reply to one request; NoAnswer (naming the subject and why) when none comes."""
+    return await answered(nc.request(subject, data, timeout=timeout, headers=headers), subject, timeout)
+
+
+async def answered(reply: Awaitable[Message], subject: str, timeout: float) -> Message:
+    """A request's reply as it arrives; its failures to arrive as NoAnswer."""
     try:
-        return await nc.request(subject, data, timeout=timeout, headers=headers)
+        return await reply
     except nats.errors.NoRespondersError:
         raise NoAnswer(f"{subject}: no responders", responders=False) from None
     except (TimeoutError, nats.errors.TimeoutError):

@@ -9,7 +9,7 @@ import msgspec
 
 from jetcron.bus.consume import PullQueue
 from jetcron.bus.memory import MemoryQueue
-from jetcron.bus.ports import Message
+from jetcron.bus.ports import Message, WorkQueue
 from jetcron.bus.publish import publish
 
 ACK_WAIT = 1.0
@@ -22,13 +22,13 @@ class Item(msgspec.Struct, frozen=True):
     count: int = 0
 
 
-class Queue(Protocol):
+class Queue(WorkQueue, Protocol):
+    """The work-queue port plus what a test needs to fill it."""
+
     subject: str
     """Messages go to `subject.<anything>`."""
 
     async def publish(self, subject: str, data: bytes, *, msg_id: str | None = None) -> int: ...
-
-    async def fetch(self, batch: int, timeout: float) -> list[Message]: ...
 
 
 class ServerQueue:
