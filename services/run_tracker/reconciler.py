@@ -20,6 +20,7 @@ from jetcron.bus.lease import Lease
 from jetcron.core import reconcile_steps as step
 from jetcron.core.due_index import DueIndex
 from jetcron.core.errors import JetcronError
+from jetcron.core.leases import foreign_claim
 from jetcron.core.models import Run
 from jetcron.core.reconcile import Timing, Tracked, judge, quiet_until, release, track, with_horizon
 from jetcron.core.run_state import RunEvent
@@ -218,6 +219,8 @@ class Reconciler:
                     look = step.MemberLease(index=index, claim=_claim(member))
                 case step.TakeAway():
                     assert lease is not None
+                    if not await self._still_foreign(lease, run_id):
+                        return  # our copy of the run was behind the claim: its record comes by the watch
                     await self._take_away(lease, seen)
                     look = step.RunLease(claim=None, read_up_to=self.progress.read_up_to)
                 case step.AskAgentReports(agent=agent, since=since):
@@ -261,6 +264,15 @@ class Reconciler:
                 self.quiet.remove(run_id)
             case step.NeedHorizon():
                 self._unsequenced.add(run_id)  # read at the end of this sweep, after the looks at the agents
+
+    async def _still_foreign(self, lease: Lease, run_id: str) -> bool:
+        """The claim judged against the run's stored record, not our copy: a copy that lags (the watch behind a
+        re-placement, a NATS node lost meanwhile) makes the next attempt's honest claim look foreign."""
+        found = await self.ctx.runs.maybe(run_id)
+        if found is None:
+            return False
+        run = found[0]
+        return foreign_claim(lease.writer, lease.value.holder, lease.value.attempt, run.agent, run.attempt)
 
     async def _take_away(self, lease: Lease, run: Run) -> None:
         """A claim on this run by an agent it was not placed on (a compromised or broken agent: its credential

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import cast
 
+import msgspec
+
 from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.config import Settings
 from jetcron.core.models import AgentInfo, JobSpec, Run, RunState
@@ -194,3 +196,47 @@ async def test_runs_on_an_agent_with_no_reports_queued_are_lost_as_before() -> N
     reconciler, _, lost, clock = herd_past_its_leases(agent)
     await sweeps(reconciler, clock, 31, 1.5, agent)
     assert (len(lost.runs), reconciler.awaiting) == (HERD, {})
+
+
+class _Claimed:
+    """A live claim on attempt 2 by agent-1; revokes are recorded."""
+
+    def __init__(self) -> None:
+        self.revoked: list[str] = []
+
+    async def read(self, key: str) -> Lease:
+        return Lease(key=key, token=9, value=LeaseValue(holder="agent-1", attempt=2), written_at=at(0), ttl=10.0,
+                     writer="agent-1")
+
+    async def revoke(self, key: str, why: str, ttl: float) -> int:
+        self.revoked.append(why)
+        return 1
+
+
+async def _sweep_with_a_stale_copy(stored_attempt: int, stored_agent: str) -> _Claimed:
+    """Our copy of the run says attempt 1 on agent-2; the claim is attempt 2 by agent-1; the stored record is
+    as given."""
+    from jetcron.bus.memory import MemoryRecords
+    from jetcron.wire import subjects as s
+
+    leases, runs = _Claimed(), MemoryRecords(s.BUCKET_RUNS, Run)
+    ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0, assign_stall=30.0), leases=leases,
+                                        runs=runs, log=SimpleNamespace(warning=lambda *a, **k: None,
+                                                                       info=lambda *a, **k: None)))
+    reconciler = Reconciler(ctx, cast(Records, None))
+    reconciler.progress = _Progress()  # type: ignore[assignment]
+    copy = Run(run_id="j.x", job="j", state=RunState.RUNNING, attempt=1, scheduled_at=DUE, due_at=DUE,
+               created_at=DUE, assigned_at=DUE, agent="agent-2", agents=["agent-2"], spec=JobSpec(name="j",
+                                                                                                 command=["true"]))
+    await runs.put("j.x", msgspec.structs.replace(copy, attempt=stored_attempt, agent=stored_agent,
+                                                  agents=[stored_agent]))
+    reconciler.on_record(copy.run_id, copy, 1)
+    await reconciler.sweep(at(1))
+    return leases
+
+
+async def test_a_claim_ahead_of_our_copy_of_the_run_is_judged_on_the_stored_record() -> None:
+    # The run moved on to attempt 2 on agent-1 (our copy lags): agent-1's claim is honest, left alone
+    assert (await _sweep_with_a_stale_copy(2, "agent-1")).revoked == []
+    # The stored record agrees with our copy: a claim on a later attempt by another agent is taken away
+    assert (await _sweep_with_a_stale_copy(1, "agent-2")).revoked == ["claimed by agent-1, not placed there"]
