@@ -278,18 +278,19 @@ def _limits(base: Path) -> str:
     return "?"
 
 
-def run(n: int, reps: int, sync_always: bool, gap: float) -> dict[str, Any]:
+def run(n: int, reps: int, sync_always: bool, gap: float, spare: bool) -> dict[str, Any]:
     per_rep: list[dict[str, Any]] = []
+    name = "idle_hops" if spare else "idle_hops_no_spare"
     for rep in range(reps):
-        with system(sync_always=sync_always, agents=1) as jc:
+        with system(sync_always=sync_always, agents=1, agent_env={"JETCRON_AGENT_SPARE": str(spare).lower()}) as jc:
             result = asyncio.run(measure(jc.url, n, gap))
             limits = _limits(jc.base)
-        result = {"bench": "idle_hops", "rep": rep + 1, "sync_always": sync_always, "runs": n,
+        result = {"bench": name, "rep": rep + 1, "sync_always": sync_always, "runs": n, "agent_spare": spare,
                   "agent_limits": limits, **result}
         emit(result)  # one line per repetition; bench.run keeps the last line of a name, the summary below
         per_rep.append(result)
-    out: dict[str, Any] = {"bench": "idle_hops", "sync_always": sync_always, "runs": n, "reps": reps,
-                           "agent_limits": per_rep[-1]["agent_limits"],
+    out: dict[str, Any] = {"bench": name, "sync_always": sync_always, "runs": n, "reps": reps,
+                           "agent_spare": spare, "agent_limits": per_rep[-1]["agent_limits"],
                            "write_rtt_p50_ms": summary([r["write_rtt_p50_ms"] for r in per_rep])}
     for name, _, _ in HOPS:
         for q in ("p50", "p99"):
@@ -305,9 +306,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--gap", type=float, default=0.02, help="seconds between a run's end and the next submit")
     parser.add_argument("--sync", choices=("always", "default", "both"), default="always")
+    parser.add_argument("--spare", choices=("on", "off", "both"), default="on",
+                        help="the agent's spare child (JETCRON_AGENT_SPARE); both: off, then on, to compare")
     args = parser.parse_args()
     for sync in {"always": (True,), "default": (False,), "both": (True, False)}[args.sync]:
-        emit(run(args.runs, args.reps, sync, args.gap))
+        for spare in {"on": (True,), "off": (False,), "both": (False, True)}[args.spare]:
+            emit(run(args.runs, args.reps, sync, args.gap, spare))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from jetcron.services.agent.limits import RunLimits
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.run_creds import run_credential
 from jetcron.services.agent.secrets import resolve_secrets
+from jetcron.services.agent.spares import SparePool
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -68,8 +69,10 @@ class Attempt:
                  parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
                  asked_at: float | None = None, window: ReportWindow | None = None,
-                 user: JobUser | None = None) -> None:
+                 user: JobUser | None = None, spares: SparePool | None = None) -> None:
         self.ctx = ctx
+        self.spares = spares
+        """Children already in run groups (spares.py); None: every run is spawned."""
         self.user = user
         """Who the child runs as (None: the agent's own user)."""
         self.window = window if window is not None else ReportWindow(1, hold=0.0)
@@ -307,8 +310,10 @@ class Attempt:
             self.groups.add_container(container)
         switch = None if spec.run_as_root or self.user is None or self.user.uid is None or self.user.gid is None \
             else (self.user.uid, self.user.gid)
+        spare = self.spares.take() if self.spares is not None and limits is not None else None
         self.execution = Execution(argv, env, limits=limits, timeout=spec.timeout_seconds, user=switch,
-                                   kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill)
+                                   kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill,
+                                   spare=spare)
         try:
             failed = await self.execution.start()
             if failed is not None:
@@ -321,6 +326,8 @@ class Attempt:
                 return await self.execution.wait()
             finally:
                 self.groups.remove(self.execution.pid)
+                if self.spares is not None:
+                    self.spares.refill()
         finally:
             if container is not None and self.setup.runtime is not None:
                 await containers.remove(self.setup.runtime, container)

@@ -8,9 +8,13 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jetcron.services.agent import launch
 from jetcron.services.agent.limits import RunLimits
+
+if TYPE_CHECKING:
+    from jetcron.services.agent.spares import Spare
 
 CHUNK = 64 * 1024
 FLUSH_SECONDS = 0.2
@@ -35,8 +39,11 @@ class Execution:
 
     def __init__(self, argv: list[str], env: dict[str, str], *, limits: RunLimits | None, timeout: float | None,
                  kill_grace: float, on_output: Callable[[str, bytes], Awaitable[None]],
-                 on_kill: Callable[[], Awaitable[None]] | None = None, user: tuple[int, int] | None = None) -> None:
+                 on_kill: Callable[[], Awaitable[None]] | None = None, user: tuple[int, int] | None = None,
+                 spare: Spare | None = None) -> None:
         self.argv = argv
+        self.spare = spare
+        """A child already in groups of its own, to start the program in instead of spawning (spares.py)."""
         self.user = user
         """(uid, gid) the child switches to after joining its cgroups; None: the agent's own."""
         self.env = env
@@ -61,6 +68,14 @@ class Execution:
         program = launch.resolve(self.argv[0], self.env)
         if program is None:
             return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: not found or not executable")
+        if self.spare is not None and self.limits is not None and self.limits.memory_mb is not None:
+            spare, self.spare = self.spare, None
+            setpriv = launch.setpriv_path()
+            argv = [*launch.switch_user(setpriv, self.user), program, *self.argv[1:]] if setpriv else []
+            if argv and await spare.launch(argv, self.env, self.limits.memory_mb):
+                self.proc, self.limits = spare.proc, spare.limits
+                return None
+            await spare.discard()
         if self.limits is not None:
             self.limits.create()
         argv, preexec = launch.command([program, *self.argv[1:]], self.limits, self.user)

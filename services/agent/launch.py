@@ -8,7 +8,8 @@ execs the next: `setpriv --pdeathsig KILL`, then `sh -c` writing its own pid int
 starts inside them; nothing it forks can escape) or `prlimit`, then `setpriv --reuid --regid --clear-groups`
 to drop to the job's user (last: joining cgroups needs root), then the program itself with its argv untouched.
 The pid stays the same through every exec, so the program still leads its own process group. Where the tools
-are missing, the preexec_fn does the same.
+are missing, the preexec_fn does the same. An idle agent mostly skips all this: a spare child already in its
+groups takes the run (spares.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ def _tools() -> tuple[str | None, str | None, str | None]:
         else:
             setpriv = setpriv if done.returncode == 0 else None  # too old for --pdeathsig
     return setpriv, shutil.which("prlimit"), shutil.which("sh")
+
+
+def setpriv_path() -> str | None:
+    """setpriv, if this host has one that knows --pdeathsig."""
+    return _tools()[0]
 
 
 def resolve(program: str, env: dict[str, str]) -> str | None:
@@ -82,8 +88,11 @@ def command(argv: list[str], limits: RunLimits | None,
     elif limits is not None:
         if prlimit is None:
             return argv, _preexec(limits, user)
-        memory = limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024
-        prefix += [prlimit, f"--as={memory}", f"--nproc={limits.max_pids}", "--"]
-    if user is not None:
-        prefix += [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]
-    return [*prefix, *argv], None
+        memory = [] if limits.memory_mb is None else [f"--as={limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024}"]
+        prefix += [prlimit, *memory, f"--nproc={limits.max_pids}", "--"]
+    return [*prefix, *switch_user(setpriv, user), *argv], None
+
+
+def switch_user(setpriv: str, user: tuple[int, int] | None) -> list[str]:
+    """The tool in front of the program that drops to the job's user (nothing: it runs as the agent's)."""
+    return [] if user is None else [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]

@@ -156,10 +156,11 @@ def _counter(path: Path, name: str) -> int:
 class RunLimits:
     """The limits of one attempt: create its group(s), put the child in them, say which limit ended it."""
 
-    def __init__(self, root: LimitRoot, name: str, *, memory_mb: int, max_pids: int) -> None:
+    def __init__(self, root: LimitRoot, name: str, *, memory_mb: int | None, max_pids: int) -> None:
         self.root = root
         self.name = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:200]
         self.memory_mb = memory_mb
+        """None: no memory limit yet (a spare's groups, made before its run is known: spares.py)."""
         self.max_pids = max_pids
         self.groups: list[Path] = []
 
@@ -174,30 +175,39 @@ class RunLimits:
             return
         memory = root.memory / self.name
         pids = root.pids / self.name
-        limit = str(self.memory_mb * 1024 * 1024)
         try:
             for group in dict.fromkeys((memory, pids)):
                 group.mkdir(exist_ok=True)
                 self.groups.append(group)
-            if root.mechanism == CGROUP2:
-                (memory / "memory.max").write_text(limit)
-                with contextlib.suppress(OSError):
-                    (memory / "memory.swap.max").write_text("0")
-            else:
-                (memory / "memory.limit_in_bytes").write_text(limit)
-                with contextlib.suppress(OSError):  # swap accounting may be off
-                    (memory / "memory.memsw.limit_in_bytes").write_text(limit)
+            if self.memory_mb is not None:
+                self.limit_memory(self.memory_mb)
             (pids / "pids.max").write_text(str(self.max_pids))
         except OSError:
             self.remove()
             self.root = LimitRoot(RLIMIT)
 
+    def limit_memory(self, memory_mb: int) -> None:
+        """Write the memory limit of groups already made (OSError if refused: v1 refuses one below what its
+        members use)."""
+        assert self.root.memory is not None
+        memory, limit = self.root.memory / self.name, str(memory_mb * 1024 * 1024)
+        if self.root.mechanism == CGROUP2:
+            (memory / "memory.max").write_text(limit)
+            with contextlib.suppress(OSError):
+                (memory / "memory.swap.max").write_text("0")
+        else:
+            (memory / "memory.limit_in_bytes").write_text(limit)
+            with contextlib.suppress(OSError):  # swap accounting may be off
+                (memory / "memory.memsw.limit_in_bytes").write_text(limit)
+        self.memory_mb = memory_mb
+
     def enter(self) -> None:
         """In the child between fork and exec: join the run's groups, or apply rlimits."""
         if not self.groups:
-            limit = self.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            if self.memory_mb is not None:
+                limit = self.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024
+                with contextlib.suppress(ValueError, OSError):
+                    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             with contextlib.suppress(ValueError, OSError):
                 # Per user, not per run, and ignored for root: the weakest of the fallbacks (docs/guarantees.md).
                 resource.setrlimit(resource.RLIMIT_NPROC, (self.max_pids, self.max_pids))

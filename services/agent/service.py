@@ -28,6 +28,7 @@ from jetcron.services.agent.container import remove_leftovers
 from jetcron.services.agent.gpu_health import GpuHealth
 from jetcron.services.agent.host import HostSetup, checked_agent_id, describe, parse_labels
 from jetcron.services.agent.reports import ReportWindow
+from jetcron.services.agent.spares import SparePool
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context, background
@@ -71,6 +72,9 @@ class Agent:
         self.job_user = job_user(ctx.settings.agent_job_user, os.getuid())
         """Who jobs run as (looked up once: an unknown user stops the agent at start, not each run)."""
         self.strays = StrayGuard(Path(ctx.settings.data_dir) / f"agent-{agent_id}.pgids", agent_id)
+        self.spares = SparePool(setup.limits, max_pids=ctx.settings.agent_max_pids, strays=self.strays,
+                                agent_id=agent_id) \
+            if ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits) else None
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
         run_vars = {
@@ -143,7 +147,8 @@ class Agent:
             return None
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
         return kind(self.ctx, cmd, lease, partial(self._env, cmd, lease.token), continue_trace(msg.headers),
-                    self.strays, self.setup, granted, asked_at, self.reports, user=self.job_user)
+                    self.strays, self.setup, granted, asked_at, self.reports, user=self.job_user,
+                    spares=self.spares)
 
     async def start(self, attempt: Attempt) -> None:
         """Start an attempt whose lease this agent has just taken, in the slot taken for it (`take`): every
@@ -281,6 +286,8 @@ async def main(ctx: Context) -> None:
         ctx.log.warning("killed strays from an earlier life", strays=strays)
     cgroups = sorted({str(d) for d in (setup.limits.memory, setup.limits.pids) if d is not None})
     await agent.strays.start_reaper(sys.executable, setup.runtime, cgroups)
+    if agent.spares is not None:
+        agent.spares.refill()
     durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
     control = await rpc.serve(ctx.nc, s.control_subject(agent.agent_id), agent.on_control)
     consume_stop = asyncio.Event()
@@ -301,5 +308,7 @@ async def main(ctx: Context) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
     with contextlib.suppress(JetcronError):
         await ctx.agents.delete(agent.agent_id)
+    if agent.spares is not None:
+        await agent.spares.close()
     await agent.strays.stop_reaper()
     setup.limits.close()

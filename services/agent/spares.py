@@ -1,0 +1,164 @@
+"""A spare child: a process already inside fresh run groups, waiting for a run's program.
+
+Joining a cgroup (a write to `cgroup.procs`) waits in the kernel for an RCU grace period (the cgroup
+threadgroup lock is a per-cpu rwsem, and its writer synchronises RCU unless another writer came just before).
+On an idle host that is 10 to 20 ms; back to back, under load, it is a fraction of a millisecond. So an idle
+agent's quick run spent most of its time joining its groups (docs/benchmarks.md, "Idle latency, hop by hop").
+
+The agent keeps one spare, made off any run's path: `setpriv --pdeathsig KILL` (it dies with the agent), then
+a short perl program that joins the spare's groups and blocks reading its stdin. A run that starts takes the
+spare: its memory limit is written to the groups, and the program's environment and argv (NUL-separated) are
+written to the pipe; perl replaces its environment with exactly that one, points stdin at /dev/null and execs
+the argv (the user switch, when there is one, is `setpriv` at its front, as on the normal path). The pid, the
+process group and the groups stay the program's. Perl, not a shell: a shell adds variables of its own to the
+program's environment (bash: SHLVL, PWD) and cannot read NUL-separated items. The environment never goes on a
+command line, where other users could read it. A new spare is made once the run's child has ended (refill).
+
+Where perl or setpriv is missing, where runs get rlimits rather than groups, or when no spare is ready (a
+burst of starts), runs are spawned as before (launch.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+from functools import cache
+
+from jetcron.services.agent import launch
+from jetcron.services.agent.executor import kill_group
+from jetcron.services.agent.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits
+from jetcron.services.agent.strays import StrayGuard
+
+# Join each cgroup.procs named in argv; read the count of environment items, the items, then the argv.
+WAIT_AND_EXEC = r"""
+for my $p (@ARGV) { open(my $f, ">", $p) or exit 125; print {$f} $$; close($f) or exit 125 }
+$/ = "\0"; my @a = <STDIN>; chomp @a;
+exit 0 unless @a;
+open(STDIN, "<", "/dev/null") or exit 125;
+my $n = shift @a; %ENV = map { split(/=/, $_, 2) } splice(@a, 0, $n);
+exec { $a[0] } @a or print STDERR "jetcron: could not start $a[0]: $!\n";
+exit 127;
+"""
+@cache
+def _perl() -> str | None:
+    return shutil.which("perl")
+
+
+def encode(env: dict[str, str], argv: list[str]) -> bytes:
+    """What the spare reads: the number of environment items, the items (NAME=value), then the argv."""
+    items = [str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
+    if any("\0" in item for item in items):
+        raise ValueError("a NUL byte in the run's environment or argv")
+    return b"".join(item.encode() + b"\0" for item in items)
+
+
+class Spare:
+    def __init__(self, proc: asyncio.subprocess.Process, limits: RunLimits, strays: StrayGuard) -> None:
+        self.proc = proc
+        self.limits = limits
+        self.strays = strays
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+    async def launch(self, argv: list[str], env: dict[str, str], memory_mb: int) -> bool:
+        """Give it the run: its memory limit, environment and argv. False (and nothing started) if the limit is
+        refused (v1 refuses one below what the group holds: the waiting perl is charged only what it touched after
+        joining, about 256 KB) or the spare is gone; the caller then spawns as before."""
+        if not self.alive or self.proc.stdin is None:
+            return False
+        try:
+            self.limits.limit_memory(memory_mb)
+            self.proc.stdin.write(encode(env, argv))
+            await self.proc.stdin.drain()
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    async def discard(self) -> None:
+        """End a spare that will not run anything (unused, refused, or at the agent's stop); remove its groups."""
+        if self.alive:
+            kill_group(self.proc.pid, signal.SIGKILL)
+        await self.proc.wait()
+        self.strays.remove(self.proc.pid)
+        await self.limits.remove_soon()
+
+
+class SparePool:
+    """One spare, made again each time one is taken."""
+
+    def __init__(self, root: LimitRoot, *, max_pids: int, strays: StrayGuard, agent_id: str) -> None:
+        self.root = root
+        self.max_pids = max_pids
+        self.strays = strays
+        self.agent_id = agent_id
+        self.ready: Spare | None = None
+        self._making: asyncio.Task[None] | None = None
+        self._made = 0
+        self._closed = False
+        self._discarding: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    def usable(root: LimitRoot) -> bool:
+        """Spares pay only where runs join groups, and need perl and a setpriv with --pdeathsig."""
+        return root.mechanism in (CGROUP1, CGROUP2) and launch.setpriv_path() is not None and _perl() is not None
+
+    def take(self) -> Spare | None:
+        """The ready spare, or None (the run is spawned as before)."""
+        spare, self.ready = self.ready, None
+        if spare is not None and not spare.alive:
+            task = asyncio.ensure_future(spare.discard())
+            self._discarding.add(task)
+            task.add_done_callback(self._discarding.discard)
+            return None
+        return spare
+
+    def refill(self) -> None:
+        """Make a spare in the background, unless one is ready or being made. Called at the agent's start and
+        whenever a run's child has ended, not when one is taken: the new spare's join would stall the child that
+        just started (a writer waiting for the grace period blocks the exec and the exit of every other process
+        meanwhile: measured, the child of an idle run took 13 ms instead of 3)."""
+        if self._closed or self._making is not None or self.ready is not None:
+            return
+        self._making = asyncio.ensure_future(self._make())
+
+    async def _make(self) -> None:
+        try:
+            self._made += 1
+            limits = RunLimits(self.root, f"spare-{self._made}", memory_mb=None, max_pids=self.max_pids)
+            limits.create()
+            setpriv, perl = launch.setpriv_path(), _perl()
+            if not limits.groups or setpriv is None or perl is None:
+                return  # the groups could not be made: runs are spawned as before, and the next take tries again
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    setpriv, "--pdeathsig", "KILL", "--", perl, "-e", WAIT_AND_EXEC, "--",
+                    *(str(g / "cgroup.procs") for g in limits.groups),
+                    env={"JETCRON_AGENT_ID": self.agent_id}, stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            except OSError:
+                limits.remove()
+                return
+            self.strays.add(proc.pid)
+            spare = Spare(proc, limits, self.strays)
+            if self._closed:
+                await spare.discard()
+            else:
+                self.ready = spare
+        finally:
+            self._making = None
+
+    async def close(self) -> None:
+        """At the agent's stop: end the spare and remove its groups."""
+        self._closed = True
+        if self._making is not None:
+            with contextlib.suppress(Exception):
+                await self._making
+        spare, self.ready = self.ready, None
+        if spare is not None:
+            await spare.discard()
+        await asyncio.gather(*self._discarding, return_exceptions=True)

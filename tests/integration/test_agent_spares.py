@@ -1,0 +1,190 @@
+"""The agent's spare child (services/agent/spares.py): real processes in real cgroups, no NATS needed.
+
+A run handed to a spare must look exactly like a spawned one to its program: its environment and nothing
+else, its argv untouched, stdin empty, its own process group, its groups with the run's memory limit, its exit
+code; and a spare that cannot take the run must leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from harness import pid_alive, wait_for
+
+from jetcron.services.agent.executor import Execution, Outcome
+from jetcron.services.agent.limits import LimitRoot, RunLimits, detect
+from jetcron.services.agent.spares import Spare, SparePool, encode
+from jetcron.services.agent.strays import StrayGuard
+
+SHOW = ("import json, os, sys; print(json.dumps({'env': dict(os.environ), 'argv': sys.argv[1:], "
+        "'stdin': sys.stdin.read(), 'pid': os.getpid(), 'pgid': os.getpgid(0), "
+        "'cgroups': open('/proc/self/cgroup').read().splitlines()}))")
+# Its own memory limit as the kernel holds it (v1, else v2), read by small tools: a 1 MB group fits no Python
+LIMIT = ("v1=/sys/fs/cgroup/memory$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)/memory.limit_in_bytes; "
+         "cat $v1 2>/dev/null || cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/memory.max")
+
+
+@pytest.fixture
+async def pool(tmp_path: Path) -> AsyncIterator[SparePool]:
+    root = detect(f"spares-{uuid.uuid4().hex[:8]}")
+    if not SparePool.usable(root):
+        pytest.skip(f"spares need cgroups, perl and setpriv (limits here: {root.mechanism})")
+    strays = StrayGuard(tmp_path / "agent.pgids", "agent-s")
+    made = SparePool(root, max_pids=64, strays=strays, agent_id="agent-s")
+    made.refill()
+    try:
+        yield made
+    finally:
+        await made.close()
+        root.close()
+
+
+async def ready(pool: SparePool) -> Spare:
+    """The pool's spare once it has joined its groups (before that it would still work, only not sooner)."""
+    pool.refill()
+
+    def joined() -> bool:
+        spare = pool.ready
+        return spare is not None and all(
+            str(spare.proc.pid) in (g / "cgroup.procs").read_text().split() for g in spare.limits.groups)
+    await wait_for(joined, 10, what="a spare in its groups")
+    spare = pool.take()
+    assert spare is not None
+    return spare
+
+
+async def execute(argv: list[str], env: dict[str, str], spare: Spare | None, root: LimitRoot,
+                  memory_mb: int = 64) -> tuple[Outcome, str, Execution]:
+    out: list[bytes] = []
+
+    async def keep(_stream: str, data: bytes) -> None:
+        out.append(data)
+
+    limits = RunLimits(root, f"run-{uuid.uuid4().hex[:6]}", memory_mb=memory_mb, max_pids=64)
+    execution = Execution(argv, env, limits=limits, timeout=20, kill_grace=1, on_output=keep, spare=spare)
+    assert await execution.start() is None
+    outcome = await execution.wait()
+    return outcome, b"".join(out).decode(), execution
+
+
+async def test_a_spare_runs_the_program_with_exactly_its_env_and_argv_in_its_own_limited_groups(
+        pool: SparePool) -> None:
+    # Given a spare waiting in its groups
+    spare = await ready(pool)
+    pid, groups = spare.proc.pid, list(spare.limits.groups)
+
+    # When a run is given to it: an env with spaces, '=' and an empty value, an argv of shell metacharacters
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "GREETING": "hello world", "EQ": "a=b=c", "EMPTY": ""}
+    argv = [sys.executable, "-c", SHOW, "$(touch x) *", "two words", ""]
+    outcome, output, execution = await execute(argv, env, spare, pool.root, memory_mb=48)
+
+    # Then the program ran in the spare's process: same pid, leading its own group, inside the spare's groups
+    seen = json.loads(output)
+    assert outcome == Outcome("succeeded", 0)
+    assert seen["pid"] == pid == execution.pid and seen["pgid"] == pid
+    assert all(any(line.endswith("/" + g.name) for line in seen["cgroups"]) for g in groups), seen["cgroups"]
+    # With exactly the run's environment (nothing of the agent's, nothing a shell adds) and its argv untouched
+    assert seen["env"] == env
+    assert seen["argv"] == ["$(touch x) *", "two words", ""]
+    # And nothing on stdin (the run's items were read from it before the program started)
+    assert seen["stdin"] == ""
+    # And the memory limit was the run's, and its groups are removed once it ended
+    assert execution.limits is spare.limits and spare.limits.memory_mb == 48
+    assert not any(g.exists() for g in groups)
+    # And no spare was made while it ran (its join would have stalled the run's child): the agent asks for the
+    # next one once the child has ended
+    assert pool.ready is None
+    assert (await ready(pool)).proc.pid != pid
+
+
+async def test_a_spare_takes_the_runs_memory_limit_however_small(pool: SparePool) -> None:
+    # Given spares, when runs allowed 1 MB and 300 MB are given to them
+    for memory_mb in (1, 300):
+        outcome, output, _ = await execute(["/bin/sh", "-c", LIMIT], {"PATH": "/usr/bin:/bin"}, await ready(pool),
+                                           pool.root, memory_mb=memory_mb)
+        # Then each program ran under its own limit (the waiting perl holds ~256 KB of the group: 1 MB fits)
+        assert outcome == Outcome("succeeded", 0), output
+        assert int(output) == memory_mb * 1024 * 1024
+
+
+async def test_a_spare_passes_the_exit_code_and_names_a_program_it_cannot_start(pool: SparePool) -> None:
+    # Given a spare, when its program exits 3
+    outcome, output, _ = await execute(["/bin/sh", "-c", "echo on stderr >&2; exit 3"], {}, await ready(pool),
+                                       pool.root)
+    # Then the run failed with that code, its output kept
+    assert outcome == Outcome("failed", 3, "exit code 3") and output == "on stderr\n"
+
+    # When the next one is given a program that is not there (gone after the agent resolved it)
+    spare = await ready(pool)
+    assert await spare.launch(["/nonexistent/prog", "x"], {}, 64) is True
+    assert spare.proc.stderr is not None
+    said = await spare.proc.stderr.read()
+    # Then it exits 127, as a shell would, naming the program and why
+    assert await spare.proc.wait() == 127
+    assert said == b"jetcron: could not start /nonexistent/prog: No such file or directory\n"
+    await spare.discard()
+
+
+async def test_a_dead_spare_is_not_handed_out_and_leaves_nothing(pool: SparePool) -> None:
+    # Given a spare that died while it waited (killed from outside)
+    pool.refill()
+    await wait_for(lambda: pool.ready is not None, 10, what="a spare")
+    dead = pool.ready
+    assert dead is not None
+    os.killpg(dead.proc.pid, signal.SIGKILL)
+    await dead.proc.wait()
+
+    # When a run asks for one
+    taken = pool.take()
+
+    # Then none is given (the run is spawned as before), its groups are removed, and the next one is a new spare
+    assert taken is None
+    await wait_for(lambda: not any(g.exists() for g in dead.limits.groups), 10, what="the dead spare's groups")
+    assert dead.proc.pid not in pool.strays.groups
+    fresh = await ready(pool)
+    assert fresh.alive and fresh.proc.pid != dead.proc.pid
+    await fresh.discard()
+
+
+async def test_a_spare_that_died_after_it_was_taken_leaves_the_run_to_be_spawned(pool: SparePool) -> None:
+    # Given the spare an execution was given died after it was taken
+    spare = await ready(pool)
+    os.killpg(spare.proc.pid, signal.SIGKILL)
+    await spare.proc.wait()
+    outcome, output, execution = await execute(
+        [sys.executable, "-c", "import os; print(os.getpid())"], {}, spare, pool.root)
+    # Then the program was spawned into groups of its own instead, and the dead spare's groups are gone
+    assert outcome == Outcome("succeeded", 0)
+    assert int(output) == execution.pid != spare.proc.pid
+    assert execution.limits is not None and execution.limits.name.startswith("run-")
+    assert not any(g.exists() for g in spare.limits.groups)
+
+
+async def test_closing_the_pool_ends_its_spare_and_removes_its_groups(pool: SparePool) -> None:
+    spare = await ready(pool)
+    await spare.discard()
+    pool.refill()
+    await wait_for(lambda: pool.ready is not None, 10, what="the next spare")
+    waiting = pool.ready
+    assert waiting is not None
+
+    await pool.close()
+
+    assert not pid_alive(waiting.proc.pid)
+    assert not any(g.exists() for g in waiting.limits.groups)
+    pool.refill()
+    assert pool.take() is None and pool.ready is None  # closed: none is made any more
+
+
+def test_the_spare_reads_counted_env_items_then_the_argv_and_refuses_a_nul() -> None:
+    assert encode({"A": "1", "B": "x=y"}, ["/bin/echo", "hi"]) == b"2\0A=1\0B=x=y\0/bin/echo\0hi\0"
+    assert encode({}, ["/bin/true"]) == b"0\0/bin/true\0"
+    with pytest.raises(ValueError, match="NUL"):
+        encode({"A": "a\0b"}, ["/bin/true"])
