@@ -34,7 +34,7 @@ def top_frames(raw: Path, n: int = 12) -> list[dict[str, object]]:
     return [{"frame": frame, "share": round(c / max(1, total), 3)} for frame, c in counts.most_common(n)]
 
 
-def run(runs: int, seconds: int) -> dict[str, object]:
+def run(runs: int, seconds: int, service: str | None = None, keep: Path | None = None) -> dict[str, object]:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     with system(sync_always=True, agents=2, sim=True) as jc:
         before = {name: _cpu_seconds(p.pid) for name, p in jc.procs.items()}
@@ -44,7 +44,7 @@ def run(runs: int, seconds: int) -> dict[str, object]:
         worker.start()
         worker.join(timeout=seconds / 3)
         spent = {name: _cpu_seconds(p.pid) - before[name] for name, p in jc.procs.items()}
-        hottest = max(spent, key=lambda k: spent[k])
+        hottest = service or max(spent, key=lambda k: spent[k])
         raw = jc.base / "profile.txt"
         try:
             subprocess.run([spy, "record", "--format", "raw", "-o", str(raw), "-d", str(seconds // 2), "-p",
@@ -52,9 +52,11 @@ def run(runs: int, seconds: int) -> dict[str, object]:
         except OSError as exc:  # no py-spy: still report where the CPU went, per service
             result["profiler_error"] = str(exc)
         worker.join()
+        if keep is not None and raw.exists():
+            shutil.copyfile(raw, keep)
         done = int(result.get("done", 0) or 0)
         after = {name: _cpu_seconds(p.pid) - before[name] for name, p in jc.procs.items()}
-        return {"bench": "profile", "runs": runs, "hottest_service": hottest,
+        return {"bench": "profile", "runs": runs, ("profiled_service" if service else "hottest_service"): hottest,
                 "cpu_ms_per_run": {k: round(v / max(1, done) * 1000, 3) for k, v in after.items()},
                 "top_frames": top_frames(raw) if raw.exists() else [],
                 **({"profiler_error": result["profiler_error"]} if "profiler_error" in result else {})}
@@ -64,8 +66,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=6000)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--service", help="profile this process (api, placement, run_tracker, trigger, agent-1...) "
+                        "instead of the busiest one")
+    parser.add_argument("--keep", type=Path, help="copy py-spy's collapsed stacks to this file")
     args = parser.parse_args()
-    emit(run(args.runs, args.seconds))
+    emit(run(args.runs, args.seconds, args.service, args.keep))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,32 @@ def translate(exc: BaseException, what: str) -> Exception:
     return Unavailable(f"{what}: {type(exc).__name__}: {exc}")
 
 
+def _delivered(live: Any) -> Any | None:
+    """A message the server already delivered, taken as nats-py's `next_msg` takes it but without its task, timer
+    and uuid per call (in a busy watch they were a tenth of the tracker's CPU, docs/benchmarks.md); None when none
+    is waiting (then `next_msg` waits for the next)."""
+    sub = live._sub
+    try:
+        msg = sub._pending_queue.get_nowait()
+    except asyncio.QueueEmpty:
+        return None
+    sub._pending_size -= len(msg.data)
+    sub._pending_queue.task_done()
+    return msg
+
+
+async def _answer_flow_control(live: Any) -> None:
+    """What the push subscription's `next_msg` does after each message: answer the server's flow control once
+    the messages before it are taken (an ordered consumer stalls without it)."""
+    jsi = live._sub._jsi
+    if jsi is None:
+        return
+    jsi._active = True
+    if jsi._fcr and jsi.get_js_delivered() >= jsi._fciseq:
+        reply, jsi._fcr = jsi._fcr, None
+        await live._conn.publish(reply)
+
+
 async def drop_subscription(js: JetStreamContext, sub: Any) -> None:
     """Unsubscribe and delete the consumer behind it: nats-py leaves it to the inactivity timeout,
     so every short-lived watch would leave a consumer behind for minutes (and hit the consumer limit)."""
@@ -159,10 +185,13 @@ class Store(RecordOps[T]):
             raise translate(exc, f"watch {self.name}") from exc
         try:
             while True:
-                try:
-                    msg = await live.next_msg(timeout=3600)
-                except (TimeoutError, nats.errors.TimeoutError):
-                    continue
+                if (msg := _delivered(live)) is None:
+                    try:
+                        msg = await live.next_msg(timeout=3600)
+                    except (TimeoutError, nats.errors.TimeoutError):
+                        continue
+                else:
+                    await _answer_flow_control(live)
                 entry = self._entry(msg)
                 if entry is not None:
                     yield entry
