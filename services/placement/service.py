@@ -9,7 +9,6 @@ import time
 from datetime import datetime, timedelta
 
 import msgspec
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, ack_held, pull_loop, touch
@@ -150,18 +149,18 @@ class Placer:
         """Publish one AssignRun, again while its stream does not answer (a NATS node lost): the run is already
         recorded as assigned, and a failure here once ended the placement loop for good (chaos suite). One never
         sent leaves the run `assigned` until the tracker re-dispatches it as not started."""
-        try:
-            async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(OUTAGE_TRIES), wait=lambda state: outage_wait(state.attempt_number),
-                    retry=retry_if_exception(lambda exc: isinstance(exc, JetcronError) and exc.retryable),
-                    reraise=True):
-                with attempt:
-                    faults.point("placement.dispatch")
-                    await publish(self.ctx.js, s.assign_subject(agent), cmd,
-                                  msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
-        except JetcronError as exc:
-            self.ctx.log.warning("assignment not sent; the tracker re-dispatches it", run_id=cmd.run_id,
-                                 attempt=cmd.attempt, agent=agent, error=str(exc))
+        for tries in range(1, OUTAGE_TRIES + 1):
+            try:
+                faults.point("placement.dispatch")
+                await publish(self.ctx.js, s.assign_subject(agent), cmd,
+                              msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
+                return
+            except JetcronError as exc:
+                if not exc.retryable or tries == OUTAGE_TRIES:
+                    self.ctx.log.warning("assignment not sent; the tracker re-dispatches it", run_id=cmd.run_id,
+                                         attempt=cmd.attempt, agent=agent, error=str(exc))
+                    return
+            await asyncio.sleep(outage_wait(tries))
 
     async def _note_waiting(self, run_id: str, reason: str, now: datetime) -> None:
         if run_id not in self.held:
@@ -175,9 +174,11 @@ class Placer:
                 await self._write_reason(run_id, cmd, reason, now)
 
     async def _write_reason(self, run_id: str, cmd: PlaceRun, reason: str, now: datetime) -> None:
-        run, revision = await self.ctx.runs.get(run_id)
-        if run.attempt == cmd.attempt:
-            await self.ctx.runs.update(run_id, apply(run, Change(event=RunEvent.WAIT, reason=reason), now), revision)
+        def decide(run: Run) -> Run | None:
+            return apply(run, Change(event=RunEvent.WAIT, reason=reason), now) if run.attempt == cmd.attempt else None
+
+        # From the record the runs watch delivered, as _assign does (no read first); one try on the stored record
+        await self.ctx.runs.change(run_id, decide, copy=self.view.scheduled.get(run_id), tries=2)
 
     async def place_once(self) -> None:
         """Decide in memory first, then carry out every assignment of this pass concurrently."""
