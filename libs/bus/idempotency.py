@@ -9,6 +9,7 @@ import msgspec
 import nats.js.errors as jse
 from nats.js import JetStreamContext
 
+from jetcron.bus.acks import publish_acked
 from jetcron.bus.kv import translate
 from jetcron.core.errors import IdempotencyStoreFull, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
@@ -46,7 +47,7 @@ class IdempotencyKeys:
     async def _write(self, key: str, record: KeyRecord, ttl: float, expected: int) -> int:
         headers = {s.HDR_TTL: str(max(1, math.ceil(ttl))), s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(expected)}
         try:
-            ack = await self.js.publish(self.prefix + key, encode(record), headers=headers)
+            seq = await publish_acked(self.js, self.prefix + key, encode(record), headers)
         except Exception as exc:
             err = translate(exc, f"idempotency key {key}")
             if isinstance(err, Unavailable) and "full" in str(err):
@@ -54,7 +55,7 @@ class IdempotencyKeys:
                     f"idempotency store is full: refusing new key {key!r} rather than forgetting old ones"
                 ) from exc
             raise err from exc
-        return int(ack.seq)
+        return seq
 
     async def claim(self, key: str, record: KeyRecord, ttl: float) -> int | None:
         """Create the key; None if it already exists (read it to see who has it)."""

@@ -12,8 +12,9 @@ import nats.errors
 import nats.js.errors as jse
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.kv import KeyValue
+from nats.js.kv import KeyValue, _is_key_valid
 
+from jetcron.bus.acks import publish_acked
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.core.errors import NotFound, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
@@ -137,23 +138,42 @@ class Store(RecordOps[T]):
             raise NotFound(kind_of(self.name), key)
         return decode(entry.value, self.kind), int(entry.revision or 0)
 
+    async def _write(self, key: str, value: bytes, last: int | None) -> int:
+        """One write, checked against revision `last` (0: the key must not exist; None: unchecked), as nats-py's
+        KeyValue writes it, through the leaner ack wait (acks.py)."""
+        if not _is_key_valid(key):
+            raise jse.InvalidKeyError(key)
+        headers = None if last is None else {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(last)}
+        return await publish_acked(self.kv._js, self.kv._pre + key, value, headers)
+
     async def create(self, key: str, value: T) -> int:
-        """Write only if the key does not exist (expected revision 0): the fire gate."""
+        """Write only if the key does not exist (expected revision 0): the fire gate. A key whose last revision
+        is a delete marker counts as not existing (written against the marker's revision), as in nats-py."""
+        data = encode(value)
         try:
-            return int(await self.kv.create(key, encode(value)))
+            try:
+                return await self._write(key, data, 0)
+            except jse.APIError as exc:
+                if exc.err_code not in (10071, 10164):
+                    raise
+                try:
+                    await self.kv._get(key)
+                except jse.KeyDeletedError as deleted:
+                    return await self._write(key, data, int(deleted.entry.revision or 0))
+                raise
         except Exception as exc:
             raise translate(exc, f"create {self.name}/{key}") from exc
 
     async def update(self, key: str, value: T, revision: int) -> int:
         """Compare-and-set against `revision`; WriteConflict if someone wrote first."""
         try:
-            return int(await self.kv.update(key, encode(value), last=revision))
+            return await self._write(key, encode(value), revision)
         except Exception as exc:
             raise translate(exc, f"update {self.name}/{key}") from exc
 
     async def put(self, key: str, value: T) -> int:
         try:
-            return int(await self.kv.put(key, encode(value)))
+            return await self._write(key, encode(value), None)
         except Exception as exc:
             raise translate(exc, f"write {self.name}/{key}") from exc
 

@@ -13,6 +13,7 @@ import msgspec
 import nats.js.errors as jse
 from nats.js import JetStreamContext
 
+from jetcron.bus.acks import publish_acked
 from jetcron.bus.kv import bind, scan_keys, translate
 from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.leases import outlasting
@@ -92,10 +93,9 @@ class Leases:
             if group != subject:  # checked against every writer's claim on the run: anyone's newer write fences
                 headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT] = group
         try:
-            ack = await self.js.publish(subject, encode(value), headers=headers)
+            return await publish_acked(self.js, subject, encode(value), headers)
         except Exception as exc:
             raise translate(exc, f"lease {key}") from exc
-        return int(ack.seq)
 
     @staticmethod
     def _over(current: Lease | None, read_at: float) -> float:

@@ -6,6 +6,7 @@ from typing import Any
 
 from nats.js import JetStreamContext
 
+from jetcron.bus.acks import publish_acked
 from jetcron.bus.kv import translate
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
@@ -20,7 +21,6 @@ async def publish(js: JetStreamContext, subject: str, message: Any, *, msg_id: s
         hdrs[s.HDR_MSG_ID] = msg_id
     payload = message if isinstance(message, bytes) else encode(message)
     try:
-        ack = await js.publish(subject, payload, headers=hdrs or None)
+        return await publish_acked(js, subject, payload, hdrs or None)
     except Exception as exc:
         raise translate(exc, f"publish {subject}") from exc
-    return int(ack.seq)
