@@ -8,6 +8,7 @@ submit rate is counted per api replica (a token bucket in memory), so N replicas
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -30,18 +31,29 @@ class _Cached:
 
     def __init__(self) -> None:
         self.values: dict[str, tuple[float, object]] = {}
+        self.reading: dict[str, asyncio.Future[object]] = {}
+        """Reads in flight: submits that come while one is read wait for it instead of reading it again (each
+        expiry under a burst of submits was read once per submit in flight)."""
 
     async def get(self, key: str, read: Callable[[], Awaitable[T]], default: T) -> T:
         now = time.monotonic()
         found = self.values.get(key)
         if found is not None and now - found[0] < CACHE_SECONDS:
             return found[1]  # type: ignore[return-value]
+        if (pending := self.reading.get(key)) is not None:
+            return await asyncio.shield(pending)  # type: ignore[arg-type]
+        pending = self.reading[key] = asyncio.get_running_loop().create_future()
+        # Admission must not fail a submit for want of a figure (e.g. no leader yet): the last one, or the default
+        value: object = found[1] if found is not None else default
         try:
             value = await read()
-        except Exception:  # admission must not fail a submit for want of a figure (e.g. no leader yet)
-            return found[1] if found is not None else default  # type: ignore[return-value]
-        self.values[key] = (now, value)
-        return value
+            self.values[key] = (now, value)
+        except Exception:
+            pass
+        finally:  # also when cancelled: those waiting get the last figure
+            del self.reading[key]
+            pending.set_result(value)
+        return value  # type: ignore[return-value]
 
 
 class Admission:
