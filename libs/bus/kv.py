@@ -84,6 +84,21 @@ async def _answer_flow_control(live: Any) -> None:
         await live._conn.publish(reply)
 
 
+async def in_order(live: Any) -> AsyncIterator[Any]:
+    """The messages of an ordered consumer's push subscription, for ever: those already delivered are taken at
+    once (_delivered), and `next_msg` waits only when none is. (nats-py's `sub.messages` iterator costs a task
+    and an asyncio.wait per message.)"""
+    while True:
+        if (msg := _delivered(live)) is None:
+            try:
+                msg = await live.next_msg(timeout=3600)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+        else:
+            await _answer_flow_control(live)
+        yield msg
+
+
 async def drop_subscription(js: JetStreamContext, sub: Any) -> None:
     """Unsubscribe and delete the consumer behind it: nats-py leaves it to the inactivity timeout,
     so every short-lived watch would leave a consumer behind for minutes (and hit the consumer limit)."""
@@ -215,14 +230,7 @@ class Store(RecordOps[T]):
         except Exception as exc:
             raise translate(exc, f"watch {self.name}") from exc
         try:
-            while True:
-                if (msg := _delivered(live)) is None:
-                    try:
-                        msg = await live.next_msg(timeout=3600)
-                    except (TimeoutError, nats.errors.TimeoutError):
-                        continue
-                else:
-                    await _answer_flow_control(live)
+            async for msg in in_order(live):
                 entry = self._entry(msg)
                 if entry is not None:
                     yield entry

@@ -11,6 +11,7 @@ import nats.errors
 from nats.aio.subscription import Subscription
 from nats.js.api import DeliverPolicy
 
+from jetcron.bus.kv import in_order
 from jetcron.bus.ports import Connection, Handler, JetStream, Message
 from jetcron.core.errors import Unavailable
 
@@ -65,7 +66,7 @@ async def tail(js: JetStream, subject: str) -> AsyncIterator[Message]:
     gone with the iterator."""
     sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
     try:
-        async for msg in sub.messages:
+        async for msg in in_order(sub):
             yield msg
     finally:
         await sub.unsubscribe()
