@@ -326,9 +326,9 @@ class Attempt:
                 return await self.execution.wait()
             finally:
                 self.groups.remove(self.execution.pid)
-                if self.spares is not None:
-                    self.spares.refill()
         finally:
+            if self.spares is not None:  # the child has ended, or never started: no join to stall now
+                self.spares.refill()
             if container is not None and self.setup.runtime is not None:
                 await containers.remove(self.setup.runtime, container)
                 self.groups.remove_container(container)

@@ -67,6 +67,9 @@ class Execution:
         """Spawn; an Outcome if it could not start (missing program, permission), else None."""
         program = launch.resolve(self.argv[0], self.env)
         if program is None:
+            if self.spare is not None:  # taken for nothing: end it, or it waits with its groups until the agent stops
+                await self.spare.discard()
+                self.spare = None
             return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: not found or not executable")
         if self.spare is not None and self.limits is not None and self.limits.memory_mb is not None:
             spare, self.spare = self.spare, None

@@ -132,6 +132,25 @@ async def test_a_spare_passes_the_exit_code_and_names_a_program_it_cannot_start(
     await spare.discard()
 
 
+async def test_a_spare_taken_for_a_program_that_is_not_there_is_ended_with_its_groups(pool: SparePool) -> None:
+    # Given a spare taken for a run whose program cannot be found
+    spare = await ready(pool)
+    execution = Execution(["no-such-program-anywhere"], {"PATH": "/usr/bin:/bin"}, spare=spare, timeout=20,
+                          limits=RunLimits(pool.root, "r", memory_mb=64, max_pids=64), kill_grace=1,
+                          on_output=_ignore)
+    # When it starts, then it fails to start, naming the program
+    assert await execution.start() == Outcome(
+        "start_failed", None, "could not start 'no-such-program-anywhere': not found or not executable")
+    # And the spare did not stay waiting: its process ended and its groups are gone
+    assert not spare.alive and not pid_alive(spare.proc.pid)
+    assert not any(g.exists() for g in spare.limits.groups)
+    assert spare.proc.pid not in pool.strays.groups
+
+
+async def _ignore(_stream: str, _data: bytes) -> None:
+    pass
+
+
 async def test_a_dead_spare_is_not_handed_out_and_leaves_nothing(pool: SparePool) -> None:
     # Given a spare that died while it waited (killed from outside)
     pool.refill()
