@@ -41,6 +41,8 @@ my $n = shift @a; %ENV = map { split(/=/, $_, 2) } splice(@a, 0, $n);
 exec { $a[0] } @a or print STDERR "jetcron: could not start $a[0]: $!\n";
 exit 127;
 """
+
+
 @cache
 def _perl() -> str | None:
     return shutil.which("perl")
