@@ -15,6 +15,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue, _is_key_valid
 
 from jetcron.bus.acks import publish_acked
+from jetcron.bus.ordered import in_order, stream_sequence
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.core.errors import NotFound, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
@@ -26,7 +27,9 @@ WATCH_BATCH = 1000
 """Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
 between pulls without holding the event loop for long."""
 
-# 10071/10164: wrong last sequence; 10077: message size; 10047/10048: storage or bytes limit;
+WRONG_LAST = (10071, 10164)
+"""The server's codes for a write whose expected last sequence did not match: someone wrote first."""
+# 10077: message size; 10047/10048: storage or bytes limit;
 # 10008/10163: cluster not ready (see FIELD_NOTES): retryable.
 _FULL = {10047, 10048, 10026, 10027}
 
@@ -36,7 +39,7 @@ def translate(exc: BaseException, what: str) -> Exception:
     if isinstance(exc, jse.KeyWrongLastSequenceError):
         return WriteConflict(f"{what}: written by someone else first")
     if isinstance(exc, jse.APIError):
-        if exc.err_code in (10071, 10164):
+        if exc.err_code in WRONG_LAST:
             return WriteConflict(f"{what}: written by someone else first")
         if exc.err_code in _FULL or (exc.description and "maximum" in exc.description.lower()):
             return Unavailable(f"{what}: storage full ({exc.description}); retry later")
@@ -45,58 +48,6 @@ def translate(exc: BaseException, what: str) -> Exception:
                         nats.errors.ConnectionClosedError, jse.NoStreamResponseError)):
         return Unavailable(f"{what}: storage did not answer ({type(exc).__name__}); outcome unknown, retry")
     return Unavailable(f"{what}: {type(exc).__name__}: {exc}")
-
-
-def stream_sequence(reply: str) -> int:
-    """The stream sequence of a JetStream delivery, from its reply subject: `$JS.ACK.<stream>.<consumer>.
-    <delivered>.<stream seq>...` (9 tokens), or with a domain and an account hash after `ACK` (12). It is what
-    nats-py's `msg.metadata.sequence.stream` gives, without the frozen dataclasses and the datetime that
-    `metadata` builds for each message (a twentieth of a busy watcher's CPU)."""
-    tokens = reply.split(".")
-    if len(tokens) < 9 or tokens[0] != "$JS" or tokens[1] != "ACK":
-        raise ValueError(f"not a JetStream delivery: reply subject {reply!r}")
-    return int(tokens[5] if len(tokens) == 9 else tokens[7])
-
-
-def _delivered(live: Any) -> Any | None:
-    """A message the server already delivered, taken as nats-py's `next_msg` takes it but without its task, timer
-    and uuid per call (in a busy watch they were a tenth of the tracker's CPU, docs/benchmarks.md); None when none
-    is waiting (then `next_msg` waits for the next)."""
-    sub = live._sub
-    try:
-        msg = sub._pending_queue.get_nowait()
-    except asyncio.QueueEmpty:
-        return None
-    sub._pending_size -= len(msg.data)
-    sub._pending_queue.task_done()
-    return msg
-
-
-async def _answer_flow_control(live: Any) -> None:
-    """What the push subscription's `next_msg` does after each message: answer the server's flow control once
-    the messages before it are taken (an ordered consumer stalls without it)."""
-    jsi = live._sub._jsi
-    if jsi is None:
-        return
-    jsi._active = True
-    if jsi._fcr and jsi.get_js_delivered() >= jsi._fciseq:
-        reply, jsi._fcr = jsi._fcr, None
-        await live._conn.publish(reply)
-
-
-async def in_order(live: Any) -> AsyncIterator[Any]:
-    """The messages of an ordered consumer's push subscription, for ever: those already delivered are taken at
-    once (_delivered), and `next_msg` waits only when none is. (nats-py's `sub.messages` iterator costs a task
-    and an asyncio.wait per message.)"""
-    while True:
-        if (msg := _delivered(live)) is None:
-            try:
-                msg = await live.next_msg(timeout=3600)
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-        else:
-            await _answer_flow_control(live)
-        yield msg
 
 
 async def drop_subscription(js: JetStreamContext, sub: Any) -> None:
@@ -169,7 +120,7 @@ class Store(RecordOps[T]):
             try:
                 return await self._write(key, data, 0)
             except jse.APIError as exc:
-                if exc.err_code not in (10071, 10164):
+                if exc.err_code not in WRONG_LAST:
                     raise
                 try:
                     await self.kv._get(key)

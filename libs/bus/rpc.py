@@ -11,7 +11,7 @@ import nats.errors
 from nats.aio.subscription import Subscription
 from nats.js.api import DeliverPolicy
 
-from jetcron.bus.kv import in_order
+from jetcron.bus.ordered import in_order
 from jetcron.bus.ports import Connection, Handler, JetStream, Message
 from jetcron.core.errors import Unavailable
 

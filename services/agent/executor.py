@@ -74,8 +74,9 @@ class Execution:
         if self.spare is not None and self.limits is not None and self.limits.memory_mb is not None:
             spare, self.spare = self.spare, None
             setpriv = launch.setpriv_path()
-            argv = [*launch.switch_user(setpriv, self.user), program, *self.argv[1:]] if setpriv else []
-            if argv and await spare.launch(argv, self.env, self.limits.memory_mb):
+            assert setpriv is not None  # spares are made only where it is (SparePool.usable)
+            argv = [*launch.switch_user(setpriv, self.user), program, *self.argv[1:]]
+            if await spare.launch(argv, self.env, self.limits.memory_mb):
                 self.proc, self.limits = spare.proc, spare.limits
                 return None
             await spare.discard()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from nats.aio.msg import Msg
 
-from jetcron.bus.kv import stream_sequence
+from jetcron.bus.ordered import stream_sequence
 
 V1 = "$JS.ACK.KV_jc_runs.consumer-1.1.48213.77.1764840000123456789.12"
 V2 = "$JS.ACK.hub.ACCHASH.KV_jc_runs.consumer-1.3.90001.5.1764840000123456789.0.rnd"
