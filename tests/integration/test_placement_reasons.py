@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from pathlib import Path
 
 import nats
 from harness import Services
@@ -95,10 +97,13 @@ async def test_runs_go_to_agents_with_a_free_slot_and_wait_for_one_saying_so(
 
 
 async def test_a_downstream_run_waits_on_its_upstream_jobs_and_says_which(services: Services, client: Client) -> None:
-    # Given a diamond: root -> (slow, quick) -> join
+    # Given a diamond: root -> (slow, quick) -> join, where slow runs until the test lets it end (a fixed sleep let
+    # it end before the CLI, slow to start under a loaded run, had listed join as waiting)
+    gate = Path(f"/tmp/jetcron-gate-{uuid.uuid4().hex}")
     await start(services, {"agent-1": {"JETCRON_AGENT_CPU": "8"}})
     await client.call("jobs.create", job("root", "sleep", "1.5"))
-    for name, command in (("slow", ["sleep", "8"]), ("quick", ["true"])):
+    slow = ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done"]
+    for name, command in (("slow", slow), ("quick", ["true"])):
         await client.call("jobs.create", {"spec": {"name": name, "command": command, "depends_on": ["root"]}})
     await client.call("jobs.create", {"spec": {"name": "join", "command": ["true"], "depends_on": ["slow", "quick"]}})
 
@@ -110,7 +115,9 @@ async def test_a_downstream_run_waits_on_its_upstream_jobs_and_says_which(servic
     table = cli(services.server.url, "runs", "list", "--job", "join")
     assert "waiting on upstream jobs: slow" in table, table
     # And once slow succeeds it runs, in the same flow
+    gate.touch()
     done = await one_run(client, "join", lambda r: r["state"] == "succeeded", timeout=30, what="join to run")
+    gate.unlink()
     root = (await client.call("runs.list", {"job": "root"}))["items"][0]
     assert done["run_id"].split(".", 1)[1] == root["run_id"].split(".", 1)[1]
 

@@ -107,7 +107,9 @@ async def test_a_cluster_forms_over_tls_routes(tmp_path: Path, tls: TlsFiles) ->
         nc = await nats.connect(cluster.url.split(","), **Identity(tls_ca=str(tls.ca)).options())
         try:
             js = nc.jetstream(timeout=10)
-            await js.add_stream(StreamConfig(name="ROUTES", subjects=["routes.>"], num_replicas=3))
+            # (asked again while the new cluster elects its meta leader: under a loaded run that outlasted 10 s)
+            await wait_for(lambda: js.add_stream(StreamConfig(name="ROUTES", subjects=["routes.>"], num_replicas=3)),
+                           60, what="the R3 stream to be made", ignore=(nats.errors.TimeoutError,))
             ack = await js.publish("routes.x", b"hello")
             assert (await js.get_msg("ROUTES", ack.seq)).data == b"hello"
             assert len((await js.stream_info("ROUTES")).cluster.replicas or []) == 2  # type: ignore[union-attr]
