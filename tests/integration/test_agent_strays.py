@@ -7,9 +7,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from harness import clean_env, pid_alive, start_time, wait_until
 
-from jetcron.services.agent.strays import StrayGuard
+from jetcron.services.agent import strays
+from jetcron.services.agent.strays import StrayGuard, replay
 
 
 def orphaned_group(tmp_path: Path, agent_id: str) -> tuple[int, int]:
@@ -54,3 +56,36 @@ def test_a_group_that_is_not_ours_is_left_alone(tmp_path: Path) -> None:
         assert pid_alive(grandchild)
     finally:
         os.killpg(pgid, 9)
+
+
+def test_the_file_is_a_journal_of_adds_and_removes_that_replays_to_the_running_groups(tmp_path: Path) -> None:
+    # Given a guard that saw five groups start and three of them end
+    guard = StrayGuard(tmp_path / "agent-x.pgids", "agent-x")
+    guard.kill_leftovers()
+    for pgid in (101, 102, 103, 104, 105):
+        guard.add(pgid)
+    for pgid in (102, 104, 101):
+        guard.remove(pgid)
+
+    # Then each change was appended as one line, not the whole set rewritten
+    text = (tmp_path / "agent-x.pgids").read_text()
+    assert text.split() == ["101", "102", "103", "104", "105", "-102", "-104", "-101"]
+    # And a restart reads it back as exactly the groups still running (a torn last line is skipped)
+    assert replay(text + "10") == {103, 105, 10}
+    assert replay(text + "-1x") == {103, 105}
+
+
+def test_a_long_journal_is_rewritten_as_the_live_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(strays, "COMPACT_AFTER", 10)
+    guard = StrayGuard(tmp_path / "agent-x.pgids", "agent-x")
+    guard.kill_leftovers()
+    guard.add(7)
+    # When many runs start and end beside a long-running group
+    for pgid in range(1000, 1040):
+        guard.add(pgid)
+        guard.remove(pgid)
+
+    # Then the file never grows past the bound, and still lists exactly the live group
+    lines = (tmp_path / "agent-x.pgids").read_text().split()
+    assert len(lines) <= 10 + 4 * 1 + 1
+    assert replay(" ".join(lines)) == {7} == guard.groups
