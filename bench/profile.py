@@ -53,8 +53,8 @@ def run(runs: int, seconds: int, service: str | None = None, keep: Path | None =
         hottest = service or max(spent, key=lambda k: spent[k])
         raw = jc.base / "profile.txt"
         try:
-            subprocess.run([spy, "record", "--format", "raw", "-o", str(raw), "-d", str(seconds // 2), "-r", str(rate), "-p",
-                            str(jc.procs[hottest].pid), "--nonblocking"], check=False, capture_output=True)
+            subprocess.run([spy, "record", "--format", "raw", "-o", str(raw), "-d", str(seconds // 2), "-r", str(rate),
+                            "-p", str(jc.procs[hottest].pid), "--nonblocking"], check=False, capture_output=True)
         except OSError as exc:  # no py-spy: still report where the CPU went, per service
             result["profiler_error"] = str(exc)
         worker.join()
@@ -62,7 +62,8 @@ def run(runs: int, seconds: int, service: str | None = None, keep: Path | None =
             shutil.copyfile(raw, keep)
         done = int(result.get("done", 0) or 0)
         after = {name: _cpu_seconds(p.pid, not sim) - before[name] for name, p in jc.procs.items()}
-        return {"bench": "profile", "mode": mode, "runs": runs, ("profiled_service" if service else "hottest_service"): hottest,
+        return {"bench": "profile", "mode": mode, "runs": runs,
+                ("profiled_service" if service else "hottest_service"): hottest,
                 "cpu_ms_per_run": {k: round(v / max(1, done) * 1000, 3) for k, v in after.items()},
                 "top_frames": top_frames(raw) if raw.exists() else [],
                 **({"profiler_error": result["profiler_error"]} if "profiler_error" in result else {})}

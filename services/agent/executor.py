@@ -73,10 +73,7 @@ class Execution:
             return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: not found or not executable")
         if self.spare is not None and self.limits is not None and self.limits.memory_mb is not None:
             spare, self.spare = self.spare, None
-            setpriv = launch.setpriv_path()
-            assert setpriv is not None  # spares are made only where it is (SparePool.usable)
-            argv = [*launch.switch_user(setpriv, self.user), program, *self.argv[1:]]
-            if await spare.launch(argv, self.env, self.limits.memory_mb):
+            if await spare.launch([program, *self.argv[1:]], self.env, self.limits.memory_mb, self.user):
                 self.proc, self.limits = spare.proc, spare.limits
                 return None
             await spare.discard()

@@ -7,12 +7,16 @@ agent's quick run spent most of its time joining its groups (docs/benchmarks.md,
 
 The agent keeps one spare, made off any run's path: `setpriv --pdeathsig KILL` (it dies with the agent), then
 a short perl program that joins the spare's groups and blocks reading its stdin. A run that starts takes the
-spare: its memory limit is written to the groups, and the program's environment and argv (NUL-separated) are
-written to the pipe; perl replaces its environment with exactly that one, points stdin at /dev/null and execs
-the argv (the user switch, when there is one, is `setpriv` at its front, as on the normal path). The pid, the
-process group and the groups stay the program's. Perl, not a shell: a shell adds variables of its own to the
-program's environment (bash: SHLVL, PWD) and cannot read NUL-separated items. The environment never goes on a
-command line, where other users could read it. A new spare is made once the run's child has ended (refill).
+spare: its memory limit is written to the groups, and the job's user, the program's environment and its argv
+(NUL-separated) are written to the pipe; perl switches to that user (as `setpriv --reuid --regid` does on the
+normal path: real, effective and saved ids, after the joins, which need root), replaces its environment with
+exactly the run's, points stdin at /dev/null and execs the program itself: one exec on the run's path. The pid,
+the process group and the groups stay the program's. The one difference from the normal path: the user's gid is
+its only supplementary group (perl cannot pass setgroups an empty list), where `setpriv --clear-groups` leaves
+none; the process holds that gid already, so it grants nothing more. Perl, not a shell: a shell adds variables
+of its own to the program's environment (bash: SHLVL, PWD) and cannot read NUL-separated items. The environment
+never goes on a command line, where other users could read it. A new spare is made once the run's child has
+ended (refill).
 
 Where perl or setpriv is missing, where runs get rlimits rather than groups, or when no spare is ready (a
 burst of starts), runs are spawned as before (launch.py).
@@ -31,13 +35,22 @@ from jetcron.services.agent.executor import kill_group
 from jetcron.services.agent.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits
 from jetcron.services.agent.strays import StrayGuard
 
-# Join each cgroup.procs named in argv; read the count of environment items, the items, then the argv.
+# Join each cgroup.procs named in argv; read the uid and gid (empty: no switch), the count of environment items,
+# the items, then the argv.
 WAIT_AND_EXEC = r"""
+use POSIX ();
 for my $p (@ARGV) { open(my $f, ">", $p) or exit 125; print {$f} $$; close($f) or exit 125 }
 $/ = "\0"; my @a = <STDIN>; chomp @a;
 exit 0 unless @a;
 open(STDIN, "<", "/dev/null") or exit 125;
-my $n = shift @a; %ENV = map { split(/=/, $_, 2) } splice(@a, 0, $n);
+my ($uid, $gid, $n) = splice(@a, 0, 3);
+if (length $uid) {
+    $) = "$gid $gid";
+    POSIX::setgid($gid) && POSIX::setuid($uid)
+        or do { print STDERR "jetcron: could not switch to uid $uid: $!\n"; exit 125 };
+    exit 125 if $< != $uid || $> != $uid || (split(/ /, $())[0] != $gid || (split(/ /, $)))[0] != $gid;
+}
+%ENV = map { split(/=/, $_, 2) } splice(@a, 0, $n);
 exec { $a[0] } @a or print STDERR "jetcron: could not start $a[0]: $!\n";
 exit 127;
 """
@@ -48,9 +61,11 @@ def _perl() -> str | None:
     return shutil.which("perl")
 
 
-def encode(env: dict[str, str], argv: list[str]) -> bytes:
-    """What the spare reads: the number of environment items, the items (NAME=value), then the argv."""
-    items = [str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
+def encode(env: dict[str, str], argv: list[str], user: tuple[int, int] | None = None) -> bytes:
+    """What the spare reads: the uid and gid to switch to (two empty items: none), the number of environment
+    items, the items (NAME=value), then the argv."""
+    ids = ["", ""] if user is None else [str(user[0]), str(user[1])]
+    items = [*ids, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
     if any("\0" in item for item in items):
         raise ValueError("a NUL byte in the run's environment or argv")
     return b"".join(item.encode() + b"\0" for item in items)
@@ -66,15 +81,17 @@ class Spare:
     def alive(self) -> bool:
         return self.proc.returncode is None
 
-    async def launch(self, argv: list[str], env: dict[str, str], memory_mb: int) -> bool:
-        """Give it the run: its memory limit, environment and argv. False (and nothing started) if the limit is
-        refused (v1 refuses one below what the group holds: the waiting perl is charged only what it touched after
-        joining, about 256 KB) or the spare is gone; the caller then spawns as before."""
+    async def launch(self, argv: list[str], env: dict[str, str], memory_mb: int,
+                     user: tuple[int, int] | None = None) -> bool:
+        """Give it the run: its memory limit, user (uid, gid; None: the agent's), environment and argv. False (and
+        nothing started) if the limit is refused (v1 refuses one below what the group holds: the waiting perl is
+        charged only what it touched after joining, about 256 KB) or the spare is gone; the caller then spawns as
+        before."""
         if not self.alive or self.proc.stdin is None:
             return False
         try:
             self.limits.limit_memory(memory_mb)
-            self.proc.stdin.write(encode(env, argv))
+            self.proc.stdin.write(encode(env, argv, user))
             await self.proc.stdin.drain()
             self.proc.stdin.close()
         except (OSError, ValueError):

@@ -61,14 +61,15 @@ async def ready(pool: SparePool) -> Spare:
 
 
 async def execute(argv: list[str], env: dict[str, str], spare: Spare | None, root: LimitRoot,
-                  memory_mb: int = 64) -> tuple[Outcome, str, Execution]:
+                  memory_mb: int = 64, user: tuple[int, int] | None = None) -> tuple[Outcome, str, Execution]:
     out: list[bytes] = []
 
     async def keep(_stream: str, data: bytes) -> None:
         out.append(data)
 
     limits = RunLimits(root, f"run-{uuid.uuid4().hex[:6]}", memory_mb=memory_mb, max_pids=64)
-    execution = Execution(argv, env, limits=limits, timeout=20, kill_grace=1, on_output=keep, spare=spare)
+    execution = Execution(argv, env, limits=limits, timeout=20, kill_grace=1, on_output=keep, spare=spare,
+                          user=user)
     assert await execution.start() is None
     outcome = await execution.wait()
     return outcome, b"".join(out).decode(), execution
@@ -102,6 +103,39 @@ async def test_a_spare_runs_the_program_with_exactly_its_env_and_argv_in_its_own
     # next one once the child has ended
     assert pool.ready is None
     assert (await ready(pool)).proc.pid != pid
+
+
+IDS = "grep -E '^(Uid|Gid|Groups|NoNewPrivs|CapEff):' /proc/self/status"
+
+
+async def test_a_spare_switches_to_the_jobs_user_as_the_spawned_path_does(pool: SparePool) -> None:
+    assert os.getuid() == 0, "these tests run as root, like an agent container does"
+    nobody = (65534, 65534)
+    env = {"PATH": "/usr/bin:/bin"}
+    # When the same program runs as the job's user, once in a spare and once spawned
+    outcome, in_spare, execution = await execute(["/bin/sh", "-c", IDS], env, await ready(pool), pool.root,
+                                                 user=nobody)
+    spawned_outcome, spawned, _ = await execute(["/bin/sh", "-c", IDS], env, None, pool.root, user=nobody)
+
+    # Then both ran as that user: real, effective, saved and filesystem ids, with no capability left
+    assert (outcome, spawned_outcome) == (Outcome("succeeded", 0), Outcome("succeeded", 0))
+    assert execution.pid != 0 and "Uid:\t65534\t65534\t65534\t65534" in in_spare
+    ids = dict(line.split(":", 1) for line in in_spare.splitlines())
+    assert {k: v.split() for k, v in ids.items() if k != "Groups"} == {
+        k: v.split() for k, v in (line.split(":", 1) for line in spawned.splitlines()) if k != "Groups"}
+    assert ids["CapEff"].strip() == "0000000000000000"
+    # And no supplementary group beyond the user's own gid (setpriv --clear-groups leaves none)
+    assert set(ids["Groups"].split()) <= {"65534"}
+
+
+async def test_a_spare_that_cannot_switch_user_starts_nothing(pool: SparePool) -> None:
+    # When the run's user cannot be switched to (a uid beyond what the kernel allows)
+    outcome, output, _ = await execute(["/bin/sh", "-c", "echo ran"], {"PATH": "/usr/bin:/bin"}, await ready(pool),
+                                       pool.root, user=(2**32 - 1, 2**32 - 1))
+
+    # Then the program never ran, and the spare said why
+    assert outcome.outcome == "failed" and outcome.exit_code == 125
+    assert "ran" not in output and "could not switch to uid 4294967295" in output
 
 
 async def test_a_spare_takes_the_runs_memory_limit_however_small(pool: SparePool) -> None:
@@ -202,8 +236,8 @@ async def test_closing_the_pool_ends_its_spare_and_removes_its_groups(pool: Spar
     assert pool.take() is None and pool.ready is None  # closed: none is made any more
 
 
-def test_the_spare_reads_counted_env_items_then_the_argv_and_refuses_a_nul() -> None:
-    assert encode({"A": "1", "B": "x=y"}, ["/bin/echo", "hi"]) == b"2\0A=1\0B=x=y\0/bin/echo\0hi\0"
-    assert encode({}, ["/bin/true"]) == b"0\0/bin/true\0"
+def test_the_spare_reads_the_user_then_counted_env_items_then_the_argv_and_refuses_a_nul() -> None:
+    assert encode({"A": "1", "B": "x=y"}, ["/bin/echo", "hi"]) == b"\0\0" b"2\0A=1\0B=x=y\0/bin/echo\0hi\0"
+    assert encode({}, ["/bin/true"], (65534, 100)) == b"65534\0" b"100\0" b"0\0/bin/true\0"
     with pytest.raises(ValueError, match="NUL"):
         encode({"A": "a\0b"}, ["/bin/true"])
