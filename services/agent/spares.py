@@ -9,7 +9,7 @@ The agent keeps one spare, made off any run's path: `setpriv --pdeathsig KILL` (
 a short perl program that joins the spare's groups and blocks reading its stdin. A run that starts takes the
 spare: its memory limit is written to the groups, and the job's user, the program's environment and its argv
 (NUL-separated) are written to the pipe; perl switches to that user (as `setpriv --reuid --regid` does on the
-normal path: real, effective and saved ids, after the joins, which need root), replaces its environment with
+normal path: real, effective, saved and filesystem ids, checked, after the joins, which need root), replaces its environment with
 exactly the run's, points stdin at /dev/null and execs the program itself: one exec on the run's path. The pid,
 the process group and the groups stay the program's. The one difference from the normal path: the user's gid is
 its only supplementary group (perl cannot pass setgroups an empty list), where `setpriv --clear-groups` leaves
@@ -36,19 +36,23 @@ from jetcron.services.agent.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits
 from jetcron.services.agent.strays import StrayGuard
 
 # Join each cgroup.procs named in argv; read the uid and gid (empty: no switch), the count of environment items,
-# the items, then the argv.
+# the items, then the argv. The switch is perl's own id variables, in this order: the groups and the effective gid
+# (root is needed for both), the real gid (the saved one follows it), the effective uid, then the real uid (the
+# saved one follows); /proc then says whether real, effective, saved and filesystem ids are all the job's. Not
+# POSIX::setuid: loading POSIX costs 8 ms of CPU per spare.
 WAIT_AND_EXEC = r"""
-use POSIX ();
 for my $p (@ARGV) { open(my $f, ">", $p) or exit 125; print {$f} $$; close($f) or exit 125 }
 $/ = "\0"; my @a = <STDIN>; chomp @a;
 exit 0 unless @a;
 open(STDIN, "<", "/dev/null") or exit 125;
 my ($uid, $gid, $n) = splice(@a, 0, 3);
 if (length $uid) {
-    $) = "$gid $gid";
-    POSIX::setgid($gid) && POSIX::setuid($uid)
-        or do { print STDERR "jetcron: could not switch to uid $uid: $!\n"; exit 125 };
-    exit 125 if $< != $uid || $> != $uid || (split(/ /, $())[0] != $gid || (split(/ /, $)))[0] != $gid;
+    $) = "$gid $gid"; $( = $gid; $> = $uid; $< = $uid;
+    open(my $s, "<", "/proc/self/status") or exit 125;
+    local $/ = "\n"; my %id = map { /^(Uid|Gid):\s+(.*)$/ ? ($1, $2) : () } <$s>;
+    if (grep({ $_ != $uid } split(/\s+/, $id{Uid} // "x")) || grep({ $_ != $gid } split(/\s+/, $id{Gid} // "x"))) {
+        print STDERR "jetcron: could not switch to uid $uid gid $gid\n"; exit 125;
+    }
 }
 %ENV = map { split(/=/, $_, 2) } splice(@a, 0, $n);
 exec { $a[0] } @a or print STDERR "jetcron: could not start $a[0]: $!\n";
