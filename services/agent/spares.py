@@ -9,14 +9,14 @@ The agent keeps one spare, made off any run's path: `setpriv --pdeathsig KILL` (
 a short perl program that joins the spare's groups and blocks reading its stdin. A run that starts takes the
 spare: its memory limit is written to the groups, and the job's user, the program's environment and its argv
 (NUL-separated) are written to the pipe; perl switches to that user (as `setpriv --reuid --regid` does on the
-normal path: real, effective, saved and filesystem ids, checked, after the joins, which need root), replaces its environment with
-exactly the run's, points stdin at /dev/null and execs the program itself: one exec on the run's path. The pid,
-the process group and the groups stay the program's. The one difference from the normal path: the user's gid is
-its only supplementary group (perl cannot pass setgroups an empty list), where `setpriv --clear-groups` leaves
-none; the process holds that gid already, so it grants nothing more. Perl, not a shell: a shell adds variables
-of its own to the program's environment (bash: SHLVL, PWD) and cannot read NUL-separated items. The environment
-never goes on a command line, where other users could read it. A new spare is made once the run's child has
-ended (refill).
+normal path: real, effective, saved and filesystem ids, checked, after the joins, which need root), replaces
+its environment with exactly the run's, points stdin at /dev/null and execs the program itself: one exec on the
+run's path. The pid, the process group and the groups stay the program's. The one difference from the normal
+path: the user's gid is its only supplementary group (perl cannot pass setgroups an empty list), where `setpriv
+--clear-groups` leaves none; the process holds that gid already, so it grants nothing more. Perl, not a shell:
+a shell adds variables of its own to the program's environment (bash: SHLVL, PWD) and cannot read NUL-separated
+items. The environment never goes on a command line, where other users could read it. A new spare is made once
+the run's child has ended (refill).
 
 Where perl or setpriv is missing, where runs get rlimits rather than groups, or when no spare is ready (a
 burst of starts), runs are spawned as before (launch.py).
