@@ -105,7 +105,7 @@ async def test_a_spare_runs_the_program_with_exactly_its_env_and_argv_in_its_own
     assert (await ready(pool)).proc.pid != pid
 
 
-IDS = "grep -E '^(Uid|Gid|Groups|NoNewPrivs|CapEff):' /proc/self/status"
+IDS = "grep -E '^(Uid|Gid|Groups|NoNewPrivs|CapPrm|CapEff|CapAmb):' /proc/self/status"
 
 
 async def test_a_spare_switches_to_the_jobs_user_as_the_spawned_path_does(pool: SparePool) -> None:
@@ -123,7 +123,7 @@ async def test_a_spare_switches_to_the_jobs_user_as_the_spawned_path_does(pool: 
     ids = dict(line.split(":", 1) for line in in_spare.splitlines())
     assert {k: v.split() for k, v in ids.items() if k != "Groups"} == {
         k: v.split() for k, v in (line.split(":", 1) for line in spawned.splitlines()) if k != "Groups"}
-    assert ids["CapEff"].strip() == "0000000000000000"
+    assert ids["CapPrm"].strip() == ids["CapEff"].strip() == ids["CapAmb"].strip() == "0000000000000000"
     # And no supplementary group beyond the user's own gid (setpriv --clear-groups leaves none)
     assert set(ids["Groups"].split()) <= {"65534"}
 
