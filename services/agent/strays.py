@@ -20,8 +20,9 @@ COMPACT_AFTER = 1024
 
 
 def replay(text: str) -> set[int]:
-    """The groups a journal leaves listed: added and not removed since. A line that is not a number (one torn by
-    a crash mid-write) is skipped."""
+    """The groups a journal leaves listed: added and not removed since. A line that is not a number is skipped.
+    Each line is one small append, so only a host crash could tear one; a torn number may list a group that is
+    not ours, which kill_leftovers then leaves alone (it kills only groups whose processes carry our agent id)."""
     groups: set[int] = set()
     for line in text.split():
         with contextlib.suppress(ValueError):
