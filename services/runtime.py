@@ -274,7 +274,7 @@ async def _disconnect(ctx: Context) -> None:
 
 def _watch_children_by_pidfd(loop: asyncio.AbstractEventLoop) -> None:
     """Python 3.11's asyncio waits for each child in a thread of its own (ThreadedChildWatcher): a thread started
-    per run was a sixth of a busy agent's CPU. A pidfd lets the loop itself hear the exit; 3.12 does this by
+    per run was an eighth of a busy agent's CPU. A pidfd lets the loop itself hear the exit; 3.12 does this by
     default (and deprecates choosing a watcher), so only 3.11 is changed."""
     if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
         return
