@@ -16,7 +16,8 @@ from harness import add_failure_report, clean_env, descendants, kill_leftovers, 
 
 from jetcron.bus.server import free_port
 
-pytestmark = pytest.mark.timeout(60)
+# A hang guard, not a speed check: `up` starts twice here, each a whole system (50-60 s under a loaded suite)
+pytestmark = pytest.mark.timeout(150)
 
 # The `jetcron` console script is `jetcron.cli.main:main`; calling it through this interpreter needs no PATH.
 JETCRON = [sys.executable, "-c", "from jetcron.cli.main import main; main()"]

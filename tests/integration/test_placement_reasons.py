@@ -51,10 +51,13 @@ async def test_a_job_no_agent_could_ever_run_is_warned_at_submit_and_waits_witho
 
 
 async def test_a_run_over_its_tenants_quota_waits_saying_so(services: Services, client: Client) -> None:
-    # Given tenant a may use 1 cpu at a time, and room for more
+    # Given tenant a may use 1 cpu at a time, and room for more; its first run holds the cpu until the test lets it
+    # end (a fixed sleep of 12 s ended before the CLI, slow to start under a loaded run, had listed the second)
+    gate = Path(f"/tmp/jetcron-gate-{uuid.uuid4().hex}")
     await start(services, {"agent-1": {"JETCRON_AGENT_CPU": "4"}})
     await client.call("tenants.set", {"tenant": "a", "max_cpu": 1})
-    await client.call("jobs.create", job("first", "sleep", "12", tenant="a", resources={"cpu": 1}))
+    await client.call("jobs.create", job("first", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done",
+                                         tenant="a", resources={"cpu": 1}))
     # (the admin names another tenant's jobs by their key, tenant.name)
     await one_run(client, "a.first", lambda r: r["state"] == "running", timeout=30, what="the first run to run")
 
@@ -67,7 +70,12 @@ async def test_a_run_over_its_tenants_quota_waits_saying_so(services: Services, 
                   what="the second run to wait on the quota")
     assert why in cli(services.server.url, "runs", "list", "--job", "a.second")
     # And it runs once the first has finished
-    await one_run(client, "a.second", lambda r: r["state"] == "succeeded", timeout=30, what="the second run to run")
+    gate.touch()
+    try:
+        await one_run(client, "a.second", lambda r: r["state"] == "succeeded", timeout=30,
+                      what="the second run to run")
+    finally:
+        gate.unlink()
 
 
 async def test_runs_go_to_agents_with_a_free_slot_and_wait_for_one_saying_so(
