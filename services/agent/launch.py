@@ -90,9 +90,9 @@ def command(argv: list[str], limits: RunLimits | None,
             return argv, _preexec(limits, user)
         memory = [] if limits.memory_mb is None else [f"--as={limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024}"]
         prefix += [prlimit, *memory, f"--nproc={limits.max_pids}", "--"]
-    return [*prefix, *switch_user(setpriv, user), *argv], None
+    return [*prefix, *_switch_user(setpriv, user), *argv], None
 
 
-def switch_user(setpriv: str, user: tuple[int, int] | None) -> list[str]:
+def _switch_user(setpriv: str, user: tuple[int, int] | None) -> list[str]:
     """The tool in front of the program that drops to the job's user (nothing: it runs as the agent's)."""
     return [] if user is None else [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]

@@ -310,5 +310,5 @@ async def main(ctx: Context) -> None:
         await ctx.agents.delete(agent.agent_id)
     if agent.spares is not None:
         await agent.spares.close()
-    await agent.strays.stop_reaper()
+    await agent.strays.close()
     setup.limits.close()

@@ -125,7 +125,9 @@ class StrayGuard:
     def remove_container(self, name: str) -> None:
         self._tell(f"-c {name}\n")
 
-    async def stop_reaper(self) -> None:
+    async def close(self) -> None:
+        """At the agent's stop: close the journal, and end the reaper by closing its stdin (it kills any group it
+        still knows, and exits)."""
         if self._journal is not None:
             self._journal.close()
             self._journal = None
