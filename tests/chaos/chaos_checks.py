@@ -35,13 +35,14 @@ READY = {"api": "api ready", "placement": "placement ready", "run_tracker": "run
 
 
 def chaos_job(name: str, out: Path, *, first_sleep: float = 0.0, later_sleep: float = 0.0,
-              **spec: Any) -> dict[str, Any]:
+              gate: Path | None = None, **spec: Any) -> dict[str, Any]:
+    """The chaos job's spec; with `gate`, attempt 1 waits for that file before its first sleep."""
     spec.setdefault("schedule", {"kind": "now"})
     spec.setdefault("resources", {"memory_mb": 256, "cpu": 0.01})
     # Faults can fail an attempt (storage gone mid-effect): a generous budget keeps "dead" for real losses.
     spec.setdefault("retry", {"max_attempts": 10, "initial_seconds": 0.5, "max_delay_seconds": 2})
-    return {"spec": {"name": name, "command": [sys.executable, str(JOB), str(out), str(first_sleep),
-                                               str(later_sleep)], **spec}}
+    argv = [sys.executable, str(JOB), str(out), str(first_sleep), str(later_sleep)]
+    return {"spec": {"name": name, "command": argv + ([str(gate)] if gate else []), **spec}}
 
 
 async def start(services: Services, name: str, module: str, **env: str) -> None:

@@ -1,7 +1,8 @@
 """The chaos job: log every attempt as `run_id attempt token pid`, then commit its one real effect through once().
 
-argv: OUT_DIR FIRST_SLEEP LATER_SLEEP — attempt 1 sleeps FIRST_SLEEP seconds before its effect, later ones
-LATER_SLEEP. Lines are appended with O_APPEND and fsync, so a kill -9 right after leaves them on disk.
+argv: OUT_DIR FIRST_SLEEP LATER_SLEEP [GATE] — attempt 1 sleeps FIRST_SLEEP seconds before its effect, later ones
+LATER_SLEEP. With GATE, attempt 1 first waits (up to 60 s) for that file to exist, so a test can hold it until the
+rest of the cluster is ready. Lines are appended with O_APPEND and fsync, so a kill -9 right after leaves them on disk.
 """
 
 import os
@@ -25,6 +26,10 @@ def main() -> None:
     run_id, attempt = os.environ["JETCRON_RUN_ID"], os.environ["JETCRON_ATTEMPT"]
     token = os.environ["JETCRON_FENCING_TOKEN"]
     append(os.path.join(out, "attempts.log"), f"{run_id} {attempt} {token} {os.getpid()}\n")
+    if attempt == "1" and len(sys.argv) > 4:
+        opened = time.monotonic() + 60
+        while not os.path.exists(sys.argv[4]) and time.monotonic() < opened:
+            time.sleep(0.05)
     time.sleep(first_sleep if attempt == "1" else later_sleep)
     deadline = time.monotonic() + 30
     while True:

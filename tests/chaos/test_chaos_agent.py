@@ -38,11 +38,14 @@ async def test_agent_killed_after_child_exit_before_report(cluster_services: Ser
     await start_system(services, agents=1, faults={"agent-1": "agent.after_exit=exit"})
     client = await Client.connect(services.server.url, timeout=15)
     try:
-        jobs = [f"ax-{i}" for i in range(4)]
-        acked = await submit_all(client, [chaos_job(j, out, first_sleep=1.0 + i * 0.5) for i, j in enumerate(jobs)])
+        jobs, gate = [f"ax-{i}" for i in range(4)], out / "agent-2-ready"
+        acked = await submit_all(client, [chaos_job(j, out, first_sleep=1.0 + i * 0.5, gate=gate)
+                                          for i, j in enumerate(jobs)])
         exited = exit_time(services, "agent-1")
         await wait_for(lambda: len(log_lines(out / "attempts.log")) == 4, 30, what="4 attempts on agent-1")
+        # The children hold until agent-2 is ready: the re-dispatch delay then measures the lease, not a slow start.
         await start(services, "agent-2", "agent", JETCRON_AGENT_ID="agent-2")
+        gate.touch()
 
         # When its first child exits (its effect committed) and the agent dies before reporting
         died = await exited
