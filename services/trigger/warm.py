@@ -14,7 +14,7 @@ from jetcron.wire.messages import Cursor
 
 T = TypeVar("T")
 _SHARED_SPEC_FIELDS = ("command", "schedule", "env", "resources", "retry", "misfire", "jitter", "depends_on",
-                       "require", "tenant")
+                       "require", "tenant", "queue", "secrets", "notify", "image", "timeout_seconds")
 
 
 class _Interner:

@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from jetcron.core.models import GapPolicy, JobSpec, MisfireKind, MisfirePolicy, Schedule, ScheduleKind
@@ -401,6 +402,10 @@ def test_warm_state_shares_what_jobs_have_in_common_and_drops_paused_jobs() -> N
     warm.job_changed("b", stored("b"), CREATED)
     a, b = warm.jobs["a"].spec, warm.jobs["b"].spec
     assert (a.schedule is b.schedule, a.retry is b.retry, a.resources is b.resources) == (True, True, True)
+    # ...every field but the name, those added since included: a field left out costs its own object in each
+    # of a million jobs (bench.trigger_memory: queue, secrets and notify were 190 B per schedule)
+    unshared = [f.name for f in msgspec.structs.fields(JobSpec) if getattr(a, f.name) is not getattr(b, f.name)]
+    assert unshared == ["name"]
     assert warm.index.wake_of("a") == CREATED
 
     # When one is paused, then it leaves the index and the records
