@@ -51,8 +51,10 @@ class Watched:
             self.errors.append(f"console: {message.text}")
 
     def _failed(self, request: Request) -> None:
-        # A server-sent event stream the page closes itself, or one cut by navigating away, is not a failure.
-        if request.url.endswith("/log") and request.failure in ("net::ERR_ABORTED", None):
+        # The browser aborts the page's own requests (the log's event stream, the run state's htmx poll) when the
+        # page closes them or navigates away (a reload in the test): not a failure. A server's failure shows as an
+        # error status (below) or another net error; an aborted page load is still one.
+        if request.failure in ("net::ERR_ABORTED", None) and not request.is_navigation_request():
             return
         self.errors.append(f"request failed: {request.method} {request.url}: {request.failure}")
 
