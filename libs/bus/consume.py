@@ -11,13 +11,14 @@ from typing import Any
 
 import nats.errors
 import structlog
+from nats.js.api import Header
 from nats.js.errors import NotFoundError
 
 from jetcron.bus.ports import Handler, JetStream, Message
 from jetcron.core.errors import JetcronError, Unavailable
 
 log = structlog.get_logger("jetcron.consume")
-STATUS, DESCRIPTION, PENDING = "Status", "Description", "Nats-Pending-Messages"
+PENDING = "Nats-Pending-Messages"  # on a 408/409: what the ended request still owed (nats-py has no name for it)
 
 
 class Retry(JetcronError):
@@ -84,7 +85,6 @@ class PullQueue:
     MISSED = 1.5  # ...and after three beats without a word from it, the request is presumed lost (a node died)
 
     def __init__(self, js: JetStream, stream: str, durable: str) -> None:
-        self.js = js
         self._nc: Any = js._nc
         self._next = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._inbox = self._nc.new_inbox()
@@ -106,7 +106,7 @@ class PullQueue:
 
     async def _arrive(self, msg: Any) -> None:
         self._heard = time.monotonic()
-        status = msg.headers.get(STATUS) if msg.headers and not msg.data else None
+        status = msg.headers.get(Header.STATUS) if msg.headers and not msg.data else None
         if status is None:
             self._asked = max(0, self._asked - 1)  # a request presumed lost may still deliver
             self._buffer.append(msg)
@@ -118,12 +118,12 @@ class PullQueue:
             self._asked = max(0, self._asked - int(pending))
             if not self._buffer and self._asked == 0:
                 await self._ask()  # a caller may be waiting on an empty buffer: renew the request now
-        elif status == "409" and msg.headers.get(DESCRIPTION, "") == "Leadership Change":
+        elif status == "409" and msg.headers.get(Header.DESCRIPTION, "") == "Leadership Change":
             self._asked = 0
             await self._ask()
         else:
             self._asked = 0
-            self._refused = f"{status} {msg.headers.get(DESCRIPTION, '').strip()}".strip()
+            self._refused = f"{status} {msg.headers.get(Header.DESCRIPTION, '').strip()}".strip()
             self._arrived.set()
 
     async def _ask(self) -> None:

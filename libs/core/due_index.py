@@ -22,9 +22,7 @@ class DueIndex:
         return len(self._wake)
 
     def shard(self, job: str) -> int:
-        # One shard (the tracker's and the agent's indexes): no hash to take, a sha256 per entry set (3 % of the
-        # tracker's CPU in the throughput bench)
-        return 0 if self.shards == 1 else shard_of(job, self.shards)
+        return shard_of(job, self.shards)
 
     def set(self, job: str, wake: datetime | None) -> None:
         """Schedule `job` to be planned at `wake` (None: never); replaces any earlier entry."""
