@@ -167,7 +167,7 @@ async def keep_topology(ctx: Context) -> None:
             ctx.log.warning("topology check failed", missing=missing, error=repr(exc))
             continue
         for part in missing:
-            metrics.TOPOLOGY_RECREATED.labels(part=part).inc()
+            metrics.child(metrics.TOPOLOGY_RECREATED, part=part).inc()
         if missing:
             ctx.log.error("streams, buckets or consumers were deleted under the running system: made again, "
                           "empty; what they held is lost", missing=missing)

@@ -195,10 +195,10 @@ async def _on_error(exc: Exception) -> None:
     text = str(exc)
     lowered = text.lower()
     if "permissions violation" in lowered:
-        metrics.AUTH_FAILURES.labels(kind="permission").inc()
+        metrics.child(metrics.AUTH_FAILURES, kind="permission").inc()
         _log.error("permission denied by the NATS server", detail=text)
     elif "authorization violation" in lowered or "authentication" in lowered:
-        metrics.AUTH_FAILURES.labels(kind="authorization").inc()
+        metrics.child(metrics.AUTH_FAILURES, kind="authorization").inc()
         _log.error("NATS refused this process's credential", detail=text)
     elif not isinstance(exc, OSError):  # a refused reconnect: the client retries, and says so when it is back
         _log.warning("nats client error", error=repr(exc))

@@ -34,7 +34,7 @@ class GcPauses:
         paused = self._clock() - self._began
         self._seconds[generation] += paused
         self._longest[generation] = max(self._longest[generation], paused)
-        metrics.GC_PAUSE.labels(generation=str(generation)).inc(paused)
+        metrics.child(metrics.GC_PAUSE, generation=str(generation)).inc(paused)
 
     def install(self) -> None:
         if self._callback is None:

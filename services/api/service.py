@@ -49,11 +49,11 @@ def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Reque
                             kind=SpanKind.SERVER):
             try:
                 reply = Reply(ok=True, result=await op(Call(request.data, tenant)))
-                metrics.API_REQUESTS.labels(verb=verb, outcome="ok").inc()
+                metrics.child(metrics.API_REQUESTS, verb=verb, outcome="ok").inc()
             except Exception as exc:
                 reply = error_reply(exc)
                 outcome = reply.error.code if reply.error else "error"
-                metrics.API_REQUESTS.labels(verb=verb, outcome=outcome).inc()
+                metrics.child(metrics.API_REQUESTS, verb=verb, outcome=outcome).inc()
                 if outcome == "internal":
                     log.exception("api verb failed", verb=verb)
             try:

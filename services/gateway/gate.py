@@ -40,7 +40,7 @@ class Gate:
         token_id = token_id_of(token) if scheme.lower() == "bearer" else None
         record = self.lookup(token_id) if token_id else None
         if record is None or not verify(token, record):
-            metrics.AUTH_FAILURES.labels(kind="http_token").inc()
+            metrics.child(metrics.AUTH_FAILURES, kind="http_token").inc()
             raise HttpProblem(problem(401, "a valid bearer token is required (Authorization: Bearer jct_...; "
                                       "`jetcron tokens create --tenant NAME` issues one)", code="unauthorized"),
                               {"WWW-Authenticate": 'Bearer realm="jetcron"'})

@@ -156,7 +156,7 @@ class Notifier:
 def _observe_latency(rule: NotifyRule, notice: Notice, now: datetime) -> None:
     if notice.finished_at is not None:
         kind = "webhook" if rule.webhook else "subject" if rule.subject else "email"
-        metrics.NOTIFY_LATENCY.labels(target=kind).observe(max(0.0, (now - notice.finished_at).total_seconds()))
+        metrics.child(metrics.NOTIFY_LATENCY, target=kind).observe(max(0.0, (now - notice.finished_at).total_seconds()))
 
 
 async def main(ctx: Context) -> None:

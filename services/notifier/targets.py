@@ -97,7 +97,7 @@ class Targets:
         except (JetcronError, OSError, TimeoutError, Unsafe, httpx.HTTPError, smtplib.SMTPException) as exc:
             status, error = None, f"{type(exc).__name__}: {exc}"[:500]
         ok = not error
-        metrics.NOTIFICATIONS.labels(target=kind(rule), result="ok" if ok else "failed").inc()
+        metrics.child(metrics.NOTIFICATIONS, target=kind(rule), result="ok" if ok else "failed").inc()
         return DeliveryAttempt(at=at, ok=ok, status=status, error=error,
                                seconds=round(time.monotonic() - started, 4))
 

@@ -81,7 +81,7 @@ class Placer:
         self.view.queue.push(Demand(run_id=cmd.run_id, tenant=cmd.tenant, priority=cmd.priority,
                                     resources=cmd.resources, require=cmd.require, needs=cmd.needs,
                                     enqueued_at=self.ctx.clock.now(), queue=cmd.queue))
-        metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).inc()
+        metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).inc()
         self.view.changed.set()
 
     def _waits(self, cmd: PlaceRun, now: datetime) -> bool:
@@ -91,7 +91,7 @@ class Placer:
     async def _drop(self, run_id: str) -> None:
         cmd, msg, _ = self.held.pop(run_id)
         self.view.queue.remove(run_id)
-        metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
+        metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
         if msg is not None:
             await ack_held(msg)
 
@@ -112,7 +112,7 @@ class Placer:
         for run_id, (cmd, _, _) in list(self.held.items()):
             del self.held[run_id]
             self.view.queue.remove(run_id)
-            metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
+            metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
 
     async def _assign(self, cmd: PlaceRun, placement: Placement, now: datetime) -> int | None:
         """CAS scheduled -> assigned (with the GPU devices), then one AssignRun per host; the revision
@@ -205,7 +205,7 @@ class Placer:
             result = unfit.get(shape) or view.cluster.place(demand)
             if not isinstance(result, Placement):
                 unfit[shape] = result
-                metrics.PLACEMENTS.labels(result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
+                metrics.child(metrics.PLACEMENTS, result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
                 if shown or result.unsatisfiable:
                     waiting.append((demand.run_id, result.reason))
                 continue
@@ -218,13 +218,13 @@ class Placer:
 
     async def _carry_out(self, demand: Demand, placement: Placement, now: datetime) -> None:
         cmd, msg, _ = self.held.pop(demand.run_id)
-        metrics.QUEUE_DEPTH.labels(priority=cmd.priority.value).dec()
+        metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
         async with self.writes:
             written = await self._assign(cmd, placement, now)
         if written is not None:
             faults.point("placement.after_dispatch")  # chaos: assigned and AssignRun published, PlaceRun not acked
             self.view.assigned(demand.run_id, written)
-            metrics.PLACEMENTS.labels(result="placed").inc()
+            metrics.child(metrics.PLACEMENTS, result="placed").inc()
         else:
             self.view.unhold(demand.run_id)
         if msg is not None:
@@ -287,8 +287,8 @@ async def lead(ctx: Context, view: View) -> None:
                 await asyncio.wait_for(ctx.stop.wait(), timeout=ttl / 3)
             continue
         started = time.monotonic()
-        metrics.TAKEOVERS.labels(kind="placement_leader").inc()
-        metrics.LEASES_HELD.labels(kind="placement_leader").set(1)
+        metrics.child(metrics.TAKEOVERS, kind="placement_leader").inc()
+        metrics.child(metrics.LEASES_HELD, kind="placement_leader").set(1)
         view.leading = True
         stop = asyncio.Event()
         placer = Placer(ctx, view, stop)
@@ -298,11 +298,11 @@ async def lead(ctx: Context, view: View) -> None:
         tasks = [background(ctx, t) for t in (
             pull_loop(ctx.js, s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
             placer.loop(), placer.keep_alive(), view.publish_capacity(stop))]
-        metrics.TAKEOVER_DURATION.labels(kind="placement_leader").observe(time.monotonic() - started)
+        metrics.child(metrics.TAKEOVER_DURATION, kind="placement_leader").observe(time.monotonic() - started)
         await leader.hold(ctx.stop)
         if not ctx.stop.is_set():
             ctx.log.warning("placement leadership lost", why=leader.why_dropped)
-        metrics.LEASES_HELD.labels(kind="placement_leader").set(0)
+        metrics.child(metrics.LEASES_HELD, kind="placement_leader").set(0)
         view.leading = False
         stop.set()
         for task in tasks[1:]:

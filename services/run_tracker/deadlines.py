@@ -126,7 +126,7 @@ async def announce_missed(ctx: Context, run: Run, deadlines: list[str]) -> None:
     """Count each newly recorded miss and put it on the events stream (the audit trail, like `blocked`); the
     record already holds it, so the notifier needs neither, and a lost publish loses no notice."""
     for deadline in deadlines:
-        metrics.DEADLINES_MISSED.labels(deadline=deadline).inc()
+        metrics.child(metrics.DEADLINES_MISSED, deadline=deadline).inc()
         with contextlib.suppress(JetcronError):
             await publish(ctx.js, s.event_subject("missed", s.TRACKER_SOURCE), encode(run),
                           msg_id=s.msg_id(run.run_id, 0, f"missed-{deadline}"))

@@ -29,7 +29,7 @@ def change_for(kind: str, data: bytes, source: str = "") -> tuple[str, Change, C
     the subject names (the one its credential allows): a report about another agent is a forgery."""
     run_id, change, start = _change_for(kind, data)
     if source and change.agent != source:
-        metrics.REPORTS_DROPPED.labels(reason="forged").inc()
+        metrics.child(metrics.REPORTS_DROPPED, reason="forged").inc()
         raise Drop(f"{kind} report for {run_id} names agent {change.agent} but was sent by {source}")
     return run_id, change, start
 
@@ -106,13 +106,13 @@ class EventHandler:
         try:
             await self.records.change(run_id, make)
         except StaleReport:
-            metrics.REPORTS_DROPPED.labels(reason="stale").inc()
+            metrics.child(metrics.REPORTS_DROPPED, reason="stale").inc()
             return
         except IllegalTransition:
-            metrics.REPORTS_DROPPED.labels(reason="duplicate_or_late").inc()
+            metrics.child(metrics.REPORTS_DROPPED, reason="duplicate_or_late").inc()
             return
         except NotFound:
-            metrics.REPORTS_DROPPED.labels(reason="unknown_run").inc()
+            metrics.child(metrics.REPORTS_DROPPED, reason="unknown_run").inc()
             return
         if early:
             raise Retry(0.2, "finish arrived before start")

@@ -91,7 +91,7 @@ class Flows:
         downstream in turn."""
         await publish(self.ctx.js, s.event_subject("blocked", s.TRACKER_SOURCE), encode(run),
                       msg_id=s.msg_id(run.run_id, 1, "blocked"))
-        metrics.RUNS_FINISHED.labels(outcome=RunState.BLOCKED.value).inc()
+        metrics.child(metrics.RUNS_FINISHED, outcome=RunState.BLOCKED.value).inc()
         await self.on_terminal(run)
 
     async def _move_waiting(self, run_id: str, state: RunState, reason: str) -> None:

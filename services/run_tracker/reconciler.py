@@ -245,12 +245,12 @@ class Reconciler:
             case step.Retry():
                 await self._change(seen, Change(event=RunEvent.RETRY))
             case step.Redrive(times=times):
-                metrics.REDRIVES.labels(step="scheduled").inc()
+                metrics.child(metrics.REDRIVES, step="scheduled").inc()
                 with _span(seen, "redrive"):
                     await dispatch(self.ctx.js, seen, redrive=times)
             case step.Lose(loss=loss, reason=reason):
                 if loss is step.Loss.NOT_STARTED:
-                    metrics.REDRIVES.labels(step="assigned").inc()
+                    metrics.child(metrics.REDRIVES, step="assigned").inc()
                     self.ctx.log.info("assignment not started", run_id=run_id, attempt=seen.attempt, agent=seen.agent)
                 else:
                     metrics.LEASES_EXPIRED.inc()
@@ -278,7 +278,7 @@ class Reconciler:
         """A claim on this run by an agent it was not placed on (a compromised or broken agent: its credential
         may write claims under its own name only, docs/security.md). Revoked, so that the run's own agent can
         take it; the run is then judged as one whose lease is gone. Counted and logged with the writer's name."""
-        metrics.AUTH_FAILURES.labels(kind="foreign_lease").inc()
+        metrics.child(metrics.AUTH_FAILURES, kind="foreign_lease").inc()
         self.ctx.log.warning("foreign lease claim revoked", run_id=run.run_id, writer=lease.writer,
                              claimed_attempt=lease.value.attempt, assigned=run.agent, attempt=run.attempt)
         await self.ctx.leases.revoke(lease.key, f"claimed by {lease.writer}, not placed there", self.timing.lease_ttl)

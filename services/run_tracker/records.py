@@ -80,7 +80,7 @@ class Records:
                 run_id=new.run_id, job=new.job, reason=new.reason, run=encode(new), at=self.ctx.clock.now()),
                 msg_id=s.msg_id(new.run_id, new.attempt, "dlq"))
         if new.state.terminal and not old.state.terminal:
-            metrics.RUNS_FINISHED.labels(outcome=new.state.value).inc()
+            metrics.child(metrics.RUNS_FINISHED, outcome=new.state.value).inc()
             if self.on_terminal is not None:
                 result = self.on_terminal(new)
                 if hasattr(result, "__await__"):

@@ -42,16 +42,16 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
                     deadlines.lost_lead()
             elif await leader.take():
                 won = time.monotonic()
-                metrics.TAKEOVERS.labels(kind="tracker_leader").inc()
+                metrics.child(metrics.TAKEOVERS, kind="tracker_leader").inc()
         except JetcronError as exc:
             ctx.log.warning("tracker lease error", error=str(exc))
-        metrics.LEASES_HELD.labels(kind="tracker_leader").set(1 if leader.held else 0)
+        metrics.child(metrics.LEASES_HELD, kind="tracker_leader").set(1 if leader.held else 0)
         if leader.held:
             await reconciler.sweep(ctx.clock.now())
             await janitor.maybe_sweep(ctx.clock.now())
             await deadlines.maybe_sweep(ctx.clock.now())
             if won is not None:  # ready once the first sweep is done
-                metrics.TAKEOVER_DURATION.labels(kind="tracker_leader").observe(time.monotonic() - won)
+                metrics.child(metrics.TAKEOVER_DURATION, kind="tracker_leader").observe(time.monotonic() - won)
                 won = None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ctx.stop.wait(), timeout=SWEEP_SECONDS)

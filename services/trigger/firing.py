@@ -93,7 +93,7 @@ class Firer:
         run = found[0]
         fresh = now - run.created_at < REDISPATCH_WITHIN
         if run.state is RunState.SCHEDULED and run.attempt == 1 and run.assigned_at is None and fresh:
-            metrics.REDRIVES.labels(step="trigger").inc()
+            metrics.child(metrics.REDRIVES, step="trigger").inc()
             await dispatch(self.ctx.js, run)
 
     async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str) -> str:
@@ -127,7 +127,7 @@ class Firer:
                     await self._supersede(supersede, rid, now)  # our earlier life may have died before it
                     await self._redispatch(rid, now)
                 return rid if state is not RunState.SKIPPED else last_run
-            metrics.OCCURRENCES.labels(result=state.value).inc()
+            metrics.child(metrics.OCCURRENCES, result=state.value).inc()
             metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))
             if state is RunState.SCHEDULED:
                 await self._supersede(supersede, rid, now)

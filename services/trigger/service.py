@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import random
 import secrets
+from collections import deque
 from datetime import datetime, timedelta
 
 from jetcron.bus.cluster import shard_layout
@@ -35,8 +36,11 @@ class Trigger:
         self.wake = asyncio.Event()
         self.synced = asyncio.Event()
         self.cursors_synced = asyncio.Event()  # planning without the cursors would re-walk recorded occurrences
-        self.gate = asyncio.Semaphore(FIRES_IN_FLIGHT)
+        self.firing = 0
+        """Tasks firing now, at most FIRES_IN_FLIGHT; each takes what waits in `pending` when its job is done."""
+        self.pending: deque[str] = deque()
         self.in_flight: set[str] = set()
+        """Jobs firing or pending: one job is never planned twice at once."""
         self.again: set[str] = set()
 
     async def watch_jobs(self) -> None:
@@ -86,10 +90,23 @@ class Trigger:
             await _sleep_or(self.ctx.stop, self.ctx.settings.trigger_lease_ttl / 3)
         await self.owner.release_all()
 
+    async def _fire(self, name: str) -> None:
+        """Fire `name`, then the jobs that came due while every place was taken, in the order they came.
+
+        The waiting jobs are names in a queue, not a task each blocked on a semaphore: a herd of 100,000 would
+        otherwise hold as many tasks, and their wake-ups cost a tenth of the trigger's CPU."""
+        try:
+            while True:
+                await self._fire_one(name)
+                if not self.pending:
+                    return
+                name = self.pending.popleft()
+        finally:
+            self.firing -= 1
+
     async def _fire_one(self, name: str) -> None:
         try:
-            async with self.gate:
-                await self._plan_and_record(name)
+            await self._plan_and_record(name)
         except Exception:  # a bug must not stop this job (or, through the loop, every job) from firing
             self.ctx.log.exception("fire crashed; will retry", job=name)
             self.index.set(name, self.ctx.clock.now() + timedelta(seconds=1))
@@ -133,8 +150,9 @@ class Trigger:
                 self.cursors[name] = found
 
     async def fire_loop(self) -> None:
-        """Start a task per due job and go on: jobs that come due while a herd is being recorded need not
-        wait for its tail. One job is never planned twice at once (its occurrences stay in order)."""
+        """Fire due jobs, up to FIRES_IN_FLIGHT at once, and go on: jobs that come due while a herd is being
+        recorded join its queue rather than wait for the loop. One job is never planned twice at once (its
+        occurrences stay in order)."""
         await self.synced.wait()
         await self.cursors_synced.wait()
         tasks: set[asyncio.Task[None]] = set()
@@ -148,7 +166,11 @@ class Trigger:
                         self.again.add(name)
                         continue
                     self.in_flight.add(name)
-                    task = asyncio.create_task(self._fire_one(name))
+                    if self.firing >= FIRES_IN_FLIGHT:
+                        self.pending.append(name)
+                        continue
+                    self.firing += 1
+                    task = asyncio.create_task(self._fire(name))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
             nxt = self.index.next_wake(shards)

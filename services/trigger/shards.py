@@ -67,17 +67,17 @@ class ShardOwner:
             lease = HeldLease(self.leases, s.shard_lease_key(shard), self.replica, self.ttl)
             if await lease.take():
                 # The index is kept warm on every replica: a won shard serves at once.
-                metrics.TAKEOVER_DURATION.labels(kind="trigger_shard").observe(time.monotonic() - asked)
+                metrics.child(metrics.TAKEOVER_DURATION, kind="trigger_shard").observe(time.monotonic() - asked)
                 self.owned[shard] = lease
                 gained.append(shard)
-                metrics.TAKEOVERS.labels(kind="trigger_shard").inc()
+                metrics.child(metrics.TAKEOVERS, kind="trigger_shard").inc()
         metrics.TRIGGER_SHARDS.set(self.shards)
-        metrics.LEASES_HELD.labels(kind="trigger_shard").set(len(self.owned))
+        metrics.child(metrics.LEASES_HELD, kind="trigger_shard").set(len(self.owned))
         return gained
 
     async def release_all(self) -> None:
         for lease in self.owned.values():
             await lease.release()
         self.owned.clear()
-        metrics.LEASES_HELD.labels(kind="trigger_shard").set(0)
+        metrics.child(metrics.LEASES_HELD, kind="trigger_shard").set(0)
         await self.member.release()

@@ -186,3 +186,18 @@ def test_services_collect_cycles_less_often_and_never_walk_their_start_up_heap()
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_a_kept_labelled_metric_is_the_one_prometheus_exports() -> None:
+    from jetcron.telemetry import metrics
+
+    kept = metrics.child(metrics.API_REQUESTS, verb="jobs.kept_test", outcome="ok")
+    assert kept is metrics.child(metrics.API_REQUESTS, verb="jobs.kept_test", outcome="ok")
+    assert kept is metrics.API_REQUESTS.labels(verb="jobs.kept_test", outcome="ok")
+    assert kept is not metrics.child(metrics.API_REQUESTS, verb="jobs.kept_test", outcome="invalid")
+    sample = ("jetcron_api_requests_total", {"verb": "jobs.kept_test", "outcome": "ok"})
+    before = REGISTRY.get_sample_value(*sample) or 0
+    metrics.child(metrics.API_REQUESTS, verb="jobs.kept_test", outcome="ok").inc()
+    assert REGISTRY.get_sample_value(*sample) == before + 1
+    with pytest.raises(ValueError, match="Incorrect label names"):
+        metrics.child(metrics.API_REQUESTS, verb="jobs.kept_test")

@@ -59,7 +59,7 @@ def viewer(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord, str]:
     record = check_token(gate, token) if token else None
     if record is None:
         if token:
-            metrics.AUTH_FAILURES.labels(kind="http_token").inc()
+            metrics.child(metrics.AUTH_FAILURES, kind="http_token").inc()
         raise LoginRequired(request.url.path)
     return gate, record, csrf_token(token)
 
