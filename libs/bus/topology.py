@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -173,11 +174,48 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         pass
 
 
+FENCED_BUCKETS = (s.BUCKET_LEASES, s.BUCKET_LEADERS)
+"""Buckets whose revisions are fencing tokens (bus/lease.py): they must only grow, also across a bucket
+deleted and made again, which would otherwise start its sequence at 1 again under runs still holding
+tokens of the one before."""
+_ALREADY_IN_USE = 10058  # "stream name already in use with a different configuration"
+
+
+def fencing_floor() -> int:
+    """Where a fenced bucket's sequence starts: the wall clock in microseconds. Every token of an earlier
+    incarnation is below it while that bucket took fewer writes than microseconds passed since it was made
+    (no JetStream stream takes a million writes a second), and it stays under 2^53 (JSON numbers) for
+    another two centuries."""
+    return time.time_ns() // 1000
+
+
+def fenced_stream(config: KeyValueConfig, first_seq: int) -> StreamConfig:
+    """The stream nats-py's `create_key_value` makes for `config`, starting at `first_seq` (which it cannot
+    set): a lease bucket made again continues above every token handed out before."""
+    return StreamConfig(
+        name=s.kv_stream(config.bucket), description=config.description, subjects=[f"$KV.{config.bucket}.>"],
+        allow_direct=config.direct, allow_rollup_hdrs=True, allow_msg_ttl=True, deny_delete=True,
+        discard=DiscardPolicy.NEW, duplicate_window=min(DUPLICATE_WINDOW, config.ttl or DUPLICATE_WINDOW),
+        max_age=config.ttl, max_bytes=config.max_bytes, max_consumers=-1, max_msg_size=config.max_value_size,
+        max_msgs=-1, max_msgs_per_subject=config.history, num_replicas=config.replicas, storage=config.storage,
+        republish=config.republish, first_seq=first_seq)
+
+
 async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> None:
     try:
         await js.key_value(config.bucket)
+        return
     except Exception:
-        await js.create_key_value(config)
+        if config.bucket not in FENCED_BUCKETS:
+            await js.create_key_value(config)
+            return
+    try:
+        await js.add_stream(fenced_stream(config, fencing_floor()))
+    except BadRequestError as exc:
+        # Another service made it first, a moment earlier (so from another floor): that one is as good.
+        if exc.err_code != _ALREADY_IN_USE:
+            raise
+        await js.key_value(config.bucket)
 
 
 async def _ensure_object_store(js: JetStreamContext, config: ObjectStoreConfig) -> None:

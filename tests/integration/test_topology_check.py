@@ -4,13 +4,25 @@ on a cluster, with the invariants: tests/chaos/test_chaos_topology.py."""
 
 from __future__ import annotations
 
+import asyncio
+
 from harness import Services, wait_for
 from metrics_support import samples
+from nats.js.api import DiscardPolicy
 from nats.js.errors import NotFoundError
 from test_runs import now_job, state_is, the_run
 
+from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry
-from jetcron.bus.topology import Limits, consumer_configs, ensure_topology, missing_parts, stream_names
+from jetcron.bus.topology import (
+    FENCED_BUCKETS,
+    Limits,
+    bucket_configs,
+    consumer_configs,
+    ensure_topology,
+    missing_parts,
+    stream_names,
+)
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 
@@ -67,3 +79,33 @@ def test_the_placement_consumer_sees_as_many_runs_as_its_queue_holds() -> None:
     limits = Limits(place_msgs=1234)
     consumer = dict(consumer_configs(limits))[s.STREAM_PLACE]
     assert consumer.max_ack_pending == limits.place_msgs
+
+
+async def test_a_lease_bucket_made_again_hands_out_tokens_above_every_earlier_one(client: Client) -> None:
+    """Lease revisions are fencing tokens: a bucket deleted and made again must not start again at 1 under
+    runs still holding tokens of the one before (the chaos test of a deleted KV_jc_leases caught that)."""
+    js = client.nc.jetstream(timeout=5)
+    await ensure_topology(js)
+    leases = Leases(js)
+    earlier = []
+    for bucket_key in (s.run_lease_key("job.20261204T000000000Z"), "leader.placement"):
+        for attempt in (1, 2, 3):  # a few writes, so that a restart at any small number would be below
+            lease = await leases.acquire(f"{bucket_key}.{attempt}", "agent-1", 30, attempt=attempt)
+            assert lease is not None
+            earlier.append(lease.token)
+    for bucket in FENCED_BUCKETS:
+        await js.delete_key_value(bucket)
+    assert sorted(await missing_parts(client.nc, js)) == sorted(s.kv_stream(b) for b in FENCED_BUCKETS)
+
+    # Made again by several services at once, each from its own floor: one wins, the others accept it
+    await asyncio.gather(*(ensure_topology(client.nc.jetstream(timeout=5)) for _ in range(3)))
+    assert await missing_parts(client.nc, js) == []
+    for bucket_key in (s.run_lease_key("job.20261204T000000000Z"), "leader.placement"):
+        lease = await leases.acquire(f"{bucket_key}.1", "agent-2", 30, attempt=1)
+        assert lease is not None and lease.token > max(earlier), (bucket_key, lease.token, earlier)
+    for bucket in FENCED_BUCKETS:  # and they are the buckets nats-py would make, but for where they start
+        kv_config = {c.bucket: c for c in bucket_configs(1, Limits())}[bucket]
+        info = await js.stream_info(s.kv_stream(bucket))
+        assert info.config.allow_msg_ttl and info.config.deny_delete and info.config.allow_rollup_hdrs
+        assert info.config.max_msgs_per_subject == kv_config.history and info.config.discard == DiscardPolicy.NEW
+        assert info.config.first_seq is not None and info.config.first_seq > max(earlier)
