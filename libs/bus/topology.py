@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 
 import nats.errors
@@ -25,6 +25,7 @@ from nats.js.api import (
 )
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
+from jetcron.core.leases import fencing_floor
 from jetcron.wire import subjects as s
 
 MiB = 1024 * 1024
@@ -181,14 +182,6 @@ tokens of the one before."""
 _ALREADY_IN_USE = 10058  # "stream name already in use with a different configuration"
 
 
-def fencing_floor() -> int:
-    """Where a fenced bucket's sequence starts: the wall clock in microseconds. Every token of an earlier
-    incarnation is below it while that bucket took fewer writes than microseconds passed since it was made
-    (no JetStream stream takes a million writes a second), and it stays under 2^53 (JSON numbers) for
-    another two centuries."""
-    return time.time_ns() // 1000
-
-
 def fenced_stream(config: KeyValueConfig, first_seq: int) -> StreamConfig:
     """The stream nats-py's `create_key_value` makes for `config`, starting at `first_seq` (which it cannot
     set): a lease bucket made again continues above every token handed out before."""
@@ -210,7 +203,7 @@ async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> None:
             await js.create_key_value(config)
             return
     try:
-        await js.add_stream(fenced_stream(config, fencing_floor()))
+        await js.add_stream(fenced_stream(config, fencing_floor(datetime.now(UTC))))
     except BadRequestError as exc:
         # Another service made it first, a moment earlier (so from another floor): that one is as good.
         if exc.err_code != _ALREADY_IN_USE:

@@ -58,3 +58,12 @@ def foreign_claim(writer: str, holder: str, attempt: int, assigned: str | None, 
     if not writer:
         return False
     return writer != holder or (attempt >= current and writer != assigned)
+
+
+def fencing_floor(now: datetime) -> int:
+    """Where a lease bucket's sequence (its revisions: the fencing tokens) starts: `now` in microseconds since
+    the epoch. A bucket deleted and made again must hand out tokens above every token of the one before; they
+    are below this while the earlier bucket took fewer writes than microseconds passed since it was made (no
+    JetStream stream takes a million writes a second), and it stays under 2^53 (JSON numbers) for another two
+    centuries."""
+    return int(now.timestamp()) * 1_000_000 + now.microsecond

@@ -3,7 +3,7 @@ before the server can have expired the lease."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -101,3 +101,11 @@ def test_a_run_lease_is_stored_as_its_writers_claim_and_read_across_all_of_them(
     assert s.lease_writer(s.lease_subject(s.shard_lease_key(3), "trigger-a")) == ""
     gang = s.gang_lease_key("acme.nightly.20260101T000000000Z", "agent-b")
     assert s.lease_subject(gang, "agent-b") == "$KV.jc_leases.gang.agent-b.acme.nightly.20260101T000000000Z"
+
+
+def test_a_lease_buckets_first_token_is_the_time_in_microseconds_and_grows_with_it() -> None:
+    at = datetime(2026, 12, 4, 19, 30, 0, 123456, tzinfo=UTC)
+    assert leases.fencing_floor(at) == 1_796_412_600_123_456
+    assert leases.fencing_floor(at + timedelta(microseconds=1)) == leases.fencing_floor(at) + 1
+    assert leases.fencing_floor(at.astimezone(timezone(timedelta(hours=-5)))) == leases.fencing_floor(at)
+    assert leases.fencing_floor(datetime(2250, 1, 1, tzinfo=UTC)) < 2**53  # exact as a JSON number for centuries
