@@ -23,7 +23,7 @@ def _id(module: str, args: list[str]) -> str:
 
 EXPECTED: dict[str, set[str]] = {
     "throughput-sim": {"throughput_sim"}, "throughput-true": {"throughput_true"}, "latency": {"idle_single_run"},
-    "hops": {"idle_hops"}, "failover": {"failover_trigger", "failover_placement", "failover_agent"},
+    "hops": {"idle_hops"}, "floor": {"floor"}, "failover": {"failover_trigger", "failover_placement", "failover_agent"},
     "placement_core": {"placement_core"}, "profile": {"profile"},
     "trigger_start_delay-second": {"trigger_start_delay_second_20"},
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
@@ -42,6 +42,9 @@ def _check(result: dict[str, Any]) -> None:
         assert result["started"]["median"] == result["expected"]["median"] == 40  # 20 schedules, 2 rounds
     elif name == "idle_hops" and "reps" in result:  # the summary, after each rep
         assert 0 < result["place_to_assigned_p50_ms"]["median"] < result["total_p50_ms"]["median"]
+    elif name == "floor":  # exactly the protocol's eight writes per run, each acknowledged
+        assert result["writes_per_run"]["median"] == 8 and result["floor_runs_per_s"]["median"] > 0
+        assert 0 < result["idle_eight_writes_p50_ms"]["median"] < result["idle_floor_p50_ms"]["median"]
     elif name == "failover_agent":
         assert result["redispatch_s"]["median"] > 0
 
