@@ -245,6 +245,10 @@ class Attempt:
         finally:
             self._settled()
             self.done.set()
+            if self.spares is not None:
+                # The child has ended, or never started: no join to stall now. After the finish report, not
+                # before: making a spare forks on this loop, and the report would wait behind the fork.
+                self.spares.refill()
             self._rewake.set()
             self._keeper_timer.cancel()
             if self.keeper is not None:
@@ -327,8 +331,6 @@ class Attempt:
             finally:
                 self.groups.remove(self.execution.pid)
         finally:
-            if self.spares is not None:  # the child has ended, or never started: no join to stall now
-                self.spares.refill()
             if container is not None and self.setup.runtime is not None:
                 await containers.remove(self.setup.runtime, container)
                 self.groups.remove_container(container)

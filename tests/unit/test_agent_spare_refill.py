@@ -1,0 +1,63 @@
+"""An attempt makes the next spare child only after its finish report went out (services/agent/attempt.py).
+
+Making a spare forks the agent on its event loop; done before the report, the report (and with it the run's
+`succeeded`) waited behind the fork on every idle run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import cast
+
+from opentelemetry.context import Context as TraceContext
+
+from jetcron.bus.lease import Lease, LeaseValue
+from jetcron.config import Settings
+from jetcron.core.clock import ManualClock
+from jetcron.core.models import JobSpec
+from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.host import HostSetup
+from jetcron.services.agent.spares import SparePool
+from jetcron.services.agent.strays import StrayGuard
+from jetcron.services.runtime import Context
+from jetcron.wire.messages import AssignRun
+
+T0 = datetime(2026, 12, 31, 23, 50, tzinfo=UTC)
+
+
+class _Sent:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> SimpleNamespace:
+        self.sent.append(subject)
+        return SimpleNamespace(seq=len(self.sent))
+
+
+class _Pool:
+    """Records what had been published each time a spare was asked for."""
+
+    def __init__(self, js: _Sent) -> None:
+        self.js = js
+        self.refills: list[list[str]] = []
+
+    def take(self) -> None:
+        return None
+
+    def refill(self) -> None:
+        self.refills.append(list(self.js.sent))
+
+
+async def test_the_next_spare_is_made_after_the_finish_report_not_before() -> None:
+    js = _Sent()
+    pool = _Pool(js)
+    ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=ManualClock(T0), js=js))
+    cmd = AssignRun(run_id="r1", attempt=1, job="j", agent="a", spec=JobSpec(name="j", command=["true"]),
+                    scheduled_at=T0, due_at=T0)
+    attempt = Attempt(ctx, cmd, Lease(key="k", token=1, value=LeaseValue(holder="a")), dict, TraceContext(),
+                      cast(StrayGuard, None), cast(HostSetup, None), spares=cast(SparePool, pool))
+    await asyncio.wait_for(attempt.run(), timeout=5)
+    # once, and the finish had gone out by then
+    assert pool.refills == [["jc.event.finished.a"]]
