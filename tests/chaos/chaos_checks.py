@@ -216,16 +216,28 @@ def check(runs: dict[str, Run], out: Path, *, jobs: list[str], expect: RunState 
     return v
 
 
+READ_BACK_DEADLINE = 60.0
+
+
 async def missing_jobs(client: Client, names: list[str]) -> list[str]:
-    """Acked ⇒ durable: every acknowledged job is still there."""
+    """Acked ⇒ durable: every acknowledged job is still there. Only `not_found` counts as gone; a retryable
+    answer (a bucket whose leader is still moving after the fault, 10008) is asked again until the deadline,
+    then raised."""
     gone = []
+    deadline = time.monotonic() + READ_BACK_DEADLINE
     for name in names:
-        try:
-            await client.call("jobs.get", {"name": name})
-        except ApiError as exc:
-            if exc.code != "not_found":
-                raise
-            gone.append(name)
+        while True:
+            try:
+                await client.call("jobs.get", {"name": name})
+            except ApiError as exc:
+                if exc.code == "not_found":
+                    gone.append(name)
+                elif not exc.retryable or time.monotonic() > deadline:
+                    raise
+                else:
+                    await asyncio.sleep(0.2)
+                    continue
+            break
     return gone
 
 
