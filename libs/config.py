@@ -8,8 +8,12 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jetcron.bus.connect import Identity
+from jetcron.bus.topology import Limits
+from jetcron.core.retention import ClusterHistory
 
 _Count = Annotated[int, Field(ge=0)]
+_MiB = 1024 * 1024
+_GiB = 1024 * _MiB
 
 
 class Settings(BaseSettings):
@@ -113,13 +117,52 @@ class Settings(BaseSettings):
     """HTTP port for /metrics, /livez and /readyz; unset or 0 picks a free one (published in jc_services)."""
     metrics_host: str = "0.0.0.0"
     """Address the HTTP port binds to; 127.0.0.1 keeps it on this host."""
-    runs_max_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024 * 1024)
-    """Bytes the run records' bucket holds at most (set when the bucket is made). A record is about 1.2 KB with
-    its spec snapshot: the default holds some 800,000 runs. Full, it refuses new records (the writer sees an
-    error): size it for the history kept."""
     place_queue_max: int = Field(default=2_000_000, ge=10)
     """Messages the placement and assignment queue streams hold at most; submits are refused (unavailable,
     retry) once either is 90 % full."""
+    history_keep_seconds: float = Field(default=3 * 86400.0, gt=0)
+    """Seconds a finished run is kept after it ended (its record with every attempt, its events and output), where
+    neither its job nor its tenant says otherwise (HistoryPolicy); then the server removes it (per-message TTL)."""
+    history_min_seconds: float = Field(default=3600.0, ge=1)
+    """The least any finished run is kept, whatever a job or tenant asks: watchers and the notifier read its last
+    change first. A run is also kept at least its job's misfire catch-up window (its record is its occurrence's
+    fire gate)."""
+    history_max_seconds: float = Field(default=90 * 86400.0, gt=0)
+    """The most a job or tenant may ask to keep runs; also the events and output streams' max_age."""
+    history_keep_succeeded: int | None = Field(default=None, ge=0)
+    """At most this many succeeded runs kept per job (the newest), where no job or tenant says; unset: no limit."""
+    history_keep_failed: int | None = Field(default=None, ge=0)
+    """The same for failed, dead and blocked runs."""
+    dlq_keep_seconds: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds a dead letter is kept (JC_DLQ's max_age); a dead run's record is kept at least as long."""
+    idempotency_max_seconds: float = Field(default=30 * 86400.0, gt=0)
+    """The longest lifetime an idempotency key may ask for (once(key, ttl), a request's Idempotency-Key): the
+    idempotency bucket's max_age, which would otherwise cut a longer TTL short."""
+    request_key_seconds: float = Field(default=86400.0, gt=0)
+    """Seconds an api request's idempotency key (and an intake request's outcome) is remembered."""
+    runs_max_bytes: int = Field(default=8 * _GiB, ge=_MiB)
+    """Bytes the run records' bucket holds at most. A sim run's record is about 1.3 KB (docs/operations.md,
+    "Sizing the streams"): the default holds some 6,000,000, two days of the design's load over the default
+    retention with room to spare. Near full, the oldest finished runs are let go first (JETCRON_STORAGE_SHED_AT)."""
+    jobs_max_bytes: int = Field(default=_GiB, ge=_MiB)
+    """Bytes the job definitions' bucket (16 revisions kept per job) holds at most."""
+    events_max_bytes: int = Field(default=8 * _GiB, ge=_MiB)
+    """Bytes the run events stream (the tracker's input and the audit trail) holds at most."""
+    logs_max_bytes: int = Field(default=8 * _GiB, ge=_MiB)
+    """Bytes of run output kept at most; the oldest output goes first when full."""
+    dlq_max_bytes: int = Field(default=_GiB, ge=_MiB)
+    """Bytes of dead letters kept at most."""
+    idempotency_max_bytes: int = Field(default=_GiB, ge=_MiB)
+    """Bytes of idempotency keys kept at most; full, new keys are refused (fail closed), never old ones forgotten."""
+    checkpoints_max_bytes: int = Field(default=_GiB, ge=_MiB)
+    """Bytes of run checkpoints (jetcron.checkpoint) kept at most."""
+    notify_max_bytes: int = Field(default=256 * _MiB, ge=_MiB)
+    """Bytes of each of the notification delivery log and the subject targets' stream."""
+    storage_shed_at: float = Field(default=0.9, gt=0, le=1)
+    """Used share of a stream's limit (or of the server's JetStream store) at which the run tracker lets the oldest
+    finished runs go ahead of their time, so that new occurrences are still recorded."""
+    storage_check_seconds: float = Field(default=15.0, gt=0)
+    """Seconds between the run tracker's looks at every stream's and the server's storage (headroom metrics)."""
     http_port: int = Field(default=8080, ge=0, le=65535)
     """The HTTP gateway's REST API port (0 picks a free one and logs it)."""
     http_host: str = "127.0.0.1"
@@ -190,6 +233,24 @@ class Settings(BaseSettings):
     def identity(self) -> Identity:
         return Identity(creds=self.nats_creds, tls_ca=self.nats_tls_ca, tls_cert=self.nats_tls_cert,
                         tls_key=self.nats_tls_key)
+
+    @property
+    def limits(self) -> Limits:
+        """Every stream's and bucket's limits, from these settings (bus/topology.py)."""
+        return Limits(place_msgs=self.place_queue_max, runs_bytes=self.runs_max_bytes, jobs_bytes=self.jobs_max_bytes,
+                      events_age=self.history_max_seconds, events_bytes=self.events_max_bytes,
+                      logs_age=self.history_max_seconds, logs_bytes=self.logs_max_bytes,
+                      dlq_age=self.dlq_keep_seconds, dlq_bytes=self.dlq_max_bytes,
+                      idempotency_age=self.idempotency_max_seconds, idempotency_bytes=self.idempotency_max_bytes,
+                      requests_age=self.request_key_seconds, checkpoints_bytes=self.checkpoints_max_bytes,
+                      notify_bytes=self.notify_max_bytes)
+
+    @property
+    def history(self) -> ClusterHistory:
+        """The cluster's retention (core/retention.py)."""
+        return ClusterHistory(keep_seconds=self.history_keep_seconds, min_seconds=self.history_min_seconds,
+                              max_seconds=self.history_max_seconds, keep_succeeded=self.history_keep_succeeded,
+                              keep_failed=self.history_keep_failed, dead_letter_seconds=self.dlq_keep_seconds)
 
     @property
     def lead_seconds(self) -> float:

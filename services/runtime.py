@@ -26,10 +26,12 @@ from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
 from jetcron.bus.ports import Connection, JetStream, Records
 from jetcron.bus.registry import Registry, add_ping_service
-from jetcron.bus.topology import Limits, ensure_topology, missing_parts
+from jetcron.bus.topology import ensure_topology, missing_parts
 from jetcron.config import Settings
 from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
+from jetcron.core.retention import job_ttl, record_ttl
+from jetcron.services.retention import History
 from jetcron.telemetry import metrics
 from jetcron.telemetry.gc_pauses import GcPauses
 from jetcron.telemetry.http import HealthServer
@@ -69,6 +71,7 @@ class Context:
     agents: Records[AgentInfo]
     tenants: Records[TenantPolicy]
     leases: Leases
+    history: History
     clock: SystemClock = field(default_factory=SystemClock)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     log: structlog.stdlib.BoundLogger = field(default_factory=lambda: structlog.get_logger("jetcron"))
@@ -100,6 +103,13 @@ def tune_gc(thresholds: tuple[int, int, int]) -> None:
     gc.freeze()
 
 
+async def _make_topology(js: JetStream, replicas: int, settings: Settings) -> None:
+    """ensure_topology with this service's settings, saying what it changed in place (or would not change)."""
+    log = structlog.get_logger("jetcron")
+    for note in await ensure_topology(js, replicas=replicas, limits=settings.limits):
+        (log.warning if note.refused else log.info)("topology limits", change=note.text)
+
+
 async def boot(name: str, settings: Settings) -> Context:
     setup_logging(name)
     setup_tracing(name, console=settings.trace_console)
@@ -112,19 +122,20 @@ async def boot(name: str, settings: Settings) -> Context:
     # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
     remake: Callable[[], Awaitable[None]] | None = None
     if name not in ("agent", "gateway"):
-        remake = partial(ensure_topology, rpc.jetstream(nc, timeout=3), replicas=replicas,
-                         limits=Limits(place_msgs=settings.place_queue_max, runs_bytes=settings.runs_max_bytes))
+        remake = partial(_make_topology, rpc.jetstream(nc, timeout=3), replicas, settings)
         await remake()
         if connected.verdict is not None:
             await record_verdict(js, connected.verdict)
+    clock, history = SystemClock(settings.clock_skew), settings.history
+    tenants = await Store.open(js, s.BUCKET_TENANTS, TenantPolicy)
     ctx = Context(
         name=name, settings=settings, nc=nc, js=js,
-        jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord),
-        runs=await Store.open(js, s.BUCKET_RUNS, Run),
+        jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord, lambda record: job_ttl(record, clock.now())),
+        runs=await Store.open(js, s.BUCKET_RUNS, Run, lambda run: record_ttl(run, clock.now(), history)),
         cursors=await Store.open(js, s.BUCKET_CURSORS, Cursor),
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
-        tenants=await Store.open(js, s.BUCKET_TENANTS, TenantPolicy),
-        leases=Leases(js), clock=SystemClock(settings.clock_skew), remake_topology=remake,
+        tenants=tenants, leases=Leases(js), history=History(tenants, history), clock=clock,
+        remake_topology=remake,
     )
     ctx.log = structlog.get_logger("jetcron").bind(service=name)
     for w in warnings:

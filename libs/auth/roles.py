@@ -120,10 +120,12 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
         return Grant(
             watches=(s.BUCKET_JOBS, s.BUCKET_CURSORS),
             # The leases: cancelling a run (overlap policy) revokes its lease over the last claim, read first.
+            # The tenants: a new run is stamped with its tenant's retention (services/retention.py).
             reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_LEASES,
-                       s.BUCKET_CLUSTER),
-            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER), s.PLACE_ALL,
-                    *CANCELS, _registry("trigger")),
+                       s.BUCKET_CLUSTER, s.BUCKET_TENANTS),
+            # The jobs: a fired one-shot job is given its end (trigger/firing.Firer._end).
+            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER, s.BUCKET_JOBS),
+                    s.PLACE_ALL, *CANCELS, _registry("trigger")),
             manages=True)
     if role is Role.PLACEMENT:
         return Grant(
@@ -142,7 +144,11 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS), s.DLQ_ALL, s.PLACE_ALL, s.EVENTS_ALL,
                     f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"), VERDICT,
                     f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",
-                    f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}"),
+                    f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}",
+                    # History let go ahead of its TTL (run_tracker/history.py): count limits, storage pressure; and
+                    # the headroom of every stream (its info only, not its messages).
+                    *(f"$JS.API.STREAM.PURGE.{x}" for x in (kv_stream(s.BUCKET_RUNS), s.STREAM_LOGS, s.STREAM_EVENTS)),
+                    *(f"$JS.API.STREAM.INFO.{x}" for x in ALL_STREAMS)),
             consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), listens=(s.TRACKER_RUNS,), manages=True)
     if role is Role.NOTIFIER:
         # The secrets bucket: a webhook rule's `secret` signs its bodies (the notifier holds the secrets key).

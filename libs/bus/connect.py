@@ -79,7 +79,7 @@ def monitor_urls(nats_url: str, configured: str | None) -> list[str]:
     return [default_monitor_url(nats_url)]
 
 
-async def _live_jsz(urls: list[str]) -> tuple[str, dict[str, Any]] | None:
+async def live_jsz(urls: list[str]) -> tuple[str, dict[str, Any]] | None:
     """The first monitor port that answers: any node of a cluster will do (the setting is per node, and a
     cluster is configured alike; docs/deploy.md)."""
     for url in urls:
@@ -238,7 +238,7 @@ async def connect(
     if not check:
         return Connected(nc, [])
     version = str(nc._server_info.get("version", "0.0.0"))
-    live = await _live_jsz(monitor_urls(url, monitor_url))
+    live = await live_jsz(monitor_urls(url, monitor_url))
     jsz: dict[str, Any] | None = None
     verdict = None
     if live is not None:

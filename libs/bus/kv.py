@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -17,7 +17,7 @@ from nats.js.kv import KeyValue, _is_key_valid
 from jetcron.bus.acks import publish_acked
 from jetcron.bus.ordered import in_order, stream_sequence
 from jetcron.bus.records import RecordOps, kind_of
-from jetcron.core.errors import NotFound, Unavailable, WriteConflict
+from jetcron.core.errors import NotFound, StorageFull, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
@@ -29,6 +29,8 @@ between pulls without holding the event loop for long."""
 
 WRONG_LAST = (10071, 10164)
 """The server's codes for a write whose expected last sequence did not match: someone wrote first."""
+NO_MESSAGE = 10037
+"""The server's code for a message get that matched nothing (a missing stream is another not-found: 10059)."""
 # 10077: message size; 10047/10048: storage or bytes limit;
 # 10008/10163: cluster not ready (see FIELD_NOTES): retryable.
 _FULL = {10047, 10048, 10026, 10027}
@@ -42,7 +44,10 @@ def translate(exc: BaseException, what: str) -> Exception:
         if exc.err_code in WRONG_LAST:
             return WriteConflict(f"{what}: written by someone else first")
         if exc.err_code in _FULL or (exc.description and "maximum" in exc.description.lower()):
-            return Unavailable(f"{what}: storage full ({exc.description}); retry later")
+            return StorageFull(f"{what}: storage full ({exc.description}). The run tracker lets the oldest finished "
+                               "runs go near a limit; if this lasts, raise the limit (JETCRON_*_MAX_BYTES, or the "
+                               "server's max_file_store) or shorten JETCRON_HISTORY_KEEP_SECONDS "
+                               "(docs/operations.md, \"Storage pressure\"); retry later")
         return Unavailable(f"{what}: server error {exc.err_code} {exc.description}; retry later")
     if isinstance(exc, (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError,
                         nats.errors.ConnectionClosedError, jse.NoStreamResponseError)):
@@ -83,14 +88,19 @@ def bind(js: JetStreamContext, bucket: str) -> KeyValue:
 class Store(RecordOps[T]):
     """A KV bucket whose values are one msgspec type (the NATS adapter of ports.Records)."""
 
-    def __init__(self, kv: KeyValue, kind: type[T], name: str) -> None:
+    def __init__(self, kv: KeyValue, kind: type[T], name: str, ttl_of: Callable[[T], int | None] | None = None
+                 ) -> None:
         self.kv = kv
         self.kind = kind
         self.name = name
+        self.ttl_of = ttl_of
+        """Each value's own lifetime on the server (its Nats-TTL, whole seconds), or None to keep it: an ended run
+        ages out (core/retention.record_ttl), a live one stays."""
 
     @classmethod
-    async def open(cls, js: JetStreamContext, bucket: str, kind: type[T]) -> Store[T]:
-        return cls(bind(js, bucket), kind, bucket)
+    async def open(cls, js: JetStreamContext, bucket: str, kind: type[T],
+                   ttl_of: Callable[[T], int | None] | None = None) -> Store[T]:
+        return cls(bind(js, bucket), kind, bucket, ttl_of)
 
     async def get(self, key: str) -> tuple[T, int]:
         """The value and its revision, or NotFound."""
@@ -104,28 +114,37 @@ class Store(RecordOps[T]):
             raise NotFound(kind_of(self.name), key)
         return decode(entry.value, self.kind), int(entry.revision or 0)
 
-    async def _write(self, key: str, value: bytes, last: int | None) -> int:
-        """One write, checked against revision `last` (0: the key must not exist; None: unchecked), as nats-py's
-        KeyValue writes it, through the leaner ack wait (acks.py)."""
+    async def _write(self, key: str, value: bytes, last: int | None, ttl: int | None = None) -> int:
+        """One write, checked against revision `last` (0: the key must not exist; None: unchecked) and living
+        `ttl` seconds (None: until changed), as nats-py's KeyValue writes it, through the leaner ack wait (acks.py)."""
         if not _is_key_valid(key):
             raise jse.InvalidKeyError(key)
-        headers = None if last is None else {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(last)}
+        headers: dict[str, str] | None = None
+        if last is not None:
+            headers = {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(last)}
+        if ttl is not None:
+            # Earlier revisions go with it: in a bucket that keeps history, the one before would otherwise be
+            # the key's value again once this one expired (a fired one-shot job, active again).
+            headers = {**(headers or {}), s.HDR_TTL: str(ttl), s.HDR_ROLLUP: s.ROLLUP_SUBJECT}
         return await publish_acked(self.kv._js, self.kv._pre + key, value, headers)
+
+    def _ttl(self, value: T) -> int | None:
+        return self.ttl_of(value) if self.ttl_of is not None else None
 
     async def create(self, key: str, value: T) -> int:
         """Write only if the key does not exist (expected revision 0): the fire gate. A key whose last revision
         is a delete marker counts as not existing (written against the marker's revision), as in nats-py."""
-        data = encode(value)
+        data, ttl = encode(value), self._ttl(value)
         try:
             try:
-                return await self._write(key, data, 0)
+                return await self._write(key, data, 0, ttl)
             except jse.APIError as exc:
                 if exc.err_code not in WRONG_LAST:
                     raise
                 try:
                     await self.kv._get(key)
                 except jse.KeyDeletedError as deleted:
-                    return await self._write(key, data, int(deleted.entry.revision or 0))
+                    return await self._write(key, data, int(deleted.entry.revision or 0), ttl)
                 raise
         except Exception as exc:
             raise translate(exc, f"create {self.name}/{key}") from exc
@@ -133,13 +152,13 @@ class Store(RecordOps[T]):
     async def update(self, key: str, value: T, revision: int) -> int:
         """Compare-and-set against `revision`; WriteConflict if someone wrote first."""
         try:
-            return await self._write(key, encode(value), revision)
+            return await self._write(key, encode(value), revision, self._ttl(value))
         except Exception as exc:
             raise translate(exc, f"update {self.name}/{key}") from exc
 
     async def put(self, key: str, value: T) -> int:
         try:
-            return await self._write(key, encode(value), None)
+            return await self._write(key, encode(value), None, self._ttl(value))
         except Exception as exc:
             raise translate(exc, f"write {self.name}/{key}") from exc
 
@@ -227,3 +246,21 @@ class Store(RecordOps[T]):
             return key, decode(msg.data, self.kind), revision
         except msgspec.DecodeError:
             return None
+
+    async def last(self, pattern: str) -> tuple[T, int] | None:
+        """The value written last under a key pattern (`job.*`), with its revision; None when nothing matches or
+        that last write was a delete (a marker of a deleted, purged or expired key: an older value under the
+        pattern is not looked for, which would take a scan).
+
+        One request whatever the pattern covers: the server answers a message get by its last subject matching
+        the filter from its subject index, where listing the keys and reading each would grow with history.
+        """
+        try:
+            msg = await self.kv._js.get_last_msg(self.kv._stream, self.kv._pre + pattern)
+        except Exception as exc:
+            if isinstance(exc, jse.NotFoundError) and exc.err_code == NO_MESSAGE:
+                return None
+            raise translate(exc, f"read the last of {self.name}/{pattern}") from exc
+        if not msg.data or (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
+            return None
+        return decode(msg.data, self.kind), int(msg.seq or 0)

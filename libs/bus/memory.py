@@ -36,10 +36,15 @@ def subject_matches(pattern: str, subject: str) -> bool:
 class MemoryRecords(RecordOps[T]):
     """ports.Records in a dict: one revision counter per bucket (as the stream's sequence), delete markers."""
 
-    def __init__(self, name: str, kind: type[T], *, before_write: BeforeWrite | None = None) -> None:
+    def __init__(self, name: str, kind: type[T], *, before_write: BeforeWrite | None = None,
+                 ttl_of: Callable[[T], int | None] | None = None) -> None:
         self.name = name
         self.kind = kind
         self.before_write = before_write
+        self.ttl_of = ttl_of
+        self.ttls: dict[str, int | None] = {}
+        """The TTL each key's last write asked for (as kv.Store sends it). Nothing here expires: the server's
+        clock is what judges a TTL, and only tests against a real server may rely on one passing."""
         self._last: dict[str, tuple[bytes | None, int]] = {}
         self._seq = 0
         self._watchers: list[tuple[str, asyncio.Queue[tuple[str, T | None, int]]]] = []
@@ -60,6 +65,7 @@ class MemoryRecords(RecordOps[T]):
             raise WriteConflict(f"{op} {self.name}/{key}: written by someone else first")
         self._seq += 1
         self._last[key] = (None if value is None else encode(value), self._seq)
+        self.ttls[key] = None if value is None or self.ttl_of is None else self.ttl_of(value)
         stored = None if value is None else decode(encode(value), self.kind)
         for pattern, queue in self._watchers:
             if subject_matches(pattern, key):
@@ -97,6 +103,15 @@ class MemoryRecords(RecordOps[T]):
                 yield await queue.get()
         finally:
             self._watchers.remove(entry)
+
+    async def last(self, pattern: str) -> tuple[T, int] | None:
+        """As the server's message get by last subject: the key under `pattern` written last (the highest
+        revision), None if none is or its last write was a delete."""
+        written = [(revision, data) for key, (data, revision) in self._last.items() if subject_matches(pattern, key)]
+        if not written:
+            return None
+        revision, data = max(written, key=lambda w: w[0])
+        return None if data is None else (decode(data, self.kind), revision)
 
 
 @dataclass(frozen=True)

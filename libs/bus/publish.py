@@ -14,11 +14,14 @@ from jetcron.wire.codec import encode
 
 
 async def publish(js: JetStreamContext, subject: str, message: Any, *, msg_id: str | None = None,
-                  headers: dict[str, str] | None = None) -> int:
-    """Publish and wait for the JetStream ack (durable before acknowledged); returns the stream sequence."""
+                  headers: dict[str, str] | None = None, ttl: int | None = None) -> int:
+    """Publish and wait for the JetStream ack (durable before acknowledged); returns the stream sequence. `ttl`:
+    whole seconds the server keeps the message (a run's event or output: core/retention.stream_ttl)."""
     hdrs = inject_headers(dict(headers or {}))
     if msg_id is not None:
         hdrs[s.HDR_MSG_ID] = msg_id
+    if ttl is not None:
+        hdrs[s.HDR_TTL] = str(ttl)
     payload = message if isinstance(message, bytes) else encode(message)
     try:
         return await publish_acked(js, subject, payload, hdrs or None)

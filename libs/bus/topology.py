@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
@@ -23,38 +24,47 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 
 from jetcron.core.leases import fencing_floor
 from jetcron.wire import subjects as s
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
 DAY = 86400.0
 HOUR = 3600.0
 DUPLICATE_WINDOW = 120.0
 MAX_MSG = 1 * MiB
+JOB_MARKER_SECONDS = HOUR
+"""How long the marker of a job the server removed stays: long enough for a watcher that reconnects to see it."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Sizes an operator may tune; defaults suit one machine."""
+    """Every stream's and bucket's size and age; config.Settings.limits builds them from JETCRON_* settings
+    (docs/settings.md). The defaults hold the design's load (docs/operations.md, "Sizing the streams"): JetStream
+    reserves each stream's max_bytes from the server's max_file_store, so their sum (about 29 GiB) must fit it."""
 
-    runs_bytes: int = 1024 * MiB
-    jobs_bytes: int = 256 * MiB
+    runs_bytes: int = 8 * GiB
+    jobs_bytes: int = GiB
     place_msgs: int = 2_000_000
-    events_age: float = 7 * DAY
-    events_bytes: int = 1024 * MiB
-    logs_age: float = 3 * DAY
-    logs_bytes: int = 512 * MiB
+    events_age: float = 90 * DAY
+    """The events stream's max_age: the ceiling of any run's retention; each event carries its run's own TTL."""
+    events_bytes: int = 8 * GiB
+    logs_age: float = 90 * DAY
+    logs_bytes: int = 8 * GiB
     dlq_age: float = 30 * DAY
-    idempotency_ttl: float = DAY
-    idempotency_bytes: int = 128 * MiB
+    dlq_bytes: int = GiB
+    idempotency_age: float = 30 * DAY
+    """The idempotency bucket's max_age: the longest TTL a key may have (the server cuts a key's own TTL there)."""
+    idempotency_bytes: int = GiB
+    requests_age: float = DAY
+    """How long an intake request's outcome is kept (jc_submissions)."""
     agents_ttl: float = 30.0
     services_ttl: float = 15.0
-    checkpoints_bytes: int = 1024 * MiB
+    checkpoints_bytes: int = GiB
     notify_bytes: int = 256 * MiB
-    """Each of the delivery log and the subject targets' stream: JetStream reserves every stream's max_bytes
-    from the server's max_file_store (8 GB for `jetcron up`), so these stay small."""
+    """Each of the delivery log and the subject targets' stream."""
 
 
 def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
@@ -65,14 +75,17 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
                      max_msgs=limits.place_msgs, description="runs waiting for placement", **common),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_ASSIGN, subjects=[s.ASSIGN_ALL], retention=RetentionPolicy.WORK_QUEUE,
                      max_msgs=limits.place_msgs, description="assignments, one subject per agent", **common),  # type: ignore[arg-type]
+        # Each event and output chunk carries its run's retention as a per-message TTL (core/retention.stream_ttl);
+        # max_age is the ceiling of every retention.
         StreamConfig(name=s.STREAM_EVENTS, subjects=[s.EVENTS_ALL], retention=RetentionPolicy.LIMITS,
-                     max_age=limits.events_age, max_bytes=limits.events_bytes,
+                     max_age=limits.events_age, max_bytes=limits.events_bytes, allow_msg_ttl=True,
                      description="run events and audit trail", **common),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_LOGS, subjects=[s.LOGS_ALL], retention=RetentionPolicy.LIMITS,
-                     max_age=limits.logs_age, max_bytes=limits.logs_bytes,
+                     max_age=limits.logs_age, max_bytes=limits.logs_bytes, allow_msg_ttl=True,
                      description="run output chunks", **{**common, "discard": DiscardPolicy.OLD}),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_DLQ, subjects=[s.DLQ_ALL], retention=RetentionPolicy.LIMITS,
-                     max_age=limits.dlq_age, description="dead-lettered runs", **common),  # type: ignore[arg-type]
+                     max_age=limits.dlq_age, max_bytes=limits.dlq_bytes, description="dead-lettered runs",
+                     **common),  # type: ignore[arg-type]
         # Requests leave once the api settled them; a publisher retrying within the hour is deduplicated here by
         # its Nats-Msg-Id, and later by the outcome kept under the same id in jc_submissions.
         StreamConfig(name=s.STREAM_SUBMIT, subjects=[s.SUBMIT_ALL], retention=RetentionPolicy.WORK_QUEUE,
@@ -91,10 +104,15 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
 def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
     common = dict(storage=StorageType.FILE, replicas=replicas, max_value_size=MAX_MSG)
     return [
+        # A job that ends (a fired one-shot job, a deleted one: core/retention.job_ttl) leaves a delete marker
+        # when the server removes it, so every watcher drops it from its index.
         KeyValueConfig(bucket=s.BUCKET_JOBS, history=16, max_bytes=limits.jobs_bytes,
+                       limit_marker_ttl=JOB_MARKER_SECONDS,
                        description="job definitions (history kept for audit)", **common),  # type: ignore[arg-type]
+        # No max_age: a run that has not ended must stay however long it takes; an ended one is written with its
+        # own TTL (core/retention.record_ttl).
         KeyValueConfig(bucket=s.BUCKET_RUNS, history=1, max_bytes=limits.runs_bytes,
-                       description="one record per run", **common),  # type: ignore[arg-type]
+                       description="one record per run; ended runs age out by their own TTL", **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CURSORS, history=1, description="last recorded fire time per job",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_LEASES, history=1, description="run and gang leases (per-message TTL)",
@@ -105,7 +123,7 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_AGENTS, history=1, ttl=limits.agents_ttl,
                        description="live agents; a key ages out when its agent stops heartbeating",
                        **common),  # type: ignore[arg-type]
-        KeyValueConfig(bucket=s.BUCKET_IDEMPOTENCY, history=1, ttl=limits.idempotency_ttl,
+        KeyValueConfig(bucket=s.BUCKET_IDEMPOTENCY, history=1, ttl=limits.idempotency_age,
                        max_bytes=limits.idempotency_bytes,
                        description="idempotency keys; refuses new keys when full", **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TENANTS, history=8, description="tenant quotas and weights",
@@ -119,8 +137,8 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_SECRETS, history=1,
                        description="tenants' secrets, Fernet-encrypted (only the api and agents hold the key)",
                        **common),  # type: ignore[arg-type]
-        KeyValueConfig(bucket=s.BUCKET_SUBMISSIONS, history=1, ttl=limits.idempotency_ttl,
-                       description="the outcome of each intake request, by tenant and request id, for a day",
+        KeyValueConfig(bucket=s.BUCKET_SUBMISSIONS, history=1, ttl=limits.requests_age,
+                       description="the outcome of each intake request, by tenant and request id",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_NOTIFY, history=1, ttl=limits.dlq_age, max_bytes=limits.notify_bytes,
                        description="notification deliveries and every try at each, by delivery id (30 days)",
@@ -162,17 +180,82 @@ def consumer_configs(limits: Limits | None = None) -> list[tuple[str, ConsumerCo
     ]
 
 
-async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+_LIMITS = ("max_bytes", "max_msgs", "max_age", "max_msg_size", "max_msgs_per_subject", "allow_msg_ttl",
+           "description", "discard", "duplicate_window")
+"""What ensure_topology keeps current on a stream that exists: its limits and what they mean. Retention and
+storage cannot change in place; subjects and replicas are the operator's."""
+_BUCKET_LIMITS = ("max_bytes", "max_age", "max_msg_size", "max_msgs_per_subject", "allow_msg_ttl", "description",
+                  "subject_delete_marker_ttl")
+"""The same for a bucket's stream (the rest of it is nats-py's)."""
+_SIZES = (("max_bytes", "bytes"), ("max_msgs", "messages"))
+
+
+@dataclass(frozen=True)
+class Note:
+    """A limit ensure_topology changed in place, or left as it was (`refused`) and why."""
+
+    text: str
+    refused: bool = False
+
+
+def upgrade(current: StreamConfig, desired: StreamConfig, held_bytes: int, held_msgs: int,
+            fields: tuple[str, ...] = _LIMITS) -> tuple[StreamConfig | None, list[Note]]:
+    """The config to update an existing stream to (None: nothing to change) and a line per change or refusal.
+
+    A size limit is never set below what the stream holds: the server would make room by removing its oldest
+    messages, which for a queue or a bucket of live records is data jetcron still needs. Such a limit stays as it
+    is, and the line says so; shed history first (the run tracker does, near a limit) and start again.
+    """
+    changes: dict[str, Any] = {}
+    notes: list[Note] = []
+    held = {"bytes": held_bytes, "messages": held_msgs}
+    for field in fields:
+        want, have = getattr(desired, field), getattr(current, field)
+        if field in ("max_age", "duplicate_window"):
+            want, have = float(want or 0), float(have or 0)
+        if want is None or want == have:
+            continue
+        unit = dict(_SIZES).get(field)
+        if unit is not None and 0 < want < held[unit]:
+            notes.append(Note(f"{current.name}: {field} stays {have}: it holds {held[unit]} {unit}, more than the "
+                              f"{want} asked (never shrunk below what it holds)", refused=True))
+            continue
+        changes[field] = want
+        if field != "description":
+            notes.append(Note(f"{current.name}: {field} {have} -> {want}"))
+    if not changes:
+        return None, notes
+    return replace(current, **changes), notes
+
+
+async def _update(js: JetStreamContext, desired: StreamConfig, notes: list[Note],
+                  fields: tuple[str, ...] = _LIMITS) -> None:
+    info = await js.stream_info(desired.name or "")
+    config, lines = upgrade(info.config, desired, int(info.state.bytes or 0), int(info.state.messages or 0), fields)
+    if config is not None:
+        try:
+            await js.update_stream(config)
+        except BadRequestError as exc:
+            # A cluster refuses a few changes in place (a replica count it cannot place): the stream stays usable.
+            notes.append(Note(f"{desired.name}: limits not changed ({exc.description})", refused=True))
+            return
+        except APIError as exc:
+            if exc.err_code != _NO_STORAGE:
+                raise
+            notes.append(Note(f"{desired.name}: limits not changed: the server's JetStream store cannot reserve "
+                              f"them ({exc.description}); raise max_file_store or lower the JETCRON_*_MAX_BYTES "
+                              "settings", refused=True))
+            return
+    notes.extend(lines)
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig, notes: list[Note]) -> None:
     try:
         await js.stream_info(config.name or "")
     except NotFoundError:
         await js.add_stream(config)
         return
-    try:
-        await js.update_stream(config)
-    except BadRequestError:
-        # Some fields (retention, storage) cannot change in place; the existing stream stays usable.
-        pass
+    await _update(js, config, notes)
 
 
 FENCED_BUCKETS = (s.BUCKET_LEASES, s.BUCKET_LEADERS)
@@ -180,6 +263,7 @@ FENCED_BUCKETS = (s.BUCKET_LEASES, s.BUCKET_LEADERS)
 deleted and made again, which would otherwise start its sequence at 1 again under runs still holding
 tokens of the one before."""
 _ALREADY_IN_USE = 10058  # "stream name already in use with a different configuration"
+_NO_STORAGE = 10047  # "insufficient storage resources available": max_bytes beyond the server's store
 
 
 def fenced_stream(config: KeyValueConfig, first_seq: int) -> StreamConfig:
@@ -194,14 +278,24 @@ def fenced_stream(config: KeyValueConfig, first_seq: int) -> StreamConfig:
         republish=config.republish, first_seq=first_seq)
 
 
-async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> None:
+def bucket_stream(config: KeyValueConfig) -> StreamConfig:
+    """The limits of the stream behind a bucket, as ensure_topology keeps them (the rest is nats-py's)."""
+    return StreamConfig(name=s.kv_stream(config.bucket), description=config.description,
+                        max_age=config.ttl or 0, max_bytes=config.max_bytes or -1, max_msg_size=config.max_value_size,
+                        max_msgs_per_subject=config.history, allow_msg_ttl=True, discard=DiscardPolicy.NEW,
+                        subject_delete_marker_ttl=config.limit_marker_ttl)
+
+
+async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig, notes: list[Note]) -> None:
     try:
         await js.key_value(config.bucket)
-        return
     except Exception:
         if config.bucket not in FENCED_BUCKETS:
             await js.create_key_value(config)
             return
+    else:
+        await _update(js, bucket_stream(config), notes, _BUCKET_LIMITS)
+        return
     try:
         await js.add_stream(fenced_stream(config, fencing_floor(datetime.now(UTC))))
     except BadRequestError as exc:
@@ -247,21 +341,25 @@ async def _until_answered(step: Callable[[], Awaitable[object]], deadline: float
             delay = min(delay * 2, 2.0)
 
 
-async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Limits | None = None) -> None:
-    """Create or update everything; safe to run from every service at every start, all at once.
+async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Limits | None = None) -> list[Note]:
+    """Create everything missing and bring the limits of what exists up to `limits`, in place (never by deleting
+    data: see `upgrade`); safe to run from every service at every start, all at once. Returns a line per limit
+    changed or left as it was, for the caller to log.
 
     Give it a JetStream context with a short request timeout: an unanswered request is retried.
     """
     limits = limits or Limits()
+    notes: list[Note] = []
     deadline = asyncio.get_running_loop().time() + SETUP_DEADLINE
     for stream in stream_configs(replicas, limits):
-        await _until_answered(partial(_ensure_stream, js, stream), deadline)
+        await _until_answered(partial(_ensure_stream, js, stream, notes), deadline)
     for bucket in bucket_configs(replicas, limits):
-        await _until_answered(partial(_ensure_bucket, js, bucket), deadline)
+        await _until_answered(partial(_ensure_bucket, js, bucket, notes), deadline)
     for store in object_store_configs(replicas, limits):
         await _until_answered(partial(_ensure_object_store, js, store), deadline)
     for stream_name, consumer in consumer_configs(limits):
         await _until_answered(partial(js.add_consumer, stream_name, consumer), deadline)
+    return list(dict.fromkeys(notes))  # a retried step notes its lines again
 
 
 def stream_names(limits: Limits | None = None) -> list[str]:

@@ -93,6 +93,13 @@ class Misconfigured(JetcronError):
     code = "misconfigured"
 
 
+class StorageFull(Unavailable):
+    """A stream, a bucket or the server's JetStream store is full: nothing was stored; retry once history is let go
+    or the limit raised (docs/operations.md, "Storage pressure")."""
+
+    code = "storage_full"
+
+
 class IdempotencyStoreFull(Unavailable):
     """The idempotency bucket refused a new key; fail closed rather than forget old keys."""
 

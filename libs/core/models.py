@@ -11,7 +11,7 @@ from jetcron.core.ids import job_key
 from jetcron.core.run_state import RunState
 
 __all__ = [
-    "AgentInfo", "AttemptRecord", "FoldPolicy", "GapPolicy", "JitterPolicy", "JobRecord", "JobSpec",
+    "AgentInfo", "AttemptRecord", "FoldPolicy", "GapPolicy", "HistoryPolicy", "JitterPolicy", "JobRecord", "JobSpec",
     "JobStatus", "MisfireKind", "MisfirePolicy", "NotifyEvent", "NotifyRule", "OverlapPolicy", "Priority",
     "Resources",
     "RetryPolicy", "Run", "RunState", "Schedule", "ScheduleKind", "TenantPolicy",
@@ -162,6 +162,20 @@ class JitterPolicy(_Spec, frozen=True, kw_only=True):
     """An extra random offset in [0, random) drawn per occurrence."""
 
 
+class HistoryPolicy(_Spec, frozen=True, kw_only=True):
+    """How long finished runs are kept (docs/operations.md, "History"): a job's own, else its tenant's, else the
+    cluster's (JETCRON_HISTORY_*), field by field; a field left unset falls through to the next."""
+
+    keep_seconds: float | None = None
+    """Seconds a finished run is kept after it ended: its record with every attempt, its events and output. Never
+    less than the cluster's floor (JETCRON_HISTORY_MIN_SECONDS) nor the job's misfire catch-up window."""
+    keep_succeeded: int | None = None
+    """At most this many succeeded runs of the job are kept, the newest (Kubernetes' successfulJobsHistoryLimit);
+    older ones go before keep_seconds. Unset: no count limit."""
+    keep_failed: int | None = None
+    """The same for failed, dead and blocked runs (failedJobsHistoryLimit)."""
+
+
 class NotifyEvent(enum.StrEnum):
     """What a job's owner can be told about (docs/notifications.md)."""
 
@@ -232,6 +246,8 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     finish_deadline_seconds: float | None = None
     """A run not finished this long after it started is a `finish_missed` (it keeps running: timeout_seconds
     stops a run; this deadline only tells)."""
+    history: HistoryPolicy | None = None
+    """How long this job's finished runs are kept; unset fields fall back to its tenant's, then the cluster's."""
 
 
     @property
@@ -260,6 +276,9 @@ class JobRecord(_Record, frozen=True, kw_only=True):
     """When the job was last paused."""
     resumed_at: datetime | None = None
     """When the job was last resumed: occurrences before it that were not recorded missed their time (misfire)."""
+    expires_at: datetime | None = None
+    """When the server removes this record (core/retention.job_ttl): a one-shot job's, its run's retention after it
+    fired; a deleted job's, the cluster's retention after it was deleted. None: kept."""
 
 
 class AttemptRecord(_Record, frozen=True, kw_only=True):
@@ -312,6 +331,9 @@ class Run(_Record, frozen=True, kw_only=True):
     history: list[AttemptRecord] = msgspec.field(default_factory=list)
     missed: list[str] = msgspec.field(default_factory=list)
     """Deadlines this occurrence missed ("start", "finish"), each recorded once (docs/notifications.md)."""
+    keep_seconds: float | None = None
+    """How long this run is kept once it has ended (its job's history policy, else its tenant's, else the
+    cluster's, when it was recorded; core/retention.py). None: the cluster's, at each write."""
 
     @property
     def idempotency_key(self) -> str:
@@ -376,3 +398,6 @@ class TenantPolicy(_Spec, frozen=True, kw_only=True):
     """Creates, triggers, backfills and replays per second (bursts of as many), per api replica."""
     max_pending_runs: int | None = None
     """Runs waiting for placement at most; a submit beyond it is refused (rate_limited) until some start."""
+    history: HistoryPolicy | None = None
+    """How long the tenant's finished runs are kept, where a job says nothing; unset fields fall back to the
+    cluster's. Applies to runs recorded after it is set."""

@@ -173,11 +173,13 @@ _ENDED_AT_BIRTH = {RunState.SKIPPED: "skipped", RunState.BLOCKED: "blocked"}
 
 
 def new_run(spec: JobSpec, *, run_id: str, state: RunState, scheduled_at: datetime, due_at: datetime,
-            now: datetime, reason: str = "", after: str = "", flow_id: str = "", trace_id: str = "") -> Run:
+            now: datetime, reason: str = "", after: str = "", flow_id: str = "", trace_id: str = "",
+            keep_seconds: float | None = None) -> Run:
     """The one way a run record is made (trigger, api, DAG release): its job, tenant and snapshot from the
-    spec; an occurrence recorded skipped or blocked is terminal from birth (a skipped one keeps no snapshot)."""
+    spec, its retention (core/retention.keep_seconds); an occurrence recorded skipped or blocked is terminal from
+    birth (a skipped one keeps no snapshot)."""
     outcome = _ENDED_AT_BIRTH.get(state, "")
     return Run(run_id=run_id, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=scheduled_at,
                due_at=due_at, created_at=now, spec=None if state is RunState.SKIPPED else spec, reason=reason,
                after=after, flow_id=flow_id, trace_id=trace_id, finished_at=now if outcome else None,
-               outcome=outcome)
+               outcome=outcome, keep_seconds=keep_seconds)

@@ -57,8 +57,9 @@ class InternalError(ApiError):
 _BY_CODE: dict[str, type[ApiError]] = {
     "invalid": InvalidError, "not_found": NotFoundError, "conflict": ConflictError, "write_conflict": ConflictError,
     "forbidden": ForbiddenError, "unauthorized": UnauthorizedError, "unavailable": UnavailableError,
-    "idempotency_full": UnavailableError, "illegal_transition": IllegalTransitionError,
-    "stale": IllegalTransitionError, "internal": InternalError, "rate_limited": RateLimitedError,
+    "idempotency_full": UnavailableError, "storage_full": UnavailableError,
+    "illegal_transition": IllegalTransitionError, "stale": IllegalTransitionError, "internal": InternalError,
+    "rate_limited": RateLimitedError,
 }
 
 

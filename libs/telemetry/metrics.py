@@ -48,6 +48,17 @@ NOTIFICATIONS = Counter("jetcron_notifications_total", "Notification delivery tr
 NOTIFY_LATENCY = Histogram("jetcron_notification_latency_seconds",
                            "The event's time (run end, deadline) to its delivery acknowledged", ["target"],
                            buckets=_LATENCY)
+STORAGE_USED = Gauge("jetcron_storage_used_bytes", "Bytes each stream and bucket holds (KV_<bucket>), and the "
+                     "server's JetStream store (stream=\"server\"), as the run tracker's leader last looked",
+                     ["stream"])
+STORAGE_LIMIT = Gauge("jetcron_storage_limit_bytes", "The limit of each stream and bucket (max_bytes; 0: none of its "
+                      "own) and of the server's store (max_file_store)", ["stream"])
+STORAGE_USED_RATIO = Gauge("jetcron_storage_used_ratio", "Used share of each stream's limit and of the server's store "
+                           "(0 without a limit); history is let go early from JETCRON_STORAGE_SHED_AT", ["stream"])
+HISTORY_SHED = Counter("jetcron_history_shed_total", "Finished runs (jc_runs), events and output chunks let go before "
+                       "their retention because storage was near full", ["stream"])
+HISTORY_PRUNED = Counter("jetcron_history_pruned_total", "Finished runs let go by their job's count limits "
+                         "(keep_succeeded, keep_failed)")
 
 # Known label values start at zero, so rate() and absent() work before the first event.
 LEASE_KINDS = ("placement_leader", "tracker_leader", "trigger_shard")
@@ -79,3 +90,10 @@ def child(metric: _M, **labels: str) -> _M:
     if found is None:
         found = _children[key] = metric.labels(**labels)
     return cast(_M, found)
+
+
+def forget(metric: _M) -> None:
+    """Drop every labelled child of `metric` (a gauge only the current leader may speak for)."""
+    metric.clear()
+    for key in [k for k in _children if k[0] is metric]:
+        del _children[key]

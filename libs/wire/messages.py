@@ -47,6 +47,8 @@ class AssignRun(_Msg, frozen=True, kw_only=True):
     gpu_indices: list[int] = msgspec.field(default_factory=list)
     gang: list[str] = msgspec.field(default_factory=list)
     """Every agent of a gang, this one included; empty for a single-host run."""
+    keep_seconds: float | None = None
+    """The run's retention (Run.keep_seconds): its events and output are written to live that long."""
 
 
 class MintRunCredential(_Msg, frozen=True, kw_only=True):

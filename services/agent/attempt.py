@@ -18,6 +18,7 @@ from jetcron.core import leases
 from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
 from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.core.retention import stream_ttl
 from jetcron.services.agent import container as containers
 from jetcron.services.agent.confine import JobUser, root_refusal
 from jetcron.services.agent.executor import Execution, Outcome
@@ -84,6 +85,8 @@ class Attempt:
         self.groups = groups
         self.setup = setup
         self.cmd = cmd
+        self.ttl = stream_ttl(cmd.keep_seconds, ctx.settings.history)
+        """Seconds each of this attempt's events and output chunks is kept (the run's retention)."""
         self.lease = lease
         self.env = env
         """Builds the child's environment when it starts: held from assignment, tens of thousands of staged
@@ -123,7 +126,8 @@ class Attempt:
         label, step = self._log_label(stream)
         with contextlib.suppress(JetcronError):
             await publish(self.ctx.js, s.logs_subject(self.cmd.run_id, self.cmd.agent), data,
-                          headers={s.HDR_LOG_STREAM: label}, msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step))
+                          headers={s.HDR_LOG_STREAM: label}, msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step),
+                          ttl=self.ttl)
 
     def _log_label(self, stream: str) -> tuple[str, str]:
         """The stream header and the message-id step of the next output chunk."""
@@ -353,7 +357,8 @@ class Attempt:
         async with self.window:
             await publish(self.ctx.js, s.event_subject("started", self.cmd.agent), RunStarted(
                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
-                pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"))
+                pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"),
+                ttl=self.ttl)
 
     async def _settle_start_report(self) -> None:
         """Before the finish: drop a start report not yet sent, or let one in flight land first (order)."""
@@ -377,9 +382,9 @@ class Attempt:
                 # The end marker lets `runs logs --follow` stop; a run with no output has nothing to follow.
                 await publish(self.ctx.js, s.logs_subject(self.cmd.run_id, self.cmd.agent), b"",
                               headers={s.HDR_LOG_END: "1"},
-                              msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"))
+                              msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"), ttl=self.ttl)
             await publish(self.ctx.js, s.event_subject("finished", self.cmd.agent), finished,
-                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"))
+                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"), ttl=self.ttl)
         if kind == "succeeded" and self.phase is P.REPORTING:  # not fenced while it reported
             self._apply(E.SUCCEED)
 
@@ -406,4 +411,4 @@ class Attempt:
             await publish(self.ctx.js, subject, RunHandedBack(
                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
                 reason=why, at=self.ctx.clock.now(), started=self.execution is not None or self.started_at is not None),
-                msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "handback"))
+                msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "handback"), ttl=self.ttl)

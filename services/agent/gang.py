@@ -125,7 +125,8 @@ class GangMember(_GangWatch):
         await publish(self.ctx.js, s.event_subject("finished", self.cmd.agent), RunFinished(
             run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=run.token, agent=self.cmd.agent,
             outcome=kind, exit_code=outcome.exit_code, reason=f"gang member {self.cmd.agent}: {outcome.reason}",
-            at=self.ctx.clock.now()), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"finished.{self.cmd.agent}"))
+            at=self.ctx.clock.now()), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"finished.{self.cmd.agent}"),
+            ttl=self.ttl)
 
     async def _handing_back(self, why: str) -> None:
         """Give the whole gang back now (with the run's token: a member's own token fences nothing)."""
@@ -136,7 +137,7 @@ class GangMember(_GangWatch):
         await publish(self.ctx.js, s.event_subject("handed_back", self.cmd.agent), RunHandedBack(
             run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=run.token, agent=self.cmd.agent,
             reason=f"gang member {self.cmd.agent}: {why}", at=self.ctx.clock.now()),
-            msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"handback.{self.cmd.agent}"))
+            msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"handback.{self.cmd.agent}"), ttl=self.ttl)
 
     async def _give_back(self, why: str) -> None:
         return  # given back at once, by `_handing_back`

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 
 import msgspec
@@ -14,6 +14,7 @@ from jetcron.core import cron, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
+from jetcron.core.retention import validate_history
 from jetcron.core.runs import new_run
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.services.api.admission import Admission
@@ -69,6 +70,7 @@ class Jobs:
                       min_interval_seconds=self.ctx.settings.min_interval,
                       allow_private_targets=self.ctx.settings.notify_allow_private,
                       email_enabled=self.ctx.settings.smtp_host is not None)
+        validate_history(spec.history, self.ctx.history.cluster, "spec.history")
         return spec, body_hash(encode(spec))
 
     async def _job(self, name: str | None, tenant: str | None) -> tuple[JobRecord, int]:
@@ -141,9 +143,11 @@ class Jobs:
         if expected is not None and old.version != expected:
             raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
                            "read; read it again and retry")
+        # A fired one-shot job keeps its end while its schedule stays; a new schedule fires again, so it stays.
+        expires = old.expires_at if spec.schedule == old.spec.schedule else None
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
                                          body_hash=digest, trace_id=current_trace_id(),
-                                         warnings=await self.capacity.warnings(spec))
+                                         warnings=await self.capacity.warnings(spec), expires_at=expires)
         await self.ctx.jobs.update(spec.key, record, revision)
         return record
 
@@ -190,6 +194,10 @@ class Jobs:
                 new = msgspec.structs.replace(new, paused_at=now)
             elif status is JobStatus.ACTIVE and current.status is JobStatus.PAUSED:
                 new = msgspec.structs.replace(new, resumed_at=now)
+            elif status is JobStatus.DELETED:
+                # Kept as long as a finished run is, for `jobs list --include-deleted`; then the server removes it.
+                keep = timedelta(seconds=self.ctx.history.cluster.keep_seconds)
+                new = msgspec.structs.replace(new, expires_at=min(current.expires_at or now + keep, now + keep))
             return new
 
         changed = await self.ctx.jobs.change(record.spec.key, decide, copy=(record, revision), tries=5)
@@ -214,7 +222,8 @@ class Jobs:
         # A retried request with the same key must hit the same run id: keep the time out of it then.
         stamp = now if "key" not in req else record.created_at
         run = new_run(record.spec, run_id=manual_run_id(record.spec.key, stamp, key), state=RunState.SCHEDULED,
-                      scheduled_at=now, due_at=now, now=now, trace_id=current_trace_id())
+                      scheduled_at=now, due_at=now, now=now, trace_id=current_trace_id(),
+                      keep_seconds=await self.ctx.history.keep_for(record.spec))
         return await self._record(run)
 
     async def _record(self, run: Run) -> Run:
@@ -242,12 +251,14 @@ class Jobs:
         paced = triggers.pace_backfill(spec, planned, now=now, rate_per_second=rate,
                                        active_run=cursor[0].last_run if cursor else "")
         created: list[Run] = []
+        keep = await self.ctx.history.keep_for(spec)
         for item in paced:  # see docs/decisions-trigger.md: paced, and chained unless overlap is allow
             fire, state = item.fire, RunState.WAITING if item.after else RunState.SCHEDULED
             reason = f"backfill: waiting for {item.after}" if item.after else "backfill"
             if fire.skip_reason is not None:
                 state, reason = RunState.SKIPPED, fire.skip_reason
             run = new_run(spec, run_id=run_id(spec.key, fire.nominal), state=state, scheduled_at=fire.nominal,
-                          due_at=fire.due_at, now=now, reason=reason, after=item.after, trace_id=current_trace_id())
+                          due_at=fire.due_at, now=now, reason=reason, after=item.after, trace_id=current_trace_id(),
+                          keep_seconds=keep)
             created.append(await self._record(run))
         return Page(items=created)

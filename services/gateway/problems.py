@@ -12,6 +12,7 @@ PROBLEM_JSON = "application/problem+json"
 STATUS = {
     "invalid": 422, "not_found": 404, "conflict": 409, "write_conflict": 409, "illegal_transition": 409,
     "stale": 409, "forbidden": 403, "unauthorized": 401, "unavailable": 503, "idempotency_full": 503,
+    "storage_full": 503,
     "rate_limited": 429,
 }
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",

@@ -142,7 +142,7 @@ class Placer:
                 await self._dispatch(agent, AssignRun(
                     run_id=run.run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec,
                     scheduled_at=run.scheduled_at, due_at=run.due_at, gpu_indices=placement.gpu_indices.get(agent, []),
-                    gang=placement.agents if len(placement.agents) > 1 else []))
+                    gang=placement.agents if len(placement.agents) > 1 else [], keep_seconds=run.keep_seconds))
         return written
 
     async def _dispatch(self, agent: str, cmd: AssignRun) -> None:

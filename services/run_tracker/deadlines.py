@@ -18,6 +18,7 @@ from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.ids import run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState, ScheduleKind
 from jetcron.core.notify import NEVER_FIRED, START, missed_deadlines, with_missed
+from jetcron.core.retention import stream_ttl
 from jetcron.core.runs import new_run
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
@@ -98,7 +99,7 @@ class Deadlines:
                 await self._mark(rid, spec, now)
             return
         run = new_run(spec, run_id=rid, state=RunState.SKIPPED, scheduled_at=nominal, due_at=nominal, now=now,
-                      reason=NEVER_FIRED, flow_id=rid)
+                      reason=NEVER_FIRED, flow_id=rid, keep_seconds=await self.ctx.history.keep_for(spec))
         try:
             await self.ctx.runs.create(rid, msgspec.structs.replace(run, missed=[START]))
         except WriteConflict:
@@ -129,4 +130,5 @@ async def announce_missed(ctx: Context, run: Run, deadlines: list[str]) -> None:
         metrics.child(metrics.DEADLINES_MISSED, deadline=deadline).inc()
         with contextlib.suppress(JetcronError):
             await publish(ctx.js, s.event_subject("missed", s.TRACKER_SOURCE), encode(run),
-                          msg_id=s.msg_id(run.run_id, 0, f"missed-{deadline}"))
+                          msg_id=s.msg_id(run.run_id, 0, f"missed-{deadline}"),
+                          ttl=stream_ttl(run.keep_seconds, ctx.settings.history))

@@ -9,6 +9,7 @@ from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.ids import stamp_of
 from jetcron.core.models import JobRecord, JobStatus, Run, RunState
+from jetcron.core.retention import stream_ttl
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
 from jetcron.services.runtime import Context
@@ -70,7 +71,8 @@ class Flows:
         now = self.ctx.clock.now()
         spec = record.spec
         run = new_run(spec, run_id=run_id, state=state, scheduled_at=ended.scheduled_at, due_at=now, now=now,
-                      reason=reason, flow_id=ended.flow_id or ended.run_id, trace_id=ended.trace_id)
+                      reason=reason, flow_id=ended.flow_id or ended.run_id, trace_id=ended.trace_id,
+                      keep_seconds=await self.ctx.history.keep_for(spec))
         try:
             await self.ctx.runs.create(run_id, run)
         except WriteConflict:
@@ -90,7 +92,8 @@ class Flows:
         """A blocked run is terminal from birth: say so on the events stream, count it, and block its own
         downstream in turn."""
         await publish(self.ctx.js, s.event_subject("blocked", s.TRACKER_SOURCE), encode(run),
-                      msg_id=s.msg_id(run.run_id, 1, "blocked"))
+                      msg_id=s.msg_id(run.run_id, 1, "blocked"),
+                      ttl=stream_ttl(run.keep_seconds, self.ctx.settings.history))
         metrics.child(metrics.RUNS_FINISHED, outcome=RunState.BLOCKED.value).inc()
         await self.on_terminal(run)
 

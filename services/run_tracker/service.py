@@ -11,10 +11,12 @@ import time
 from jetcron.bus.consume import pull_loop
 from jetcron.bus.lease import HeldLease
 from jetcron.core.errors import JetcronError
+from jetcron.core.models import Run
 from jetcron.services.run_tracker.checkpoints import CheckpointJanitor
 from jetcron.services.run_tracker.deadlines import Deadlines
 from jetcron.services.run_tracker.events import EventHandler
 from jetcron.services.run_tracker.flows import Flows
+from jetcron.services.run_tracker.history import Pruner, StorageKeeper
 from jetcron.services.run_tracker.listing import serve_listing
 from jetcron.services.run_tracker.reconciler import Reconciler
 from jetcron.services.run_tracker.records import Records
@@ -26,7 +28,7 @@ SWEEP_SECONDS = 0.25
 
 
 async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor,
-                              deadlines: Deadlines) -> None:
+                              deadlines: Deadlines, keeper: StorageKeeper) -> None:
     """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work)."""
     leader = HeldLease(ctx.leases, s.TRACKER_LEADER_KEY, f"tracker-{secrets.token_hex(4)}",
                        ctx.settings.leader_lease_ttl)
@@ -40,6 +42,7 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
                 if not await leader.keep():
                     ctx.log.warning("tracker leadership lost", why=leader.why_dropped)
                     deadlines.lost_lead()
+                    keeper.forget()
             elif await leader.take():
                 won = time.monotonic()
                 metrics.child(metrics.TAKEOVERS, kind="tracker_leader").inc()
@@ -50,6 +53,7 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
             await reconciler.sweep(ctx.clock.now())
             await janitor.maybe_sweep(ctx.clock.now())
             await deadlines.maybe_sweep(ctx.clock.now())
+            await keeper.maybe_check(ctx.clock.now())
             if won is not None:  # ready once the first sweep is done
                 metrics.child(metrics.TAKEOVER_DURATION, kind="tracker_leader").observe(time.monotonic() - won)
                 won = None
@@ -60,20 +64,27 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
 
 async def main(ctx: Context) -> None:
     flows = Flows(ctx)
-    records = Records(ctx, random.Random(), on_terminal=flows.on_terminal)
+    pruner = Pruner(ctx)
+
+    async def ended(run: Run) -> None:
+        pruner.noted(run)
+        await flows.on_terminal(run)
+
+    records = Records(ctx, random.Random(), on_terminal=ended)
     handler = EventHandler(records)
     reconciler = Reconciler(ctx, records)
     records.known = reconciler.known
     stop = asyncio.Event()
     tasks = [background(ctx, t) for t in (
-        flows.watch_jobs(), reconciler.watch(),
+        flows.watch_jobs(), reconciler.watch(), pruner.run(),
         pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
-        reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs)),
+        reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs),
+                            StorageKeeper(ctx)),
         serve_listing(ctx, reconciler.active, reconciler.synced))]
     ctx.ready.set()
     ctx.log.info("run tracker ready")
     await ctx.stop.wait()
     stop.set()
-    for task in tasks[:2]:
+    for task in tasks[:3]:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
+import msgspec
 import structlog
 from opentelemetry import context
 
@@ -15,6 +16,7 @@ from jetcron.core import triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
 from jetcron.core.models import JobRecord, OverlapPolicy, RunState, ScheduleKind
+from jetcron.core.retention import one_shot
 from jetcron.core.runs import new_run
 from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
 from jetcron.services.runtime import Context
@@ -46,13 +48,15 @@ class Firer:
                                    now=now, horizon_seconds=horizon, rng=self.rng, paused_at=record.paused_at,
                                    resumed_at=record.resumed_at)
         last_run = cursor[0].last_run if cursor else ""
+        keep = await self.ctx.history.keep_for(spec)
         for fire in plan.fires:
-            last_run = await self._record(record, fire, now, last_run)
+            last_run = await self._record(record, fire, now, last_run, keep)
         if plan.fires:
             faults.point("trigger.after_publish")  # chaos: runs recorded and dispatched, cursor not moved
-        # A one-shot job that has fired needs no cursor: after a restart its run's create fails at the gate,
-        # which costs a round trip but no stored write (one write per run saved).
-        one_shot_done = plan.done and spec.schedule.kind in (ScheduleKind.NOW, ScheduleKind.AT)
+        # A one-shot job that has fired needs no cursor: its record ends instead (`_end`), no later than its run's.
+        one_shot_done = plan.done and one_shot(spec)
+        if one_shot_done and plan.fires:
+            await self._end(spec.key, now, keep)
         if plan.cursor is not None and not one_shot_done and (cursor is None or plan.cursor != cursor[0].last):
             new = Cursor(job=spec.key, last=plan.cursor, version=record.version, last_run=last_run)
             if cursor is None:
@@ -61,6 +65,23 @@ class Firer:
                 revision = await self.ctx.cursors.update(spec.key, new, cursor[1])
             cursor = (new, revision)
         return plan, cursor
+
+    async def _end(self, key: str, now: datetime, keep: float) -> None:
+        """A fired one-shot job goes `keep` after its occurrence was recorded, so no later than its run's record
+        (core/retention.job_ttl): the trigger drops it at once (warm.Warm.fireable), every watcher when the
+        server removes it. Set after the run was recorded, so that a crash in between leaves the job to fire
+        again (and meet its gate), never a job gone with its occurrence unrecorded."""
+        ends = now + timedelta(seconds=keep)
+
+        def decide(current: JobRecord) -> JobRecord | None:
+            if current.expires_at is not None or not one_shot(current.spec):
+                return None  # ended already, or changed meanwhile into a job that fires again
+            return msgspec.structs.replace(current, expires_at=ends)
+
+        try:
+            await self.ctx.jobs.change(key, decide)
+        except NotFound:
+            pass  # removed meanwhile
 
     async def _overlap(self, record: JobRecord, last_run: str) -> tuple[OverlapAction, str]:
         if record.spec.overlap is OverlapPolicy.ALLOW or not last_run:
@@ -96,7 +117,7 @@ class Firer:
             metrics.child(metrics.REDRIVES, step="trigger").inc()
             await dispatch(self.ctx.js, run)
 
-    async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str) -> str:
+    async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str, keep: float) -> str:
         spec = record.spec
         rid = run_id(spec.key, fire.nominal)
         # A one-off run continues the trace of the request that created the job; each occurrence of a recurring
@@ -117,7 +138,8 @@ class Firer:
                 elif action is OverlapAction.CANCEL_PREVIOUS:
                     supersede = previous
             run = new_run(spec, run_id=rid, state=state, scheduled_at=fire.nominal, due_at=fire.due_at, now=now,
-                          reason=reason, after=after, flow_id=rid, trace_id=current_trace_id())
+                          reason=reason, after=after, flow_id=rid, trace_id=current_trace_id(),
+                          keep_seconds=keep)
             try:
                 await self.ctx.runs.create(rid, run)
             except WriteConflict:

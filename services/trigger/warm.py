@@ -62,8 +62,9 @@ class Warm:
 
     @staticmethod
     def fireable(record: JobRecord) -> bool:
-        # Dependent jobs are started by their upstreams (DAG release), not by their own schedule.
-        return record.status is JobStatus.ACTIVE and not record.spec.depends_on
+        # Dependent jobs are started by their upstreams (DAG release), not by their own schedule. A one-shot job
+        # that has an end has fired (firing.Firer._end): nothing is left to plan, and it is not held in memory.
+        return record.status is JobStatus.ACTIVE and not record.spec.depends_on and record.expires_at is None
 
     def job_changed(self, name: str, record: JobRecord | None, now: datetime) -> None:
         """A job was created, changed or removed; a changed schedule applies from its next occurrence."""

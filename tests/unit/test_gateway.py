@@ -80,6 +80,7 @@ def test_a_jobs_status_is_its_latest_runs() -> None:
 @pytest.mark.parametrize(("code", "retryable", "status"), [
     ("invalid", False, 422), ("not_found", False, 404), ("conflict", True, 409), ("forbidden", False, 403),
     ("unauthorized", False, 401), ("unavailable", True, 503), ("idempotency_full", True, 503),
+    ("storage_full", True, 503),
     ("internal", True, 503), ("internal", False, 500)])
 def test_error_codes_are_the_statuses_http_users_expect(code: str, retryable: bool, status: int) -> None:
     assert status_of(code, retryable) == status

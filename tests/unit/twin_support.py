@@ -8,7 +8,9 @@ from typing import Any, cast
 from jetcron.bus.memory import BeforeWrite, MemoryRecords
 from jetcron.config import Settings
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
-from jetcron.services.runtime import Context
+from jetcron.core.retention import record_ttl
+from jetcron.services.retention import History
+from jetcron.services.runtime import Context, SystemClock
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor
 
@@ -23,10 +25,17 @@ class _Absent:
         raise AssertionError(f"this test's Context has no {self._what} (it asked for .{name})")
 
 
-def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None) -> Context:
+def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
+                 settings: Settings | None = None) -> Context:
+    """A Context whose run records carry their TTLs as kv.Store would write them (MemoryRecords.ttls)."""
+    settings = settings or Settings()
+    clock = SystemClock()
+    tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)
     return Context(
-        name=name, settings=Settings(), nc=cast(Any, _Absent("NATS connection")), js=cast(Any, _Absent("JetStream")),
+        name=name, settings=settings, nc=cast(Any, _Absent("NATS connection")), js=cast(Any, _Absent("JetStream")),
         jobs=MemoryRecords(s.BUCKET_JOBS, JobRecord, before_write=before_write),
-        runs=MemoryRecords(s.BUCKET_RUNS, Run, before_write=before_write),
+        runs=MemoryRecords(s.BUCKET_RUNS, Run, before_write=before_write,
+                           ttl_of=lambda run: record_ttl(run, clock.now(), settings.history)),
         cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
-        tenants=MemoryRecords(s.BUCKET_TENANTS, TenantPolicy), leases=cast(Any, _Absent("leases")))
+        tenants=tenants, leases=cast(Any, _Absent("leases")), history=History(tenants, settings.history),
+        clock=clock)

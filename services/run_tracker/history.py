@@ -1,0 +1,184 @@
+"""History the server cannot age out by itself: a job's count limits (keep_succeeded, keep_failed), and storage
+pressure (the oldest finished runs let go before their time so that new occurrences are still recorded). The
+steady state needs neither: every ended run, event and output chunk carries its own TTL (core/retention.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from jetcron.bus import storage
+from jetcron.bus.streams import consumer_state
+from jetcron.bus.topology import stream_names
+from jetcron.core.errors import JetcronError, NotFound
+from jetcron.core.ids import job_of
+from jetcron.core.models import Run
+from jetcron.core.retention import Ended, gate_seconds, may_shed, over_count, to_free
+from jetcron.services.runtime import Context
+from jetcron.telemetry import metrics
+from jetcron.wire import subjects as s
+
+PRUNE_AFTER = 5.0
+"""Seconds a job waits after one of its runs ended before its count limits are applied: a job whose runs end
+together is read once for all of them."""
+SHED_WALK = 20_000
+"""Records looked at per storage check at most: a check is never a walk through a whole bucket at once."""
+EVENTS_SHARE = 0.2
+"""The oldest share of the events stream let go under pressure (only what the tracker has consumed)."""
+
+
+class Pruner:
+    """Applies a job's count limits after its runs end (on the replica that recorded the end). Ended runs never
+    change, so each is read once and remembered until it is gone."""
+
+    def __init__(self, ctx: Context, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.ctx = ctx
+        self._monotonic = monotonic
+        self._due: dict[str, float] = {}
+        self._ended: dict[str, Ended] = {}
+        self.wake = asyncio.Event()
+
+    def noted(self, run: Run) -> None:
+        """A run ended: its job's limits are applied soon, if it has any."""
+        if run.spec is None or not self.ctx.history.may_count(run.spec):
+            return
+        self._due.setdefault(run.job, self._monotonic() + PRUNE_AFTER)
+        self.wake.set()
+
+    async def run(self) -> None:
+        while not self.ctx.stop.is_set():
+            now = self._monotonic()
+            due = [job for job, at in self._due.items() if at <= now]
+            for job in due:
+                self._due.pop(job, None)
+                try:
+                    await self.prune(job, self.ctx.clock.now())
+                except JetcronError as exc:
+                    self.ctx.log.warning("count limits not applied; next time one of its runs ends", job=job,
+                                         error=str(exc))
+            self.wake.clear()
+            wait = min((at for at in self._due.values()), default=now + 60.0) - self._monotonic()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=max(0.05, wait))
+            except TimeoutError:
+                pass
+
+    async def prune(self, job: str, now: datetime) -> list[str]:
+        """Let go of the job's ended runs beyond its count limits; the run ids let go."""
+        keys = [k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job)) if job_of(k) == job]
+        runs: list[Ended] = []
+        spec = None
+        for key in keys:
+            known = self._ended.get(key)
+            if known is None:
+                found = await self.ctx.runs.maybe(key)
+                if found is None or not found[0].state.terminal:
+                    continue
+                run = found[0]
+                spec = run.spec or spec
+                known = Ended(run_id=key, state=run.state, finished_at=run.finished_at,
+                              gate_seconds=gate_seconds(run.spec, self.ctx.history.cluster))
+                self._ended[key] = known
+            runs.append(known)
+        if spec is None:
+            found_job = await self.ctx.jobs.maybe(job)
+            if found_job is None:
+                return []
+            spec = found_job[0].spec
+        let_go = over_count(runs, await self.ctx.history.policy(spec), now)
+        for run_id in let_go:
+            await storage.remove_key(self.ctx.js, s.BUCKET_RUNS, run_id)
+            await storage.remove_output(self.ctx.js, run_id)
+            self._ended.pop(run_id, None)
+            metrics.HISTORY_PRUNED.inc()
+        present = set(keys)
+        for key in [k for k in self._ended if job_of(k) == job and k not in present]:
+            del self._ended[key]  # gone by its TTL
+        return let_go
+
+
+class StorageKeeper:
+    """Run by the tracker leader: every storage_check_seconds, each stream's and the server's headroom as metrics;
+    at or above storage_shed_at, history let go oldest first."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.every = timedelta(seconds=ctx.settings.storage_check_seconds)
+        self.last: datetime | None = None
+        self.streams = stream_names()
+
+    def forget(self) -> None:
+        """Leadership lost: the next leader speaks for the headroom (a stale figure would keep an alert on)."""
+        for gauge in (metrics.STORAGE_USED, metrics.STORAGE_LIMIT, metrics.STORAGE_USED_RATIO):
+            metrics.forget(gauge)
+        self.last = None
+
+    async def maybe_check(self, now: datetime) -> None:
+        if self.last is not None and now - self.last < self.every:
+            return
+        self.last = now
+        try:
+            await self.check(now)
+        except JetcronError as exc:
+            self.ctx.log.warning("storage check failed; next time", error=str(exc))
+
+    async def check(self, now: datetime) -> dict[str, int]:
+        """Export the headroom, shed what pressure asks; bytes (or messages) let go, by stream."""
+        usages = await storage.stream_usages(self.ctx.js, self.streams)
+        server = await storage.server_usage(self.ctx.settings.nats_url, self.ctx.settings.nats_monitor_url, usages)
+        for usage in [*usages, *([server] if server is not None else [])]:
+            metrics.child(metrics.STORAGE_USED, stream=usage.stream).set(usage.used)
+            metrics.child(metrics.STORAGE_LIMIT, stream=usage.stream).set(usage.limit)
+            metrics.child(metrics.STORAGE_USED_RATIO, stream=usage.stream).set(usage.ratio)
+        shed_at = self.ctx.settings.storage_shed_at
+        by_name = {u.stream: u for u in usages}
+        server_free = to_free(server.used, server.limit, shed_at) if server is not None else 0
+        shed: dict[str, int] = {}
+        runs = by_name.get(s.kv_stream(s.BUCKET_RUNS))
+        want = max(server_free, to_free(runs.used, runs.limit, shed_at) if runs is not None else 0)
+        if want:
+            shed[s.BUCKET_RUNS] = await self._shed_runs(want, now)
+        events = by_name.get(s.STREAM_EVENTS)
+        if events is not None and (server_free or to_free(events.used, events.limit, shed_at)):
+            shed[s.STREAM_EVENTS] = await self._shed_events(events)
+        logs = by_name.get(s.STREAM_LOGS)
+        if logs is not None and server_free:  # full on its own, the output stream drops its oldest itself
+            cut = logs.first_seq + int(logs.messages * EVENTS_SHARE)
+            if cut > logs.first_seq:
+                await storage.purge_before(self.ctx.js, s.STREAM_LOGS, cut)
+                shed[s.STREAM_LOGS] = cut - logs.first_seq
+        for stream, amount in shed.items():
+            if amount:
+                metrics.child(metrics.HISTORY_SHED, stream=stream).inc(amount)
+                self.ctx.log.warning("storage pressure: history let go before its retention", stream=stream,
+                                     amount=amount, shed_at=shed_at)
+        return shed
+
+    async def _shed_runs(self, want: int, now: datetime) -> int:
+        """Ended runs past their gate, the longest unwritten first, until `want` bytes are free; the count."""
+        freed = removed = walked = 0
+        cluster = self.ctx.history.cluster
+        async for key, run, size in storage.oldest(self.ctx.js, s.BUCKET_RUNS, Run):
+            walked += 1
+            if may_shed(run, now, cluster):
+                try:
+                    await storage.remove_key(self.ctx.js, s.BUCKET_RUNS, key)
+                    await storage.remove_output(self.ctx.js, key)
+                except NotFound:
+                    pass
+                freed += size
+                removed += 1
+            if freed >= want or walked >= SHED_WALK:
+                break
+        return removed
+
+    async def _shed_events(self, events: storage.Usage) -> int:
+        """The oldest share of the events stream that the tracker has consumed; the count."""
+        floor = (await consumer_state(self.ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER)).ack_floor
+        cut = min(floor + 1, events.first_seq + int(events.messages * EVENTS_SHARE))
+        if cut <= events.first_seq:
+            return 0
+        await storage.purge_before(self.ctx.js, s.STREAM_EVENTS, cut)
+        return cut - events.first_seq
