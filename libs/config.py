@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jetcron.bus.connect import Identity
@@ -140,16 +140,19 @@ class Settings(BaseSettings):
     idempotency bucket's max_age, which would otherwise cut a longer TTL short."""
     request_key_seconds: float = Field(default=86400.0, gt=0)
     """Seconds an api request's idempotency key (and an intake request's outcome) is remembered."""
-    runs_max_bytes: int = Field(default=8 * _GiB, ge=_MiB)
-    """Bytes the run records' bucket holds at most. A sim run's record is about 1.3 KB (docs/operations.md,
-    "Sizing the streams"): the default holds some 6,000,000, two days of the design's load over the default
-    retention with room to spare. Near full, the oldest finished runs are let go first (JETCRON_STORAGE_SHED_AT)."""
+    runs_max_bytes: int = Field(default=0, ge=0)
+    """Bytes the run records' bucket may hold; 0 (the default): no limit of its own, so it shares the server's
+    JetStream store (max_file_store) with every stream without one, and JetStream reserves nothing for it. Ended
+    runs age out by their retention; near a limit (its own or the store's) the run tracker lets the oldest go
+    (JETCRON_STORAGE_SHED_AT). docs/operations.md, "Sizing the streams"."""
     jobs_max_bytes: int = Field(default=_GiB, ge=_MiB)
     """Bytes the job definitions' bucket (16 revisions kept per job) holds at most."""
-    events_max_bytes: int = Field(default=8 * _GiB, ge=_MiB)
-    """Bytes the run events stream (the tracker's input and the audit trail) holds at most."""
-    logs_max_bytes: int = Field(default=8 * _GiB, ge=_MiB)
-    """Bytes of run output kept at most; the oldest output goes first when full."""
+    events_max_bytes: int = Field(default=0, ge=0)
+    """Bytes the run events stream (the tracker's input and the audit trail) may hold; 0: no limit of its own, as
+    for the run records."""
+    logs_max_bytes: int = Field(default=0, ge=0)
+    """Bytes of run output kept at most (the oldest goes first when full); 0: no limit of its own, as for the run
+    records."""
     dlq_max_bytes: int = Field(default=_GiB, ge=_MiB)
     """Bytes of dead letters kept at most."""
     idempotency_max_bytes: int = Field(default=_GiB, ge=_MiB)
@@ -224,6 +227,16 @@ class Settings(BaseSettings):
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
 
+    @model_validator(mode="after")
+    def _history_in_bounds(self) -> Settings:
+        """The cluster's retention lies between its own floor and ceiling (a job's or tenant's must too)."""
+        if not self.history_min_seconds <= self.history_keep_seconds <= self.history_max_seconds:
+            raise ValueError(
+                f"JETCRON_HISTORY_KEEP_SECONDS ({self.history_keep_seconds:.0f}) must lie between "
+                f"JETCRON_HISTORY_MIN_SECONDS ({self.history_min_seconds:.0f}) and JETCRON_HISTORY_MAX_SECONDS "
+                f"({self.history_max_seconds:.0f})")
+        return self
+
     def grace_for(self, service: str) -> float:
         if self.stop_grace is not None:
             return self.stop_grace
@@ -242,7 +255,8 @@ class Settings(BaseSettings):
                       logs_age=self.history_max_seconds, logs_bytes=self.logs_max_bytes,
                       dlq_age=self.dlq_keep_seconds, dlq_bytes=self.dlq_max_bytes,
                       idempotency_age=self.idempotency_max_seconds, idempotency_bytes=self.idempotency_max_bytes,
-                      requests_age=self.request_key_seconds, checkpoints_bytes=self.checkpoints_max_bytes,
+                      requests_age=self.request_key_seconds, job_marker_age=self.history_min_seconds,
+                      checkpoints_bytes=self.checkpoints_max_bytes,
                       notify_bytes=self.notify_max_bytes)
 
     @property

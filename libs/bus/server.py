@@ -69,7 +69,7 @@ class ServerNode:
 
 
 def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], cluster_name: str = "jetcron",
-                 extra: str = "", route_advertise: str | None = None) -> None:
+                 extra: str = "", route_advertise: str | None = None, max_file_store: str = "8GB") -> None:
     """`extra`: more top-level config (auth: the operator and resolver lines of auth/authority.py).
     `route_advertise`: the address peers are told to reach this node's cluster port at (gossiped routes); a
     test that puts fault proxies on every route advertises a closed port, so no route goes around them."""
@@ -81,7 +81,7 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
         "jetstream {",
         f'  store_dir: "{node.store_dir}"',
         "  max_memory_store: 256MB",
-        "  max_file_store: 8GB",
+        f"  max_file_store: {max_file_store}",
     ]
     if sync_always:
         lines.append("  sync_interval: always")
@@ -192,7 +192,7 @@ class EmbeddedNats:
     """One node or an N-node cluster on loopback, with store dirs under `base`."""
 
     def __init__(self, base: Path, *, nodes: int = 1, port: int | None = None, sync_always: bool = True,
-                 extra_config: str = "", tls: TlsFiles | None = None) -> None:
+                 extra_config: str = "", tls: TlsFiles | None = None, max_file_store: str = "8GB") -> None:
         self.base = base
         self.sync_always = sync_always
         self.nodes: list[ServerNode] = []
@@ -211,7 +211,7 @@ class EmbeddedNats:
         routes = [n.cluster_port for n in self.nodes if n.cluster_port is not None]
         for n in self.nodes:
             write_config(n, sync_always=sync_always, routes=[p for p in routes if p != n.cluster_port],
-                         extra=extra_config)
+                         extra=extra_config, max_file_store=max_file_store)
 
     @property
     def url(self) -> str:

@@ -35,24 +35,23 @@ DAY = 86400.0
 HOUR = 3600.0
 DUPLICATE_WINDOW = 120.0
 MAX_MSG = 1 * MiB
-JOB_MARKER_SECONDS = HOUR
-"""How long the marker of a job the server removed stays: long enough for a watcher that reconnects to see it."""
 
 
 @dataclass(frozen=True)
 class Limits:
     """Every stream's and bucket's size and age; config.Settings.limits builds them from JETCRON_* settings
     (docs/settings.md). The defaults hold the design's load (docs/operations.md, "Sizing the streams"): JetStream
-    reserves each stream's max_bytes from the server's max_file_store, so their sum (about 29 GiB) must fit it."""
+    reserves each stream's max_bytes from the server's max_file_store, so their sum (4.5 GiB) must fit it; the
+    history streams (runs, events, output) have none by default (0) and share what the store has left."""
 
-    runs_bytes: int = 8 * GiB
+    runs_bytes: int = 0
     jobs_bytes: int = GiB
     place_msgs: int = 2_000_000
     events_age: float = 90 * DAY
     """The events stream's max_age: the ceiling of any run's retention; each event carries its run's own TTL."""
-    events_bytes: int = 8 * GiB
+    events_bytes: int = 0
     logs_age: float = 90 * DAY
-    logs_bytes: int = 8 * GiB
+    logs_bytes: int = 0
     dlq_age: float = 30 * DAY
     dlq_bytes: int = GiB
     idempotency_age: float = 30 * DAY
@@ -60,6 +59,9 @@ class Limits:
     idempotency_bytes: int = GiB
     requests_age: float = DAY
     """How long an intake request's outcome is kept (jc_submissions)."""
+    job_marker_age: float = HOUR
+    """How long the delete marker of a job the server removed stays (watchers see the job go by it). The server
+    keeps no message with a TTL shorter than this in that bucket, so it is the history floor."""
     agents_ttl: float = 30.0
     services_ttl: float = 15.0
     checkpoints_bytes: int = GiB
@@ -78,10 +80,10 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
         # Each event and output chunk carries its run's retention as a per-message TTL (core/retention.stream_ttl);
         # max_age is the ceiling of every retention.
         StreamConfig(name=s.STREAM_EVENTS, subjects=[s.EVENTS_ALL], retention=RetentionPolicy.LIMITS,
-                     max_age=limits.events_age, max_bytes=limits.events_bytes, allow_msg_ttl=True,
+                     max_age=limits.events_age, max_bytes=limits.events_bytes or -1, allow_msg_ttl=True,
                      description="run events and audit trail", **common),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_LOGS, subjects=[s.LOGS_ALL], retention=RetentionPolicy.LIMITS,
-                     max_age=limits.logs_age, max_bytes=limits.logs_bytes, allow_msg_ttl=True,
+                     max_age=limits.logs_age, max_bytes=limits.logs_bytes or -1, allow_msg_ttl=True,
                      description="run output chunks", **{**common, "discard": DiscardPolicy.OLD}),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_DLQ, subjects=[s.DLQ_ALL], retention=RetentionPolicy.LIMITS,
                      max_age=limits.dlq_age, max_bytes=limits.dlq_bytes, description="dead-lettered runs",
@@ -105,13 +107,14 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
     common = dict(storage=StorageType.FILE, replicas=replicas, max_value_size=MAX_MSG)
     return [
         # A job that ends (a fired one-shot job, a deleted one: core/retention.job_ttl) leaves a delete marker
-        # when the server removes it, so every watcher drops it from its index.
+        # when the server removes it, so every watcher drops it from its index. (An ended job is no longer planned
+        # whether or not the server has removed it: trigger/warm.Warm.fireable.)
         KeyValueConfig(bucket=s.BUCKET_JOBS, history=16, max_bytes=limits.jobs_bytes,
-                       limit_marker_ttl=JOB_MARKER_SECONDS,
+                       limit_marker_ttl=limits.job_marker_age,
                        description="job definitions (history kept for audit)", **common),  # type: ignore[arg-type]
         # No max_age: a run that has not ended must stay however long it takes; an ended one is written with its
         # own TTL (core/retention.record_ttl).
-        KeyValueConfig(bucket=s.BUCKET_RUNS, history=1, max_bytes=limits.runs_bytes,
+        KeyValueConfig(bucket=s.BUCKET_RUNS, history=1, max_bytes=limits.runs_bytes or -1,
                        description="one record per run; ended runs age out by their own TTL", **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CURSORS, history=1, description="last recorded fire time per job",
                        **common),  # type: ignore[arg-type]

@@ -96,9 +96,10 @@ def one_shot(spec: JobSpec) -> bool:
 
 
 def job_ttl(record: JobRecord, now: datetime) -> int | None:
-    """Whole seconds a job record written now lives (None: kept). A fired one-shot job goes no later than its run's
-    record (its expires_at is set after the run was recorded, `keep` from then; the run's is `keep` from its end):
-    a trigger that planned the job again would otherwise find no fire gate and run it a second time."""
+    """Whole seconds a job record written now lives (None: kept): until its expires_at. A fired one-shot job's is
+    `keep` after its run was recorded, so it goes about when its run's record does (`keep` after the run ended);
+    either way a job with an end is never planned again (trigger/warm.Warm.fireable), so it cannot fire twice when
+    its run's record has gone first (the server keeps it at least the jobs bucket's marker TTL)."""
     if record.expires_at is None:
         return None
     return max(1, math.ceil((record.expires_at - now).total_seconds()))
@@ -158,8 +159,8 @@ def validate_history(policy: HistoryPolicy | None, cluster: ClusterHistory, fiel
             raise InvalidSpec(f"{field}.keep_seconds", keep, "must be a positive number of seconds")
         if keep < cluster.min_seconds or keep > cluster.max_seconds:
             raise InvalidSpec(f"{field}.keep_seconds", keep,
-                              f"must be between the cluster's floor {cluster.min_seconds:g} s and ceiling "
-                              f"{cluster.max_seconds:g} s (JETCRON_HISTORY_MIN_SECONDS, JETCRON_HISTORY_MAX_SECONDS)")
+                              f"must be between the cluster's floor {cluster.min_seconds:.0f} s and ceiling "
+                              f"{cluster.max_seconds:.0f} s (JETCRON_HISTORY_MIN_SECONDS, JETCRON_HISTORY_MAX_SECONDS)")
     for name in ("keep_succeeded", "keep_failed"):
         count = getattr(policy, name)
         if count is not None and not (isinstance(count, int) and 0 <= count <= 1_000_000):
