@@ -229,12 +229,16 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _history_in_bounds(self) -> Settings:
-        """The cluster's retention lies between its own floor and ceiling (a job's or tenant's must too)."""
+        """The cluster's retention lies between its own floor and ceiling (a job's or tenant's must too); a request
+        key is kept no longer than the idempotency bucket keeps any key."""
         if not self.history_min_seconds <= self.history_keep_seconds <= self.history_max_seconds:
             raise ValueError(
                 f"JETCRON_HISTORY_KEEP_SECONDS ({self.history_keep_seconds:.0f}) must lie between "
                 f"JETCRON_HISTORY_MIN_SECONDS ({self.history_min_seconds:.0f}) and JETCRON_HISTORY_MAX_SECONDS "
                 f"({self.history_max_seconds:.0f})")
+        if self.request_key_seconds > self.idempotency_max_seconds:
+            raise ValueError(f"JETCRON_REQUEST_KEY_SECONDS ({self.request_key_seconds:.0f}) must not exceed "
+                             f"JETCRON_IDEMPOTENCY_MAX_SECONDS ({self.idempotency_max_seconds:.0f})")
         return self
 
     def grace_for(self, service: str) -> float:

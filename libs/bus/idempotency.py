@@ -11,7 +11,7 @@ from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
 from jetcron.bus.kv import translate
-from jetcron.core.errors import IdempotencyStoreFull, Unavailable, WriteConflict
+from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
@@ -71,8 +71,10 @@ class IdempotencyKeys:
         except WriteConflict:
             return None
 
-    async def ensure_room(self) -> None:
-        """Refuse a new claim unless the bucket keeps a reserve: the claim's commit must fit too.
+    async def ensure_room(self, ttl: float | None = None) -> None:
+        """Refuse a new claim unless the bucket keeps a reserve (the claim's commit must fit too) and keeps a key
+        as long as `ttl` (its max_age, JETCRON_IDEMPOTENCY_MAX_SECONDS: the server would cut the key's own TTL
+        there, and a retry after that would repeat the effect).
 
         A commit replaces the claim, and a full bucket (discard new) refuses that replacement as well; a refused
         commit after the effect was done would let the claim expire and a later attempt do the effect again.
@@ -83,6 +85,10 @@ class IdempotencyKeys:
             info = await self.js.stream_info(self.stream)
         except Exception as exc:
             raise translate(exc, "idempotency store status") from exc
+        longest = float(info.config.max_age or 0)
+        if ttl is not None and longest > 0 and ttl > longest:
+            raise InvalidSpec("ttl", ttl, f"is longer than the idempotency store keeps a key ({longest:.0f} s, "
+                              "JETCRON_IDEMPOTENCY_MAX_SECONDS): the key would be forgotten early")
         limit = info.config.max_bytes or 0
         if limit > 0 and info.state.bytes + max(limit // 100, 1024) > limit:
             raise IdempotencyStoreFull(

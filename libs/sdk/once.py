@@ -58,7 +58,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
             return
         if existing is not None and existing[0].state == "claimed":
             raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
-        await keys.ensure_room()
+        await keys.ensure_room(ttl)
         if existing is not None:  # released by an attempt whose effect failed: take over from its record
             revision = await keys.take_over(safe, claim, claim_ttl, existing[1])
         else:

@@ -28,8 +28,6 @@ from jetcron.wire import verbs as v
 from jetcron.wire.api import FireTime, JobView, Page
 from jetcron.wire.codec import encode
 
-IDEMPOTENCY_TTL = 86400.0
-
 
 class Jobs:
     def __init__(self, ctx: Context, admission: Admission) -> None:
@@ -110,7 +108,8 @@ class Jobs:
                     return found[0]
                 claim = existing[1]
             else:
-                claim = await self.keys.claim(scope, KeyRecord(state="claimed", body_hash=digest), IDEMPOTENCY_TTL)
+                claim = await self.keys.claim(scope, KeyRecord(state="claimed", body_hash=digest),
+                                              self.ctx.settings.request_key_seconds)
                 if claim is None:
                     raise Contended(f"idempotency key {key!r} is being used by a concurrent request; retry")
         now = self.ctx.clock.now()
@@ -130,7 +129,7 @@ class Jobs:
             await self.ctx.jobs.update(spec.key, record, revision)
         if key is not None and claim is not None:
             await self.keys.commit(scope, KeyRecord(state="done", body_hash=digest, result=spec.key),
-                                   IDEMPOTENCY_TTL, claim)
+                                   self.ctx.settings.request_key_seconds, claim)
         return record
 
     async def update(self, call: Call) -> JobRecord:

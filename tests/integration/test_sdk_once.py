@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
-from nats.js.api import KeyValueConfig, StorageType
+from nats.js.api import KeyValueConfig
 
 from jetcron.bus.server import EmbeddedNats
-from jetcron.bus.topology import ensure_topology
-from jetcron.core.errors import IdempotencyStoreFull
+from jetcron.bus.topology import Limits, ensure_topology
+from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec
 from jetcron.sdk.once import AlreadyClaimed, once, once_async
 from jetcron.wire import subjects as s
 
@@ -78,13 +78,10 @@ def test_the_sync_form_works_from_a_plain_script(topology: str) -> None:
 
 
 async def test_a_full_key_store_refuses_new_keys_and_keeps_the_old_ones(nats_server: EmbeddedNats) -> None:
-    # Given an idempotency bucket of 4 KiB (created before the topology, which keeps an existing bucket as is)
+    # Given an idempotency bucket of 4 KiB (JETCRON_IDEMPOTENCY_MAX_BYTES)
     nc = await nats.connect(nats_server.url)
     try:
-        js = nc.jetstream(timeout=5)
-        await js.create_key_value(KeyValueConfig(bucket=s.BUCKET_IDEMPOTENCY, history=1, ttl=86400,
-                                                 max_bytes=4096, storage=StorageType.FILE))
-        await ensure_topology(js)
+        await ensure_topology(nc.jetstream(timeout=5), limits=Limits(idempotency_bytes=4096))
     finally:
         await nc.close()
 
@@ -108,3 +105,96 @@ async def test_a_full_key_store_refuses_new_keys_and_keeps_the_old_ones(nats_ser
     for n in (0, refused_at - 1):
         async with once_async(f"run:job.{n}:email", nats_url=nats_server.url) as first:
             assert not first, f"key {n} was forgotten to make room"
+
+
+# The idempotency bucket's max_age used to be a day while once()'s default TTL is seven: the server cut every key at
+# a day, and an attempt on day two repeated the effect. At a short scale (seconds for days): the bucket's max_age is
+# now the longest TTL a key may ask for (JETCRON_IDEMPOTENCY_MAX_SECONDS), and a key lives its own TTL.
+OLD_MAX_AGE = 2.0  # "a day"
+KEY_TTL = 6.0  # "seven days"
+
+
+async def _topology_keeping_keys(url: str, max_age: float) -> None:
+    nc = await nats.connect(url)
+    try:
+        await ensure_topology(nc.jetstream(timeout=5), limits=Limits(idempotency_age=max_age))
+    finally:
+        await nc.close()
+
+
+async def _effects_over(url: str, key: str, at: list[float]) -> list[float]:
+    """Ask once(key, KEY_TTL) at each of the `at` seconds from now; the moments the effect ran."""
+    ran: list[float] = []
+    start = asyncio.get_running_loop().time()
+    for moment in at:
+        await asyncio.sleep(max(0.0, start + moment - asyncio.get_running_loop().time()))
+        async with once_async(key, ttl=KEY_TTL, nats_url=url) as first:
+            if first:
+                ran.append(moment)
+    return ran
+
+
+async def test_a_done_key_is_kept_past_the_old_bucket_age_until_its_own_ttl(nats_server: EmbeddedNats) -> None:
+    # Given the bucket keeps keys up to twice the key's TTL
+    await _topology_keeping_keys(nats_server.url, max_age=2 * KEY_TTL)
+    # When the same side effect is retried past the old cut (2 s) but inside its TTL (6 s)
+    ran = await _effects_over(nats_server.url, "run:job.ttl:charge", [0.0, OLD_MAX_AGE + 1.5, KEY_TTL - 1.5])
+    # Then it ran once
+    assert ran == [0.0]
+
+
+async def test_a_key_outlives_its_ttl_only_briefly_and_then_the_effect_may_run_again(
+        nats_server: EmbeddedNats) -> None:
+    # The other side: a key is not kept for ever (the server removes it after its TTL, within seconds)
+    await _topology_keeping_keys(nats_server.url, max_age=2 * KEY_TTL)
+    async with once_async("run:job.gone:charge", ttl=2, nats_url=nats_server.url) as first:
+        assert first
+
+    async def again() -> bool:
+        async with once_async("run:job.gone:charge", ttl=2, nats_url=nats_server.url) as first:
+            return first
+
+    ran = False
+    for _ in range(60):
+        if ran := await again():
+            break
+        await asyncio.sleep(0.5)
+    assert ran, "the key was never removed after its TTL"
+
+
+async def test_a_ttl_longer_than_the_bucket_keeps_keys_is_refused_and_stores_nothing(
+        nats_server: EmbeddedNats) -> None:
+    # Given a bucket that keeps keys 6 s at most
+    await _topology_keeping_keys(nats_server.url, max_age=KEY_TTL)
+    # When once() asks for 7 s
+    with pytest.raises(InvalidSpec, match=r"ttl: is longer than the idempotency store keeps a key \(6 s, "
+                                          "JETCRON_IDEMPOTENCY_MAX_SECONDS\\)") as refused:
+        async with once_async("run:job.long:charge", ttl=KEY_TTL + 1, nats_url=nats_server.url):
+            pytest.fail("the effect must not run")
+    assert refused.value.value == KEY_TTL + 1
+    # Then no key was stored: a TTL that fits runs the effect
+    async with once_async("run:job.long:charge", ttl=KEY_TTL, nats_url=nats_server.url) as first:
+        assert first
+
+
+async def test_the_old_bucket_age_cut_keys_short(nats_server: EmbeddedNats) -> None:
+    # The defect this guards against, shown on the server: a bucket whose max_age is below the key's TTL removes
+    # the key at its max_age (and ensure_room now refuses such a TTL before anything is stored).
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream(timeout=5)
+        await js.create_key_value(KeyValueConfig(bucket="old_idem", history=1, ttl=OLD_MAX_AGE))
+        await js.publish(s.kv_subject("old_idem", "k"), b"done", headers={s.HDR_TTL: str(int(KEY_TTL))})
+
+        async def gone() -> bool:
+            state = (await js.stream_info("KV_old_idem")).state
+            return not state.messages
+
+        for _ in range(int(KEY_TTL * 10)):
+            if await gone():
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("a key outlived the bucket's max_age")
+    finally:
+        await nc.close()
