@@ -1,7 +1,10 @@
 """Listing runs among many: `GET /api/v1/runs?job=X&limit=50` and `?state=running&limit=50` through the REST
 gateway, with JOBS x PER_JOB finished run records stored and 100 running runs (holding leases, as an agent
 would); also how long a run tracker takes to build its index of active runs from them. `make bench` runs the
-default, 1,000,000 records."""
+default, 1,000,000 records.
+
+`--history 10,10000 --jobs 10`: the job views instead (a job, the jobs page, the dashboard's jobs page), as every
+job's history grows from one size to the next: a job's latest run is one read, so they should stay flat."""
 
 from __future__ import annotations
 
@@ -139,6 +142,90 @@ def run(jobs: int, per_job: int, running: int, requests: int, reps: int) -> dict
             "by_state_running_p50_ms": summary(p50["state"]), "by_state_running_p99_ms": summary(p99["state"])}
 
 
+# --- a long history: the job views, with every job's history grown from one size to the next -----------------
+
+HISTORY_VIEWS = ("job", "jobs_page", "ui_jobs")
+"""`GET /api/v1/jobs/j0000` (a job and its latest run), `GET /api/v1/jobs` (every job on one page, each with its
+latest run) and the dashboard's `GET /ui/jobs` (each job's last 12 runs as squares)."""
+
+
+async def _grow(url: str, creds: str, jobs: int, start: int, end: int) -> float:
+    """Runs start..end-1 of every job, straight into jc_runs (the api's credential), many publishes in flight."""
+    nc = await nats.connect(url, **Identity(creds=creds).options())
+    js = nc.jetstream(timeout=60)
+    gate = asyncio.Semaphore(IN_FLIGHT)
+    began = time.perf_counter()
+
+    async def put(run: Run) -> None:
+        async with gate:
+            await js.publish(f"$KV.{s.BUCKET_RUNS}.{run.run_id}", encode(run))
+
+    for first in range(start, end, 2000):
+        await asyncio.gather(*(put(_record(f"j{j:04d}", n, RunState.SUCCEEDED)) for j in range(jobs)
+                               for n in range(first, min(first + 2000, end))))
+    elapsed = time.perf_counter() - began
+    await nc.close()
+    return elapsed
+
+
+async def _measure_views(port: int, token: str, requests: int, jobs: int) -> dict[str, list[float]]:
+    conn = await Connection.open("127.0.0.1", port, {"Authorization": f"Bearer {token}",
+                                                     "Cookie": f"jetcron_session={token}"})
+    out: dict[str, list[float]] = {view: [] for view in HISTORY_VIEWS}
+    paths = {"job": "/api/v1/jobs/j0000", "jobs_page": f"/api/v1/jobs?limit={jobs}", "ui_jobs": "/ui/jobs"}
+    for i in range(requests + 3):
+        for view in HISTORY_VIEWS:
+            start = time.perf_counter()
+            status, body = await conn.request("GET", paths[view])
+            took = time.perf_counter() - start
+            expected = 1 if view == "job" else jobs
+            assert status == 200 and body.count(b'"run_id"' if view != "ui_jobs" else b'href="/ui/jobs/j') \
+                >= expected, (view, status, body[:300])
+            if i >= 3:  # the first few warm the gateway's and the API's connections
+                out[view].append(took)
+    await conn.close()
+    return out
+
+
+async def _history_jobs(url: str, identity: Identity, jobs: int) -> str:
+    """The tenant's jobs (yearly: nothing fires them, and no trigger runs here), and a token for it."""
+    admin = await Client.connect(url, timeout=30, identity=identity)
+    client = Client(admin.nc, 30, tenant=TENANT)
+    for j in range(jobs):
+        await client.jobs.create({"name": f"j{j:04d}", "command": ["true"],
+                                  "schedule": {"kind": "cron", "cron": "0 0 1 1 *"}})
+    made = await admin.tokens.create(tenant=TENANT)
+    await admin.close()
+    assert made.token is not None
+    return made.token
+
+
+def run_history(sizes: list[int], jobs: int, requests: int, reps: int) -> dict[str, object]:
+    """The job views' latency at each history size (runs per job): each should be as flat as the history is long."""
+    p50: dict[str, list[float]] = {f"{view}_{size}": [] for view in HISTORY_VIEWS for size in sizes}
+    p99: dict[str, list[float]] = {key: [] for key in p50}
+    for _ in range(reps):
+        port = free_port()
+        with system(sync_always=False, auth=True, services=("api", "gateway"), JETCRON_HTTP_PORT=str(port),
+                    JETCRON_RUNS_MAX_BYTES=str(4 * 1024**3)) as jc:
+            assert jc.creds is not None
+            token = asyncio.run(_history_jobs(jc.url, jc.identity, jobs))
+            written = 0
+            for size in sizes:
+                asyncio.run(_grow(jc.url, str(jc.creds.path("api")), jobs, written, size))
+                written = size
+                got = asyncio.run(_measure_views(port, token, requests, jobs))
+                for view in HISTORY_VIEWS:
+                    p50[f"{view}_{size}"].append(percentile(got[view], 50) * 1000)
+                    p99[f"{view}_{size}"].append(percentile(got[view], 99) * 1000)
+    result: dict[str, object] = {"bench": "listing_history", "sizes": sizes, "jobs": jobs, "requests": requests,
+                                 "reps": reps}
+    for key in p50:
+        result[f"{key}_p50_ms"] = summary(p50[key])
+        result[f"{key}_p99_ms"] = summary(p99[key])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=1000)
@@ -146,8 +233,14 @@ def main() -> None:
     parser.add_argument("--running", type=int, default=100)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--history", default="",
+                        help="runs per job, e.g. 10,10000: instead, the job views (REST and the dashboard's jobs page)"
+                             " with every one of --jobs jobs' history grown to each size in turn")
     args = parser.parse_args()
-    emit(run(args.jobs, args.per_job, args.running, args.requests, args.reps))
+    if args.history:
+        emit(run_history([int(n) for n in args.history.split(",")], args.jobs, args.requests, args.reps))
+    else:
+        emit(run(args.jobs, args.per_job, args.running, args.requests, args.reps))
 
 
 if __name__ == "__main__":

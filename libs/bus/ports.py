@@ -105,6 +105,11 @@ class Records(Protocol[T]):
     async def change(self, key: str, decide: Callable[[T], T | None], *, copy: tuple[T, int] | None = None,
                      tries: int = 8) -> tuple[T, T, int] | None: ...
 
+    async def last(self, pattern: str) -> tuple[T, int] | None:
+        """The value written last under a key pattern and its revision, in one read however many keys match;
+        None when none does or that last write was a delete."""
+        ...
+
 
 class WorkQueue(Protocol):
     """A durable consumer's side of a work queue (consume.PullQueue; twin: memory.MemoryQueue)."""

@@ -39,20 +39,22 @@ class RecordOps(ABC, Generic[T]):
             return None
 
     async def page(self, keys: Sequence[str], limit: int, keep: Callable[[T], bool]) -> tuple[list[T], str | None]:
-        """Up to `limit` values that `keep` accepts, reading `keys` in order a page's worth at a time, concurrently
-        (one round trip per page, not one per record); and the cursor to go on from (the last key read), or None
-        when every key was read. A key deleted meanwhile is passed over."""
+        """Up to `limit` values that `keep` accepts, reading `keys` in order, concurrently (one round trip per
+        batch, not one per record); and the cursor to go on from (the last key read), or None when every key was
+        read. A key deleted meanwhile is passed over.
+
+        Each batch is as many keys as values are still missing, so nothing past the value that fills the page is
+        read: with everything kept that is one batch, and a filter costs more round trips (about log2(limit)
+        when half the values pass it) rather than reads whose values are thrown away."""
         items: list[T] = []
-        last: str | None = None
-        for start in range(0, len(keys), limit):
-            batch = keys[start:start + limit]
-            for key, found in zip(batch, await asyncio.gather(*(self.maybe(k) for k in batch)), strict=True):
-                last = key
+        start = 0
+        while start < len(keys) and len(items) < limit:
+            batch = keys[start:start + limit - len(items)]
+            start += len(batch)
+            for found in await asyncio.gather(*(self.maybe(k) for k in batch)):
                 if found is not None and keep(found[0]):
                     items.append(found[0])
-                    if len(items) == limit:
-                        return items, (last if last != keys[-1] else None)
-        return items, None
+        return items, (keys[start - 1] if len(items) == limit and start < len(keys) else None)
 
     async def change(self, key: str, decide: Callable[[T], T | None], *, copy: tuple[T, int] | None = None,
                      tries: int = 8) -> tuple[T, T, int] | None:

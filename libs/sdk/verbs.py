@@ -88,9 +88,16 @@ class Runs(_Group):
         return await self._verb("runs.get", Run, run_id=run_id)
 
     async def list(self, *, job: str | None = None, state: str | None = None, queue: str | None = None,
-                   cursor: str | None = None, limit: int | None = None, newest: bool | None = None) -> Page[Run]:
+                   cursor: str | None = None, limit: int | None = None, newest: bool | None = None,
+                   latest: bool | None = None) -> Page[Run]:
         return await self._verb("runs.list", Page[Run], job=job, state=state, queue=queue, cursor=cursor,
-                                limit=limit, newest=newest)
+                                limit=limit, newest=newest, latest=latest)
+
+    async def latest(self, job: str) -> Run | None:
+        """The job's run whose record was written last (its most recent activity), or None before its first:
+        one read on the server however long the job's history (runs.list with latest)."""
+        page = await self.list(job=job, latest=True)
+        return page.items[0] if page.items else None
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> Run:
         return await self._verb("runs.cancel", Run, run_id=run_id, reason=reason)

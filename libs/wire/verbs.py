@@ -78,6 +78,9 @@ class RunsList(Request, kw_only=True):
     limit: int = 100
     newest: bool = False
     """Newest first (by occurrence); the cursor then pages towards older runs. Not with a non-terminal state."""
+    latest: bool = False
+    """Only the job's run whose record was written last (its most recent activity), in one read however long its
+    history: a page of at most one. Needs `job`; not with state, queue, cursor or newest."""
 
 
 class RunsCancel(RunRef, kw_only=True):
@@ -202,7 +205,7 @@ VERBS: dict[str, Verb] = {
     "jobs.trigger": Verb(JobsTrigger, Run, "Run a job now"),
     "jobs.backfill": Verb(JobsBackfill, Page[Run], "Run a job's occurrences in [from, to)"),
     "runs.get": Verb(RunRef, Run, "A run, with every attempt"),
-    "runs.list": Verb(RunsList, Page[Run], "Runs, by id, with a cursor"),
+    "runs.list": Verb(RunsList, Page[Run], "Runs, by id, with a cursor; or a job's latest run"),
     "runs.cancel": Verb(RunsCancel, Run, "Cancel a run"),
     "runs.logs": Verb(RunsLogs, Logs, "A run's output so far"),
     "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),

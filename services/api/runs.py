@@ -39,6 +39,19 @@ STATES = {st.value for st in RunState}
 ACTIVE_TIMEOUT = 5.0
 
 
+def runs_of(job: str) -> str:
+    """The key pattern of one job's runs and no other's: a run id is its job's key and one token more (the
+    stamp has no dot: core/ids.RUN_ID_RE). Not `job.>` (subjects.runs_of_job_filter), which also matches the runs
+    of tenant `job`'s jobs (`foo.>` covers `foo.bar.<stamp>`)."""
+    return f"{job}.*"
+
+
+def runs_of_tenant(tenant: str | None) -> str:
+    """The key pattern of a tenant's runs (its job keys and a stamp: subjects.jobs_of_tenant_filter), or of every
+    run for the admin: a listing without a job reads no other tenant's records only to drop them."""
+    return ">" if tenant is None else f"{s.jobs_of_tenant_filter(tenant)}.*"
+
+
 class Runs:
     def __init__(self, ctx: Context, admission: Admission) -> None:
         self.ctx = ctx
@@ -74,17 +87,20 @@ class Runs:
             raise InvalidSpec("job", job, "is not a valid job name")
         if job is not None and call.tenant is not None:
             job = job_key(call.tenant, job)
+        newest = flag(req, "newest")
+        if flag(req, "latest"):
+            return await self._latest(job, call.tenant, {"state": state, "queue": queue, "cursor": after or None,
+                                                         "newest": newest or None})
         if job is None and state is not None and not RunState(state).terminal:
             return await self._active(ActiveRunsQuery(state=state, tenant=call.tenant, queue=queue, cursor=after,
                                                       limit=limit))
-        # By job: the run ids start with the job's key, so the server lists that job's keys alone.
-        everything = await self.ctx.runs.keys(s.runs_of_job_filter(job) if job else ">")
-        if flag(req, "newest"):
+        # The server lists the key names (one request; no record is read): by job, that job's keys alone, since
+        # run ids start with the job's key; without one, the caller's tenant's keys alone.
+        everything = await self.ctx.runs.keys(runs_of(job) if job else runs_of_tenant(call.tenant))
+        if newest:
             keys = sorted((k for k in everything if not after or k < after), reverse=True)
         else:
             keys = sorted(k for k in everything if k > after)
-        if job is not None:  # `default-job.>` also matches the runs of tenant default-job's jobs
-            keys = [k for k in keys if job_of(k) == job]
 
         def keep(run: Run) -> bool:
             return ((state is None or run.state == state) and visible(run.tenant, call.tenant)
@@ -92,6 +108,27 @@ class Runs:
 
         items, cursor = await self.ctx.runs.page(keys, limit, keep)
         return Page(items=items, next_cursor=cursor)
+
+    async def _latest(self, job: str | None, tenant: str | None, others: dict[str, object]) -> Page[Run]:
+        """The job's run written last, in one read (Records.last) however many runs it has: the dashboard and the
+        REST job views show it for every job on a page.
+
+        When that last write was a delete (a run let go by retention), the newest run by occurrence stands in:
+        the job's key names (one request) and a read of the newest ones until one is there."""
+        if job is None:
+            raise InvalidSpec("job", None, "is required with latest (the latest run is a job's)")
+        for name, value in others.items():
+            if value is not None:
+                raise InvalidSpec(name, value, "cannot be combined with latest (the latest run is one read, "
+                                               "whatever its state)")
+        found = await self.ctx.runs.last(runs_of(job))
+        if found is not None:
+            run: Run | None = found[0]
+        else:
+            keys = sorted(await self.ctx.runs.keys(runs_of(job)), reverse=True)
+            newest, _ = await self.ctx.runs.page(keys, 1, lambda _run: True)
+            run = newest[0] if newest else None
+        return Page(items=[run] if run is not None and visible(run.tenant, tenant) else [])
 
     async def _active(self, query: ActiveRunsQuery) -> Page[Run]:
         """The trackers' index of non-terminal runs (run_tracker/listing.py). Without a tracker whose index is

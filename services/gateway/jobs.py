@@ -36,10 +36,9 @@ async def _runs_of(c: Client, job: str) -> AsyncIterator[Run]:
 
 
 async def _latest_run(c: Client, job: str) -> Run | None:
-    last: Run | None = None
-    async for run in _runs_of(c, job):
-        last = run
-    return last
+    """The run a job's status is taken from: the one written last (its most recent activity, docs/rest-api.md),
+    one read on the server however long the job's history, once per job on a list page."""
+    return await c.runs.latest(job)
 
 
 @post(f"{API}/jobs", status_code=201, summary="Create a job",

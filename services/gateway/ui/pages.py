@@ -377,10 +377,11 @@ async def flow_page(request: Request[Any, Any, Any], name: str) -> Template:
     if name not in graph:
         await c.jobs.get(name, count=0)  # not found: the API's 404
     part = _component(graph, name)
-    latest = await asyncio.gather(*(c.runs.list(job=job, newest=True, limit=1) for job in part))
-    states = {job: str(p.items[0].state) for job, p in zip(part, latest, strict=True) if p.items}
-    links = {job: f"{UI}/runs/{quote(p.items[0].run_id)}" if p.items else f"{UI}/jobs/{quote(job)}"
-             for job, p in zip(part, latest, strict=True)}
+    # Each job's run written last (its most recent activity): one read per job, however long its history.
+    latest = dict(zip(part, await asyncio.gather(*(c.runs.latest(job) for job in part)), strict=True))
+    states = {job: str(run.state) for job, run in latest.items() if run is not None}
+    links = {job: f"{UI}/runs/{quote(run.run_id)}" if run is not None else f"{UI}/jobs/{quote(job)}"
+             for job, run in latest.items()}
     sub = {job: [u for u in graph.get(job, []) if u in part] for job in part}
     blocked = sorted(job for job, state in states.items() if state == RunState.BLOCKED)
     return ctx.page("flow.html", name=name, svg=present.dag_svg(sub, states, links), states=states,
