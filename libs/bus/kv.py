@@ -31,9 +31,9 @@ WRONG_LAST = (10071, 10164)
 """The server's codes for a write whose expected last sequence did not match: someone wrote first."""
 NO_MESSAGE = 10037
 """The server's code for a message get that matched nothing (a missing stream is another not-found: 10059)."""
-# 10077: message size; 10047/10048: storage or bytes limit;
-# 10008/10163: cluster not ready (see FIELD_NOTES): retryable.
-_FULL = {10047, 10048, 10026, 10027}
+# 10077: message size; 10047/10048: storage or bytes limit; 10023: the server's JetStream store (max_file_store)
+# is full; 10026/10027: a consumer or stream count limit; 10008/10163: cluster not ready: retryable.
+_FULL = {10023, 10047, 10048, 10026, 10027}
 
 
 def translate(exc: BaseException, what: str) -> Exception:
