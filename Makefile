@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-bench test-fast test-deploy chaos lint typecheck schemas bench screenshots browser clean
+.PHONY: up test test-bench test-fast test-deploy chaos lint typecheck schemas bench bench-longlife screenshots browser tools clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,17 +17,21 @@ $(STAMP): pyproject.toml | $(BIN)/python
 up: $(STAMP)
 	$(BIN)/jetcron up
 
-# Debian's chromium for the dashboard's browser tests and screenshots (Playwright cannot download its own here):
-# installed when missing and this is a Debian machine we may install on; otherwise those tests are skipped.
-browser:
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-	  apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=600 chromium >/dev/null; } || \
-	  echo "chromium is not installed: the dashboard's browser tests will be skipped"
+# Debian's chromium for the dashboard's browser tests and screenshots (Playwright cannot download its own here), and
+# promtool (Debian's prometheus) for the alert rules' unit tests: installed when missing and this is a Debian
+# machine we may install on; otherwise those tests are skipped.
+tools:
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="chromium"; \
+	  command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=600 $$missing >/dev/null; } || \
+	  echo "not installed:$$missing: the tests that need them will be skipped"
+browser: tools
 
 # In parallel (pytest-xdist): most tests wait on processes and leases, so six workers keep two cores busy;
 # worksteal rebalances the long tests. TEST_WORKERS=0 runs them in this process, one at a time.
 TEST_WORKERS ?= 6
-test: $(STAMP) browser
+test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy and not bench" -p no:cacheprovider \
 	  -n $(TEST_WORKERS) --dist worksteal
 
@@ -71,6 +75,13 @@ schemas: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# Hours: 3,000,000 runs through a system whose history ages out in minutes, a ledger of every occurrence, disk and
+# memory every minute (bench/longlife.py); then docs/images/longlife.png. LONGLIFE_ARGS="--runs 20000" for less.
+bench-longlife: $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench.longlife $(LONGLIFE_ARGS)
+	$(BIN)/python -m bench.longlife_plot
 
 clean:
 	rm -rf $(VENV) .jetcron .pytest_cache .mypy_cache .ruff_cache

@@ -19,6 +19,8 @@ from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry
+from jetcron.bus.storage import Usage, server_usage, stream_usages
+from jetcron.bus.topology import stream_names
 from jetcron.core.models import AgentInfo, Priority, Run, RunState
 from jetcron.wire import subjects as s
 from jetcron.wire.api import ClusterStatus
@@ -72,6 +74,9 @@ class Overview(msgspec.Struct, kw_only=True):
     runs_truncated: bool
     dlq: int
     """Messages in the dead-letter stream."""
+    storage: list[Usage] = msgspec.field(default_factory=list)
+    """Each stream's and bucket's bytes against its limit, the fullest first, and the server's store when a monitor
+    port answers (`stream` "server")."""
 
 
 async def _holder(leases: Leases, key: str) -> str | None:
@@ -154,7 +159,15 @@ async def cluster_status(js: JetStreamContext) -> ClusterStatus:
                          trigger_shards=await pinned_shards(js), queue_depth=await _queue_depth(js))
 
 
-async def gather(nc: Client, now: datetime) -> Overview:
+async def storage_view(js: JetStreamContext, nats_url: str, monitor_url: str | None) -> list[Usage]:
+    """The fullest first (by share of a limit, then by bytes), the server's store first of all."""
+    usages = await stream_usages(js, stream_names())
+    server = await server_usage(nats_url, monitor_url, usages)
+    ranked = sorted(usages, key=lambda u: (-u.ratio, -u.used))
+    return ([server] if server is not None else []) + ranked
+
+
+async def gather(nc: Client, now: datetime, monitor_url: str | None = None) -> Overview:
     js = nc.jetstream(timeout=5)
     instances = await (await Registry.open(js)).instances()
     agents_store = await Store.open(js, s.BUCKET_AGENTS, AgentInfo)
@@ -185,4 +198,5 @@ async def gather(nc: Client, now: datetime) -> Overview:
         runs_last_hour=runs,
         runs_truncated=truncated,
         dlq=int(dlq.state.messages),
+        storage=await storage_view(js, nc.connected_url.geturl() if nc.connected_url else "", monitor_url),
     )

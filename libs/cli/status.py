@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections import Counter
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ import typer
 from rich.table import Table
 
 from jetcron.bus.overview import Overview, gather
+from jetcron.bus.storage import SERVER, Usage
 from jetcron.cli.connection import target
 from jetcron.cli.identity import Target
 from jetcron.cli.output import console, fail
@@ -22,7 +24,7 @@ from jetcron.sdk.client import Client
 async def _collect(where: Target) -> Overview:
     client = await Client.connect(where.url, timeout=5, identity=where.identity)
     try:
-        return await gather(client.nc, datetime.now(UTC))
+        return await gather(client.nc, datetime.now(UTC), os.environ.get("JETCRON_NATS_MONITOR_URL"))
     finally:
         await client.close()
 
@@ -61,6 +63,31 @@ def render(view: Overview) -> None:
     console.print("runs created in the last hour: " + (", ".join(f"{s} {n}" for s, n in runs.items()) or "none")
                   + (" (truncated: more runs than were read)" if view.runs_truncated else ""))
     console.print(f"dead-lettered: {view.dlq}")
+    console.print("storage: " + storage_line(view.storage))
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover - the loop returns
+
+
+def storage_line(usages: list[Usage], shown: int = 6) -> str:
+    """The server's store and the fullest streams: a share of a limit in red from 80 %, where history starts to
+    be let go early at 90 % (docs/operations.md, "Storage pressure")."""
+    if not usages:
+        return "unknown"
+    parts = []
+    for u in usages[:shown]:
+        name = "server store" if u.stream == SERVER else u.stream
+        if u.limit > 0:
+            share = f"{u.ratio:.0%} of {_size(u.limit)}"
+            parts.append(f"{name} [red]{share}[/red]" if u.ratio >= 0.8 else f"{name} {share}")
+        else:
+            parts.append(f"{name} {_size(u.used)}")
+    return ", ".join(parts)
 
 
 def status(ctx: typer.Context, output: str = typer.Option("table", "-o", "--output", help="table or json")) -> None:

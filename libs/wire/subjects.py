@@ -335,7 +335,14 @@ def idempotency_key(scope: str, key: str) -> str:
 
 
 def runs_of_job_filter(job: str) -> str:
-    return f"{job}.>"
+    """The run keys of one job and no other's: a run id is its job's key and one token more (the stamp has no dot:
+    core/ids.RUN_ID_RE). Not `job.>`, which also matches the runs of tenant `job`'s jobs (`foo.bar.<stamp>`)."""
+    return f"{job}.*"
+
+
+def runs_of_tenant_filter(tenant: str | None) -> str:
+    """The run keys of one tenant's jobs (its job keys and a stamp), or of every run for the admin."""
+    return ">" if tenant is None else f"{jobs_of_tenant_filter(tenant)}.*"
 
 
 def jobs_of_tenant_filter(tenant: str | None) -> str:

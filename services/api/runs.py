@@ -25,6 +25,7 @@ from jetcron.core.ids import (
     replay_run_id,
 )
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
+from jetcron.core.retention import validate_history
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, admin_only, visible
 from jetcron.services.api.requests import body, flag, integer, text
@@ -37,19 +38,6 @@ from jetcron.wire.messages import ActiveRunsQuery
 
 STATES = {st.value for st in RunState}
 ACTIVE_TIMEOUT = 5.0
-
-
-def runs_of(job: str) -> str:
-    """The key pattern of one job's runs and no other's: a run id is its job's key and one token more (the
-    stamp has no dot: core/ids.RUN_ID_RE). Not `job.>` (subjects.runs_of_job_filter), which also matches the runs
-    of tenant `job`'s jobs (`foo.>` covers `foo.bar.<stamp>`)."""
-    return f"{job}.*"
-
-
-def runs_of_tenant(tenant: str | None) -> str:
-    """The key pattern of a tenant's runs (its job keys and a stamp: subjects.jobs_of_tenant_filter), or of every
-    run for the admin: a listing without a job reads no other tenant's records only to drop them."""
-    return ">" if tenant is None else f"{s.jobs_of_tenant_filter(tenant)}.*"
 
 
 class Runs:
@@ -96,7 +84,8 @@ class Runs:
                                                       limit=limit))
         # The server lists the key names (one request; no record is read): by job, that job's keys alone, since
         # run ids start with the job's key; without one, the caller's tenant's keys alone.
-        everything = await self.ctx.runs.keys(runs_of(job) if job else runs_of_tenant(call.tenant))
+        pattern = s.runs_of_job_filter(job) if job else s.runs_of_tenant_filter(call.tenant)
+        everything = await self.ctx.runs.keys(pattern)
         if newest:
             keys = sorted((k for k in everything if not after or k < after), reverse=True)
         else:
@@ -121,11 +110,11 @@ class Runs:
             if value is not None:
                 raise InvalidSpec(name, value, "cannot be combined with latest (the latest run is one read, "
                                                "whatever its state)")
-        found = await self.ctx.runs.last(runs_of(job))
+        found = await self.ctx.runs.last(s.runs_of_job_filter(job))
         if found is not None:
             run: Run | None = found[0]
         else:
-            keys = sorted(await self.ctx.runs.keys(runs_of(job)), reverse=True)
+            keys = sorted(await self.ctx.runs.keys(s.runs_of_job_filter(job)), reverse=True)
             newest, _ = await self.ctx.runs.page(keys, 1, lambda _run: True)
             run = newest[0] if newest else None
         return Page(items=[run] if run is not None and visible(run.tenant, tenant) else [])
@@ -241,6 +230,7 @@ class Runs:
         rate = policy.max_submits_per_second
         if rate is not None and not (math.isfinite(rate) and 0 < rate <= 10**6):
             raise InvalidSpec("max_submits_per_second", rate, "must be > 0 and <= 1000000")
+        validate_history(policy.history, self.ctx.history.cluster)
         await self.ctx.tenants.put(policy.tenant, policy)
         return policy
 

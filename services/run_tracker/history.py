@@ -67,7 +67,7 @@ class Pruner:
 
     async def prune(self, job: str, now: datetime) -> list[str]:
         """Let go of the job's ended runs beyond its count limits; the run ids let go."""
-        keys = [k for k in await self.ctx.runs.keys(s.runs_of_job_filter(job)) if job_of(k) == job]
+        keys = await self.ctx.runs.keys(s.runs_of_job_filter(job))
         runs: list[Ended] = []
         spec = None
         for key in keys:

@@ -16,9 +16,10 @@ from jetcron.sdk.client import Client
 JETCRON = str(Path(sys.executable).parent / "jetcron")
 
 
-async def _status(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+async def _status(url: str, *args: str, monitor: str = "") -> subprocess.CompletedProcess[str]:
+    env = clean_env(**({"JETCRON_NATS_MONITOR_URL": monitor} if monitor else {}))
     return await asyncio.to_thread(subprocess.run, [JETCRON, "--nats", url, "status", *args], capture_output=True,
-                                   text=True, timeout=30, env=clean_env())
+                                   text=True, timeout=30, env=env)
 
 
 async def test_status_json_lists_the_whole_system(services: Services, client: Client) -> None:
@@ -34,7 +35,7 @@ async def test_status_json_lists_the_whole_system(services: Services, client: Cl
 
     # When an operator asks for the status as JSON (the tracker leader is elected after its first sync)
     async def settled() -> dict[str, Any] | None:
-        done = await _status(services.server.url, "-o", "json")
+        done = await _status(services.server.url, "-o", "json", monitor=services.server.monitor_url)
         assert done.returncode == 0, done.stderr
         view: dict[str, Any] = json.loads(done.stdout)
         pinged = [i for i in view["services"] if i["service"] == "agent"]
@@ -61,8 +62,15 @@ async def test_status_json_lists_the_whole_system(services: Services, client: Cl
     assert view["queue_depth"] == {"critical": 0, "high": 0, "normal": 0, "low": 0}
     assert view["runs_last_hour"]["succeeded"] == 1
     assert view["dlq"] == 0
+    # and every stream's storage against its limit, the fullest first, the server's store (a monitor port) first
+    storage = {u["stream"]: u for u in view["storage"]}
+    assert view["storage"][0]["stream"] == "server" and storage["server"]["limit"] == 8 * 2**30
+    assert storage["KV_jc_runs"]["used"] > 0 and storage["KV_jc_runs"]["limit"] == 0  # no limit of its own
+    assert storage["KV_jc_jobs"]["limit"] == 2**30
+    assert set(storage) >= {"JC_EVENTS", "JC_LOGS", "KV_jc_idem"}
 
     # And the table form fits the same facts on one screen
-    table = await _status(services.server.url)
+    table = await _status(services.server.url, monitor=services.server.monitor_url)
     assert table.returncode == 0, table.stderr
     assert "placement leader: placement-" in table.stdout and "dead-lettered: 0" in table.stdout
+    assert "storage: server store " in table.stdout and "KV_jc_jobs 0% of 1.0 GiB" in table.stdout

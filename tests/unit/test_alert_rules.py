@@ -24,6 +24,8 @@ EXPECTED_ALERTS = {
     "JetcronAgentHeartbeatFailures",
     "JetcronTakeoverSlow",  # takeover > 30 s
     "JetcronSuccessRateLow",  # success rate < 95%
+    "JetcronStorageHigh",  # a stream, bucket or the server's store over 80 %
+    "JetcronHistoryShed",  # history let go before its retention
 }
 # Series Prometheus itself provides.
 BUILTIN = {"up"}
