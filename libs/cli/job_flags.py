@@ -47,6 +47,9 @@ class JobFlags:
     notify_email: str | None = None
     start_deadline: str | None = None
     finish_deadline: str | None = None
+    keep: str | None = None
+    keep_succeeded: int | None = None
+    keep_failed: int | None = None
 
 
 def new_spec(name: str, command: list[str], flags: JobFlags, now: datetime) -> dict[str, Any]:
@@ -103,7 +106,16 @@ def apply_flags(spec: dict[str, Any], flags: JobFlags, now: datetime) -> dict[st
     rule = _notify_rule(flags)
     if rule is not None:
         out["notify"] = [rule]
+    history = history_flags(flags.keep, flags.keep_succeeded, flags.keep_failed)
+    if history:
+        out["history"] = {**(spec.get("history") or {}), **history}
     return out
+
+
+def history_flags(keep: str | None, succeeded: int | None, failed: int | None) -> dict[str, Any]:
+    """--keep, --keep-succeeded and --keep-failed as a HistoryPolicy's fields (those given)."""
+    return {k: v for k, v in (("keep_seconds", duration(keep, "history.keep_seconds") if keep else None),
+                              ("keep_succeeded", succeeded), ("keep_failed", failed)) if v is not None}
 
 
 def _notify_rule(flags: JobFlags) -> dict[str, Any] | None:

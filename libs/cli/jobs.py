@@ -92,6 +92,10 @@ def create(
                                               "by then is start_missed"),
     finish_deadline: str | None = typer.Option(None, "--finish-deadline", help="e.g. 1h: a run not finished that "
                                                "long after its start is finish_missed"),
+    keep: str | None = typer.Option(None, "--keep", help="e.g. 7d: how long a finished run is kept (default: the "
+                                    "tenant's, else the cluster's)"),
+    keep_succeeded: int | None = typer.Option(None, "--keep-succeeded", help="keep at most N succeeded runs"),
+    keep_failed: int | None = typer.Option(None, "--keep-failed", help="keep at most N failed, dead or blocked runs"),
     idempotency_key: str | None = typer.Option(None, "--idempotency-key", help="create only"),
     output: str = Output,
 ) -> None:
@@ -102,7 +106,8 @@ def create(
                      env=env, priority=priority, tenant=tenant, queue=queue, depends_on=depends_on, require=require,
                      secrets=secret, overlap=overlap, misfire=misfire, notify_on=notify_on, webhook=webhook,
                      webhook_secret=webhook_secret, notify_subject=notify_subject, notify_email=notify_email,
-                     start_deadline=start_deadline, finish_deadline=finish_deadline)
+                     start_deadline=start_deadline, finish_deadline=finish_deadline, keep=keep,
+                     keep_succeeded=keep_succeeded, keep_failed=keep_failed)
     now = datetime.now(UTC)
     payload: dict[str, Any] = {}
     try:  # every flag is checked before anything is sent

@@ -13,15 +13,18 @@ from jetcron.bus.accounts import push_account
 from jetcron.bus.connect import Identity
 from jetcron.cli.connection import client, target
 from jetcron.cli.identity import auth_dir
+from jetcron.cli.job_flags import history_flags
 from jetcron.cli.output import emit, fail, usage
-from jetcron.core.errors import JetcronError
+from jetcron.core.errors import InvalidSpec, JetcronError
 from jetcron.core.ids import TENANT_RE
+from jetcron.core.models import HistoryPolicy
 
 app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
 AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
                        help="the keys of this system (default: the one `jetcron up` wrote)")
-POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs")
+POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs",
+          "history")
 
 
 @app.command("set")
@@ -35,12 +38,21 @@ def tenants_set(
     max_submit_rate: float | None = typer.Option(None, "--max-submit-rate",
                                                  help="creates, triggers, backfills, replays per second"),
     max_pending: int | None = typer.Option(None, "--max-pending", help="runs waiting for placement at most"),
+    keep: str | None = typer.Option(None, "--keep", help="e.g. 7d: how long the tenant's finished runs are kept "
+                                    "where a job says nothing (runs recorded from now on)"),
+    keep_succeeded: int | None = typer.Option(None, "--keep-succeeded", help="keep at most N succeeded runs per job"),
+    keep_failed: int | None = typer.Option(None, "--keep-failed", help="keep at most N failed runs per job"),
     output: str = Output,
 ) -> None:
-    """Set a tenant's fair-share weight, quotas and admission limits (admin)."""
+    """Set a tenant's fair-share weight, quotas, admission limits and history retention (admin)."""
+    try:
+        fields = history_flags(keep, keep_succeeded, keep_failed)
+    except InvalidSpec as exc:
+        usage(str(exc))
+    history = HistoryPolicy(**fields) if fields else None
     with client(ctx) as c:
         policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus,
-                               max_submits_per_second=max_submit_rate, max_pending_runs=max_pending)
+                               max_submits_per_second=max_submit_rate, max_pending_runs=max_pending, history=history)
     emit(policy, output, POLICY)
 
 

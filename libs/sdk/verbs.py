@@ -9,7 +9,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
+from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, Run, TenantPolicy
 from jetcron.core.notify import Delivery
 from jetcron.wire.api import ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
@@ -127,10 +127,12 @@ class Dlq(_Group):
 class Tenants(_Group):
     async def set(self, tenant: str, *, weight: float | None = None, max_cpu: float | None = None,
                   max_memory_mb: int | None = None, max_gpus: int | None = None,
-                  max_submits_per_second: float | None = None, max_pending_runs: int | None = None) -> TenantPolicy:
+                  max_submits_per_second: float | None = None, max_pending_runs: int | None = None,
+                  history: HistoryPolicy | None = None) -> TenantPolicy:
         return await self._verb("tenants.set", TenantPolicy, tenant=tenant, weight=weight, max_cpu=max_cpu,
                                 max_memory_mb=max_memory_mb, max_gpus=max_gpus,
-                                max_submits_per_second=max_submits_per_second, max_pending_runs=max_pending_runs)
+                                max_submits_per_second=max_submits_per_second, max_pending_runs=max_pending_runs,
+                                history=history)
 
     async def list(self) -> Page[TenantPolicy]:
         return await self._verb("tenants.list", Page[TenantPolicy])

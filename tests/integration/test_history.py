@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 
 from jetcron.bus.server import EmbeddedNats
 from jetcron.sdk.client import Client
+from jetcron.sdk.errors import ApiError
 from jetcron.wire import subjects as s
 
 # Seconds, not days: the server's TTL clock is the one under test. An expired message is removed within a few
@@ -157,3 +158,27 @@ async def test_count_limits_keep_only_the_newest_runs_of_a_job(services: Service
 
     kept = await wait_for(pruned, 30, what="tick's succeeded runs pruned to 2")
     assert kept == sorted(seen)[-2:]
+
+
+async def test_a_tenants_retention_stamps_its_runs_and_a_retention_outside_the_bounds_is_refused(
+        services: Services, client: Client) -> None:
+    # Given a tenant whose finished runs are kept 2 hours, and the cluster's default (3 days) for the others
+    await services.start_system(agents=1)
+    await client.call("tenants.set", {"tenant": "acme", "history": {"keep_seconds": 7200}})
+    # When a job of that tenant, one of another tenant, and one with its own retention run
+    await client.call("jobs.create", _job("a", {"kind": "now"}, tenant="acme"))
+    await client.call("jobs.create", _job("b", {"kind": "now"}))
+    await client.call("jobs.create", _job("c", {"kind": "now"}, tenant="acme", history={"keep_seconds": 86400}))
+    # Then each run carries its own
+    keeps = {}
+    for job in ("acme.a", "b", "acme.c"):
+        run = await wait_for(lambda job=job: _one_run(client, job, "succeeded"), 30, what=f"the run of {job}")
+        keeps[job] = run["keep_seconds"]
+    assert keeps == {"acme.a": 7200, "b": 3 * 86400, "acme.c": 86400}
+    # and a retention below the floor is refused, naming the field and both bounds, storing nothing
+    with pytest.raises(ApiError, match=r"spec\.history\.keep_seconds: must be between the cluster's floor 3600 s"):
+        await client.call("jobs.create", _job("d", {"kind": "now"}, history={"keep_seconds": 60}))
+    with pytest.raises(ApiError, match=r"history\.keep_seconds"):
+        await client.call("tenants.set", {"tenant": "beta", "history": {"keep_seconds": 10**9}})
+    assert (await client.call("runs.list", {"job": "d"}))["items"] == []
+    assert "beta" not in {t["tenant"] for t in (await client.call("tenants.list", {}))["items"]}

@@ -131,3 +131,13 @@ def test_notify_flags_make_one_rule_and_deadlines_take_durations() -> None:
 def test_bad_notify_flags_are_refused(flags: dict[str, Any], match: str) -> None:
     with pytest.raises(InvalidSpec, match=match):
         apply_flags({"name": "n", "command": ["true"]}, JobFlags(**flags), datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_history_flags_set_the_jobs_retention_and_update_only_what_they_name() -> None:
+    made = new_spec("n", ["true"], JobFlags(keep="7d", keep_succeeded=3), NOW)
+    assert made["history"] == {"keep_seconds": 7 * 86400, "keep_succeeded": 3}
+    changed = apply_flags(made, JobFlags(keep_failed=1), NOW)
+    assert changed["history"] == {"keep_seconds": 7 * 86400, "keep_succeeded": 3, "keep_failed": 1}
+    assert "history" not in new_spec("n", ["true"], JobFlags(), NOW)
+    with pytest.raises(InvalidSpec, match="history.keep_seconds"):
+        new_spec("n", ["true"], JobFlags(keep="forever"), NOW)
