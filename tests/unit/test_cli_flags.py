@@ -139,5 +139,5 @@ def test_history_flags_set_the_jobs_retention_and_update_only_what_they_name() -
     changed = apply_flags(made, JobFlags(keep_failed=1), NOW)
     assert changed["history"] == {"keep_seconds": 7 * 86400, "keep_succeeded": 3, "keep_failed": 1}
     assert "history" not in new_spec("n", ["true"], JobFlags(), NOW)
-    with pytest.raises(InvalidSpec, match="history.keep_seconds"):
+    with pytest.raises(InvalidSpec, match=r"history\.keep_seconds"):
         new_spec("n", ["true"], JobFlags(keep="forever"), NOW)
