@@ -161,6 +161,16 @@ class Settings(BaseSettings):
     """Bytes of run checkpoints (jetcron.checkpoint) kept at most."""
     notify_max_bytes: int = Field(default=256 * _MiB, ge=_MiB)
     """Bytes of each of the notification delivery log and the subject targets' stream."""
+    redeliver_queue_max: int = Field(default=100_000, ge=10)
+    """Requests to try a parked notification again that may wait at most (JC_REDELIVER)."""
+    agent_entry_seconds: float = Field(default=30.0, gt=0)
+    """How long an agent's entry in jc_agents outlives its last heartbeat (the bucket's max_age)."""
+    service_entry_seconds: float = Field(default=15.0, gt=0)
+    """How long a service instance's entry in jc_services outlives its last heartbeat."""
+    notify_keep_seconds: float = Field(default=7 * 86400.0, gt=0)
+    """Seconds a notice for a rule with a `subject` target waits in JC_NOTIFY for its service to read it."""
+    deliveries_keep_seconds: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds the delivery log (jc_notify) keeps each notification delivery and its tries."""
     storage_shed_at: float = Field(default=0.9, gt=0, le=1)
     """Used share of a stream's limit (or of the server's JetStream store) at which the run tracker lets the oldest
     finished runs go ahead of their time, so that new occurrences are still recorded."""
@@ -261,7 +271,9 @@ class Settings(BaseSettings):
                       idempotency_age=self.idempotency_max_seconds, idempotency_bytes=self.idempotency_max_bytes,
                       requests_age=self.request_key_seconds, job_marker_age=self.history_min_seconds,
                       checkpoints_bytes=self.checkpoints_max_bytes,
-                      notify_bytes=self.notify_max_bytes)
+                      notify_bytes=self.notify_max_bytes, notify_age=self.notify_keep_seconds,
+                      deliveries_age=self.deliveries_keep_seconds, redeliver_msgs=self.redeliver_queue_max,
+                      agents_ttl=self.agent_entry_seconds, services_ttl=self.service_entry_seconds)
 
     @property
     def history(self) -> ClusterHistory:

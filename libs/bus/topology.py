@@ -63,10 +63,17 @@ class Limits:
     """How long the delete marker of a job the server removed stays (watchers see the job go by it). The server
     keeps no message with a TTL shorter than this in that bucket, so it is the history floor."""
     agents_ttl: float = 30.0
+    """How long an agent's entry outlives its last heartbeat (jc_agents' max_age)."""
     services_ttl: float = 15.0
+    """How long a service instance's entry outlives its last heartbeat (jc_services' max_age)."""
+    redeliver_msgs: int = 100_000
     checkpoints_bytes: int = GiB
     notify_bytes: int = 256 * MiB
     """Each of the delivery log and the subject targets' stream."""
+    notify_age: float = 7 * DAY
+    """How long a notice for a `subject` rule waits for its service (JC_NOTIFY's max_age)."""
+    deliveries_age: float = 30 * DAY
+    """How long the delivery log keeps each delivery and its tries (jc_notify)."""
 
 
 def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
@@ -94,12 +101,12 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
                      max_msgs=limits.place_msgs, description="job requests published by services (the intake)",
                      **{**common, "duplicate_window": HOUR}),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_NOTIFY, subjects=[s.NOTIFY_ALL], retention=RetentionPolicy.LIMITS,
-                     max_age=limits.events_age, max_bytes=limits.notify_bytes,
+                     max_age=limits.notify_age, max_bytes=limits.notify_bytes,
                      description="notifications for services (rules with a `subject` target)",
                      **{**common, "discard": DiscardPolicy.OLD}),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_REDELIVER, subjects=[s.REDELIVER_ALL], retention=RetentionPolicy.WORK_QUEUE,
-                     max_msgs=100_000, description="parked notification deliveries asked to be tried again",
-                     **common),  # type: ignore[arg-type]
+                     max_msgs=limits.redeliver_msgs,
+                     description="parked notification deliveries asked to be tried again", **common),  # type: ignore[arg-type]
     ]
 
 
@@ -143,7 +150,7 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_SUBMISSIONS, history=1, ttl=limits.requests_age,
                        description="the outcome of each intake request, by tenant and request id",
                        **common),  # type: ignore[arg-type]
-        KeyValueConfig(bucket=s.BUCKET_NOTIFY, history=1, ttl=limits.dlq_age, max_bytes=limits.notify_bytes,
+        KeyValueConfig(bucket=s.BUCKET_NOTIFY, history=1, ttl=limits.deliveries_age, max_bytes=limits.notify_bytes,
                        description="notification deliveries and every try at each, by delivery id (30 days)",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TOKENS, history=1,
