@@ -49,6 +49,10 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.trigger_takeover", ["--schedules", "1000"], ["--schedules", "50", "--reps", "1", "--every", "2"]),
     ("bench.trigger_takeover", ["--schedules", "100000", "--every", "600"], None),
     ("bench.trigger_memory", [], ["--sizes", "2000", "--reps", "1"]),
+    # ~9 minutes at 300 runs/s, a few past the retention window; the 3,000,000-run size is `make bench-longlife`
+    ("bench.longlife", ["--runs", "150000", "--sample-seconds", "30"],
+     ["--runs", "200", "--jobs", "20", "--sample-seconds", "2", "--settle", "5", "--drain", "30", "--series", "-"]),
+    ("bench.sizing", [], ["--runs", "40", "--sim-jobs", "10", "--jobs", "20", "--log-runs", "4", "--lines", "20"]),
     # last: the longest (minutes per repetition on 2 cores)
     # lead: ~85 s to store 100,000 jobs, then 100,000 / 200 runs/s (the default herd rate) of staging
     ("bench.trigger_start_delay", ["--scenario", "instant", "--schedules", "100000", "--reps", "3", "--lead", "600",

@@ -28,6 +28,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_start_delay-second": {"trigger_start_delay_second_20"},
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
+    "longlife": {"longlife"}, "sizing": {"sizing"},
 }
 
 
@@ -47,6 +48,18 @@ def _check(result: dict[str, Any]) -> None:
         assert 0 < result["idle_eight_writes_p50_ms"]["median"] < result["idle_floor_p50_ms"]["median"]
     elif name == "failover_agent":
         assert result["redispatch_s"]["median"] > 0
+    elif name == "longlife":  # the ledger balanced, and every sample names each stream and process
+        assert result["lost"] == result["recorded_twice"] == 0 and result["ledger"]["occurrences"] > 0
+        samples = result["series_samples"]
+        assert len(samples) == result["samples"] >= 3
+        for sample in samples:
+            assert {"KV_jc_runs", "JC_EVENTS"} <= set(sample["streams"]), sample["streams"]
+            assert {"nats-server", "trigger", "agent-1"} <= set(sample["rss_bytes"]) and sample["rss_bytes"]["trigger"]
+            assert "trigger" in sample["refusals"]
+        assert samples[-1]["finished_writes"] >= result["ledger"]["finished"] > 0
+    elif name == "sizing":
+        for unit in ("run_record", "run_event", "log_line", "job_record"):
+            assert result["bytes_per"][unit] > 0, unit
 
 
 @pytest.mark.bench
