@@ -37,10 +37,11 @@ class Firer:
         self.rng = rng
 
     async def fire(self, record: JobRecord, cursor: tuple[Cursor, int] | None, now: datetime,
-                   extra: float = 0.0) -> tuple[FirePlan, tuple[Cursor, int] | None]:
+                   extra: float = 0.0, revision: int | None = None) -> tuple[FirePlan, tuple[Cursor, int] | None]:
         """Plan and record everything due for one job; the cursor moves only past what was recorded.
 
-        `extra`: seconds of lead beyond the horizon this job was given as part of a herd (core/herds)."""
+        `extra`: seconds of lead beyond the horizon this job was given as part of a herd (core/herds);
+        `revision`: the job's, as its watch delivered `record` (a one-shot job's end is written against it)."""
         spec = record.spec
         horizon = triggers.staging_horizon(spec, self.ctx.settings.trigger_horizon)
         horizon += extra if horizon > 0 else 0.0
@@ -56,17 +57,17 @@ class Firer:
         # A one-shot job that has fired needs no cursor: its record ends instead (`_end`), no later than its run's.
         one_shot_done = plan.done and one_shot(spec)
         if one_shot_done and plan.fires:
-            await self._end(spec.key, now, keep)
+            await self._end(record, revision, now, keep)
         if plan.cursor is not None and not one_shot_done and (cursor is None or plan.cursor != cursor[0].last):
             new = Cursor(job=spec.key, last=plan.cursor, version=record.version, last_run=last_run)
             if cursor is None:
-                revision = await self.ctx.cursors.create(spec.key, new)
+                written = await self.ctx.cursors.create(spec.key, new)
             else:
-                revision = await self.ctx.cursors.update(spec.key, new, cursor[1])
-            cursor = (new, revision)
+                written = await self.ctx.cursors.update(spec.key, new, cursor[1])
+            cursor = (new, written)
         return plan, cursor
 
-    async def _end(self, key: str, now: datetime, keep: float) -> None:
+    async def _end(self, record: JobRecord, revision: int | None, now: datetime, keep: float) -> None:
         """A fired one-shot job goes `keep` after its occurrence was recorded, so no later than its run's record
         (core/retention.job_ttl): the trigger drops it at once (warm.Warm.fireable), every watcher when the
         server removes it. Set after the run was recorded, so that a crash in between leaves the job to fire
@@ -78,8 +79,9 @@ class Firer:
                 return None  # ended already, or changed meanwhile into a job that fires again
             return msgspec.structs.replace(current, expires_at=ends)
 
+        copy = (record, revision) if revision else None  # the record the watch delivered: saves a read
         try:
-            await self.ctx.jobs.change(key, decide)
+            await self.ctx.jobs.change(record.spec.key, decide, copy=copy)
         except NotFound:
             pass  # removed meanwhile
 

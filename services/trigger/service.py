@@ -44,11 +44,11 @@ class Trigger:
         self.again: set[str] = set()
 
     async def watch_jobs(self) -> None:
-        async for name, record, _ in self.ctx.jobs.watch():
+        async for name, record, revision in self.ctx.jobs.watch():
             if not name:
                 self.synced.set()
                 continue
-            self.warm.job_changed(name, record, self.ctx.clock.now())
+            self.warm.job_changed(name, record, self.ctx.clock.now(), revision)
             if name not in self.jobs:
                 self.herds.leave(name)
             self._park(name)
@@ -125,7 +125,8 @@ class Trigger:
                 return
             now = self.ctx.clock.now()  # not the loop's: a herd's tail may have waited for the gate
             try:
-                plan, cursor = await self.firer.fire(record, self.cursors.get(name), now, extra)
+                plan, cursor = await self.firer.fire(record, self.cursors.get(name), now, extra,
+                                                     revision=self.warm.revisions.get(name))
             except JetcronError as exc:
                 # Nothing past the failure was recorded and the cursor did not move: re-read it and plan again;
                 # what was recorded meanwhile fails the gate harmlessly. A lost cursor race (another replica

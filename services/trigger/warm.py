@@ -48,6 +48,9 @@ class Warm:
     def __init__(self, shards: int) -> None:
         self.index = DueIndex(shards)
         self.jobs: dict[str, JobRecord] = {}
+        self.revisions: dict[str, int] = {}
+        """Each held job's revision as its watch delivered it: a write of the job (a one-shot job's end) is
+        checked against it instead of reading the job first."""
         self.cursors: dict[str, tuple[Cursor, int]] = {}
         self._intern = _Interner()
 
@@ -66,13 +69,15 @@ class Warm:
         # that has an end has fired (firing.Firer._end): nothing is left to plan, and it is not held in memory.
         return record.status is JobStatus.ACTIVE and not record.spec.depends_on and record.expires_at is None
 
-    def job_changed(self, name: str, record: JobRecord | None, now: datetime) -> None:
+    def job_changed(self, name: str, record: JobRecord | None, now: datetime, revision: int = 0) -> None:
         """A job was created, changed or removed; a changed schedule applies from its next occurrence."""
         if record is None or not self.fireable(record):
             self.jobs.pop(name, None)
+            self.revisions.pop(name, None)
             self.index.remove(name)
         else:
             self.jobs[name] = self._compact(name, record)
+            self.revisions[name] = revision
             self.index.set(name, now)  # re-plan from the cursor at once
 
     def standby_wake(self, name: str, horizon_seconds: float) -> datetime | None:
