@@ -1,5 +1,5 @@
 """The dashboard's jobs page among many jobs: `GET /ui/jobs` (first page: 50 jobs, each with its schedule in
-words, next fire time and last runs) with JOBS jobs stored, through the gateway as a logged-in tenant. The issue's
+words, next fire time and last runs) with JOBS jobs stored, through the gateway as a logged-in tenant. The
 bar: p95 at most 200 ms with 10,000 jobs (`make bench` runs that size)."""
 
 from __future__ import annotations

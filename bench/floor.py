@@ -1,4 +1,4 @@
-"""Issue 21: what the protocol's eight acknowledged writes per run allow on this server, with no service at all.
+"""What the protocol's eight acknowledged writes per run allow on this server, with no service at all.
 
 A run of a `now` job is eight acknowledged writes in series (docs/benchmarks.md, "Why the targets are out of
 reach in this shape"): the job, the run record's create (the fire gate), `PlaceRun`, the `assigned` CAS,
@@ -8,7 +8,8 @@ jetcron's own ack path (`bus/acks`), with nothing else: no consumer reads them, 
 no message is delivered to anyone. It is a bound, not a model: every real run costs at least this much.
 
 - **Throughput floor**: `--runs` chains, `--concurrency` of them in flight; runs/s and its ratio to the raw
-  publish rate measured beside it (the denominator of the issue's `always` ≥ 15 % and default ≥ 5 % targets).
+  publish rate measured beside it (the denominator of the `always` ≥ 15 % and default ≥ 5 % targets,
+  docs/benchmarks.md).
 - **Idle floor**: one chain at a time; p50/p99 of the eight writes, and of a bare `true` spawned and reaped
   from asyncio (the agent's child, at its cheapest): together the least an idle submit → `succeeded` can take.
 - The client's own CPU per chain, to show that the bound is the server's and not this process's.

@@ -1,4 +1,4 @@
-"""Issue 21: where an idle run's latency goes, hop by hop, from the server's own timestamps of each message.
+"""Where an idle run's latency goes, hop by hop, from the server's own timestamps of each message.
 
 One run at a time on an idle system (1 real agent running `true`, as bench/latency.py), watched from the side
 without touching the services: JetStream stamps every stored message, so each hop is the gap between two stored

@@ -15,7 +15,8 @@ KV_CONCURRENCY = 64
 
 
 async def pipelined_publish_rate(url: str, n: int = N_PUBLISH) -> float:
-    """Acknowledged publishes per second with many in flight (publish_async, as FIELD_NOTES measured)."""
+    """Acknowledged publishes per second with many in flight (publish_async): the server's ceiling, not one
+    client's (docs/decisions-nats.md)."""
     nc = await nats.connect(url)
     js = nc.jetstream()
     await js.add_stream(name="BENCH_RAW", subjects=["bench.raw"], max_msgs=n * 2)

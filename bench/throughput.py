@@ -58,7 +58,8 @@ async def _submit_and_wait(url: str, runs: int, command: list[str], prefix: str,
 
 
 async def spawn_rate(n: int = 2000, concurrency: int = 8) -> float:
-    """The machine's bare rate of spawning `true` from asyncio, 8 at a time (FIELD_NOTES: ~1,400/s)."""
+    """The machine's bare rate of spawning `true` from asyncio, 8 at a time: the ceiling of real no-op runs
+    (docs/decisions-testing.md)."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one() -> None:

@@ -24,7 +24,7 @@ from jetcron.auth.roles import Role, for_role, inbox, job_template
 ACCOUNT_NAME = "JETCRON"
 _UNLIMITED = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True, "conn": -1,
               "leaf": -1}
-# An account JWT without JetStream limits has no JetStream at all (FIELD_NOTES): -1 is "no limit".
+# An account JWT without JetStream limits has no JetStream at all (10039, docs/decisions-nats.md): -1 is "no limit".
 _JETSTREAM = {"mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1, "max_ack_pending": -1,
               "mem_max_stream_bytes": -1, "disk_max_stream_bytes": -1, "max_bytes_required": False}
 

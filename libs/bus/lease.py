@@ -77,7 +77,7 @@ class Leases:
     """Acquire, renew, release and revoke leases by raw, revision-checked publishes.
 
     nats-py's KeyValue.update() carries no TTL, so a renewal through it would make the lease immortal;
-    each write here carries both Nats-TTL and Nats-Expected-Last-Subject-Sequence (FIELD_NOTES). Each key
+    each write here carries both Nats-TTL and Nats-Expected-Last-Subject-Sequence (docs/decisions-nats.md). Each key
     lives in the bucket `subjects.lease_bucket` names: run leases apart from leader and shard leases.
     """
 

@@ -28,8 +28,8 @@ class ManualClock:
 
 
 COARSE_MARGIN = 0.05
-"""A sleep wakes a few ms late (timer slack: 5 ms on a 5 s sleep, FIELD_NOTES): sleep to this many seconds before
-an instant, then the rest, to wake within ~1.5 ms of it."""
+"""A sleep wakes a few ms late (timer slack: 5 ms on a 5 s sleep; docs/decisions-trigger.md, "Waking on time"):
+sleep to this many seconds before an instant, then the rest, to wake within ~1.5 ms of it."""
 
 
 def next_wait(left: float) -> float:

@@ -211,7 +211,8 @@ def parse_api_subject(subject: str) -> str | None:
 
 
 def msg_id(run_id: str, attempt: int, step: str) -> str:
-    """Nats-Msg-Id for a publish about one attempt: a new attempt gets a new id (see FIELD_NOTES)."""
+    """Nats-Msg-Id for a publish about one attempt. A new attempt gets a new id: the server silently drops a
+    re-publish of an id inside the duplicate window (docs/decisions-nats.md)."""
     return f"{run_id}/{attempt}/{step}"
 
 

@@ -113,7 +113,8 @@ def _v2_root(mount: Path, own: str, scope: str) -> LimitRoot | None:
 def detect(scope: str, *, cgroup_file: Path = Path("/proc/self/cgroup"),
            mount: Path = Path("/sys/fs/cgroup")) -> LimitRoot:
     """cgroup2 where we have a delegated subtree; cgroup1 where the memory and pids controllers are
-    writable (FIELD_NOTES: memory, cpu and pids are v1 controllers on this kind of host); rlimit otherwise.
+    writable (hybrid hosts, where memory, cpu and pids are v1 controllers: docs/decisions-testing.md); rlimit
+    otherwise.
 
     `scope` names this agent's groups; it must be unique per agent on the host (its groups are swept at start).
     """

@@ -23,7 +23,7 @@ from jetcron.wire import subjects as s
 STORM_RUNS = int(os.environ.get("JETCRON_CHAOS_STORM_RUNS", "2000"))
 STORM_MIN_RATE = 40.0
 """Attempts per second the storm must at least keep on a 3-node cluster on a 2-core machine (measured 60-92,
-docs/benchmarks.md): its bound is 2 attempts a run at this rate."""
+docs/guarantees.md, "Storm"): its bound is 2 attempts a run at this rate."""
 
 
 async def leader_of(server: EmbeddedNats, stream: str) -> ServerNode:

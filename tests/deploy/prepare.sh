@@ -29,7 +29,7 @@ if ! podman run --rm "$BASE" python3 -c 'print("containers run")'; then
   echo "make test-deploy: podman cannot run a container on this machine (see the error above)" >&2
   exit 1
 fi
-# pip inside the build reaches the package index with the host's CA bundle (FIELD_NOTES).
+# pip inside the build reaches the package index only with the host's CA bundle (docs/decisions-testing.md).
 podman build --quiet --network host --format docker \
   -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
   --build-arg BASE="$BASE" -t "$IMAGE" . >/dev/null
