@@ -95,14 +95,17 @@ async def purge_before(js: JetStreamContext, stream: str, seq: int) -> None:
         raise translate(exc, f"purge {stream} below {seq}") from exc
 
 
-async def oldest(js: JetStreamContext, bucket: str, kind: type[T]) -> AsyncIterator[tuple[str, T, int]]:
-    """(key, value, stored size) of a history=1 bucket's records, the longest unwritten first (each stored message
-    is its key's only one), until the caller stops or the bucket's end; deletes and undecodable values are passed
-    over."""
+async def oldest(js: JetStreamContext, bucket: str, kind: type[T], after: int = 0
+                 ) -> AsyncIterator[tuple[str, T, int, int]]:
+    """(key, value, stored size, stream sequence) of a history=1 bucket's records, the longest unwritten first (each
+    stored message is its key's only one), from just after sequence `after` (0: the oldest) until the caller stops
+    or the bucket's end; deletes and undecodable values are passed over."""
     subject = s.kv_subject(bucket, ">")
     prefix = s.kv_subject(bucket, "")
-    config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE, inactive_threshold=60.0,
-                            filter_subject=subject)
+    start = (dict(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1) if after
+             else dict(deliver_policy=DeliverPolicy.ALL))
+    config = ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=60.0, filter_subject=subject,
+                            **start)
     try:
         sub = await js.pull_subscribe(subject, stream=s.kv_stream(bucket), config=config)
     except Exception as exc:
@@ -117,7 +120,8 @@ async def oldest(js: JetStreamContext, bucket: str, kind: type[T]) -> AsyncItera
                 if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
                     continue
                 with contextlib.suppress(msgspec.DecodeError):
-                    yield msg.subject[len(prefix):], decode(msg.data, kind), len(msg.data) + len(msg.subject)
+                    yield (msg.subject[len(prefix):], decode(msg.data, kind), len(msg.data) + len(msg.subject),
+                           int(msg.metadata.sequence.stream))
             if msgs and msgs[-1].metadata.num_pending == 0:
                 return
     finally:

@@ -108,6 +108,10 @@ class StorageKeeper:
         self.every = timedelta(seconds=ctx.settings.storage_check_seconds)
         self.last: datetime | None = None
         self.streams = stream_names()
+        self.walked_to = 0
+        """The runs bucket's sequence the last walk stopped at: the next goes on from there, so that a long run of
+        records that may not go (dead runs kept for their dead letters, live ones) at the bucket's start does not
+        hide the ones behind it; back to the start once a walk reaches the end."""
 
     def forget(self) -> None:
         """Leadership lost: the next leader speaks for the headroom (a stale figure would keep an alert on)."""
@@ -160,8 +164,9 @@ class StorageKeeper:
         """Ended runs past their gate, the longest unwritten first, until `want` bytes are free; the count."""
         freed = removed = walked = 0
         cluster = self.ctx.history.cluster
-        async for key, run, size in storage.oldest(self.ctx.js, s.BUCKET_RUNS, Run):
-            walked += 1
+        reached, start = 0, self.walked_to
+        async for key, run, size, seq in storage.oldest(self.ctx.js, s.BUCKET_RUNS, Run, after=start):
+            walked, reached = walked + 1, seq
             if may_shed(run, now, cluster):
                 try:
                     await storage.remove_key(self.ctx.js, s.BUCKET_RUNS, key)
@@ -171,7 +176,9 @@ class StorageKeeper:
                 freed += size
                 removed += 1
             if freed >= want or walked >= SHED_WALK:
-                break
+                self.walked_to = reached
+                return removed
+        self.walked_to = 0  # the end: the next walk starts again from the oldest
         return removed
 
     async def _shed_events(self, events: storage.Usage) -> int:

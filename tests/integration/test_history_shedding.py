@@ -1,0 +1,61 @@
+"""Storage pressure's walk through the runs bucket, on a real server: it lets go only ended runs past their gate,
+and a long stretch of records that may not go (dead runs, kept for their dead letters) at the bucket's start does
+not hide the ones behind it: each walk goes on from where the last one stopped."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, cast
+
+import nats
+import pytest
+import structlog
+
+from jetcron.bus.server import EmbeddedNats
+from jetcron.bus.topology import ensure_topology
+from jetcron.config import Settings
+from jetcron.core.ids import run_id
+from jetcron.core.models import Run, RunState
+from jetcron.services.run_tracker import history
+from jetcron.services.run_tracker.history import StorageKeeper
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+
+NOW = datetime.now(UTC)
+
+
+def _run(n: int, state: RunState, ended_ago: timedelta) -> Run:
+    at = NOW - timedelta(days=2) + timedelta(seconds=n)
+    return Run(run_id=run_id("j", at), job="j", state=state, scheduled_at=at, due_at=at, created_at=at,
+               finished_at=None if not state.terminal else NOW - ended_ago)
+
+
+async def test_each_walk_goes_on_past_records_that_may_not_go(nats_server: EmbeddedNats,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a runs bucket whose oldest 30 records are dead runs and a live one, then 30 ended a day ago, then 5
+    # that ended a minute ago (inside their gate)
+    monkeypatch.setattr(history, "SHED_WALK", 20)
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream(timeout=5)
+        await ensure_topology(js)
+        kept = [_run(i, RunState.DEAD, timedelta(days=1)) for i in range(29)] + [_run(29, RunState.RUNNING,
+                                                                                       timedelta(0))]
+        old = [_run(30 + i, RunState.SUCCEEDED, timedelta(days=1)) for i in range(30)]
+        recent = [_run(60 + i, RunState.FAILED, timedelta(minutes=1)) for i in range(5)]
+        for run in [*kept, *old, *recent]:
+            await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
+        ctx: Any = SimpleNamespace(js=js, settings=Settings(), log=structlog.get_logger("test"),
+                                   history=SimpleNamespace(cluster=Settings().history))
+        keeper = StorageKeeper(cast(Any, ctx))
+        # When pressure asks for more than can be freed, walk after walk (20 records each at most)
+        removed = [await keeper._shed_runs(10**9, NOW) for _ in range(4)]
+        # Then the first walk met only what may not go, the next ones went on behind it, and a walk that reached
+        # the end starts again from the oldest
+        assert removed[0] == 0 and sum(removed) == 30
+        left = set((await js.stream_info(s.kv_stream(s.BUCKET_RUNS), subjects_filter=">")).state.subjects or {})
+        assert left == {s.kv_subject(s.BUCKET_RUNS, r.run_id) for r in [*kept, *recent]}
+        assert keeper.walked_to == 0
+    finally:
+        await nc.close()
