@@ -58,10 +58,13 @@ class ServerNode:
     extra: dict[str, str] = field(default_factory=dict)
     tls: TlsFiles | None = None
     """Set: clients and routes use TLS with these files (the monitor port stays plain http on loopback)."""
+    listen: str = "127.0.0.1"
+    """The address the client port binds to (0.0.0.0: every interface); the monitor and routes stay on loopback."""
 
     @property
     def url(self) -> str:
-        return f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.port}"
+        host = "127.0.0.1" if self.listen == "0.0.0.0" else self.listen
+        return f"{'tls' if self.tls else 'nats'}://{host}:{self.port}"
 
     @property
     def monitor_url(self) -> str:
@@ -75,7 +78,7 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
     test that puts fault proxies on every route advertises a closed port, so no route goes around them."""
     lines = [
         f'server_name: "{node.name}"',
-        f"listen: 127.0.0.1:{node.port}",
+        f"listen: {node.listen}:{node.port}",
         f"http: 127.0.0.1:{node.monitor_port}",
         "max_payload: 8MB",
         "jetstream {",
@@ -189,10 +192,11 @@ def stop_node(node: ServerNode, *, kill: bool = False, timeout: float = 10.0) ->
 
 
 class EmbeddedNats:
-    """One node or an N-node cluster on loopback, with store dirs under `base`."""
+    """One node or an N-node cluster on loopback (clients: on `listen`), with store dirs under `base`."""
 
     def __init__(self, base: Path, *, nodes: int = 1, port: int | None = None, sync_always: bool = True,
-                 extra_config: str = "", tls: TlsFiles | None = None, max_file_store: str = "8GB") -> None:
+                 extra_config: str = "", tls: TlsFiles | None = None, max_file_store: str = "8GB",
+                 listen: str = "127.0.0.1") -> None:
         self.base = base
         self.sync_always = sync_always
         self.nodes: list[ServerNode] = []
@@ -206,7 +210,7 @@ class EmbeddedNats:
             self.nodes.append(ServerNode(
                 name=name, port=port if (port and i == 0) else client_port, monitor_port=next(ports),
                 cluster_port=next(ports) if clustered else None, store_dir=store, config_path=base / f"{name}.conf",
-                tls=tls,
+                tls=tls, listen=listen,
             ))
         routes = [n.cluster_port for n in self.nodes if n.cluster_port is not None]
         for n in self.nodes:

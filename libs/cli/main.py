@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from jetcron.cli import (
+    agents,
     certs,
     deploy,
     identity,
@@ -48,7 +49,7 @@ for name, fn in services.COMMANDS.items():
     app.command(name, context_settings={"allow_extra_args": False})(fn)
 app.add_typer(jobs.app, name="jobs", help="Create and manage jobs.")
 app.add_typer(runs.app, name="runs", help="Inspect, cancel and read runs.")
-app.add_typer(runs.agents_app, name="agents", help="Registered agents.")
+app.add_typer(agents.app, name="agents", help="Registered agents, and agents' credentials (add, revoke).")
 app.add_typer(runs.dlq_app, name="dlq", help="The dead-letter queue.")
 app.add_typer(tenants.app, name="tenants", help="Tenant quotas, weights and credentials.")
 app.add_typer(jobs.schedule_app, name="schedule", help="Schedule tools that need no server.")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from jetcron.auth.certs import ensure_local_tls
+from jetcron.auth.certs import DEFAULT_HOSTS, ensure_local_tls
 from jetcron.auth.local import LocalCreds
 from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
@@ -67,7 +69,11 @@ class _quiet:
 
 
 def up(
-    port: int = typer.Option(4222, "--port", help="NATS client port on 127.0.0.1"),
+    port: int = typer.Option(4222, "--port", help="NATS client port (on --listen)"),
+    listen: str = typer.Option(
+        "127.0.0.1", "--listen", help="the IPv4 address NATS takes clients on: 0.0.0.0 lets agents on other hosts "
+        "join (`jetcron agents add`); every connection still needs a credential"
+    ),
     agents: int = typer.Option(2, "--agents", help="local agents to start"),
     data_dir: Path = typer.Option(Path(".jetcron"), "--data-dir", help="NATS store, logs and agent state"),
     allow_unsafe_storage: bool = typer.Option(
@@ -86,12 +92,13 @@ def up(
 
     Authentication is on: the first start makes an operator, the JETCRON account and one credential per
     service and agent under DATA_DIR/auth (mode 0700), and an admin credential the CLI finds by itself."""
+    shared = _shared(listen, no_auth)
     data_dir = data_dir.resolve()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     creds = None if no_auth else LocalCreds.ensure(data_dir / "auth", agents)
-    certs = ensure_local_tls(data_dir / "tls") if tls else None
+    certs = ensure_local_tls(data_dir / "tls", _tls_names(listen) if shared else DEFAULT_HOSTS) if tls else None
     server = EmbeddedNats(data_dir / "nats", port=port, sync_always=not allow_unsafe_storage,
-                          extra_config=creds.authority.server_config() if creds else "", tls=certs)
+                          extra_config=creds.authority.server_config() if creds else "", tls=certs, listen=listen)
     try:
         server.start()
     except (RuntimeError, TimeoutError) as exc:
@@ -131,6 +138,10 @@ def up(
             f"jetcron up: NATS at {server.url} (monitor {server.monitor_url}), "
             f"{len(SERVICES)} services and {agents} agents; logs in {data_dir / 'logs'}; Ctrl-C stops all"
         )
+        if shared:
+            typer.echo(f"jetcron up: NATS takes clients from other hosts on {listen}:{port}, each with a credential "
+                       f"of this system: `jetcron agents add ID --creds-out FILE` makes one for an agent"
+                       + ("" if certs else "; traffic is not encrypted (--tls)"))
         typer.echo(f"jetcron up: authentication {'OFF (--no-auth)' if creds is None else 'on'}, "
                    f"TLS {'on' if certs else 'off'}; "
                    f"the CLI finds this system through {context}"
@@ -145,3 +156,25 @@ def up(
         typer.echo("jetcron up: stopping", err=True)
         sup.stop()
         server.stop()
+
+
+def _shared(listen: str, no_auth: bool) -> bool:
+    """Whether NATS takes clients beyond loopback; refuses an address that is not one, and --no-auth with it."""
+    try:
+        address = ipaddress.IPv4Address(listen)
+    except ValueError:
+        typer.echo(f"usage error: --listen {listen!r}: an IPv4 address of this host, or 0.0.0.0 for all", err=True)
+        raise typer.Exit(2) from None
+    if not address.is_loopback and no_auth:
+        typer.echo(f"usage error: --listen {listen} with --no-auth would give every host that reaches the port every "
+                   "permission: drop one of them", err=True)
+        raise typer.Exit(2)
+    return not address.is_loopback
+
+
+def _tls_names(listen: str) -> tuple[str, ...]:
+    """The names a new server certificate carries when other hosts connect: this host's, and the address."""
+    names = [*DEFAULT_HOSTS, socket.gethostname(), socket.getfqdn()]
+    if listen != "0.0.0.0":
+        names.append(listen)
+    return tuple(dict.fromkeys(names))
