@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.models import JobSpec, JoinPolicy, Schedule, ScheduleKind
 
-__all__ = ["MAX_UPSTREAMS", "downstream", "find_cycle", "render", "upstream_closure", "validate_dependencies"]
+__all__ = ["MAX_UPSTREAMS", "MAX_WAIT_SECONDS", "check_join", "downstream", "find_cycle", "join_of", "not_since",
+           "render", "roots", "roots_apart", "upstream_closure", "validate_dependencies"]
+
+MAX_WAIT_SECONDS = 30 * 86400.0
 
 MAX_UPSTREAMS = 32
 Graph = Mapping[str, Sequence[str]]
@@ -150,3 +155,55 @@ def _reverse(graph: Graph) -> dict[str, list[str]]:
         for up in ups:
             users.setdefault(up, []).append(job)
     return users
+
+
+def join_of(spec: JobSpec) -> JoinPolicy:
+    """The job's join: its own, else `latest` when it has a schedule of its own (it fires on it), else
+    `same_occurrence` (its runs are its upstreams' occurrences')."""
+    if spec.join is not None:
+        return spec.join
+    return JoinPolicy.SAME_OCCURRENCE if spec.schedule.kind is ScheduleKind.NOW else JoinPolicy.LATEST
+
+
+def check_join(spec: JobSpec) -> None:
+    """The parts of a dependent job that must fit together, each refused by name rather than dropped: a join or
+    a wait timeout without upstreams, and a schedule on a job joined on the same occurrence (whose runs are its
+    upstreams' occurrences, so the schedule would never fire)."""
+    if not spec.depends_on:
+        if spec.join is not None:
+            raise InvalidSpec("join", spec.join.value, "applies to a job with depends_on; this job has none")
+        if spec.wait_timeout_seconds is not None:
+            raise InvalidSpec("wait_timeout_seconds", spec.wait_timeout_seconds,
+                              "applies to a job with depends_on; this job has none")
+        return
+    if spec.join is JoinPolicy.SAME_OCCURRENCE and spec.schedule.kind is not ScheduleKind.NOW:
+        raise InvalidSpec("schedule", spec.schedule.kind.value,
+                          "a job joined on the same occurrence runs when its upstreams' runs of one occurrence "
+                          "succeed and has no schedule of its own: leave the schedule out, or use join: latest to "
+                          "run it on its schedule once its upstreams have succeeded")
+    wait = spec.wait_timeout_seconds
+    if wait is not None and not (isinstance(wait, (int, float)) and 0 < wait <= MAX_WAIT_SECONDS):
+        raise InvalidSpec("wait_timeout_seconds", wait, f"must be > 0 and <= {MAX_WAIT_SECONDS:.0f}")
+
+
+def roots(graph: Graph, name: str) -> list[str]:
+    """The jobs without upstreams that `name`'s upstreams come from (itself if it has none), sorted."""
+    if not graph.get(name):
+        return [name]
+    return sorted(job for job in upstream_closure(graph, name) if not graph.get(job))
+
+
+def roots_apart(graph: Graph, name: str, schedules: Mapping[str, Schedule]) -> list[str] | None:
+    """For a job joined on the same occurrence: its roots when they fire on different schedules (its runs would
+    wait for ever: an occurrence of one root is never an occurrence of another), else None."""
+    found = roots(graph, name)
+    known = {schedules[r] for r in found if r in schedules}
+    return found if len(known) > 1 else None
+
+
+def not_since(upstreams: Sequence[str], succeeded: Mapping[str, datetime | None], since: datetime | None) -> list[str]:
+    """The upstreams (join: latest) that have not succeeded since the job last ran (`since`: when its last run was
+    released; None: it never ran, so any success counts), given each one's latest success. A success at that very
+    instant was the last run's."""
+    return [up for up in upstreams
+            if (at := succeeded.get(up)) is None or (since is not None and at <= since)]

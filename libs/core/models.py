@@ -12,8 +12,8 @@ from jetcron.core.run_state import RunState
 
 __all__ = [
     "AgentInfo", "AttemptRecord", "FoldPolicy", "GapPolicy", "HistoryPolicy", "JitterPolicy", "JobRecord", "JobSpec",
-    "JobStatus", "MisfireKind", "MisfirePolicy", "NotifyEvent", "NotifyRule", "OverlapPolicy", "Priority",
-    "Resources",
+    "JobStatus", "JoinPolicy", "MisfireKind", "MisfirePolicy", "NotifyEvent", "NotifyRule", "OverlapPolicy", "Priority",
+    "QueueQuota", "Resources",
     "RetryPolicy", "Run", "RunState", "Schedule", "ScheduleKind", "TenantPolicy",
 ]
 
@@ -75,6 +75,17 @@ class OverlapPolicy(enum.StrEnum):
     """Keep at most one waiting occurrence; start it when the active run ends."""
     CANCEL_PREVIOUS = "cancel_previous"
     """Cancel the active run and start the new one."""
+
+
+class JoinPolicy(enum.StrEnum):
+    """How a job with depends_on waits for its upstreams (docs/architecture.md, "Flows")."""
+
+    SAME_OCCURRENCE = "same_occurrence"
+    """A run per occurrence of the flow's root: it runs once its upstreams' runs of that occurrence succeeded, and
+    is blocked when one of them failed for good. The job has no schedule of its own."""
+    LATEST = "latest"
+    """It runs when every upstream has a run that succeeded since this job last ran: on its own schedule once
+    they have, or, without a schedule, as soon as they have."""
 
 
 class Priority(enum.StrEnum):
@@ -248,6 +259,11 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     stops a run; this deadline only tells)."""
     history: HistoryPolicy | None = None
     """How long this job's finished runs are kept; unset fields fall back to its tenant's, then the cluster's."""
+    join: JoinPolicy | None = None
+    """How a job with depends_on joins its upstreams; unset: `latest` for a job with a schedule of its own,
+    `same_occurrence` for one without (core/dag.join_of)."""
+    wait_timeout_seconds: float | None = None
+    """A run waiting on its upstreams longer than this is blocked (and its owner told, by its `blocked` rules)."""
 
 
     @property
@@ -331,6 +347,8 @@ class Run(_Record, frozen=True, kw_only=True):
     history: list[AttemptRecord] = msgspec.field(default_factory=list)
     missed: list[str] = msgspec.field(default_factory=list)
     """Deadlines this occurrence missed ("start", "finish"), each recorded once (docs/notifications.md)."""
+    released_at: datetime | None = None
+    """When it left `waiting` (its upstreams or the run before it allowed it): when a `latest` join last ran."""
     keep_seconds: float | None = None
     """How long this run is kept once it has ended (its job's history policy, else its tenant's, else the
     cluster's, when it was recorded; core/retention.py). None: the cluster's, at each write."""
@@ -386,6 +404,18 @@ class ShardLayout(_Record, frozen=True, kw_only=True):
     """The replica that set it."""
 
 
+class QueueQuota(_Spec, frozen=True, kw_only=True):
+    """What the running runs of one of a tenant's named queues (JobSpec.queue) may hold at once, inside the
+    tenant's own quotas (both must hold for a run to be placed). A field left unset does not limit the queue."""
+
+    max_cpu: float | None = None
+    """CPU cores, summed over the queue's assigned and running runs (a gang counts every host)."""
+    max_memory_mb: int | None = None
+    """Memory in MB, summed the same way."""
+    max_gpus: int | None = None
+    """GPUs, summed the same way."""
+
+
 class TenantPolicy(_Spec, frozen=True, kw_only=True):
     """Quotas and weight for one tenant."""
 
@@ -401,3 +431,6 @@ class TenantPolicy(_Spec, frozen=True, kw_only=True):
     history: HistoryPolicy | None = None
     """How long the tenant's finished runs are kept, where a job says nothing; unset fields fall back to the
     cluster's. Applies to runs recorded after it is set."""
+    queues: dict[str, QueueQuota] = msgspec.field(default_factory=dict)
+    """Quotas per named queue of the tenant (JobSpec.queue), e.g. {"batch": {"max_cpu": 8}}: a queue at its quota
+    waits while the tenant's other queues go on. A queue not named here is capped by the tenant's quotas only."""

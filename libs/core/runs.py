@@ -98,7 +98,7 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
     e = change.event
     replace = msgspec.structs.replace
     if e is RunEvent.RELEASE:
-        return replace(run, state=RunState.SCHEDULED, reason="")
+        return replace(run, state=RunState.SCHEDULED, reason="", released_at=now)
     if e is RunEvent.WAIT:
         return replace(run, reason=change.reason)
     if e is RunEvent.ASSIGN:

@@ -275,5 +275,6 @@ def validate_spec(
     cron.validate_schedule(spec.schedule, created_at=created_at or now, min_interval_seconds=min_interval_seconds)
     notify.check_rules(spec.notify, allow_private=allow_private_targets, email_enabled=email_enabled)
     notify.check_deadlines(spec)
+    dag.check_join(spec)
     if spec.depends_on or jobs is not None:
         dag.validate_dependencies(spec.name, spec.tenant, spec.depends_on, jobs or {})

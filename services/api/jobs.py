@@ -10,10 +10,10 @@ import msgspec
 
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
-from jetcron.core import cron, triggers
+from jetcron.core import cron, dag, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
-from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
+from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule
 from jetcron.core.retention import validate_history
 from jetcron.core.runs import new_run
 from jetcron.core.validate import decode_spec, validate_spec
@@ -36,9 +36,11 @@ class Jobs:
         self.capacity = CapacityCheck(ctx)
         self.admission = admission
 
-    async def _graph(self, spec: JobSpec) -> dict[str, tuple[str, list[str]]]:
-        """The stored jobs reachable upstream of `spec` (what a cycle check needs), read breadth-first."""
+    async def _graph(self, spec: JobSpec) -> tuple[dict[str, tuple[str, list[str]]], dict[str, Schedule]]:
+        """The stored jobs reachable upstream of `spec` (what a cycle check needs), read breadth-first, and their
+        schedules (whether a same-occurrence join can ever be met)."""
         graph: dict[str, tuple[str, list[str]]] = {}
+        schedules: dict[str, Schedule] = {}
         todo = list(spec.depends_on)
         while todo and len(graph) < 1000:
             name = todo.pop()
@@ -51,8 +53,9 @@ class Jobs:
             if found[0].spec.tenant != spec.tenant:
                 continue
             graph[name] = (found[0].spec.tenant, list(found[0].spec.depends_on))
+            schedules[name] = found[0].spec.schedule
             todo.extend(found[0].spec.depends_on)
-        return graph
+        return graph, schedules
 
     async def _validated(self, raw: Any, tenant: str | None) -> tuple[JobSpec, str]:
         if not isinstance(raw, dict):
@@ -64,11 +67,20 @@ class Jobs:
                                   "leave it out")
             raw = {**raw, "tenant": tenant}
         spec = decode_spec(raw)
-        validate_spec(spec, now=self.ctx.clock.now(), jobs=await self._graph(spec),
+        graph, schedules = await self._graph(spec)
+        validate_spec(spec, now=self.ctx.clock.now(), jobs=graph,
                       min_interval_seconds=self.ctx.settings.min_interval,
                       allow_private_targets=self.ctx.settings.notify_allow_private,
                       email_enabled=self.ctx.settings.smtp_host is not None)
         validate_history(spec.history, self.ctx.history.cluster, "spec.history")
+        if spec.depends_on and dag.join_of(spec) is JoinPolicy.SAME_OCCURRENCE:
+            edges = {name: ups for name, (_, ups) in graph.items()} | {spec.name: spec.depends_on}
+            apart = dag.roots_apart(edges, spec.name, schedules)
+            if apart is not None:
+                raise InvalidSpec("join", JoinPolicy.SAME_OCCURRENCE.value,
+                                  f"its upstreams come from {', '.join(apart)}, which fire on different schedules: "
+                                  "no occurrence of one is an occurrence of another, so its runs would wait for "
+                                  "ever; use join: latest")
         return spec, body_hash(encode(spec))
 
     async def _job(self, name: str | None, tenant: str | None) -> tuple[JobRecord, int]:

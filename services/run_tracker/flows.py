@@ -1,21 +1,33 @@
-"""DAG release: when a run ends, start downstream jobs whose upstreams all succeeded in the same flow."""
+"""DAG release: when a run ends, start the downstream jobs it allows. Joined on the same occurrence, a downstream
+runs once its upstreams' runs of one flow all succeeded (blocked when one failed for good); joined on the latest,
+once each upstream has succeeded since it last ran (core/dag.join_of, services/joins.py). A run that waits longer
+than its job's wait timeout is blocked."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime
 
 import msgspec
 
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
+from jetcron.core.dag import join_of
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
-from jetcron.core.ids import stamp_of
-from jetcron.core.models import JobRecord, JobStatus, Run, RunState
+from jetcron.core.ids import run_id, stamp_of
+from jetcron.core.models import JobRecord, JobStatus, JoinPolicy, Run, RunState, ScheduleKind
 from jetcron.core.retention import stream_ttl
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
+from jetcron.services import joins
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
+
+WAIT_SWEEP_EVERY = 1.0
+"""Seconds between the leader's looks for runs waiting past their job's wait timeout."""
 
 
 def flow_stamp(run: Run) -> str:
@@ -28,6 +40,7 @@ class Flows:
         self.ctx = ctx
         self.jobs: dict[str, JobRecord] = {}
         self.downstream: dict[str, set[str]] = {}
+        self._expired_at = 0.0
 
     async def watch_jobs(self) -> None:
         async for name, record, _ in self.ctx.jobs.watch():
@@ -45,8 +58,66 @@ class Flows:
     async def on_terminal(self, run: Run) -> None:
         for name in sorted(self.downstream.get(run.job, ())):
             record = self.jobs.get(name)
-            if record is not None:
+            if record is None:
+                continue
+            if join_of(record.spec) is JoinPolicy.SAME_OCCURRENCE:
                 await self._consider(record, run)
+            elif run.state is RunState.SUCCEEDED:  # a failure leaves a latest join waiting for the next success
+                await self._consider_latest(record, run)
+
+    async def _consider_latest(self, record: JobRecord, ended: Run) -> None:
+        """An upstream succeeded: release the job's waiting run if every upstream now has; a job without a schedule
+        of its own gets a run here (waiting, or ready: named after the newest of the successes it takes, so two
+        trackers releasing it at once name the same run)."""
+        spec, now = record.spec, self.ctx.clock.now()
+        waiting = await joins.waiting_run(self.ctx.runs, spec.key)
+        if waiting is not None:
+            pending, _ = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id)
+            if not pending:
+                await joins.release(self.ctx, waiting.run_id, now)
+            else:
+                await self._move_waiting(waiting.run_id, RunState.WAITING, joins.upstream_wait(pending))
+            return
+        if spec.schedule.kind is not ScheduleKind.NOW:
+            return  # it fires on its own schedule (the trigger records it ready or waiting)
+        pending, newest = await joins.readiness(self.ctx.runs, spec)
+        named = newest if not pending and newest is not None else (ended.finished_at or now)
+        rid = run_id(spec.key, named)
+        state, reason = (RunState.WAITING, joins.upstream_wait(pending)) if pending else (RunState.SCHEDULED, "")
+        run = new_run(spec, run_id=rid, state=state, scheduled_at=named, due_at=now, now=now, reason=reason,
+                      flow_id=rid, trace_id=ended.trace_id, keep_seconds=await self.ctx.history.keep_for(spec))
+        try:
+            await self.ctx.runs.create(rid, run)
+        except WriteConflict:
+            return  # recorded already, by another tracker's release of the same successes
+        if state is RunState.SCHEDULED:
+            await dispatch(self.ctx.js, run)
+
+    async def maybe_expire_waits(self, active: Mapping[str, Run], now: datetime) -> None:
+        if time.monotonic() - self._expired_at < WAIT_SWEEP_EVERY:
+            return
+        self._expired_at = time.monotonic()
+        try:
+            await self.expire_waits(active, now)
+        except JetcronError as exc:
+            self.ctx.log.warning("wait timeouts not applied; next pass", error=str(exc))
+
+    async def expire_waits(self, active: Mapping[str, Run], now: datetime) -> int:
+        """Block every run that has waited on its upstreams longer than its job's wait timeout (leader); how many.
+        Only jobs with a timeout are looked at, so a herd of active runs costs nothing otherwise."""
+        timed = {key for key, record in self.jobs.items() if record.spec.wait_timeout_seconds is not None}
+        if not timed:
+            return 0
+        blocked = 0
+        for run in [r for r in active.values() if r.job in timed and r.state is RunState.WAITING and not r.after]:
+            record = self.jobs.get(run.job)
+            timeout = record.spec.wait_timeout_seconds if record is not None else None
+            if timeout is None or (now - run.created_at).total_seconds() < timeout:
+                continue
+            reason = (f"wait timeout: upstream jobs did not allow it within {timeout:g} s ({run.reason or 'waiting'})")
+            await self._move_waiting(run.run_id, RunState.BLOCKED, reason)
+            blocked += 1
+        return blocked
 
     async def _consider(self, record: JobRecord, ended: Run) -> None:
         stamp = flow_stamp(ended)

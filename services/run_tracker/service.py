@@ -9,12 +9,16 @@ import secrets
 import time
 
 from jetcron.bus.consume import pull_loop
+from jetcron.bus.kv import Store
 from jetcron.bus.lease import HeldLease
 from jetcron.core.errors import JetcronError
+from jetcron.core.finished import FinishedMinute
 from jetcron.core.models import Run
+from jetcron.services.run_tracker.agents import AgentLosses
 from jetcron.services.run_tracker.checkpoints import CheckpointJanitor
 from jetcron.services.run_tracker.deadlines import Deadlines
 from jetcron.services.run_tracker.events import EventHandler
+from jetcron.services.run_tracker.finished import FinishedCounts
 from jetcron.services.run_tracker.flows import Flows
 from jetcron.services.run_tracker.history import Pruner, StorageKeeper
 from jetcron.services.run_tracker.listing import serve_listing
@@ -28,7 +32,8 @@ SWEEP_SECONDS = 0.25
 
 
 async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor,
-                              deadlines: Deadlines, keeper: StorageKeeper) -> None:
+                              deadlines: Deadlines, keeper: StorageKeeper, flows: Flows,
+                              losses: AgentLosses, finished: FinishedCounts) -> None:
     """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work)."""
     leader = HeldLease(ctx.leases, s.TRACKER_LEADER_KEY, f"tracker-{secrets.token_hex(4)}",
                        ctx.settings.leader_lease_ttl)
@@ -43,6 +48,7 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
                     ctx.log.warning("tracker leadership lost", why=leader.why_dropped)
                     deadlines.lost_lead()
                     keeper.forget()
+                    losses.lost_lead()
             elif await leader.take():
                 won = time.monotonic()
                 metrics.child(metrics.TAKEOVERS, kind="tracker_leader").inc()
@@ -54,9 +60,18 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
             await janitor.maybe_sweep(ctx.clock.now())
             await deadlines.maybe_sweep(ctx.clock.now())
             await keeper.maybe_check(ctx.clock.now())
+            await flows.maybe_expire_waits(reconciler.active, ctx.clock.now())
+            # A sweep done is the leader's action: its lease carries the time, and the first since winning
+            # measures the takeover gap from the previous holder's last one (core/takeover.py).
+            gap = leader.acted(ctx.clock.now())
+            if gap is not None:
+                metrics.child(metrics.TAKEOVER_GAP, kind="tracker_leader").observe(gap)
             if won is not None:  # ready once the first sweep is done
                 metrics.child(metrics.TAKEOVER_DURATION, kind="tracker_leader").observe(time.monotonic() - won)
                 won = None
+        with contextlib.suppress(JetcronError):
+            await losses.maybe_check(leader.held)
+        await finished.maybe_flush(ctx.clock.now(), write=leader.held)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ctx.stop.wait(), timeout=SWEEP_SECONDS)
     await leader.release()
@@ -74,17 +89,20 @@ async def main(ctx: Context) -> None:
     handler = EventHandler(records)
     reconciler = Reconciler(ctx, records)
     records.known = reconciler.known
+    finished = FinishedCounts(ctx, await Store.open(ctx.js, s.BUCKET_FINISHED, FinishedMinute))
+    reconciler.ended = finished.noted
+    losses = AgentLosses(ctx)
     stop = asyncio.Event()
     tasks = [background(ctx, t) for t in (
-        flows.watch_jobs(), reconciler.watch(), pruner.run(),
+        flows.watch_jobs(), reconciler.watch(), pruner.run(), losses.watch(),
         pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
         reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs),
-                            StorageKeeper(ctx)),
+                            StorageKeeper(ctx), flows, losses, finished),
         serve_listing(ctx, reconciler.active, reconciler.synced))]
     ctx.ready.set()
     ctx.log.info("run tracker ready")
     await ctx.stop.wait()
     stop.set()
-    for task in tasks[:3]:
+    for task in tasks[:4]:  # the watches and the pruner end only when cancelled
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

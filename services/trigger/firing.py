@@ -15,10 +15,12 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.core import triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
-from jetcron.core.models import JobRecord, OverlapPolicy, RunState, ScheduleKind
+from jetcron.core.models import JobRecord, JobSpec, OverlapPolicy, RunState, ScheduleKind
 from jetcron.core.retention import one_shot
 from jetcron.core.runs import new_run
 from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
+from jetcron.services import joins
+from jetcron.services.joins import release, upstream_wait
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, current_trace_id, link_to, messaging_span, tracer
@@ -85,6 +87,18 @@ class Firer:
         except NotFound:
             pass  # removed meanwhile
 
+    async def _join(self, spec: JobSpec, rid: str, now: datetime) -> tuple[RunState, str]:
+        """An occurrence of a job joined on its upstreams' latest successes: ready (scheduled) or waiting for them.
+        At most one of the job's runs waits: while one does, a later occurrence is recorded skipped and the waiting
+        one is released in its place once the upstreams allow, so that no two runs take the same successes."""
+        waiting = await joins.waiting_run(self.ctx.runs, spec.key)
+        pending, _ = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id if waiting else "")
+        if waiting is None:
+            return (RunState.WAITING, upstream_wait(pending)) if pending else (RunState.SCHEDULED, "")
+        if not pending:
+            await release(self.ctx, waiting.run_id, now)
+        return RunState.SKIPPED, f"join: {waiting.run_id} still waited on its upstream jobs and runs in its place"
+
     async def _overlap(self, record: JobRecord, last_run: str) -> tuple[OverlapAction, str]:
         if record.spec.overlap is OverlapPolicy.ALLOW or not last_run:
             return OverlapAction.START, ""
@@ -139,6 +153,8 @@ class Firer:
                     state, reason, after = RunState.WAITING, f"overlap: waiting for {previous}", previous
                 elif action is OverlapAction.CANCEL_PREVIOUS:
                     supersede = previous
+                if state is RunState.SCHEDULED and spec.depends_on:  # join: latest (warm.Warm.fireable)
+                    state, reason = await self._join(spec, rid, now)
             run = new_run(spec, run_id=rid, state=state, scheduled_at=fire.nominal, due_at=fire.due_at, now=now,
                           reason=reason, after=after, flow_id=rid, trace_id=current_trace_id(),
                           keep_seconds=keep)

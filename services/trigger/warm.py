@@ -8,8 +8,9 @@ from typing import Any, TypeVar
 import msgspec
 
 from jetcron.core import triggers
+from jetcron.core.dag import join_of
 from jetcron.core.due_index import DueIndex
-from jetcron.core.models import JobRecord, JobStatus
+from jetcron.core.models import JobRecord, JobStatus, JoinPolicy, ScheduleKind
 from jetcron.wire.messages import Cursor
 
 T = TypeVar("T")
@@ -65,9 +66,13 @@ class Warm:
 
     @staticmethod
     def fireable(record: JobRecord) -> bool:
-        # Dependent jobs are started by their upstreams (DAG release), not by their own schedule. A one-shot job
-        # that has an end has fired (firing.Firer._end): nothing is left to plan, and it is not held in memory.
-        return record.status is JobStatus.ACTIVE and not record.spec.depends_on and record.expires_at is None
+        # A job joined on the same occurrence is started by its upstreams (DAG release), not by a schedule; one
+        # joined on the latest fires on its own schedule, once its upstreams allow (firing.Firer._record). A
+        # one-shot job that has an end has fired (firing.Firer._end): nothing is left to plan, nor held in memory.
+        spec = record.spec
+        own_schedule = spec.schedule.kind is not ScheduleKind.NOW
+        fires = not spec.depends_on or (join_of(spec) is JoinPolicy.LATEST and own_schedule)
+        return record.status is JobStatus.ACTIVE and fires and record.expires_at is None
 
     def job_changed(self, name: str, record: JobRecord | None, now: datetime, revision: int = 0) -> None:
         """A job was created, changed or removed; a changed schedule applies from its next occurrence."""
