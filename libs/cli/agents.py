@@ -132,7 +132,8 @@ def revoke(
     if not chosen or unknown:
         usage(f"agent id {agent_id!r} has no credential {', '.join(unknown) or 'issued'}")
     message = push_revocations(ctx, authority, chosen)
-    typer.echo(f"agent {agent_id}: revoked {len(chosen)} credential(s); {message}")
+    typer.echo(f"agent {agent_id}: revoked {len(chosen)} credential(s); {message}; it leaves `jetcron agents list` "
+               "when its last heartbeat expires")
     local = authority.root / "creds" / f"{agent_id}.creds"
     if local.exists() and jwt.decode(jwt.creds_jwt(local.read_text())).get("sub") in chosen:
         typer.echo(f"{local} is revoked: delete it, and `jetcron up` or `jetcron deploy init --agent {agent_id}` "

@@ -103,7 +103,7 @@ async def test_an_added_agent_joins_with_its_file_alone_runs_a_job_and_is_cut_of
                        5, what="the server to refuse host-b's publish under agent-1")
         users = users_connected(server.monitor_url)
         issued = [i.public for i in authority.issued() if i.subject == "host-b"]
-        assert users.count(issued[0]) == 2, users  # the agent's connection and this one
+        assert users.count(issued[0]) >= 2, users  # the agent's connection and this one
 
         # When the admin revokes host-b
         revoked = run_cli(server.url, "agents", "revoke", "host-b", "--auth-dir", str(authority.root))

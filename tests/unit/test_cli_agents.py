@@ -152,3 +152,13 @@ def test_a_server_listening_on_every_interface_is_still_dialled_on_loopback(tmp_
     text = node.config_path.read_text()
     assert f"listen: 0.0.0.0:{node.port}" in text and f"http: 127.0.0.1:{node.monitor_port}" in text
     assert server.url == f"nats://127.0.0.1:{node.port}"
+
+
+def test_a_certificate_for_other_hosts_names_this_host_and_the_address() -> None:
+    import socket
+
+    from jetcron.cli.up import _tls_names
+
+    names = _tls_names("10.0.0.5")
+    assert {"localhost", "127.0.0.1", socket.gethostname(), "10.0.0.5"} <= set(names)
+    assert "0.0.0.0" not in _tls_names("0.0.0.0")
