@@ -182,6 +182,10 @@ class Settings(BaseSettings):
     """Address the gateway's REST API binds to; 0.0.0.0 in a container (every request needs a bearer token)."""
     http_api_timeout: float = Field(default=10.0, gt=0)
     """Seconds the gateway waits for the API service to answer one verb before answering 503."""
+    http_public_url: str = Field(default="", pattern=r"^(https?://[^/?#\s]+(/[^?#\s]*)?)?$")
+    """The REST API's URL as its users reach it (e.g. https://jetcron.example.com behind a proxy, with a path
+    prefix if the proxy adds one): the gateway's absolute links (a job's logs_url) start with it. Empty: each
+    request's own scheme, host and port."""
     ui_trace_url: str = ""
     """The dashboard links a run's trace here: a URL with `{trace_id}` in it (your Jaeger, Tempo or Honeycomb
     trace view, e.g. http://jaeger.example:16686/trace/{trace_id}); empty shows the id unlinked."""

@@ -66,19 +66,20 @@ def _on_validation(_: Request[Any, Any, Any], exc: ValidationException) -> Respo
     first = extra[0] if extra and isinstance(extra[0], dict) else {}
     message = str(first.get("message", detail))
     key = first.get("key")
-    field = _field_of(message) or (key if key != "data" else None)
+    field = _field_of(message, str(key) if key and key != "data" else "")
     malformed = "malformed" in detail.lower() or "JSON is malformed" in message or "truncated" in message
     return _problem_response(problem(400 if malformed else 422, message if message else detail,
                                      code="invalid", field=str(field) if field else None))
 
 
-def _field_of(message: str) -> str | None:
-    """msgspec says `... - at `$.resources.cpu``, or `Object contains unknown field `x``."""
+def _field_of(message: str, key: str = "") -> str | None:
+    """msgspec says `... - at `$.resources.cpu``, or `Object contains unknown field `x`` (with `- at `$.misfire``
+    when it is inside an object: misfire.x); Litestar gives that path as the `key` beside the message instead."""
+    at = message.split("- at `$", 1)[1].rstrip("`").lstrip(".") if "- at `$" in message else key
     if "unknown field `" in message:
-        return message.split("unknown field `", 1)[1].split("`", 1)[0]
-    if "- at `$" in message:
-        return message.split("- at `$", 1)[1].rstrip("`").lstrip(".") or None
-    return None
+        name = message.split("unknown field `", 1)[1].split("`", 1)[0]
+        return f"{at}.{name}" if at else name
+    return at or None
 
 
 def _on_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
@@ -102,7 +103,7 @@ def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes
 _ROUTES: list[Any] = [*jobs.ROUTES, *runs.ROUTES, *admin.ROUTES, openapi_json, docs, livez, readyz]
 
 
-def build_app(gate: Gate, *, trace_url: str = "") -> Litestar:
+def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "") -> Litestar:
     handlers: dict[Any, Callable[..., Any]] = {
         HttpProblem: _on_problem, ValidationException: _on_validation, HTTPException: _on_http,
         RecursionError: _on_too_deep, Exception: _on_error, **ui.HANDLERS,
@@ -117,5 +118,6 @@ def build_app(gate: Gate, *, trace_url: str = "") -> Litestar:
                    request_max_body_size=MAX_BODY, template_config=ui.TEMPLATES, debug=False)
     app.state.gate = gate
     app.state.trace_url = trace_url
+    app.state.public_url = public_url.rstrip("/")
     return app
 

@@ -11,7 +11,6 @@ from litestar import Request
 from jetcron.auth.tokens import TokenRecord, token_id_of, verify
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
-from jetcron.services.gateway.design import rest_field
 from jetcron.services.gateway.problems import Problem, headers_for, problem, status_of
 from jetcron.telemetry import metrics
 
@@ -46,14 +45,15 @@ class Gate:
                               {"WWW-Authenticate": 'Bearer realm="jetcron"'})
         return record
 
-    async def api(self, who: TokenRecord, op: Callable[[Client], Awaitable[T]], *, design: bool = False) -> T:
-        """One or more typed SDK calls for the token's tenant; the API's errors as problems. `design`: the
-        request was the design's body, so fields are named as it names them (design.rest_field)."""
+    async def api(self, who: TokenRecord, op: Callable[[Client], Awaitable[T]], *,
+                  fields: Callable[[str | None], str | None] | None = None) -> T:
+        """One or more typed SDK calls for the token's tenant; the API's errors as problems. `fields` names a
+        field the API named in its own terms as the request did (design.rest_field for the create body)."""
         try:
             return await op(self.client(who.tenant))
         except ApiError as exc:
             status = status_of(exc.code, exc.retryable)
-            field = rest_field(exc.field) if design else exc.field
+            field = fields(exc.field) if fields is not None else exc.field
             raise HttpProblem(problem(status, str(exc), code=exc.code, field=field, value=exc.value),
                               headers_for(status, exc.retryable, exc.retry_after)) from None
 
@@ -61,6 +61,13 @@ class Gate:
 def gate_of(request: Request[Any, Any, Any]) -> Gate:
     gate: Gate = request.app.state.gate
     return gate
+
+
+def public_base(request: Request[Any, Any, Any]) -> str:
+    """Where the gateway's routes are reached from outside, for absolute links: JETCRON_HTTP_PUBLIC_URL, else the
+    scheme, host and port this request came in by (its Host header)."""
+    configured: str = request.app.state.public_url
+    return configured or str(request.base_url).rstrip("/")
 
 
 async def who(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord]:

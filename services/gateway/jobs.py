@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, delete, get, patch, post
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
 from jetcron.core import cron
@@ -16,10 +16,13 @@ from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import JobRecord, Run, Schedule
 from jetcron.core.validate import decode_as
 from jetcron.sdk.client import Client
-from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView, job_spec, job_status
-from jetcron.services.gateway.gate import API, HttpProblem
+from jetcron.services.gateway import status as words
+from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView, job_spec, job_status, rest_field
+from jetcron.services.gateway.design import job_id as design_job_id
+from jetcron.services.gateway.gate import API, HttpProblem, public_base
 from jetcron.services.gateway.gate import who as _who
-from jetcron.services.gateway.problems import problem
+from jetcron.services.gateway.listing import SCAN_JOBS, jobs_page, latest_run
+from jetcron.services.gateway.problems import PROBLEM_JSON, Problem, problem
 from jetcron.wire.api import FireTime, Page
 
 
@@ -35,47 +38,55 @@ async def _runs_of(c: Client, job: str) -> AsyncIterator[Run]:
             return
 
 
-async def _latest_run(c: Client, job: str) -> Run | None:
-    """The run a job's status is taken from: the one written last (its most recent activity, docs/rest-api.md),
-    one read on the server however long the job's history, once per job on a list page."""
-    return await c.runs.latest(job)
-
-
 @post(f"{API}/jobs", status_code=201, summary="Create a job",
-      description="The design's body; `Idempotency-Key` makes a retried create return the same job.")
+      description="The design's body, or any field of jetcron's job spec (docs/rest-api.md, \"The body\"); the "
+                  "reply carries the submit-time warnings. `Idempotency-Key` makes a retried create return the same "
+                  "job.")
 async def create_job(request: Request[Any, Any, Any], data: CreateJob) -> Created:
     gate, caller = await _who(request)
     key = request.headers.get("idempotency-key")
-    await gate.api(caller, lambda c: c.jobs.create(job_spec(data), idempotency_key=key), design=True)
-    # The body names no tenant: the admin's jobs go to the default tenant, whose keys are bare names.
-    return Created(job_id=data.name, status="queued")
+    try:
+        spec = job_spec(data)
+    except InvalidSpec as exc:
+        raise HttpProblem(problem(422, str(exc), code="invalid", field=exc.field,
+                                  value=str(exc.value)[:200])) from None
+    record = await gate.api(caller, lambda c: c.jobs.create(spec, idempotency_key=key),
+                            fields=lambda field: rest_field(field, data))
+    return Created(job_id=design_job_id(record, caller.tenant), status=words.NOT_RUN, warnings=record.warnings)
 
 
 @get(f"{API}/jobs/{{job_id:str}}", summary="A job and its latest run")
 async def get_job(request: Request[Any, Any, Any], job_id: str) -> JobStatusView:
     gate, caller = await _who(request)
+    base = public_base(request)
 
     async def view(c: Client) -> JobStatusView:
-        return job_status((await c.jobs.get(job_id, count=0)).job, await _latest_run(c, job_id), caller.tenant)
+        job = (await c.jobs.get(job_id, count=0)).job
+        return job_status(job, await latest_run(c, job_id), caller.tenant, base=base)
 
     return await gate.api(caller, view)
 
 
-@get(f"{API}/jobs", summary="List jobs (filter by queue and latest status; cursor pagination)")
-async def list_jobs(request: Request[Any, Any, Any], queue: str | None = None, status: str | None = None,
-                    cursor: str | None = None, limit: int = 50) -> JobPage:
+_STATUS = ("A job's status: the design's queued, running, completed, failed, or paused, or one of jetcron's run "
+           "states (docs/rest-api.md, \"Status words\"); another value is a 400 naming these.")
+
+
+@get(f"{API}/jobs", summary="List jobs (filter by queue and status; cursor pagination)",
+     description="A filter applies before paging: a page is full unless the listing ended, or "
+                 f"{SCAN_JOBS} jobs were looked at for it (its next_cursor goes on).",
+     responses={400: ResponseSpec(Problem, description="An unknown status word (the problem names the allowed set)",
+                                  media_type=PROBLEM_JSON, generate_examples=False)})
+async def list_jobs(request: Request[Any, Any, Any], queue: str | None = None,
+                    status: Annotated[str | None, Parameter(description=_STATUS,
+                                                            schema_extra={"enum": list(words.JOB_WORDS)})] = None,
+                    cursor: str | None = None, limit: Annotated[int, Parameter(ge=1, le=1000)] = 50) -> JobPage:
     gate, caller = await _who(request)
-
-    async def views(c: Client) -> JobPage:
-        page = await c.jobs.list(queue=queue, cursor=cursor, limit=limit)
-        shown = await asyncio.gather(*(_view(c, job, caller.tenant) for job in page.items))
-        return JobPage(items=[v for v in shown if status is None or v.status == status], next_cursor=page.next_cursor)
-
-    return await gate.api(caller, views)
-
-
-async def _view(c: Client, job: JobRecord, tenant: str | None) -> JobStatusView:
-    return job_status(job, await _latest_run(c, job_status(job, None, tenant).job_id), tenant)
+    wanted = None if status is None else words.job_filter(status)
+    if status is not None and wanted is None:
+        raise HttpProblem(words.unknown("status", status, words.JOB_WORDS))
+    base = public_base(request)
+    return await gate.api(caller, lambda c: jobs_page(c, wanted, tenant=caller.tenant, base=base, queue=queue,
+                                                      cursor=cursor, limit=limit))
 
 
 class Cancelled(msgspec.Struct, kw_only=True):

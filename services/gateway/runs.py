@@ -5,26 +5,44 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, Response, get, post
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
 
 from jetcron.core.models import Run
 from jetcron.core.notify import Delivery
-from jetcron.services.gateway.gate import API
+from jetcron.services.gateway import status as words
+from jetcron.services.gateway.gate import API, HttpProblem
 from jetcron.services.gateway.gate import who as _who
+from jetcron.services.gateway.listing import runs_page
+from jetcron.services.gateway.problems import PROBLEM_JSON, Problem
 from jetcron.wire.api import Page
 
 TEXT = "text/plain; charset=utf-8"
 
 
-@get(f"{API}/runs", summary="List runs (by job, state, queue; cursor pagination)")
+_STATE = ("A run's state: the design's queued, running, completed or failed, or one of jetcron's run states "
+          "(docs/rest-api.md, \"Status words\"); another value is a 400 naming these.")
+
+
+@get(f"{API}/runs", summary="List runs (by job, state, queue; cursor pagination)",
+     description="A design word covering several states lists each and merges them by run id.",
+     responses={400: ResponseSpec(Problem, description="An unknown state word (the problem names the allowed set)",
+                                  media_type=PROBLEM_JSON, generate_examples=False)})
 async def list_runs(request: Request[Any, Any, Any], job: str | None = None,
-                    run_state: Annotated[str | None, Parameter(query="state")] = None,
+                    run_state: Annotated[str | None, Parameter(query="state", description=_STATE,
+                                                               schema_extra={"enum": list(words.RUN_WORDS)})] = None,
                     queue: str | None = None, cursor: str | None = None, limit: int = 50,
                     newest: bool = False) -> Page[Run]:
     gate, caller = await _who(request)
-    return await gate.api(caller, lambda c: c.runs.list(job=job, state=run_state, queue=queue, cursor=cursor,
-                                                         limit=limit, newest=newest or None))
+    if run_state is None:
+        return await gate.api(caller, lambda c: c.runs.list(job=job, queue=queue, cursor=cursor, limit=limit,
+                                                             newest=newest or None))
+    states = words.run_states(run_state)
+    if states is None:
+        raise HttpProblem(words.unknown("state", run_state, words.RUN_WORDS))
+    return await gate.api(caller, lambda c: runs_page(c, states, job=job, queue=queue, cursor=cursor, limit=limit,
+                                                       newest=newest))
 
 
 @get(f"{API}/runs/{{run_id:str}}", summary="A run, with every attempt")

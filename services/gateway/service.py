@@ -89,7 +89,7 @@ async def main(ctx: Context) -> None:
     gate = Gate(lookup=book.lookup, client=lambda tenant: Client(ctx.nc, timeout, tenant=tenant), ready=ready)
     sock = _listen(ctx.settings.http_host, ctx.settings.http_port)
     host, port = sock.getsockname()[:2]
-    app = build_app(gate, trace_url=ctx.settings.ui_trace_url)
+    app = build_app(gate, trace_url=ctx.settings.ui_trace_url, public_url=ctx.settings.http_public_url)
     server = _Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     await book.loaded.wait()

@@ -105,7 +105,7 @@ async def test_the_gateways_job_views_show_the_run_written_last_in_one_call_each
         job = (await http.get("/api/v1/jobs/nightly")).json()
         assert (job["job_id"], job["status"], job["run_id"], job["attempts"]) == \
             ("nightly", "running", latest.run_id, latest.attempt), job
-        assert job["logs_url"] == f"/api/v1/runs/{latest.run_id}/logs"
+        assert job["logs_url"] == f"http://127.0.0.1:{found.group(1)}/api/v1/runs/{latest.run_id}/logs"
         assert await _requests(client, "runs_list") == before + 1  # one call, however long the history
 
         listed = (await http.get("/api/v1/jobs", params={"queue": "default"})).json()

@@ -40,12 +40,13 @@ async def test_the_designs_four_calls_end_to_end(rest: Rest) -> None:
             "priority": "high", "queue": "reports", "retry_policy": {"max_retries": 3, "backoff": "exponential"},
             "depends_on": [], "timeout_seconds": 60})
         assert created.status_code == 201, created.text
-        assert created.json() == {"job_id": "hello", "status": "queued"}
+        assert created.json() == {"job_id": "hello", "status": "queued", "warnings": []}
 
         # GET /api/v1/jobs/{job_id}: the latest run's state, machine, start and logs
         job = await _job_when(http, "hello", {"succeeded", "failed", "dead"})
         assert job["status"] == "succeeded" and job["machine_id"] == "agent-1" and job["attempts"] == 1, job
         assert job["started_at"] and job["queue"] == "reports", job
+        assert job["logs_url"] == f"{rest.url}/api/v1/runs/{job['run_id']}/logs"  # absolute, as the request came
         logs = await http.get(job["logs_url"])
         assert logs.status_code == 200 and logs.text == "hello from rest\n", logs.text
 

@@ -65,16 +65,22 @@ def test_api_fields_are_named_as_the_rest_caller_sent_them(ours: str | None, the
 def test_a_jobs_status_is_its_latest_runs() -> None:
     spec = JobSpec(name="n", command=["true"], tenant="acme", queue="etl")
     job = JobRecord(spec=spec, created_at=NOW, updated_at=NOW, version=3)
-    assert job_status(job, None, "acme").status == "queued"
-    assert job_status(msgspec.structs.replace(job, status=JobStatus.PAUSED), None, "acme").status == "paused"
+    base = "https://jetcron.example.com"
+    assert job_status(job, None, "acme", base=base).status == "queued"
+    paused = msgspec.structs.replace(job, status=JobStatus.PAUSED)
+    assert job_status(paused, None, "acme", base=base).status == "paused"
     run = Run(run_id="acme.n.20261203T000000000Z", job="acme.n", tenant="acme", state=RunState.RUNNING, attempt=2,
               agent="a-1", scheduled_at=NOW, due_at=NOW, created_at=NOW, started_at=NOW)
-    view = job_status(job, run, "acme")
+    view = job_status(job, run, "acme", base=base)
     assert (view.status, view.machine_id, view.attempts, view.queue, view.version) == ("running", "a-1", 2, "etl", 3)
-    assert view.logs_url == "/api/v1/runs/acme.n.20261203T000000000Z/logs" and view.started_at == NOW.isoformat()
-    assert job_status(job, msgspec.structs.replace(run, state=RunState.SCHEDULED), "acme").status == "queued"
+    assert view.logs_url == f"{base}/api/v1/runs/acme.n.20261203T000000000Z/logs" and view.started_at == NOW.isoformat()
+    assert job_status(job, msgspec.structs.replace(run, state=RunState.SCHEDULED), "acme", base=base).status == "queued"
+    # a paused job is paused whatever its latest run does; the run's own state is still shown
+    assert (job_status(paused, run, "acme", base=base).status, job_status(paused, run, "acme", base=base).run_state) \
+        == ("paused", "running")
     # the admin names jobs by key
-    assert job_status(job, None, None).job_id == "acme.n" and job_status(job, None, "acme").job_id == "n"
+    assert job_status(job, None, None, base=base).job_id == "acme.n"
+    assert job_status(job, None, "acme", base=base).job_id == "n"
 
 
 @pytest.mark.parametrize(("code", "retryable", "status"), [

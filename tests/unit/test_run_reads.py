@@ -18,7 +18,8 @@ from jetcron.sdk.client import Client
 from jetcron.sdk.verbs import Verbs
 from jetcron.services.api.call import Call
 from jetcron.services.api.runs import Runs
-from jetcron.services.gateway.jobs import _latest_run, _view
+from jetcron.services.gateway.design import job_id, job_status
+from jetcron.services.gateway.listing import latest_run
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 
@@ -93,11 +94,11 @@ async def test_the_gateways_latest_run_is_one_read_among_thousands() -> None:
     client = cast(Client, Verbs(caller))
     runs.reads = 0
 
-    assert await _latest_run(client, "nightly") == written_last
+    assert await latest_run(client, "nightly") == written_last
     assert (runs.reads, caller.calls) == (1, ["runs.list"])  # paging through the history would read 2,000
 
     job = JobRecord(spec=JobSpec(name="nightly", command=["true"], tenant="acme"), created_at=T0, updated_at=T0)
-    view = await _view(client, job, "acme")
+    view = job_status(job, await latest_run(client, job_id(job, "acme")), "acme", base="")
     assert (view.job_id, view.status, view.run_id) == ("nightly", "running", written_last.run_id)
     assert runs.reads == 2
 
