@@ -137,7 +137,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             consumes=((s.STREAM_PLACE, s.CONSUMER_PLACEMENT),), manages=True)
     if role is Role.TRACKER:
         return Grant(
-            watches=(s.BUCKET_JOBS, s.BUCKET_RUNS),
+            # The agents: their heartbeats, to count those that die (run_tracker/agents.py).
+            watches=(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_AGENTS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_AGENTS, s.BUCKET_LEASES, s.BUCKET_LEADERS,
                          s.BUCKET_TENANTS, s.BUCKET_CLUSTER), s.STREAM_EVENTS, s.STREAM_ASSIGN,
                    obj_stream(s.OBJECT_CHECKPOINTS)),

@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
 from jetcron.bus.kv import bind, scan_keys, translate
+from jetcron.core import takeover
 from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.leases import outlasting
 from jetcron.wire import subjects as s
@@ -34,6 +35,10 @@ class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     nonce: str = ""
     """Random per acquisition, kept by its renewals: the stored lease carrying ours proves the last write was
     one of ours (a renewal whose ack was lost), never another process's of the same name, nor a revoke."""
+    acted_at: datetime | None = None
+    """A leader or shard lease: the holder's last real action (a placement pass, a sweep, a fire pass), by its
+    wall clock, carried by each renewal and by its release marker; the next holder measures the takeover gap
+    from it (core/takeover.py). None on run leases, and until the holder has acted."""
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -146,10 +151,20 @@ class Leases:
         is known. Leader and shard leases (attempt 0) are never adopted: their holder names a process only by
         convention (a replica named by configuration), and two processes must not both come to hold one.
         """
+        return (await self._acquire(key, holder, ttl, attempt, now))[0]
+
+    async def contend(self, key: str, holder: str, ttl: float) -> tuple[Lease | None, Lease | None]:
+        """A leader or shard lease: acquire() it, and say what was in the way: (ours or None, the lease found
+        there, another holder's or the release marker we wrote over; None when the key was empty). The found
+        lease's `acted_at` is what the takeover gap is measured from (HeldLease)."""
+        return await self._acquire(key, holder, ttl, 0, None)
+
+    async def _acquire(self, key: str, holder: str, ttl: float, attempt: int, now: datetime | None
+                       ) -> tuple[Lease | None, Lease | None]:
         value = LeaseValue(holder=holder, attempt=attempt, at=now, nonce=secrets.token_hex(8))
         try:
             return Lease(key=key, token=await self._write(key, value, ttl, expected=0, writer=holder), value=value,
-                         writer=_writer(key, holder))
+                         writer=_writer(key, holder)), None
         except WriteConflict:
             pass
         read_at = time.monotonic()
@@ -158,9 +173,9 @@ class Leases:
             current.value.holder, current.value.attempt) == (holder, attempt)
         if current is None or (current.value.holder and not ours):
             # Held (or expired between our write and read: the caller's next try will get it).
-            return None
+            return None, current
         # A released marker (or our own lease) is still the last message: write over it by revision.
-        return await self._claim(key, value, ttl, current, read_at)
+        return await self._claim(key, value, ttl, current, read_at), current
 
     async def _claim(self, key: str, value: LeaseValue, ttl: float, current: Lease, read_at: float
                      ) -> Lease | None:
@@ -172,14 +187,17 @@ class Leases:
             return None
         return Lease(key=key, token=token, value=value, writer=_writer(key, value.holder), outlast=outlast)
 
-    async def renew(self, lease: Lease, ttl: float, *, now: datetime | None = None) -> Lease:
-        """Re-arm the expiry; LeaseLost if it expired or someone else wrote it since our token.
+    async def renew(self, lease: Lease, ttl: float, *, now: datetime | None = None,
+                    acted_at: datetime | None = None) -> Lease:
+        """Re-arm the expiry (stamping the holder's last action, `acted_at`, when given); LeaseLost if it expired
+        or someone else wrote it since our token.
 
         A renewal whose write landed but whose ack never came (outcome unknown: the server slow under a herd)
         leaves the lease one revision past our token. If the stored lease still carries our nonce, that write
         was ours: re-arm over it. Read as lost, it made a trigger drop a shard and an agent kill a healthy run.
         """
-        value = msgspec.structs.replace(lease.value, at=now)
+        value = msgspec.structs.replace(lease.value, at=now,
+                                        acted_at=lease.value.acted_at if acted_at is None else acted_at)
         writer = lease.writer or _writer(lease.key, lease.value.holder)
         try:
             token = await self._write(lease.key, value, ttl, expected=lease.token, writer=writer,
@@ -200,11 +218,13 @@ class Leases:
         except WriteConflict:
             raise lost from None
 
-    async def release(self, lease: Lease) -> None:
-        """Give it up early so the next holder need not wait for the TTL; losing the race is fine."""
+    async def release(self, lease: Lease, *, acted_at: datetime | None = None) -> None:
+        """Give it up early so the next holder need not wait for the TTL; losing the race is fine. The marker
+        carries the holder's last action (`acted_at`): the next holder writes over it and measures from it."""
         try:
-            await self._write(lease.key, LeaseValue(holder=""), RELEASED_TTL, expected=lease.token,
-                              writer=lease.writer or _writer(lease.key, lease.value.holder), outlast=lease.outlast)
+            await self._write(lease.key, LeaseValue(holder="", acted_at=acted_at), RELEASED_TTL,
+                              expected=lease.token, writer=lease.writer or _writer(lease.key, lease.value.holder),
+                              outlast=lease.outlast)
         except WriteConflict:
             pass
 
@@ -274,6 +294,13 @@ class HeldLease:
         self.renewed_at = 0.0
         self.why_dropped = ""
         """Why the last lease held was dropped: lost to another writer, or given up unrenewed."""
+        self.acted_at: datetime | None = None
+        """Our last real action while holding it (`acted`): stamped in each renewal and in the release marker."""
+        self.before: datetime | None = None
+        """Once won: the previous holder's last action, when known, until our first action measures the gap."""
+        self.seen: takeover.Sighting | None = None
+        """The last holder seen while it held the lease (another replica on a failed take, or ourselves when we
+        dropped it): an expired lease leaves nothing to read, so the gap is measured from this."""
 
     @property
     def held(self) -> bool:
@@ -282,10 +309,25 @@ class HeldLease:
     async def take(self) -> bool:
         """Acquire it if free (True also when already held); storage errors propagate to the caller."""
         if self.lease is None:
-            self.lease = await self.leases.acquire(self.key, self.holder, self.ttl)
-            if self.lease is not None:
-                self.renewed_at = time.monotonic()
+            self.lease, found = await self.leases.contend(self.key, self.holder, self.ttl)
+            now = time.monotonic()
+            if self.lease is None:
+                if found is not None and found.value.holder:
+                    self.seen = takeover.Sighting(found.value.acted_at, now)
+            else:
+                self.renewed_at = now
+                self.acted_at = None
+                self.before = takeover.previous_action(found.value.acted_at if found is not None else None,
+                                                       self.seen, now, self.ttl)
+                self.seen = None
         return self.lease is not None
+
+    def acted(self, now: datetime) -> float | None:
+        """Note a real action of the holder (wall clock); the first one since the lease was won returns the
+        takeover gap in seconds (core/takeover.gap), None when the previous holder's last action is unknown."""
+        self.acted_at = now
+        before, self.before = self.before, None
+        return None if before is None else takeover.gap(before, now)
 
     async def keep(self, *, force: bool = False) -> bool:
         """Renew it once a third of the TTL has passed since the last renewal (or now, `force`); whether it is
@@ -297,7 +339,7 @@ class HeldLease:
         if not force and now - self.renewed_at < self.ttl / 3:
             return True
         try:
-            self.lease = await self.leases.renew(self.lease, self.ttl)
+            self.lease = await self.leases.renew(self.lease, self.ttl, acted_at=self.acted_at)
             self.renewed_at = now
         except LeaseLost:
             self._drop("lost")
@@ -320,8 +362,12 @@ class HeldLease:
         """Give it up now (the next holder need not wait for the TTL); a failed release just lets it expire."""
         lease, self.lease = self.lease, None
         if lease is not None:
+            self.seen = takeover.Sighting(self.acted_at, time.monotonic())
             with contextlib.suppress(JetcronError):
-                await self.leases.release(lease)
+                await self.leases.release(lease, acted_at=self.acted_at)
 
     def _drop(self, why: str) -> None:
+        # We are its last holder we know of: should we take it back, the gap is our own (should another replica
+        # take it, our next try sees that one instead).
         self.lease, self.why_dropped = None, why
+        self.seen = takeover.Sighting(self.acted_at, time.monotonic())

@@ -24,12 +24,20 @@ DEAD_LETTERED = Counter("jetcron_dead_lettered_total", "Runs sent to the dead-le
 LEASES_EXPIRED = Counter("jetcron_leases_expired_total", "Run leases found expired (runs declared lost)")
 REPORTS_DROPPED = Counter("jetcron_reports_dropped_total", "Stale or duplicate reports dropped", ["reason"])
 TAKEOVERS = Counter("jetcron_takeovers_total", "Leader or shard leases taken over", ["kind"])
-TAKEOVER_DURATION = Histogram("jetcron_takeover_duration_seconds", "Lease found free to ready to serve", ["kind"],
+TAKEOVER_DURATION = Histogram("jetcron_takeover_duration_seconds", "Lease won to ready to serve: the new holder's "
+                              "start-up (the whole outage is jetcron_takeover_gap_seconds)", ["kind"],
                               buckets=_LATENCY)
+TAKEOVER_GAP = Histogram("jetcron_takeover_gap_seconds", "The previous holder's last action (as its lease last "
+                         "carried it) to the new holder's first: the time the work went undone. Wall clocks of two "
+                         "hosts, so their skew enters it; clamped to [0, 3600]", ["kind"], buckets=_LATENCY)
 AUTH_FAILURES = Counter("jetcron_auth_failures_total",
                         "Connections or subjects the NATS server refused to this process's credential, and HTTP "
                         "requests without a valid bearer token", ["kind"])
 HEARTBEAT_FAILURES = Counter("jetcron_agent_heartbeat_failures_total", "Agent heartbeats that failed to write")
+AGENTS_LOST = Counter("jetcron_agents_lost_total", "Agents whose entry aged out without a clean exit, counted by the "
+                      "run tracker's leader (a dead agent cannot count itself)")
+AGENTS_ALIVE = Gauge("jetcron_agents_alive", "Agents with a live heartbeat entry, as the run tracker's leader sees "
+                     "them (0 on other replicas)")
 PLACEMENTS = Counter("jetcron_placements_total", "Placement decisions", ["result"])
 REDRIVES = Counter("jetcron_redrives_total", "Runs re-driven by the reconciler", ["step"])
 AGENT_RUNNING = Gauge("jetcron_agent_running_runs", "Runs executing on this agent")
@@ -71,6 +79,7 @@ for _reason in ("stale", "duplicate_or_late", "unknown_run"):
     REPORTS_DROPPED.labels(reason=_reason)
 for _kind in LEASE_KINDS:
     TAKEOVERS.labels(kind=_kind)
+    TAKEOVER_GAP.labels(kind=_kind)
 for _deadline in ("start", "finish"):
     DEADLINES_MISSED.labels(deadline=_deadline)
 for _generation in ("0", "1", "2"):

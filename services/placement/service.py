@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import secrets
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 import msgspec
 
@@ -39,9 +41,12 @@ _tracer = tracer("placement")
 
 
 class Placer:
-    def __init__(self, ctx: Context, view: View, over: asyncio.Event | None = None) -> None:
+    def __init__(self, ctx: Context, view: View, over: asyncio.Event | None = None,
+                 acted: Callable[[datetime], None] | None = None) -> None:
         self.ctx = ctx
         self.view = view
+        self.acted = acted
+        """Told the time of each pass done: the leader's last action, which its lease carries (the takeover gap)."""
         self.over = over if over is not None else asyncio.Event()
         """Set when this leadership ends. Its loops stop on it, not only on cancel(): Python 3.11's wait_for()
         swallows a cancel that lands as the awaited event is set, and `view.changed` is set all the time
@@ -255,6 +260,8 @@ class Placer:
             try:
                 faults.point("placement.pass")
                 await self.place_once()
+                if self.acted is not None:
+                    self.acted(self.ctx.clock.now())
             except Exception:
                 # Nobody awaits this task until leadership ends: a pass that raised would leave a leader that
                 # places nothing, and the next pass may well succeed.
@@ -291,7 +298,7 @@ async def lead(ctx: Context, view: View) -> None:
         metrics.child(metrics.LEASES_HELD, kind="placement_leader").set(1)
         view.leading = True
         stop = asyncio.Event()
-        placer = Placer(ctx, view, stop)
+        placer = Placer(ctx, view, stop, acted=partial(_acted, leader))
         taken = placer.take_up_records()
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
                      waiting=taken)
@@ -310,6 +317,13 @@ async def lead(ctx: Context, view: View) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         placer.let_go()
         view.drop_in_flight()
+
+
+def _acted(leader: HeldLease, now: datetime) -> None:
+    """A pass is done: the lease carries it from the next renewal; the first since winning gives the gap."""
+    gap = leader.acted(now)
+    if gap is not None:
+        metrics.child(metrics.TAKEOVER_GAP, kind="placement_leader").observe(gap)
 
 
 async def main(ctx: Context) -> None:

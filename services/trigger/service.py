@@ -174,6 +174,8 @@ class Trigger:
                     task = asyncio.create_task(self._fire(name))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
+            # Each shard's due jobs are on their way: the pass is our action on them (the takeover gap).
+            self.owner.acted(now)
             nxt = self.index.next_wake(shards)
             delay = 1.0 if nxt is None else max(0.0, min(1.0, (nxt - self.ctx.clock.now()).total_seconds()))
             await _sleep_or(self.wake, delay)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import nats
-from harness import Services, wait_for
+from harness import FAST_SETTINGS, Services, wait_for
+from metrics_support import samples
 from placement_support import agents_known, job, one_run, runs_of, start
 
 from jetcron.bus.lease import Leases
+from jetcron.bus.registry import Registry
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 
@@ -88,3 +91,38 @@ async def test_a_leader_that_loses_its_lease_leads_again_and_keeps_placing(servi
                    what="placement to lead again")
     await client.call("jobs.create", job("after", "true"))
     await one_run(client, "after", lambda r: r["state"] == "succeeded", what="the run after the loss to succeed")
+
+
+async def test_a_killed_leaders_takeover_gap_is_about_the_outage(services: Services, client: Client) -> None:
+    # Given a leader that has placed a run (so it has acted, and its lease carries when), and a standby
+    await start(services, {"agent-1": {}}, placements=2)
+    await agents_known(services.server.url, 1)
+    await client.call("jobs.create", job("before", "true"))
+    await one_run(client, "before", lambda r: r["state"] == "succeeded", what="the first run to succeed")
+
+    # When the leader is killed with SIGKILL, and the standby leads
+    killed = time.monotonic()
+    services["placement-1"].kill9()
+    await services["placement-2"].wait_logged("placement leader", 20)
+    outage = time.monotonic() - killed
+
+    # Then the new leader reports one gap, from the dead leader's last pass to its own first: the outage, give or
+    # take the test's polling (0.1 s) and how old the dead leader's stamp was (one renewal, TTL/3, and one pass)
+    async def gap() -> tuple[float, float] | None:
+        nc = await nats.connect(services.server.url)
+        try:
+            mine = [i for i in await (await Registry.open(nc.jetstream())).instances()
+                    if i.pid == services["placement-2"].pid]
+        finally:
+            await nc.close()
+        if not mine:
+            return None
+        found = await samples(mine[0])
+        kind = frozenset({("kind", "placement_leader")})
+        count = found.get(("jetcron_takeover_gap_seconds_count", kind), 0.0)
+        return (count, found[("jetcron_takeover_gap_seconds_sum", kind)]) if count else None
+
+    count, seconds = await wait_for(gap, 15, what="the new leader's takeover gap")
+    ttl = float(FAST_SETTINGS["JETCRON_LEADER_LEASE_TTL"])
+    assert count == 1
+    assert outage - 0.5 <= seconds <= outage + ttl / 3 + 1.5, (seconds, outage)

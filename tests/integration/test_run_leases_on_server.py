@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from jetcron.wire import subjects as s
 
 KEY = "run.job-1.20261231T000000Z"
 SHARD = s.shard_lease_key(3)
+ACTED = datetime(2026, 12, 31, 23, 59, 58, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -114,6 +116,20 @@ async def test_a_released_lease_goes_to_the_next_holder(leases: Leases) -> None:
     await leases.release(held)
     taken = await leases.acquire(KEY, "agent-2", 30, attempt=2)
     assert taken is not None and taken.value.holder == "agent-2"
+
+
+async def test_a_contender_reads_the_holders_last_action_in_its_renewal_and_in_its_release_marker(
+        leases: Leases) -> None:
+    # The takeover gap is measured from it (core/takeover.py): a renewal and a release carry the stamp
+    held, found = await leases.contend(SHARD, "trigger-a", 30)
+    assert held is not None and found is None
+    held = await leases.renew(held, 30, acted_at=ACTED)
+    lost, found = await leases.contend(SHARD, "trigger-b", 30)
+    assert lost is None and found is not None and (found.value.holder, found.value.acted_at) == ("trigger-a", ACTED)
+    await leases.release(held, acted_at=ACTED + timedelta(seconds=1))
+    won, found = await leases.contend(SHARD, "trigger-b", 30)
+    assert won is not None and won.value.holder == "trigger-b"
+    assert found is not None and (found.value.holder, found.value.acted_at) == ("", ACTED + timedelta(seconds=1))
 
 
 async def test_leader_and_shard_leases_live_apart_from_run_leases(leases: Leases,

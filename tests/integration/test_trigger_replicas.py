@@ -98,7 +98,10 @@ async def test_killing_the_shard_owner_loses_and_duplicates_no_occurrence(servic
     await tick_until(client, "tick", created + 3 * SECOND)
 
     # When the replica holding the job's shard is killed with SIGKILL
-    owner = (await shard_holders(services.server.url))[shard_of("tick", SHARDS)]
+    holders = await shard_holders(services.server.url)
+    owner = holders[shard_of("tick", SHARDS)]
+    survivor = "trigger-2" if owner == "trigger-1" else "trigger-1"
+    gaps_before = await _gaps(services, survivor)
     services[owner].kill9()
     killed_at = datetime.now(created.tzinfo)
 
@@ -106,8 +109,26 @@ async def test_killing_the_shard_owner_loses_and_duplicates_no_occurrence(servic
     await tick_until(client, "tick", killed_at + 5 * SECOND)
     runs = await stop_and_settle(client, "tick")
     assert_one_run_per_occurrence("tick", runs, created)
-    survivor = "trigger-2" if owner == "trigger-1" else "trigger-1"
     assert (await shard_holders(services.server.url))[shard_of("tick", SHARDS)] == survivor
+    # And the survivor measured each shard it took from the dead one's last fire pass, which only its membership
+    # lease still showed: the lease TTL (2 s), a balance to see it lapse and one to take the shard (TTL/3 each),
+    # and a stamp up to a renewal and an idle pass (1 s) old: a few seconds, never 7
+    count, total = (a - b for a, b in zip(await _gaps(services, survivor), gaps_before, strict=True))
+    assert count == sum(1 for holder in holders.values() if holder == owner)
+    assert 1.0 <= total / count <= 7.0
+
+
+async def _gaps(services: Services, replica: str) -> tuple[float, float]:
+    """The count and sum of a trigger replica's trigger_shard takeover gaps (core/takeover.py)."""
+    nc = await nats.connect(services.server.url)
+    try:
+        mine = [i for i in await (await Registry.open(nc.jetstream())).instances() if i.pid == services[replica].pid]
+    finally:
+        await nc.close()
+    assert mine, f"{replica} is not registered"
+    found = await samples(mine[0])
+    kind = frozenset({("kind", "trigger_shard")})
+    return found[("jetcron_takeover_gap_seconds_count", kind)], found[("jetcron_takeover_gap_seconds_sum", kind)]
 
 
 async def _both(url: str) -> dict[int, str] | None:

@@ -26,6 +26,10 @@ EXPECTED_ALERTS = {
     "JetcronSuccessRateLow",  # success rate < 95%
     "JetcronStorageHigh",  # a stream, bucket or the server's store over 80 %
     "JetcronHistoryShed",  # history let go before its retention
+    "JetcronRetryRateHigh",  # retries > 20 % of the runs entering over 15 min, for 10 min
+    "JetcronUrgentQueueGrowing",  # > 5 critical or high runs waiting and growing, per priority
+    "JetcronTakeoverGapLong",  # old holder's last action -> new holder's first > 30 s
+    "JetcronAgentsLost",  # an agent's entry aged out without a clean exit (counted by the tracker)
 }
 # Series Prometheus itself provides.
 BUILTIN = {"up"}
