@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     placement_lead: float | None = Field(default=None, ge=0)
     """Seconds before its due time placement assigns a later attempt (a retry after its backoff); default: the
     trigger horizon. A first attempt the trigger staged ahead is assigned as soon as placement has it."""
+    placement_ageing_seconds: float = Field(default=300.0, gt=0)
+    """Seconds a waiting run takes to be promoted one priority level (low -> normal -> high -> critical) in
+    placement's order, so low-priority work behind a steady stream of higher work still starts."""
     min_interval: float = Field(default=1.0, gt=0)
     """The shortest schedule interval a job may have, in seconds."""
     redrive_after: float = Field(default=30.0, gt=0)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -16,15 +18,65 @@ from jetcron.cli.identity import auth_dir
 from jetcron.cli.job_flags import history_flags
 from jetcron.cli.output import emit, fail, usage
 from jetcron.core.errors import InvalidSpec, JetcronError
-from jetcron.core.ids import TENANT_RE
-from jetcron.core.models import HistoryPolicy
+from jetcron.core.fairness import validate_queue_quotas
+from jetcron.core.ids import QUEUE_RE, TENANT_RE
+from jetcron.core.models import HistoryPolicy, QueueQuota
 
 app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
 AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
                        help="the keys of this system (default: the one `jetcron up` wrote)")
 POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs",
-          "history")
+          "history", "queues")
+# --queue-quota's keys: the QueueQuota field each sets, and how its value is read.
+_QUOTA_KEYS: dict[str, tuple[str, type[float] | type[int]]] = {
+    "cpu": ("max_cpu", float), "memory": ("max_memory_mb", int), "gpus": ("max_gpus", int)}
+QUEUE_QUOTA_HELP = "NAME:cpu=N,memory=MB,gpus=N (any of them): what one named queue's runs may hold; repeatable"
+
+
+def queue_quotas(texts: list[str]) -> dict[str, QueueQuota]:
+    """`--queue-quota batch:cpu=8,memory=16384,gpus=2`, once per queue, as TenantPolicy.queues."""
+    queues: dict[str, QueueQuota] = {}
+    for text in texts:
+        name, sep, rest = text.partition(":")
+        if not sep or not QUEUE_RE.match(name):
+            raise InvalidSpec("--queue-quota", text, "must be NAME:cpu=N,memory=MB,gpus=N with a queue name of "
+                                                     "1-63 letters, digits, '-' or '_'")
+        if name in queues:
+            raise InvalidSpec("--queue-quota", text, f"queue {name} is given twice")
+        fields: dict[str, Any] = {}
+        for part in rest.split(","):
+            key, eq, value = part.strip().partition("=")
+            if key not in _QUOTA_KEYS or not eq:
+                raise InvalidSpec("--queue-quota", text, f"{part.strip() or 'nothing'} is not cpu=N, memory=MB "
+                                                         "or gpus=N")
+            field, kind = _QUOTA_KEYS[key]
+            if field in fields:
+                raise InvalidSpec("--queue-quota", text, f"{key} is given twice")
+            try:
+                number = kind(value)
+            except ValueError:
+                what = "a number" if kind is float else "a whole number"
+                raise InvalidSpec("--queue-quota", text, f"{key}={value}: not {what}") from None
+            if not (math.isfinite(number) and number >= 0):
+                raise InvalidSpec("--queue-quota", text, f"{key}={value}: must be a number >= 0")
+            fields[field] = number
+        queues[name] = QueueQuota(**fields)
+    validate_queue_quotas(queues)
+    return queues
+
+
+def _rows(data: Any) -> list[dict[str, Any]]:
+    """A tenant per row, its queue quotas written as --queue-quota takes them."""
+    items = data if isinstance(data, list) else [data]
+    return [{**item, "queues": " ".join(_quota_text(name, quota) for name, quota in (item.get("queues") or {}).items())}
+            for item in items]
+
+
+def _quota_text(name: str, quota: dict[str, Any]) -> str:
+    parts = [f"{key}={quota[field]:.3f}".rstrip("0").rstrip(".") for key, (field, _) in _QUOTA_KEYS.items()
+             if quota.get(field) is not None]
+    return f"{name}:{','.join(parts) or '-'}"
 
 
 @app.command("set")
@@ -42,18 +94,22 @@ def tenants_set(
                                     "where a job says nothing (runs recorded from now on)"),
     keep_succeeded: int | None = typer.Option(None, "--keep-succeeded", help="keep at most N succeeded runs per job"),
     keep_failed: int | None = typer.Option(None, "--keep-failed", help="keep at most N failed runs per job"),
+    queue_quota: list[str] = typer.Option([], "--queue-quota", help=QUEUE_QUOTA_HELP),
     output: str = Output,
 ) -> None:
-    """Set a tenant's fair-share weight, quotas, admission limits and history retention (admin)."""
+    """Set a tenant's fair-share weight, quotas (its own and its named queues'), admission limits and history
+    retention (admin). What is not given is unset: the whole policy is replaced."""
     try:
         fields = history_flags(keep, keep_succeeded, keep_failed)
+        queues = queue_quotas(queue_quota)
     except InvalidSpec as exc:
         usage(str(exc))
     history = HistoryPolicy(**fields) if fields else None
     with client(ctx) as c:
         policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus,
-                               max_submits_per_second=max_submit_rate, max_pending_runs=max_pending, history=history)
-    emit(policy, output, POLICY)
+                               max_submits_per_second=max_submit_rate, max_pending_runs=max_pending, history=history,
+                               queues=queues or None)
+    emit(policy, output, POLICY, rows=_rows)
 
 
 @app.command("list")
@@ -61,7 +117,7 @@ def tenants_list(ctx: typer.Context, output: str = Output) -> None:
     """Tenants with a policy (admin)."""
     with client(ctx) as c:
         page = c.tenants.list()
-    emit(page.items, output, POLICY)
+    emit(page.items, output, POLICY, rows=_rows)
 
 
 def _authority(path: Path | None) -> Authority:

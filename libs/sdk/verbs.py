@@ -9,7 +9,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, Run, TenantPolicy
+from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, QueueQuota, Run, TenantPolicy
 from jetcron.core.notify import Delivery
 from jetcron.wire.api import ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
@@ -128,11 +128,14 @@ class Tenants(_Group):
     async def set(self, tenant: str, *, weight: float | None = None, max_cpu: float | None = None,
                   max_memory_mb: int | None = None, max_gpus: int | None = None,
                   max_submits_per_second: float | None = None, max_pending_runs: int | None = None,
-                  history: HistoryPolicy | None = None) -> TenantPolicy:
+                  history: HistoryPolicy | None = None,
+                  queues: dict[str, QueueQuota] | None = None) -> TenantPolicy:
+        """Replace the tenant's policy: what is not given is unset. `queues`: quotas per named queue, e.g.
+        {"batch": QueueQuota(max_cpu=8)}."""
         return await self._verb("tenants.set", TenantPolicy, tenant=tenant, weight=weight, max_cpu=max_cpu,
                                 max_memory_mb=max_memory_mb, max_gpus=max_gpus,
                                 max_submits_per_second=max_submits_per_second, max_pending_runs=max_pending_runs,
-                                history=history)
+                                history=history, queues=queues)
 
     async def list(self) -> Page[TenantPolicy]:
         return await self._verb("tenants.list", Page[TenantPolicy])

@@ -13,6 +13,7 @@ from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.logs import read_chunks
 from jetcron.bus.overview import cluster_status
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, Unavailable, WriteConflict
+from jetcron.core.fairness import validate_queue_quotas
 from jetcron.core.ids import (
     JOB_KEY_RE,
     JOB_NAME_RE,
@@ -24,7 +25,7 @@ from jetcron.core.ids import (
     keyed_replay_id,
     replay_run_id,
 )
-from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
+from jetcron.core.models import AgentInfo, QueueQuota, Run, RunState, TenantPolicy
 from jetcron.core.retention import validate_history
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, admin_only, visible
@@ -215,6 +216,7 @@ class Runs:
     async def tenants_set(self, call: Call) -> TenantPolicy:
         admin_only(call, "tenants.set")
         req = body(call.data, TenantPolicy)
+        _check_queue_shapes(req.get("queues"))
         try:
             policy = msgspec.convert(req, TenantPolicy)
         except msgspec.ValidationError as exc:
@@ -230,6 +232,7 @@ class Runs:
         rate = policy.max_submits_per_second
         if rate is not None and not (math.isfinite(rate) and 0 < rate <= 10**6):
             raise InvalidSpec("max_submits_per_second", rate, "must be > 0 and <= 1000000")
+        validate_queue_quotas(policy.queues)
         validate_history(policy.history, self.ctx.history.cluster)
         await self.ctx.tenants.put(policy.tenant, policy)
         return policy
@@ -240,6 +243,18 @@ class Runs:
         items = [found[0] for key in sorted(await self.ctx.tenants.keys())
                  if (found := await self.ctx.tenants.maybe(key)) is not None]
         return Page(items=items)
+
+
+def _check_queue_shapes(queues: object) -> None:
+    """A queue quota that is not a QueueQuota is refused naming its queue and what it holds (the whole policy's
+    conversion would name the tenant and a path without the queue's name)."""
+    if not isinstance(queues, dict):
+        return
+    for name, quota in queues.items():
+        try:
+            msgspec.convert(quota, QueueQuota)
+        except msgspec.ValidationError as exc:
+            raise InvalidSpec(f"queues.{name}", quota, str(exc)) from None
 
 
 __all__ = ["Runs", "job_of"]

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from litestar import Request, get, put
 
-from jetcron.core.models import AgentInfo, TenantPolicy
+from jetcron.core.models import AgentInfo, QueueQuota, TenantPolicy
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.gate import who as _who
 from jetcron.wire.api import ClusterStatus, Page
@@ -33,6 +33,9 @@ class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     max_gpus: int | None = None
     max_submits_per_second: float | None = None
     max_pending_runs: int | None = None
+    queues: dict[str, QueueQuota] | None = None
+    """Quotas per named queue of the tenant, e.g. {"batch": {"max_cpu": 8}}: a queue at its quota waits while the
+    tenant's other queues go on."""
 
 
 @get(f"{API}/tenants", summary="Tenants' weights and quotas (admin)")

@@ -194,7 +194,10 @@ class Placer:
         # A pass only takes capacity, so a shape that found no place will not find one later in the pass: with
         # every agent full, a backlog of thousands costs one fit and one reason per shape, not per run.
         unfit: dict[tuple[object, ...], Unplaced] = {}
-        for demand in list(view.queue.candidates(now)):
+        # Lazily, not a list taken first: the fair queue moves a tenant's deficit and its queues' turn only for a
+        # demand charged right after it was offered (a list offered every demand before any was charged, so
+        # weights and queue turns were never spent: the first tenant and queue were served until they ran dry).
+        for demand in view.queue.candidates(now):
             held = self.held.get(demand.run_id)
             if held is None:
                 view.queue.remove(demand.run_id)

@@ -51,7 +51,7 @@ class View:
         self.ctx = ctx
         self.board = board
         self.cluster = Cluster()
-        self.queue = FairQueue()
+        self.queue = FairQueue(ageing_seconds=ctx.settings.placement_ageing_seconds)
         self.suspects = Suspects()
         self.leading = False
         self.placed: dict[str, Held] = {}

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.fairness import FairQueue
-from jetcron.core.models import Priority, Resources, TenantPolicy
+from jetcron.core.fairness import FairQueue, validate_queue_quotas
+from jetcron.core.models import Priority, QueueQuota, Resources, TenantPolicy
 from jetcron.core.placement import Demand
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -320,3 +320,130 @@ def test_the_queue_served_last_waits_its_turn_across_passes() -> None:
         candidates.close()
         placed.append(first.run_id)
     assert placed == ["etl-0", "adhoc-0", "etl-1", "adhoc-1", "etl-2", "adhoc-2"]
+
+
+# --- quotas per named queue ------------------------------------------------------------------
+
+ACME = TenantPolicy(tenant="acme", max_cpu=10, queues={
+    "batch": QueueQuota(max_cpu=8, max_memory_mb=16384, max_gpus=2), "adhoc": QueueQuota(max_gpus=0)})
+
+
+def _in(queue: str, run_id: str, *, tenant: str = "acme", cpu: float = 1, mem: int = 1024, gpus: int = 0) -> Demand:
+    return msgspec.structs.replace(demand(run_id, tenant, cpu=cpu, mem=mem, gpus=gpus), queue=queue)
+
+
+@pytest.mark.parametrize(("running", "want", "reason"), [
+    pytest.param([_in("batch", "u", cpu=8)], _in("batch", "r"),
+                 "quota: queue acme/batch at 8/8 cpu (this run needs 1)", id="queue_at_its_cpu_quota"),
+    pytest.param([_in("batch", "u", cpu=8)], _in("etl", "r"), None, id="another_queue_still_places"),
+    pytest.param([_in("batch", "u", cpu=8)], _in("batch", "r", tenant="globex"), None,
+                 id="another_tenants_queue_of_that_name"),
+    pytest.param([_in("batch", "u", cpu=7)], _in("batch", "r"), None, id="queue_exactly_fits"),
+    pytest.param([_in("batch", "u", mem=16000)], _in("batch", "r", mem=512),
+                 "quota: queue acme/batch at 16000/16384 MB memory (this run needs 512)", id="queue_memory"),
+    pytest.param([_in("batch", "u", gpus=2)], _in("batch", "r", gpus=1),
+                 "quota: queue acme/batch at 2/2 gpus (this run needs 1)", id="queue_gpus"),
+    pytest.param([], _in("adhoc", "r", gpus=1), "quota: queue acme/adhoc at 0/0 gpus (this run needs 1)",
+                 id="a_zero_quota_shuts_the_queue_to_that_resource"),
+    pytest.param([], _in("adhoc", "r", cpu=4), None, id="a_queue_quota_limits_only_what_it_names"),
+    pytest.param([_in("batch", "u", cpu=6), _in("etl", "v", cpu=3)], _in("etl", "r", cpu=2),
+                 "quota: tenant acme at 9/10 cpu (this run needs 2)", id="the_tenants_quota_caps_the_sum"),
+    pytest.param([_in("batch", "u", cpu=6), _in("etl", "v", cpu=3)], _in("batch", "r", cpu=2),
+                 "quota: tenant acme at 9/10 cpu (this run needs 2)", id="the_tenants_quota_holds_inside_a_queue"),
+    pytest.param([_in("batch", "u", cpu=8), _in("etl", "v", cpu=2)], _in("batch", "r"),
+                 "quota: queue acme/batch at 8/8 cpu (this run needs 1)", id="both_full_names_the_queue"),
+])
+def test_queue_quota_block(running: list[Demand], want: Demand, reason: str | None) -> None:
+    q = FairQueue({"acme": ACME, "globex": TenantPolicy(tenant="globex")})
+    for d in running:
+        q.charge(d)
+    assert q.quota_block(want) == reason
+
+
+def test_refund_frees_the_queues_share_and_the_tenants() -> None:
+    # Given batch at its 8 cpu
+    q = FairQueue({"acme": ACME})
+    held = [_in("batch", f"u{i}", cpu=4) for i in range(2)]
+    for d in (*held, held[0]):  # charging a run twice counts it once
+        q.charge(d)
+    assert (q.queue_usage("acme", "batch"), q.usage("acme")) == ((8.0, 2048, 0), (8.0, 2048, 0))
+    assert q.quota_block(_in("batch", "r")) == "quota: queue acme/batch at 8/8 cpu (this run needs 1)"
+    # When one of its runs ends (refunded twice: counted back once)
+    q.refund(held[0])
+    q.refund(held[0])
+    # Then the queue has room again, and so has the tenant
+    assert (q.queue_usage("acme", "batch"), q.usage("acme")) == ((4.0, 1024, 0), (4.0, 1024, 0))
+    assert q.quota_block(_in("batch", "r", cpu=4)) is None
+    q.refund(held[1])
+    assert (q.queue_usage("acme", "batch"), q.usage("acme")) == ((0.0, 0, 0), (0.0, 0, 0))
+
+
+def test_a_queue_at_its_quota_waits_while_the_tenants_other_queue_is_served() -> None:
+    # Given batch at its quota, and a backlog in batch older than the one in etl
+    q = FairQueue({"acme": TenantPolicy(tenant="acme", queues={"batch": QueueQuota(max_cpu=1)})})
+    q.charge(_in("batch", "running"))
+    for i in range(3):
+        q.push(msgspec.structs.replace(_in("batch", f"batch-{i}"), enqueued_at=T0 - timedelta(seconds=100 - i)))
+        q.push(msgspec.structs.replace(_in("etl", f"etl-{i}"), enqueued_at=T0 - timedelta(seconds=10 - i)))
+    # When placement passes with room for everything
+    placed = []
+    for d in q.candidates(T0):
+        if q.quota_block(d) is None:
+            q.remove(d.run_id)
+            q.charge(d)
+            placed.append(d.run_id)
+    # Then etl's runs all go, batch's wait
+    assert placed == ["etl-0", "etl-1", "etl-2"]
+    assert len(q) == 3
+
+
+@pytest.mark.parametrize(("queues", "match"), [
+    pytest.param({"bad name": QueueQuota(max_cpu=1)}, r"queues: a queue name must be .* \(got 'bad name'\)",
+                 id="queue_name"),
+    pytest.param({"batch": QueueQuota(max_cpu=-1)}, r"queues\.batch\.max_cpu: must be a number >= 0 .*\(got -1\)",
+                 id="negative_cpu"),
+    pytest.param({"batch": QueueQuota(max_cpu=float("inf"))}, r"queues\.batch\.max_cpu: .*\(got inf\)",
+                 id="infinite_cpu"),
+    pytest.param({"batch": QueueQuota(max_cpu=float("nan"))}, r"queues\.batch\.max_cpu: .*\(got nan\)",
+                 id="nan_cpu"),
+    pytest.param({"batch": QueueQuota(max_memory_mb=-5)}, r"queues\.batch\.max_memory_mb: .*\(got -5\)",
+                 id="negative_memory"),
+    pytest.param({"ok": QueueQuota(), "gpu": QueueQuota(max_gpus=10**10)},
+                 r"queues\.gpu\.max_gpus: .*<= 1000000000 \(got 10000000000\)", id="absurd_gpus"),
+])
+def test_bad_queue_quotas_are_refused_naming_the_field_and_value(queues: dict[str, QueueQuota], match: str) -> None:
+    with pytest.raises(InvalidSpec, match=match):
+        validate_queue_quotas(queues)
+
+
+def test_good_queue_quotas_pass() -> None:
+    validate_queue_quotas({"batch": QueueQuota(max_cpu=0.5, max_memory_mb=0, max_gpus=2), "etl": QueueQuota()})
+
+
+# --- the order the placement integration test checks, one placement per pass -----------------
+
+def test_one_slot_serves_priority_then_weights_then_queues_in_turn() -> None:
+    """What tests/integration/test_placement_fairness.py expects of the running services, in the pure model: one
+    agent slot frees at a time, and each pass tries every candidate (placing the first, skipping the rest)."""
+    q = FairQueue({"a": TenantPolicy(tenant="a", weight=2), "b": TenantPolicy(tenant="b", weight=1)})
+    low = [demand("low", "a", Priority.LOW)]
+    normal_a = [_queued(f"{queue}-{i}", queue, "a") for queue in ("x", "y") for i in range(3)]
+    normal_b = [demand(f"b-{i}", "b") for i in range(6)]
+    critical = [demand("critical", "b", Priority.CRITICAL)]
+    for d in (*low, *normal_a, *normal_b, *critical):  # queued in the order FIFO would get wrong
+        q.push(d)
+    placed = []
+    while len(q):
+        for _ in range(2):  # passes with no room (the slot is taken) try everyone and charge nobody
+            for _ in q.candidates(T0):
+                pass
+        first = None
+        for d in q.candidates(T0):
+            if first is None:
+                first = d
+                q.remove(d.run_id)
+                q.charge(d)
+        assert first is not None
+        placed.append(first.run_id)
+    assert placed == ["critical", "x-0", "y-0", "b-0", "x-1", "y-1", "b-1", "x-2", "y-2", "b-2", "b-3", "b-4", "b-5",
+                      "low"]

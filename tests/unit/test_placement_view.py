@@ -18,7 +18,8 @@ SPEC = JobSpec(name="j", command=["true"], resources=Resources(cpu=2, memory_mb=
 
 
 def view() -> View:
-    ctx = SimpleNamespace(settings=SimpleNamespace(heartbeat=1.0), log=SimpleNamespace(info=print, warning=print))
+    ctx = SimpleNamespace(settings=SimpleNamespace(heartbeat=1.0, placement_ageing_seconds=300.0),
+                          log=SimpleNamespace(info=print, warning=print))
     v = View(ctx)  # type: ignore[arg-type]
     v.upsert_agent(AgentInfo(agent_id="a", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=T0, started_at=T0))
     return v

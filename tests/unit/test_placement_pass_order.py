@@ -1,0 +1,68 @@
+"""The placement leader's pass serves runs in the fair queue's order: priority, then the tenants by weight, then a
+tenant's named queues in turn. The pass must charge each placed run while the queue's candidates are still being
+offered (a list of candidates taken first spent no deficit and turned no queue: the first tenant and queue were
+served until they ran dry). tests/integration/test_placement_fairness.py checks the same through the services."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+from jetcron.config import Settings
+from jetcron.core.clock import ManualClock
+from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
+from jetcron.core.placement import Placement
+from jetcron.services.placement.service import Placer
+from jetcron.services.placement.view import View
+from jetcron.wire.messages import PlaceRun
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def placer(slots: int | None) -> tuple[Placer, list[str]]:
+    """A leader's Placer on one agent, a and b weighted 2 and 1; what it assigns is recorded, not written."""
+    ctx: Any = SimpleNamespace(settings=Settings(), clock=ManualClock(T0), log=SimpleNamespace(info=print,
+                                                                                                warning=print))
+    view = View(ctx)
+    view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=64, memory_mb=65536, slots=slots, heartbeat_at=T0,
+                                started_at=T0))
+    view.queue.set_policy(TenantPolicy(tenant="a", weight=2))
+    view.queue.set_policy(TenantPolicy(tenant="b", weight=1))
+    p = Placer(ctx, view)
+    assigned: list[str] = []
+
+    async def assign(cmd: PlaceRun, placement: Placement, now: datetime) -> int:
+        assigned.append(cmd.run_id)
+        return 1  # the revision of the assign write
+
+    p._assign = assign  # type: ignore[method-assign]
+    runs = [("low", "a", Priority.LOW, "default")]
+    runs += [(f"{q}-{i}", "a", Priority.NORMAL, q) for q in ("x", "y") for i in range(3)]
+    runs += [(f"b-{i}", "b", Priority.NORMAL, "default") for i in range(6)]
+    runs += [("critical", "b", Priority.CRITICAL, "default")]
+    for run_id, tenant, priority, queue in runs:  # queued in the order first-come-first-served would get wrong
+        p.hold(PlaceRun(run_id=run_id, attempt=1, job=run_id, tenant=tenant, priority=priority,
+                        resources=Resources(cpu=0.1), due_at=T0, staged=True, queue=queue), None)
+    return p, assigned
+
+
+FAIR = ["critical", "x-0", "y-0", "b-0", "x-1", "y-1", "b-1", "x-2", "y-2", "b-2", "b-3", "b-4", "b-5", "low"]
+
+
+async def test_one_pass_with_room_for_all_assigns_in_fair_order() -> None:
+    p, assigned = placer(slots=None)
+    await p.place_once()
+    assert assigned == FAIR
+
+
+async def test_one_slot_freed_at_a_time_assigns_in_fair_order() -> None:
+    # Given one slot: each pass places one run, the others are tried and skipped (no room)
+    p, assigned = placer(slots=1)
+    while p.held:
+        before = len(assigned)
+        await p.place_once()
+        await p.place_once()  # a pass with the slot still taken changes nothing
+        assert len(assigned) == before + 1
+        p.view.release(assigned[-1])  # the run ended: its slot and quota are free again
+    assert assigned == FAIR
