@@ -52,6 +52,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # ~9 minutes at 300 runs/s, a few past the retention window; the 3,000,000-run size is `make bench-longlife`
     ("bench.longlife", ["--runs", "150000", "--sample-seconds", "30"],
      ["--runs", "200", "--jobs", "20", "--sample-seconds", "2", "--settle", "5", "--drain", "30", "--series", "-"]),
+    # the finished runs per minute (docs/dashboard.md): a minute or two, most of it filling 7 days of minutes
+    ("bench.finished", [], ["--rate", "50", "--tenants", "3", "--seconds", "3", "--days", "0.05", "--reps", "2",
+                            "--per-run-writes", "200", "--per-run-read", "500", "--per-run-reps", "1"]),
     ("bench.sizing", [], ["--runs", "40", "--sim-jobs", "10", "--jobs", "20", "--log-runs", "4", "--lines", "20"]),
     # last: the longest (minutes per repetition on 2 cores)
     # lead: ~85 s to store 100,000 jobs, then 100,000 / 200 runs/s (the default herd rate) of staging

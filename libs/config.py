@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     """Seconds a notice for a rule with a `subject` target waits in JC_NOTIFY for its service to read it."""
     deliveries_keep_seconds: float = Field(default=30 * 86400.0, gt=0)
     """Seconds the delivery log (jc_notify) keeps each notification delivery and its tries."""
+    finished_counts_keep_seconds: float = Field(default=7 * 86400.0, ge=3600)
+    """Seconds the finished runs per minute (jc_finished, the dashboard's chart) are kept: each minute's record
+    ages out this long after its last write."""
     storage_shed_at: float = Field(default=0.9, gt=0, le=1)
     """Used share of a stream's limit (or of the server's JetStream store) at which the run tracker lets the oldest
     finished runs go ahead of their time, so that new occurrences are still recorded."""
@@ -280,7 +283,8 @@ class Settings(BaseSettings):
                       checkpoints_bytes=self.checkpoints_max_bytes,
                       notify_bytes=self.notify_max_bytes, notify_age=self.notify_keep_seconds,
                       deliveries_age=self.deliveries_keep_seconds, redeliver_msgs=self.redeliver_queue_max,
-                      agents_ttl=self.agent_entry_seconds, services_ttl=self.service_entry_seconds)
+                      agents_ttl=self.agent_entry_seconds, services_ttl=self.service_entry_seconds,
+                      finished_age=self.finished_counts_keep_seconds)
 
     @property
     def history(self) -> ClusterHistory:

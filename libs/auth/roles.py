@@ -63,7 +63,7 @@ class Permissions:
 
 ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
                s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER,
-               s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_NOTIFY)
+               s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_NOTIFY, s.BUCKET_FINISHED)
 ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_SUBMIT,
                s.STREAM_NOTIFY, s.STREAM_REDELIVER,
                *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
@@ -115,6 +115,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL, VERDICT,
                     f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
             consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
+            # The finished runs per minute, read by time from an ephemeral consumer (runs.finished).
+            watches=(s.BUCKET_FINISHED,),
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
@@ -140,10 +142,12 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             # The agents: their heartbeats, to count those that die (run_tracker/agents.py).
             watches=(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_AGENTS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_AGENTS, s.BUCKET_LEASES, s.BUCKET_LEADERS,
-                         s.BUCKET_TENANTS, s.BUCKET_CLUSTER), s.STREAM_EVENTS, s.STREAM_ASSIGN,
+                         s.BUCKET_TENANTS, s.BUCKET_CLUSTER, s.BUCKET_FINISHED), s.STREAM_EVENTS, s.STREAM_ASSIGN,
                    obj_stream(s.OBJECT_CHECKPOINTS)),
-            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS), s.DLQ_ALL, s.PLACE_ALL, s.EVENTS_ALL,
-                    f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"), VERDICT,
+            # The finished runs per minute: the leader raises each minute's record (run_tracker/finished.py).
+            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_FINISHED), s.DLQ_ALL, s.PLACE_ALL,
+                    s.EVENTS_ALL, f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"),
+                    VERDICT,
                     f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",
                     f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}",
                     # History let go ahead of its TTL (run_tracker/history.py): count limits, storage pressure; and

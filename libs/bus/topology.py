@@ -74,6 +74,9 @@ class Limits:
     """How long a notice for a `subject` rule waits for its service (JC_NOTIFY's max_age)."""
     deliveries_age: float = 30 * DAY
     """How long the delivery log keeps each delivery and its tries (jc_notify)."""
+    finished_age: float = 7 * DAY
+    """How long the finished runs per minute are kept (jc_finished's max_age: each minute's record ages out this
+    long after its last write)."""
 
 
 def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
@@ -155,6 +158,11 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TOKENS, history=1,
                        description="the HTTP gateway's bearer tokens, by id: their tenant and a SHA-256 of the secret",
+                       **common),  # type: ignore[arg-type]
+        # Written by the tracker leader once a second (only the minutes that changed); read by time, for the last
+        # hour, by the api (bus/finished.py). Bounded by its age: minutes x (1 + tenants with runs that minute).
+        KeyValueConfig(bucket=s.BUCKET_FINISHED, history=1, ttl=limits.finished_age,
+                       description="finished runs per minute by outcome, the cluster's and each tenant's",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CLUSTER, history=1,
                        description="settings fixed when the cluster was created (the trigger's shard count)",

@@ -62,6 +62,18 @@ def logs(ctx: typer.Context, run_id: str, follow: bool = typer.Option(False, "--
     sys.stdout.write(result.output)
 
 
+@app.command("finished")
+def finished(ctx: typer.Context, minutes: int = typer.Option(60, "--minutes", help="how many minutes back (1-1440)"),
+             output: str = Output) -> None:
+    """Runs finished per minute, by outcome: the cluster's (admin), or your tenant's; minutes without any left out."""
+    with client(ctx) as c:
+        reply = c.runs.finished(minutes=minutes)
+    outcomes = sorted({o for item in reply.items for o in item.counts})
+    emit(reply, output, ("minute", "total", *outcomes), rows=lambda data: [
+        {"minute": item["minute"], "total": sum(item["counts"].values()), **item["counts"]} for item in data["items"]],
+         title=f"finished runs per minute since {reply.since:%Y-%m-%d %H:%M} UTC")
+
+
 @agents_app.command("list")
 def agents(ctx: typer.Context, output: str = Output) -> None:
     with client(ctx) as c:

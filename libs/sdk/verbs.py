@@ -13,7 +13,7 @@ from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, Qu
 from jetcron.core.notify import Delivery
 from jetcron.wire.api import ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
-from jetcron.wire.verbs import Logs, SecretNames, SecretRef, TokenInfo, TokenList, TokenRevoked
+from jetcron.wire.verbs import FinishedRuns, Logs, SecretNames, SecretRef, TokenInfo, TokenList, TokenRevoked
 
 T = TypeVar("T")
 
@@ -104,6 +104,11 @@ class Runs(_Group):
 
     async def logs(self, run_id: str, *, limit_bytes: int | None = None) -> Logs:
         return await self._verb("runs.logs", Logs, run_id=run_id, limit_bytes=limit_bytes)
+
+    async def finished(self, *, minutes: int | None = None) -> FinishedRuns:
+        """Runs finished per minute over the last `minutes` (default 60), by outcome: the cluster's for the admin,
+        the tenant's own for a tenant."""
+        return await self._verb("runs.finished", FinishedRuns, minutes=minutes)
 
 
 class Agents(_Group):

@@ -33,6 +33,7 @@ BUCKET_SECRETS = "jc_secrets"
 BUCKET_TOKENS = "jc_tokens"
 BUCKET_SUBMISSIONS = "jc_submissions"
 BUCKET_NOTIFY = "jc_notify"
+BUCKET_FINISHED = "jc_finished"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 JS_STREAM_NAMES = "$JS.API.STREAM.NAMES"
@@ -333,6 +334,27 @@ def health_service_name(service: str) -> str:
 
 def idempotency_key(scope: str, key: str) -> str:
     return f"{scope}.{key}"
+
+
+FINISHED_CLUSTER = "all"
+FINISHED_TENANT = "tenant"
+
+
+def finished_key(tenant: str | None, stamp: str) -> str:
+    """jc_finished: the runs that finished in one minute (`stamp`, core/finished.stamp), the whole cluster's
+    (tenant None: `all.<stamp>`) or one tenant's (`tenant.<tenant>.<stamp>`; a tenant name has no dot)."""
+    return f"{FINISHED_CLUSTER}.{stamp}" if tenant is None else f"{FINISHED_TENANT}.{tenant}.{stamp}"
+
+
+def finished_filter(tenant: str | None) -> str:
+    """The keys of every minute of the cluster (None) or of one tenant."""
+    return finished_key(tenant, "*")
+
+
+def parse_finished_key(key: str) -> tuple[str | None, str]:
+    """(tenant or None for the cluster, stamp) of a jc_finished key."""
+    parts = key.split(".")
+    return (None, parts[-1]) if parts[0] == FINISHED_CLUSTER else (parts[1], parts[-1])
 
 
 def runs_of_job_filter(job: str) -> str:

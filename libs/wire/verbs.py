@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from jetcron.core.finished import FinishedMinute
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
 from jetcron.core.notify import Delivery
 from jetcron.wire.api import ClusterStatus, JobView, Page
@@ -91,6 +92,11 @@ class RunsLogs(RunRef, kw_only=True):
     limit_bytes: int = 1_048_576
 
 
+class RunsFinished(Request, kw_only=True):
+    minutes: int = 60
+    """How many minutes back, the current one included (1-1440)."""
+
+
 class DlqReplay(RunRef, kw_only=True):
     key: str | None = None
     """An idempotency key: a retried replay with the same key answers the same new run."""
@@ -153,6 +159,16 @@ class Logs(msgspec.Struct, kw_only=True):
     """The run's end marker was read: nothing more will come."""
 
 
+class FinishedRuns(msgspec.Struct, kw_only=True):
+    """The runs that finished in each minute of a span, by outcome: the whole cluster's for the admin, a tenant's
+    own for a tenant."""
+
+    since: datetime
+    """The first minute of the span (UTC)."""
+    items: list[FinishedMinute]
+    """The minutes of the span in which runs finished, oldest first (a minute without one is left out)."""
+
+
 class SecretRef(msgspec.Struct, kw_only=True, omit_defaults=True):
     tenant: str
     name: str
@@ -208,6 +224,7 @@ VERBS: dict[str, Verb] = {
     "runs.list": Verb(RunsList, Page[Run], "Runs, by id, with a cursor; or a job's latest run"),
     "runs.cancel": Verb(RunsCancel, Run, "Cancel a run"),
     "runs.logs": Verb(RunsLogs, Logs, "A run's output so far"),
+    "runs.finished": Verb(RunsFinished, FinishedRuns, "Runs finished per minute, by outcome"),
     "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),
     "cluster.status": Verb(Empty, ClusterStatus, "Leaders, trigger shard holders and the placement queue",
                            admin=True),

@@ -1,4 +1,5 @@
-"""Run verbs: get, list, cancel, logs; agents list; cluster status; dead-letter list and replay; tenants."""
+"""Run verbs: get, list, cancel, logs, finished per minute; agents list; cluster status; dead-letter list and
+replay; tenants."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from jetcron.bus import rpc
 from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.dlq import dead_lettered
+from jetcron.bus.finished import read_minutes
 from jetcron.bus.logs import read_chunks
 from jetcron.bus.overview import cluster_status
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, Unavailable, WriteConflict
 from jetcron.core.fairness import validate_queue_quotas
+from jetcron.core.finished import first_minute
 from jetcron.core.ids import (
     JOB_KEY_RE,
     JOB_NAME_RE,
@@ -157,6 +160,13 @@ class Runs:
                 break
             out.append(chunk.decode("utf-8", "replace"))
         return v.Logs(run_id=run_id, output="".join(out), complete=done)
+
+    async def finished(self, call: Call) -> v.FinishedRuns:
+        """Runs finished per minute by outcome (jc_finished, written by the tracker leader): the cluster's for the
+        admin, the caller's own tenant's for a tenant. Two requests, whatever the span."""
+        req = body(call.data, v.RunsFinished)
+        since = first_minute(self.ctx.clock.now(), integer(req, "minutes", 60, 1, 1440))
+        return v.FinishedRuns(since=since, items=await read_minutes(self.ctx.js, call.tenant, since))
 
     async def agents(self, call: Call) -> Page[AgentInfo]:
         admin_only(call, "agents.list")

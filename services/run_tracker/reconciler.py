@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 
@@ -81,6 +81,9 @@ class Reconciler:
         """Runs that asked for the events horizon this sweep (read once, after every look)."""
         self.progress = Progress(ctx)
         self.synced = asyncio.Event()
+        self.ended: Callable[[Run, bool, bool], None] = lambda run, was_live, synced: None
+        """Told of every terminal record the watch delivers: whether the index held the run as live until then, and
+        whether the initial values are all in (the finished runs per minute count from it: run_tracker/finished.py)."""
 
     async def watch(self) -> None:
         async for run_id, run, revision in self.ctx.runs.watch():
@@ -91,6 +94,8 @@ class Reconciler:
 
     def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
         """A run's record changed (or was deleted): index it afresh."""
+        if run is not None and run.state.terminal:
+            self.ended(run, run_id in self.tracked, self.synced.is_set())
         new = track(self.tracked.get(run_id), run, revision)
         if new is None:
             self._forget(run_id)

@@ -6,6 +6,8 @@ and cost a sixth of the suite's CPU."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
     "longlife": {"longlife"}, "sizing": {"sizing"},
+    "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
 }
 
 
@@ -57,6 +60,12 @@ def _check(result: dict[str, Any]) -> None:
             assert {"nats-server", "trigger", "agent-1"} <= set(sample["rss_bytes"]) and sample["rss_bytes"]["trigger"]
             assert "trigger" in sample["refusals"]
         assert samples[-1]["finished_writes"] >= result["ledger"]["finished"] > 0
+    elif name == "finished_writes":  # every run counted once (asserted inside), far fewer writes than runs
+        assert 0 < result["writes_per_run"] < 1
+    elif name == "finished_read":
+        assert result["read_hour_admin_records"] == result["read_hour_tenant_records"] == 60
+    elif name == "finished_per_run":  # the server keeps each counter's running total (12 subjects, in turn)
+        assert json.loads(result["counter_value"]) == {"val": str(result["reps"] * math.ceil(result["writes"] / 12))}
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from browser_support import Watched, chromium, log_in
 from harness import wait_for
-from playwright.async_api import Dialog, expect
+from playwright.async_api import Dialog, Page, expect
 from rest_support import Rest
 
 from jetcron.sdk.client import Client
@@ -154,6 +154,53 @@ async def test_every_page_loads_without_a_console_error_or_failed_request(rest: 
         await page.goto(f"{rest.url}/ui/flows/acme.load")
         await expect(page.locator("svg.dag text.name")).to_have_text(["acme.extract", "acme.load"])
         assert watched.errors == [], watched.errors
+
+
+async def test_the_overview_charts_every_finished_run_per_minute_for_the_admin_and_a_tenant(rest: Rest) -> None:
+    acme_token, admin_token = await rest.token("acme"), await rest.token(None)
+    acme, globex = Client(rest.admin.nc, tenant="acme"), Client(rest.admin.nc, tenant="globex")
+    for i in range(3):
+        await acme.call("jobs.create", {"spec": {"name": f"ok-{i}", "command": ["true"]}})
+    await acme.call("jobs.create", {"spec": {"name": "bad", "command": ["sh", "-c", "exit 3"],
+                                             "retry": {"non_retryable_exit_codes": [3]}}})
+    await globex.call("jobs.create", {"spec": {"name": "theirs", "command": ["true"]}})
+    for i in range(3):
+        await _run_of(acme, f"ok-{i}", {"succeeded"})
+    await _run_of(acme, "bad", {"failed"})
+    await _run_of(globex, "theirs", {"succeeded"})
+
+    async def shown(page: Page, totals: dict[str, int]) -> None:
+        """The legend gives each outcome's runs over the hour; the bars' titles add up to the same."""
+        legend = page.locator("#finished-totals")
+        for _ in range(60):  # the tracker leader writes once a second
+            await page.goto(f"{rest.url}/ui")
+            text = await legend.inner_text()
+            if all(f"{outcome}: {n}" in text for outcome, n in totals.items()):
+                break
+            await page.wait_for_timeout(500)
+        for outcome, n in totals.items():
+            await expect(legend).to_contain_text(f"{outcome}: {n}")
+        assert "cancelled" not in await legend.inner_text()
+        titles = await page.locator("svg.chart title").all_text_contents()
+        assert len(titles) == 60
+        summed: dict[str, int] = {}
+        for title in titles:
+            for n, outcome in re.findall(r"(\d+) (\w+)", title.split("UTC: ", 1)[1]):
+                summed[outcome] = summed.get(outcome, 0) + int(n)
+        assert summed == totals, titles
+
+    async with chromium() as browser:
+        page = await browser.new_page()
+        watched = Watched()
+        watched.attach(page)
+        await log_in(page, rest.url, acme_token)
+        await shown(page, {"succeeded": 3, "failed": 1})  # its own, not globex's
+        other = await browser.new_page()
+        other_watched = Watched()
+        other_watched.attach(other)
+        await log_in(other, rest.url, admin_token)
+        await shown(other, {"succeeded": 4, "failed": 1})  # the whole cluster
+        assert watched.errors == [] and other_watched.errors == [], (watched.errors, other_watched.errors)
 
 
 async def test_sessions_cookies_and_csrf(rest: Rest) -> None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
+from jetcron.core.finished import FinishedMinute, dense
 from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
 from jetcron.core.run_state import RunState
 from jetcron.services.gateway.ui import present
@@ -56,17 +57,26 @@ def _run(n: int, state: RunState, finished: datetime | None, wait: float = 0.0) 
                started_at=due + timedelta(seconds=wait), finished_at=finished)
 
 
-def test_runs_per_minute_counts_finished_runs_by_outcome_in_their_minute() -> None:
+def test_the_chart_has_a_bar_per_minute_stacked_by_outcome_and_its_figures_as_text() -> None:
     now = T0 + timedelta(seconds=30)
-    runs = [_run(1, RunState.SUCCEEDED, T0 - timedelta(seconds=1)), _run(2, RunState.SUCCEEDED, T0),
-            _run(3, RunState.DEAD, T0 + timedelta(seconds=10)), _run(4, RunState.RUNNING, None),
-            _run(5, RunState.SUCCEEDED, T0 - timedelta(minutes=31))]
-    minutes = present.runs_per_minute(runs, now, minutes=30)
-    assert len(minutes) == 30 and minutes[-1].at == T0
-    assert minutes[-1].by_tone == {"ok": 1, "bad": 1} and minutes[-2].by_tone == {"ok": 1}
-    assert sum(sum(m.by_tone.values()) for m in minutes) == 3
+    items = [FinishedMinute(minute=T0 - timedelta(minutes=1), counts={"succeeded": 4}),
+             FinishedMinute(minute=T0, counts={"dead": 2, "failed": 1, "succeeded": 3, "timed_out": 1}),
+             FinishedMinute(minute=T0 - timedelta(minutes=60), counts={"succeeded": 50})]  # before the hour
+    minutes = dense(items, now, 60)
+    assert len(minutes) == 60 and minutes[-1].minute == T0
     svg = present.stacked_bars(minutes)
-    assert svg.count("<title>") == 30 and "12:00 UTC: 1 ok, 1 bad" in svg
+    assert svg.count("<title>") == 60
+    assert "12:00 UTC: 3 succeeded, 1 failed, 2 dead, 1 timed_out" in svg and "11:59 UTC: 4 succeeded" in svg
+    assert "11:01 UTC: none" in svg
+    # the tallest bar fills the chart; succeeded at the bottom, in the ok colour, dead in its own
+    last = svg[svg.index("12:00 UTC"):]
+    heights = [float(h) for h in re.findall(r'height="([0-9.]+)"', last)]
+    assert sum(heights) == pytest.approx(116.0)
+    assert last.index("outcome-succeeded") < last.index("outcome-failed") < last.index("outcome-dead")
+    assert 'class="tone-ok outcome-succeeded"' in last and 'class="tone-bad outcome-dead"' in last
+    assert present.finished_totals(minutes) == [("succeeded", 7), ("failed", 1), ("dead", 2), ("timed_out", 1)]
+    assert present.finished_totals(dense([], now, 60)) == []
+    assert present.stacked_bars(dense([], now, 60)).count('class="tone-none"') == 60
 
 
 def test_wait_and_percentiles() -> None:

@@ -23,6 +23,7 @@ from litestar.response.sse import ServerSentEventMessage
 
 from jetcron.auth.tokens import TokenRecord
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.finished import dense
 from jetcron.core.models import JobRecord, JobSpec, Run
 from jetcron.core.run_state import RunState
 from jetcron.core.validate import decode_as
@@ -47,6 +48,7 @@ PAGE = 50
 GRID_RUNS = 12
 OVERVIEW_JOBS = 200
 OVERVIEW_RUNS = 30
+OVERVIEW_MINUTES = 60
 SEARCH_PAGES = 20
 
 
@@ -177,8 +179,12 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
     cluster = await _tolerant(c.cluster.status()) if ctx.who.tenant is None else None
     if cluster is not None and not isinstance(cluster, ApiError):
         depth = {p: n for p, n in cluster.queue_depth.items() if n}  # the whole placement queue, not a sample
+    # Every finished run of the cluster (the admin) or of the viewer's tenant, counted by the trackers.
+    finished = await _tolerant(c.runs.finished(minutes=OVERVIEW_MINUTES))
+    minutes = dense([] if isinstance(finished, ApiError) else finished.items, now, OVERVIEW_MINUTES)
     return ctx.page("overview.html", jobs=len(jobs), active=active, depth=depth, sampled=len(recent), cluster=cluster,
-                    chart=present.stacked_bars(present.runs_per_minute(recent, now)),
+                    chart=present.stacked_bars(minutes), totals=present.finished_totals(minutes),
+                    chart_minutes=OVERVIEW_MINUTES, finished_error=finished if isinstance(finished, ApiError) else None,
                     wait_p99=present.duration(present.percentile(waits, 99)),
                     wait_p50=present.duration(present.percentile(waits, 50)), dead=dead, agents=agents)
 

@@ -11,13 +11,14 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from cron_descriptor import get_description
 from markupsafe import Markup, escape
 
 from jetcron.core import cron
 from jetcron.core.dag import Graph
+from jetcron.core.finished import FinishedMinute
 from jetcron.core.models import JobRecord, Run, Schedule, ScheduleKind
 from jetcron.core.run_state import RunState
 
@@ -124,45 +125,47 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
-@dataclass(frozen=True)
-class Minute:
-    at: datetime
-    by_tone: Mapping[str, int]
+FINISHED_ORDER = (RunState.SUCCEEDED, RunState.FAILED, RunState.DEAD, RunState.CANCELLED, RunState.SKIPPED,
+                  RunState.BLOCKED)
+"""Outcomes from the bottom of a bar up; one the server knows and this list does not comes last."""
 
 
-def runs_per_minute(runs: Iterable[Run], now: datetime, minutes: int = 30) -> list[Minute]:
-    """Finished runs per minute over the last `minutes`, by outcome tone; oldest first."""
-    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    start = end - timedelta(minutes=minutes)
-    buckets: list[Counter[str]] = [Counter() for _ in range(minutes)]
-    for run in runs:
-        if run.finished_at is None or not start <= run.finished_at < end:
-            continue
-        buckets[int((run.finished_at - start).total_seconds() // 60)][tone(run.state)] += 1
-    return [Minute(at=start + timedelta(minutes=i), by_tone=dict(b)) for i, b in enumerate(buckets)]
+def outcomes_of(minutes: Iterable[FinishedMinute]) -> list[str]:
+    """The outcomes that occur in `minutes`, in FINISHED_ORDER, then any other by name."""
+    seen = {outcome for m in minutes for outcome, n in m.counts.items() if n}
+    known = [o.value for o in FINISHED_ORDER if o.value in seen]
+    return known + sorted(seen - set(known))
 
 
-def stacked_bars(minutes: Sequence[Minute], *, width: int = 600, height: int = 120) -> Markup:
-    """A stacked bar per minute (ok under bad under the rest), with a title per bar for hover and screen readers."""
-    order = ("ok", "bad", "warn", "active", "wait", "muted")
-    peak = max((sum(m.by_tone.values()) for m in minutes), default=0) or 1
+def finished_totals(minutes: Sequence[FinishedMinute]) -> list[tuple[str, int]]:
+    """Each outcome's runs over the span, in the bars' order: the chart's legend and its figures as text."""
+    totals: Counter[str] = Counter()
+    for minute in minutes:
+        totals.update(minute.counts)
+    return [(outcome, totals[outcome]) for outcome in outcomes_of(minutes)]
+
+
+def stacked_bars(minutes: Sequence[FinishedMinute], *, width: int = 600, height: int = 120) -> Markup:
+    """A stacked bar per minute (succeeded at the bottom, then failed, dead, cancelled, ...), each outcome in its
+    state's colour (dead darker than failed), with a title per bar for hover and screen readers."""
+    order = outcomes_of(minutes)
+    peak = max((m.total for m in minutes), default=0) or 1
     bar = width / max(1, len(minutes))
     parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
              f'aria-label="finished runs per minute, last {len(minutes)} minutes">']
     for i, minute in enumerate(minutes):
         y = float(height)
-        total = sum(minute.by_tone.values())
-        label = ", ".join(f"{minute.by_tone[t]} {t}" for t in order if minute.by_tone.get(t)) or "none"
-        parts.append(f"<g><title>{escape(minute.at.strftime('%H:%M'))} UTC: {escape(label)}</title>")
-        for t in order:
-            n = minute.by_tone.get(t, 0)
+        label = ", ".join(f"{minute.counts[o]} {o}" for o in order if minute.counts.get(o)) or "none"
+        parts.append(f"<g><title>{escape(minute.minute.strftime('%H:%M'))} UTC: {escape(label)}</title>")
+        for outcome in order:
+            n = minute.counts.get(outcome, 0)
             if not n:
                 continue
             h = n / peak * (height - 4)
             y -= h
-            parts.append(f'<rect class="tone-{t}" x="{i * bar + 1:.1f}" y="{y:.1f}" width="{bar - 2:.1f}" '
-                         f'height="{h:.1f}"/>')
-        if not total:
+            parts.append(f'<rect class="tone-{tone(outcome)} outcome-{escape(outcome)}" x="{i * bar + 1:.1f}" '
+                         f'y="{y:.1f}" width="{bar - 2:.1f}" height="{h:.1f}"/>')
+        if not minute.total:
             parts.append(f'<rect class="tone-none" x="{i * bar + 1:.1f}" y="{height - 1}" width="{bar - 2:.1f}" '
                          'height="1"/>')
         parts.append("</g>")
