@@ -12,13 +12,13 @@ from jetcron.bus.dispatch import dispatch
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.core import cron, dag, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
+from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule
 from jetcron.core.retention import validate_history
 from jetcron.core.runs import new_run
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.services.api.admission import Admission
-from jetcron.services.api.call import Call, visible
+from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.capacity import CapacityCheck
 from jetcron.services.api.requests import body, instant, integer, text
 from jetcron.services.runtime import Context
@@ -87,9 +87,7 @@ class Jobs:
         """A live job the caller may see, by the name it knows: a tenant names its own jobs; the admin names a
         job by its key (`tenant.name`, or the bare name of a default-tenant job). Another tenant's job reads
         exactly like a missing one."""
-        if name is None or not (JOB_NAME_RE if tenant is not None else JOB_KEY_RE).match(name):
-            raise InvalidSpec("name", name, "is not a valid job name")
-        return await self._stored(name if tenant is None else job_key(tenant, name), name, tenant)
+        return await self._stored(job_named(name, tenant), name or "", tenant)
 
     async def _stored(self, key: str, name: str, tenant: str | None) -> tuple[JobRecord, int]:
         try:

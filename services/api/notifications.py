@@ -9,9 +9,8 @@ import re
 from jetcron.bus.kv import Store
 from jetcron.bus.publish import publish
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
-from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, job_key
 from jetcron.core.notify import DELIVERED, PARKED, PENDING, Delivery, job_deliveries
-from jetcron.services.api.call import Call, visible
+from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -36,14 +35,12 @@ class Notifications:
     async def list(self, call: Call) -> Page[Delivery]:
         req = body(call.data, v.NotificationsList)
         job = text(req, "job")
-        if job is None or not (JOB_NAME_RE if call.tenant is not None else JOB_KEY_RE).match(job):
-            raise InvalidSpec("job", job, "is not a valid job name")
+        key = job_named(job, call.tenant, "job")  # another tenant's job reads as a missing one
         state = text(req, "state")
         if state is not None and state not in STATES:
             raise InvalidSpec("state", state, f"must be one of {', '.join(STATES)}")
         limit = integer(req, "limit", 100, 1, 1000)
         cursor = text(req, "cursor", limit=400) or ""
-        key = job if call.tenant is None else job_key(call.tenant, job)
         log = await self._log()
         keys = sorted(k for k in await log.keys(job_deliveries(key)) if k > cursor)
         items: list[Delivery] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, Response, get, post
-from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
 
@@ -15,23 +14,14 @@ from jetcron.services.gateway import status as words
 from jetcron.services.gateway.gate import API, HttpProblem
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.listing import runs_page
-from jetcron.services.gateway.problems import PROBLEM_JSON, Problem
 from jetcron.wire.api import Page
 
 TEXT = "text/plain; charset=utf-8"
 
 
-_STATE = ("A run's state: the design's queued, running, completed or failed, or one of jetcron's run states "
-          "(docs/rest-api.md, \"Status words\"); another value is a 400 naming these.")
-
-
-@get(f"{API}/runs", summary="List runs (by job, state, queue; cursor pagination)",
-     description="A design word covering several states lists each and merges them by run id.",
-     responses={400: ResponseSpec(Problem, description="An unknown state word (the problem names the allowed set)",
-                                  media_type=PROBLEM_JSON, generate_examples=False)})
+@get(f"{API}/runs", summary="List runs (by job, state, queue; cursor pagination)")
 async def list_runs(request: Request[Any, Any, Any], job: str | None = None,
-                    run_state: Annotated[str | None, Parameter(query="state", description=_STATE,
-                                                               schema_extra={"enum": list(words.RUN_WORDS)})] = None,
+                    run_state: Annotated[str | None, Parameter(query="state")] = None,
                     queue: str | None = None, cursor: str | None = None, limit: int = 50,
                     newest: bool = False) -> Page[Run]:
     gate, caller = await _who(request)
@@ -77,10 +67,11 @@ async def list_dlq(request: Request[Any, Any, Any],
 
 @post(f"{API}/dlq/{{run_id:str}}/replay", status_code=201, summary="Run a dead or failed run again, as a new run",
       description="`Idempotency-Key`: a retried request answers the same new run.")
-async def replay(request: Request[Any, Any, Any], run_id: str) -> Run:
+async def replay(request: Request[Any, Any, Any], run_id: str) -> Response[Run]:
     gate, caller = await _who(request)
     key = request.headers.get("idempotency-key")
-    return await gate.api(caller, lambda c: c.dlq.replay(run_id, key=key))
+    run = await gate.api(caller, lambda c: c.dlq.replay(run_id, key=key))
+    return Response(run, status_code=201, headers={"Location": f"{API}/runs/{run.run_id}"})
 
 
 @get(f"{API}/jobs/{{job_id:str}}/notifications", summary="A job's notification deliveries, each with every try")
