@@ -113,6 +113,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
                          s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS),
                     *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL, VERDICT,
+                    # The audit trail of a run moved to another priority (api/priorities.py).
+                    s.event_subject("reprioritized", "api"),
                     f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
             consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
             # The finished runs per minute, read by time from an ephemeral consumer (runs.finished).

@@ -96,6 +96,8 @@ def create(
                                     "tenant's, else the cluster's)"),
     keep_succeeded: int | None = typer.Option(None, "--keep-succeeded", help="keep at most N succeeded runs"),
     keep_failed: int | None = typer.Option(None, "--keep-failed", help="keep at most N failed, dead or blocked runs"),
+    apply_to_waiting: bool = typer.Option(False, "--apply-to-waiting", help="update: also move the job's runs "
+                                          "that have not started to its new priority and queue"),
     idempotency_key: str | None = typer.Option(None, "--idempotency-key", help="create only"),
     output: str = Output,
 ) -> None:
@@ -132,7 +134,8 @@ def create(
             stored = msgspec.to_builtins(c.jobs.get(name or "", count=0).job)
             payload["spec"] = apply_flags(stored["spec"], flags, now) | ({"command": command} if command else {})
             expected = stored["version"]
-        made = c.jobs.update(payload["spec"], expected_version=expected) if updating else \
+        made = c.jobs.update(payload["spec"], expected_version=expected,
+                             apply_to_waiting=apply_to_waiting or None) if updating else \
             c.jobs.create(payload["spec"], idempotency_key=idempotency_key or None)
         record = msgspec.to_builtins(made)
     for warning in record.get("warnings", []):

@@ -7,7 +7,8 @@ import sys
 import typer
 
 from jetcron.cli.connection import client
-from jetcron.cli.output import RUN_COLUMNS, emit, run_view
+from jetcron.cli.output import RUN_COLUMNS, emit, run_view, usage
+from jetcron.core.models import Priority
 
 app = typer.Typer(no_args_is_help=True)
 agents_app = typer.Typer(no_args_is_help=True)
@@ -45,6 +46,20 @@ def cancel(
 ) -> None:
     with client(ctx) as c:
         run = c.runs.cancel(run_id, reason=reason)
+    emit(run_view(run), output, SHORT)
+
+
+@app.command("set-priority")
+def set_priority(
+    ctx: typer.Context, run_id: str, priority: str = typer.Argument(..., help="critical, high, normal or low"),
+    queue: str | None = typer.Option(None, "--queue", help="also move it to this queue of its tenant"),
+    output: str = Output,
+) -> None:
+    """Move a run that has not started to another priority (and queue): it moves in the placement queue at once."""
+    if priority not in {p.value for p in Priority}:
+        usage(f"priority {priority!r}: must be one of critical, high, normal, low")
+    with client(ctx) as c:
+        run = c.runs.set_priority(run_id, priority, queue=queue)
     emit(run_view(run), output, SHORT)
 
 

@@ -20,14 +20,14 @@ from jetcron.cli.output import emit, fail, usage
 from jetcron.core.errors import InvalidSpec, JetcronError
 from jetcron.core.fairness import validate_queue_quotas
 from jetcron.core.ids import QUEUE_RE, TENANT_RE
-from jetcron.core.models import HistoryPolicy, QueueQuota
+from jetcron.core.models import HistoryPolicy, Priority, QueueQuota
 
 app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
 AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
                        help="the keys of this system (default: the one `jetcron up` wrote)")
 POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs",
-          "history", "queues")
+          "history", "queues", "max_priority")
 # --queue-quota's keys: the QueueQuota field each sets, and how its value is read.
 _QUOTA_KEYS: dict[str, tuple[str, type[float] | type[int]]] = {
     "cpu": ("max_cpu", float), "memory": ("max_memory_mb", int), "gpus": ("max_gpus", int)}
@@ -95,6 +95,8 @@ def tenants_set(
     keep_succeeded: int | None = typer.Option(None, "--keep-succeeded", help="keep at most N succeeded runs per job"),
     keep_failed: int | None = typer.Option(None, "--keep-failed", help="keep at most N failed runs per job"),
     queue_quota: list[str] = typer.Option([], "--queue-quota", help=QUEUE_QUOTA_HELP),
+    max_priority: str | None = typer.Option(None, "--max-priority", help="the highest priority the tenant's jobs "
+                                            "and runs may ask for: critical, high, normal or low"),
     output: str = Output,
 ) -> None:
     """Set a tenant's fair-share weight, quotas (its own and its named queues'), admission limits and history
@@ -105,10 +107,12 @@ def tenants_set(
     except InvalidSpec as exc:
         usage(str(exc))
     history = HistoryPolicy(**fields) if fields else None
+    if max_priority is not None and max_priority not in {p.value for p in Priority}:
+        usage(f"--max-priority {max_priority!r}: must be one of critical, high, normal, low")
     with client(ctx) as c:
         policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus,
                                max_submits_per_second=max_submit_rate, max_pending_runs=max_pending, history=history,
-                               queues=queues or None)
+                               queues=queues or None, max_priority=max_priority)
     emit(policy, output, POLICY, rows=_rows)
 
 

@@ -11,10 +11,12 @@ from collections.abc import Generator, Iterator
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+import msgspec
+
 from jetcron.core.agents_index import to_mcpu
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import QUEUE_RE
-from jetcron.core.models import QueueQuota, TenantPolicy
+from jetcron.core.models import Priority, QueueQuota, TenantPolicy
 from jetcron.core.placement import Demand
 
 __all__ = ["FairQueue", "validate_queue_quotas"]
@@ -109,6 +111,19 @@ class FairQueue:
         self._per_queue[named] = self._per_queue.get(named, 0) + 1
         self._queue_ring.setdefault(demand.tenant, {}).setdefault(demand.queue, None)
         self._ring.setdefault(demand.tenant, None)
+
+    def reprioritize(self, run_id: str, priority: Priority, queue: str) -> bool:
+        """Move a queued demand to another priority and queue (its place in time kept: it ages from when it was
+        first queued); False when it is not queued."""
+        item = self._items.get(run_id)
+        if item is None:
+            return False
+        demand = item[0]
+        if (demand.priority, demand.queue) == (priority, queue):
+            return True
+        self.remove(run_id)
+        self.push(msgspec.structs.replace(demand, priority=priority, queue=queue))
+        return True
 
     def remove(self, run_id: str) -> None:
         """Drop a placed or cancelled demand; unknown ids are ignored."""

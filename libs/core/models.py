@@ -431,6 +431,8 @@ class TenantPolicy(_Spec, frozen=True, kw_only=True):
     history: HistoryPolicy | None = None
     """How long the tenant's finished runs are kept, where a job says nothing; unset fields fall back to the
     cluster's. Applies to runs recorded after it is set."""
+    max_priority: Priority | None = None
+    """The highest priority the tenant's jobs and runs may ask for (created, updated or reprioritized); unset: any."""
     queues: dict[str, QueueQuota] = msgspec.field(default_factory=dict)
     """Quotas per named queue of the tenant (JobSpec.queue), e.g. {"batch": {"max_cpu": 8}}: a queue at its quota
     waits while the tenant's other queues go on. A queue not named here is capped by the tenant's quotas only."""

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from jetcron.core.errors import IllegalTransition, StaleReport
-from jetcron.core.models import AttemptRecord, JobSpec, Run
+from jetcron.core.errors import Conflict, IllegalTransition, StaleReport
+from jetcron.core.models import AttemptRecord, JobSpec, Priority, Run
 from jetcron.core.retry import RetryAction, RetryDecision
 from jetcron.core.run_state import FENCED_EVENTS, TRANSITIONS, RunEvent, RunState
 
@@ -183,3 +183,21 @@ def new_run(spec: JobSpec, *, run_id: str, state: RunState, scheduled_at: dateti
                due_at=due_at, created_at=now, spec=None if state is RunState.SKIPPED else spec, reason=reason,
                after=after, flow_id=flow_id, trace_id=trace_id, finished_at=now if outcome else None,
                outcome=outcome, keep_seconds=keep_seconds)
+
+
+WAITING_STATES = frozenset({RunState.WAITING, RunState.SCHEDULED, RunState.RETRY_WAIT})
+"""A run in these states has not started its current attempt: its priority and queue may still change."""
+
+
+def reprioritized(run: Run, priority: Priority, queue: str | None) -> Run:
+    """The run with its spec snapshot at another priority (and queue), or Conflict when it has started or ended
+    (its place is taken, or its record is history): a job's new priority applies to its later occurrences."""
+    if run.state not in WAITING_STATES or run.spec is None:
+        raise Conflict(f"run {run.run_id} is {run.state}: only a run that has not started can be reprioritized")
+    spec = msgspec.structs.replace(run.spec, priority=priority, queue=queue if queue is not None else run.spec.queue)
+    return msgspec.structs.replace(run, spec=spec)
+
+
+def priority_allowed(priority: Priority, ceiling: Priority | None) -> bool:
+    """Whether a tenant whose policy caps it at `ceiling` may use `priority` (critical is the highest)."""
+    return ceiling is None or priority.rank >= ceiling.rank

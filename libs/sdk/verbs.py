@@ -9,7 +9,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, QueueQuota, Run, TenantPolicy
+from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, Priority, QueueQuota, Run, TenantPolicy
 from jetcron.core.notify import Delivery
 from jetcron.wire.api import ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
@@ -54,8 +54,12 @@ class Jobs(_Group):
     async def create(self, spec: SpecLike, *, idempotency_key: str | None = None) -> JobRecord:
         return await self._verb("jobs.create", JobRecord, spec=spec, idempotency_key=idempotency_key)
 
-    async def update(self, spec: SpecLike, *, expected_version: int | None = None) -> JobRecord:
-        return await self._verb("jobs.update", JobRecord, spec=spec, expected_version=expected_version)
+    async def update(self, spec: SpecLike, *, expected_version: int | None = None,
+                     apply_to_waiting: bool | None = None) -> JobRecord:
+        """Replace the spec; `apply_to_waiting`: also move the job's runs that have not started to its new
+        priority and queue."""
+        return await self._verb("jobs.update", JobRecord, spec=spec, expected_version=expected_version,
+                                apply_to_waiting=apply_to_waiting)
 
     async def get(self, name: str, *, count: int | None = None) -> JobView:
         return await self._verb("jobs.get", JobView, name=name, count=count)
@@ -102,6 +106,10 @@ class Runs(_Group):
     async def cancel(self, run_id: str, *, reason: str | None = None) -> Run:
         return await self._verb("runs.cancel", Run, run_id=run_id, reason=reason)
 
+    async def set_priority(self, run_id: str, priority: Priority | str, *, queue: str | None = None) -> Run:
+        """Move a run that has not started to another priority (and queue): it moves in the queue at once."""
+        return await self._verb("runs.set_priority", Run, run_id=run_id, priority=str(priority), queue=queue)
+
     async def logs(self, run_id: str, *, limit_bytes: int | None = None) -> Logs:
         return await self._verb("runs.logs", Logs, run_id=run_id, limit_bytes=limit_bytes)
 
@@ -134,13 +142,15 @@ class Tenants(_Group):
                   max_memory_mb: int | None = None, max_gpus: int | None = None,
                   max_submits_per_second: float | None = None, max_pending_runs: int | None = None,
                   history: HistoryPolicy | None = None,
-                  queues: dict[str, QueueQuota] | None = None) -> TenantPolicy:
+                  queues: dict[str, QueueQuota] | None = None,
+                  max_priority: Priority | str | None = None) -> TenantPolicy:
         """Replace the tenant's policy: what is not given is unset. `queues`: quotas per named queue, e.g.
-        {"batch": QueueQuota(max_cpu=8)}."""
+        {"batch": QueueQuota(max_cpu=8)}; `max_priority`: the highest priority its jobs and runs may ask for."""
         return await self._verb("tenants.set", TenantPolicy, tenant=tenant, weight=weight, max_cpu=max_cpu,
                                 max_memory_mb=max_memory_mb, max_gpus=max_gpus,
                                 max_submits_per_second=max_submits_per_second, max_pending_runs=max_pending_runs,
-                                history=history, queues=queues)
+                                history=history, queues=queues,
+                                max_priority=None if max_priority is None else str(max_priority))
 
     async def list(self) -> Page[TenantPolicy]:
         return await self._verb("tenants.list", Page[TenantPolicy])

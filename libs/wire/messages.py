@@ -118,6 +118,22 @@ class RunHandedBack(_Msg, frozen=True, kw_only=True):
     will come; the tracker re-dispatches it at once. True (and from older agents): it may have started."""
 
 
+class RunReprioritized(_Msg, frozen=True, kw_only=True):
+    """Event (the audit trail; it changes no run: the record was already written): a waiting run moved to another
+    priority or queue, and who asked."""
+
+    run_id: str
+    job: str
+    tenant: str
+    priority_from: Priority
+    priority_to: Priority
+    queue_from: str
+    queue_to: str
+    by: str
+    """`tenant:<name>` or `admin`: the API subject the request came in on."""
+    at: datetime
+
+
 class DeadLettered(_Msg, frozen=True, kw_only=True):
     """A run that exhausted its attempts, with its history; replayable."""
 

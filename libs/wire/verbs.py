@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from jetcron.core.finished import FinishedMinute
-from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
+from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Priority, Run, TenantPolicy
 from jetcron.core.notify import Delivery
 from jetcron.wire.api import ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
@@ -43,6 +43,9 @@ class JobsUpdate(Request, kw_only=True):
     spec: JobSpec
     expected_version: int | None = None
     """Only if the job is still at this version (conflict otherwise)."""
+    apply_to_waiting: bool = False
+    """Also move the job's runs that have not started yet to the new spec's priority and queue (runs.set_priority
+    for each): without it, a new priority applies from the next occurrence."""
 
 
 class JobsGet(Named, kw_only=True):
@@ -86,6 +89,12 @@ class RunsList(Request, kw_only=True):
 
 class RunsCancel(RunRef, kw_only=True):
     reason: str | None = None
+
+
+class RunsSetPriority(RunRef, kw_only=True):
+    priority: Priority
+    queue: str | None = None
+    """Its tenant's named queue to move it to as well; None: it stays where it is."""
 
 
 class RunsLogs(RunRef, kw_only=True):
@@ -223,6 +232,8 @@ VERBS: dict[str, Verb] = {
     "runs.get": Verb(RunRef, Run, "A run, with every attempt"),
     "runs.list": Verb(RunsList, Page[Run], "Runs, by id, with a cursor; or a job's latest run"),
     "runs.cancel": Verb(RunsCancel, Run, "Cancel a run"),
+    "runs.set_priority": Verb(RunsSetPriority, Run, "Move a run that has not started to another priority (and "
+                                                    "queue): it moves in the placement queue at once"),
     "runs.logs": Verb(RunsLogs, Logs, "A run's output so far"),
     "runs.finished": Verb(RunsFinished, FinishedRuns, "Runs finished per minute, by outcome"),
     "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),

@@ -15,12 +15,13 @@ from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, Writ
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule
 from jetcron.core.retention import validate_history
-from jetcron.core.runs import new_run
+from jetcron.core.runs import WAITING_STATES, new_run
 from jetcron.core.validate import decode_spec, validate_spec
+from jetcron.services.api import priorities
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.capacity import CapacityCheck
-from jetcron.services.api.requests import body, instant, integer, text
+from jetcron.services.api.requests import body, flag, instant, integer, text
 from jetcron.services.runtime import Context
 from jetcron.telemetry.tracing import current_trace_id
 from jetcron.wire import subjects as s
@@ -73,6 +74,7 @@ class Jobs:
                       allow_private_targets=self.ctx.settings.notify_allow_private,
                       email_enabled=self.ctx.settings.smtp_host is not None)
         validate_history(spec.history, self.ctx.history.cluster, "spec.history")
+        await priorities.check_ceiling(self.ctx, spec.tenant, spec.priority, tenant)
         if spec.depends_on and dag.join_of(spec) is JoinPolicy.SAME_OCCURRENCE:
             edges = {name: ups for name, (_, ups) in graph.items()} | {spec.name: spec.depends_on}
             apart = dag.roots_apart(edges, spec.name, schedules)
@@ -158,7 +160,25 @@ class Jobs:
                                          body_hash=digest, trace_id=current_trace_id(),
                                          warnings=await self.capacity.warnings(spec), expires_at=expires)
         await self.ctx.jobs.update(spec.key, record, revision)
+        if flag(req, "apply_to_waiting"):
+            await self._move_waiting(spec, call.tenant)
         return record
+
+    async def _move_waiting(self, spec: JobSpec, caller: str | None) -> int:
+        """The job's runs that have not started yet go to its new priority and queue; how many moved."""
+        moved = 0
+        for key in sorted(await self.ctx.runs.keys(s.runs_of_job_filter(spec.key))):
+            found = await self.ctx.runs.maybe(key)
+            if found is None or found[0].state not in WAITING_STATES or found[0].spec is None:
+                continue
+            if (found[0].spec.priority, found[0].spec.queue) == (spec.priority, spec.queue):
+                continue
+            try:
+                await priorities.move(self.ctx, key, spec.priority, spec.queue, caller)
+                moved += 1
+            except (Conflict, NotFound):
+                pass  # it started (or ended) meanwhile: it runs as it was placed
+        return moved
 
     async def get(self, call: Call) -> JobView:
         req = body(call.data, v.JobsGet)

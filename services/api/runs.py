@@ -27,6 +27,7 @@ from jetcron.core.ids import (
 )
 from jetcron.core.models import AgentInfo, QueueQuota, Run, RunState, TenantPolicy
 from jetcron.core.retention import validate_history
+from jetcron.services.api import priorities
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, admin_only, job_named, visible
 from jetcron.services.api.requests import body, flag, integer, text
@@ -141,6 +142,13 @@ class Runs:
         return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, run.run_id,
                                 text(req, "reason") or "cancelled by user", self.ctx.clock.now(),
                                 self.ctx.settings.run_lease_ttl)
+
+    async def set_priority(self, call: Call) -> Run:
+        req = body(call.data, v.RunsSetPriority)
+        run = await self._run(self._run_id(text(req, "run_id")), call.tenant)
+        priority, queue = priorities.parse(req.get("priority"), req.get("queue"))
+        await priorities.check_ceiling(self.ctx, run.tenant, priority, call.tenant)
+        return await priorities.move(self.ctx, run.run_id, priority, queue, call.tenant)
 
     async def logs(self, call: Call) -> v.Logs:
         req = body(call.data, v.RunsLogs)

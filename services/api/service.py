@@ -86,6 +86,7 @@ async def main(ctx: Context) -> None:
         "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
         "jobs.trigger": jobs.trigger, "jobs.backfill": jobs.backfill,
         "runs.get": runs.get, "runs.list": runs.list, "runs.cancel": runs.cancel, "runs.logs": runs.logs,
+        "runs.set_priority": runs.set_priority,
         "runs.finished": runs.finished,
         "agents.list": runs.agents, "cluster.status": runs.cluster_status,
         "dlq.list": runs.dlq_list, "dlq.replay": runs.dlq_replay,

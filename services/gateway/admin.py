@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from litestar import Request, get, put
 
-from jetcron.core.models import AgentInfo, QueueQuota, TenantPolicy
+from jetcron.core.models import AgentInfo, Priority, QueueQuota, TenantPolicy
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.gate import who as _who
 from jetcron.wire.api import ClusterStatus, Page
@@ -34,6 +34,8 @@ class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     max_submits_per_second: float | None = None
     max_pending_runs: int | None = None
     queues: dict[str, QueueQuota] | None = None
+    max_priority: Priority | None = None
+    """The highest priority the tenant's jobs and runs may ask for; absent: any."""
     """Quotas per named queue of the tenant, e.g. {"batch": {"max_cpu": 8}}: a queue at its quota waits while the
     tenant's other queues go on."""
 

@@ -21,6 +21,7 @@ from jetcron.services.gateway.admin import TenantPolicyBody
 from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.problems import PROBLEM_JSON, TITLES, Problem
+from jetcron.services.gateway.runs import PriorityBody
 from jetcron.wire.api import ClusterStatus, FireTime, Page
 
 JSON = "application/json"
@@ -137,7 +138,10 @@ OPS: tuple[Op, ...] = (
     Op("patch", f"{API}/jobs/{{job_id}}", "patchJob", "Change a job: a JSON merge patch (RFC 7396) of its spec",
        JobRecord, description="`If-Match` names the version read (the ETag of `GET .../spec`). The name and "
                               "tenant cannot change.",
-       params=(_JOB, IF_MATCH), body=dict[str, Any], body_media=(MERGE_PATCH, JSON),
+       params=(_JOB, IF_MATCH, Param("apply_to_waiting", "query", {"type": "boolean", "default": False},
+                                     "Also move the job's runs that have not started to its new priority and "
+                                     "queue.")),
+       body=dict[str, Any], body_media=(MERGE_PATCH, JSON),
        example={"timeout_seconds": 1800, "env": {"LEVEL": "debug"}}, problems=(400, 404, 409, 413, 422, 428),
        reply_headers=("ETag",)),
     Op("get", f"{API}/jobs/{{job_id}}/spec", "getJobSpec", "A job's full spec and version (its ETag)", None,
@@ -177,6 +181,11 @@ OPS: tuple[Op, ...] = (
        problems=(404, 422)),
     Op("post", f"{API}/runs/{{run_id}}/cancel", "cancelRun", "Cancel a run", Run, params=(_RUN,),
        problems=(404, 409, 422)),
+    Op("post", f"{API}/runs/{{run_id}}/priority", "setRunPriority",
+       "Move a run that has not started to another priority (and queue): it moves in the queue at once", Run,
+       description="A run that has started or ended is 409; a tenant's token may not go above its policy's "
+                   "`max_priority` (403).",
+       params=(_RUN,), body=PriorityBody, example={"priority": "high"}, problems=(400, 403, 404, 409, 413, 422)),
     Op("get", f"{API}/runs/{{run_id}}/logs", "runLogs", "A run's output; ?follow=true streams it until the run ends",
        TEXT, params=(_RUN, Param("follow", "query", {"type": "boolean", "default": False})), problems=(404, 422)),
     Op("get", f"{API}/dlq", "listDlq", "Dead-lettered runs (newest last)", Page[Run],

@@ -148,7 +148,8 @@ async def get_spec(request: Request[Any, Any, Any], job_id: str,
 @patch(f"{API}/jobs/{{job_id:str}}", summary="Change a job: a JSON merge patch (RFC 7396) of its spec",
        description="`If-Match` names the version read (GET .../spec gives it as the ETag): a job changed since is "
                    "409, nothing written. The name and tenant cannot change.")
-async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str, Any]) -> Response[JobRecord]:
+async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str, Any],
+                    apply_to_waiting: bool = False) -> Response[JobRecord]:
     gate, caller = await _who(request)
     expected = _version(request.headers.get("if-match"))
 
@@ -159,7 +160,7 @@ async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str
             if spec.get(fixed) != old.get(fixed):
                 raise HttpProblem(problem(422, f"a job's {fixed} cannot change (create another job)",
                                           code="invalid", field=fixed, value=str(spec.get(fixed))[:200]))
-        return await c.jobs.update(spec, expected_version=expected)
+        return await c.jobs.update(spec, expected_version=expected, apply_to_waiting=apply_to_waiting or None)
 
     record = await gate.api(caller, change)
     return Response(record, headers={"ETag": f'"{record.version}"'})

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import Parameter
 from litestar.response import Stream
 
-from jetcron.core.models import Run
+from jetcron.core.models import Priority, Run
 from jetcron.core.notify import Delivery
 from jetcron.services.gateway import status as words
 from jetcron.services.gateway.gate import API, HttpProblem
@@ -45,6 +46,19 @@ async def get_run(request: Request[Any, Any, Any], run_id: str) -> Run:
 async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Run:
     gate, caller = await _who(request)
     return await gate.api(caller, lambda c: c.runs.cancel(run_id, reason="cancelled through the REST API"))
+
+
+class PriorityBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    priority: Priority
+    queue: str | None = None
+    """Also move it to this queue of its tenant; absent: it stays in its own."""
+
+
+@post(f"{API}/runs/{{run_id:str}}/priority", status_code=200,
+      summary="Move a run that has not started to another priority (and queue)")
+async def set_priority(request: Request[Any, Any, Any], run_id: str, data: PriorityBody) -> Run:
+    gate, caller = await _who(request)
+    return await gate.api(caller, lambda c: c.runs.set_priority(run_id, data.priority, queue=data.queue))
 
 
 @get(f"{API}/runs/{{run_id:str}}/logs", summary="A run's output; ?follow=1 streams it until the run ends",
@@ -91,4 +105,5 @@ async def redeliver(request: Request[Any, Any, Any], delivery_id: str) -> Delive
     return await gate.api(caller, lambda c: c.notifications.redeliver(delivery_id))
 
 
-ROUTES: list[Any] = [list_runs, get_run, cancel_run, run_logs, list_dlq, replay, list_notifications, redeliver]
+ROUTES: list[Any] = [list_runs, get_run, cancel_run, set_priority, run_logs, list_dlq, replay, list_notifications,
+                     redeliver]

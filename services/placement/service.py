@@ -89,6 +89,22 @@ class Placer:
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).inc()
         self.view.changed.set()
 
+    def moved(self, run: Run) -> None:
+        """A waiting run's record names another priority or queue (runs.set_priority): its demand moves in the
+        queue at once, keeping how long it has waited."""
+        held = self.held.get(run.run_id)
+        spec = run.spec
+        if held is None or spec is None:
+            return
+        cmd, msg, reason = held
+        if (cmd.priority, cmd.queue) == (spec.priority, spec.queue) or cmd.attempt != run.attempt:
+            return
+        self.held[run.run_id] = (msgspec.structs.replace(cmd, priority=spec.priority, queue=spec.queue), msg, reason)
+        self.view.queue.reprioritize(run.run_id, spec.priority, spec.queue)
+        metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
+        metrics.child(metrics.QUEUE_DEPTH, priority=spec.priority.value).inc()
+        self.view.changed.set()
+
     def _waits(self, cmd: PlaceRun, now: datetime) -> bool:
         """Too early to assign: a staged first attempt goes at once, others `lead` before their due time."""
         return not cmd.staged and cmd.due_at - self.ahead > now
@@ -302,6 +318,7 @@ async def lead(ctx: Context, view: View) -> None:
         view.leading = True
         stop = asyncio.Event()
         placer = Placer(ctx, view, stop, acted=partial(_acted, leader))
+        view.on_scheduled = placer.moved
         taken = placer.take_up_records()
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
                      waiting=taken)
@@ -314,6 +331,7 @@ async def lead(ctx: Context, view: View) -> None:
             ctx.log.warning("placement leadership lost", why=leader.why_dropped)
         metrics.child(metrics.LEASES_HELD, kind="placement_leader").set(0)
         view.leading = False
+        view.on_scheduled = None
         stop.set()
         for task in tasks[1:]:
             task.cancel()

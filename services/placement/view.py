@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -68,6 +69,8 @@ class View:
         self.agents_synced = asyncio.Event()
         self._tasks: set[asyncio.Future[None]] = set()
         self.runs_synced = asyncio.Event()
+        self.on_scheduled: Callable[[Run], None] | None = None
+        """Told of every record waiting for placement (the leader moves a reprioritized one in its queue)."""
 
     async def synced(self) -> None:
         """Both initial loads are in: only then may a leader place (else it would miss runs already out)."""
@@ -177,6 +180,8 @@ class View:
     def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
         if run is not None and run.state is RunState.SCHEDULED and run.spec is not None:
             self.scheduled[run_id] = (run, revision)
+            if self.on_scheduled is not None:
+                self.on_scheduled(run)
         else:
             self.scheduled.pop(run_id, None)
         held = self.placed.get(run_id)

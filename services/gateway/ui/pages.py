@@ -311,7 +311,8 @@ async def job_action(request: Request[Any, Any, Any], name: str, action: str) ->
         if action == "edit":
             current = (await c.jobs.get(name, count=0)).job
             version = int(_number(form.get("version", ""), "version"))
-            await c.jobs.update(_spec_from_form(form, c.tenant, current.spec), expected_version=version)
+            await c.jobs.update(_spec_from_form(form, c.tenant, current.spec), expected_version=version,
+                                apply_to_waiting=form.get("apply_to_waiting") == "1" or None)
             return "saved"
         raise InvalidSpec("action", action, f"must be one of {', '.join(_ACTIONS)}")
 
@@ -361,6 +362,18 @@ async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Response[A
         return "cancelled"
 
     return await _act(request, f"{UI}/runs/{quote(run_id)}", cancel)
+
+
+@post(f"{UI}/runs/{{run_id:str}}/priority", include_in_schema=False)
+async def set_run_priority(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+    """A waiting run moved to another priority (runs.set_priority): as the viewer, within its tenant's ceiling."""
+    form = await _form(request)
+
+    async def move(c: Client) -> str:
+        run = await c.runs.set_priority(run_id, form.get("priority", ""))
+        return f"priority {run.spec.priority if run.spec else ''}"
+
+    return await _act(request, f"{UI}/runs/{quote(run_id)}", move)
 
 
 # --- flows, agents, dead letters, tenants --------------------------------------------------------------------
@@ -476,6 +489,7 @@ async def tenants_page(request: Request[Any, Any, Any]) -> Template:
 
 
 ROUTES: list[Any] = [login_page, login, logout, overview, jobs_page, create_job, job_page, job_action, run_page,
-                     run_state, run_log, cancel_run, flow_page, agents_page, dlq_page, replay, tenants_page]
+                     run_state, run_log, cancel_run, set_run_priority, flow_page, agents_page, dlq_page, replay,
+                     tenants_page]
 
 __all__ = ["ROUTES"]
