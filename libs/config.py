@@ -177,6 +177,8 @@ class Settings(BaseSettings):
     finished_counts_keep_seconds: float = Field(default=7 * 86400.0, ge=3600)
     """Seconds the finished runs per minute (jc_finished, the dashboard's chart) are kept: each minute's record
     ages out this long after its last write."""
+    calendars_max_bytes: int = Field(default=64 * _MiB, ge=_MiB)
+    """Bytes the named calendars' bucket (jc_calendars, 16 revisions kept per calendar) holds at most."""
     storage_shed_at: float = Field(default=0.9, gt=0, le=1)
     """Used share of a stream's limit (or of the server's JetStream store) at which the run tracker lets the oldest
     finished runs go ahead of their time, so that new occurrences are still recorded."""
@@ -284,7 +286,7 @@ class Settings(BaseSettings):
                       notify_bytes=self.notify_max_bytes, notify_age=self.notify_keep_seconds,
                       deliveries_age=self.deliveries_keep_seconds, redeliver_msgs=self.redeliver_queue_max,
                       agents_ttl=self.agent_entry_seconds, services_ttl=self.service_entry_seconds,
-                      finished_age=self.finished_counts_keep_seconds)
+                      finished_age=self.finished_counts_keep_seconds, calendars_bytes=self.calendars_max_bytes)
 
     @property
     def history(self) -> ClusterHistory:

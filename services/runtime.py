@@ -28,6 +28,7 @@ from jetcron.bus.ports import Connection, JetStream, Records
 from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import ensure_topology, missing_parts
 from jetcron.config import Settings
+from jetcron.core.calendars import CalendarRecord
 from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.retention import job_ttl, record_ttl
@@ -70,6 +71,8 @@ class Context:
     cursors: Records[Cursor]
     agents: Records[AgentInfo]
     tenants: Records[TenantPolicy]
+    calendars: Records[CalendarRecord]
+    """Named calendars (jc_calendars): the api writes them, the trigger watches them."""
     leases: Leases
     history: History
     clock: SystemClock = field(default_factory=SystemClock)
@@ -134,7 +137,8 @@ async def boot(name: str, settings: Settings) -> Context:
         runs=await Store.open(js, s.BUCKET_RUNS, Run, lambda run: record_ttl(run, clock.now(), history)),
         cursors=await Store.open(js, s.BUCKET_CURSORS, Cursor),
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
-        tenants=tenants, leases=Leases(js), history=History(tenants, history), clock=clock,
+        tenants=tenants, calendars=await Store.open(js, s.BUCKET_CALENDARS, CalendarRecord), leases=Leases(js),
+        history=History(tenants, history), clock=clock,
         remake_topology=remake,
     )
     ctx.log = structlog.get_logger("jetcron").bind(service=name)

@@ -63,7 +63,8 @@ class Permissions:
 
 ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
                s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER,
-               s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_NOTIFY, s.BUCKET_FINISHED)
+               s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_NOTIFY, s.BUCKET_FINISHED,
+               s.BUCKET_CALENDARS)
 ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_SUBMIT,
                s.STREAM_NOTIFY, s.STREAM_REDELIVER,
                *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
@@ -110,8 +111,9 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
         return Grant(
             # The placement queue: its depth by priority (cluster.status, admin).
             reads=(*_kvr(*ALL_BUCKETS), s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_EVENTS, s.STREAM_PLACE),
+            # The calendars: only the api writes them (calendars.* verbs, each on its caller's own tenant).
             writes=(*_kv(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_TENANTS, s.BUCKET_IDEMPOTENCY, s.BUCKET_SECRETS,
-                         s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS),
+                         s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_CALENDARS),
                     *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL, VERDICT,
                     # The audit trail of a run moved to another priority (api/priorities.py).
                     s.event_subject("reprioritized", "api"),
@@ -122,11 +124,12 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
-            watches=(s.BUCKET_JOBS, s.BUCKET_CURSORS),
+            # The calendars: a warm view of every one, read as occurrences are planned (trigger/calendars.py).
+            watches=(s.BUCKET_JOBS, s.BUCKET_CURSORS, s.BUCKET_CALENDARS),
             # The leases: cancelling a run (overlap policy) revokes its lease over the last claim, read first.
             # The tenants: a new run is stamped with its tenant's retention (services/retention.py).
             reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_LEASES,
-                       s.BUCKET_CLUSTER, s.BUCKET_TENANTS),
+                       s.BUCKET_CLUSTER, s.BUCKET_TENANTS, s.BUCKET_CALENDARS),
             # The jobs: a fired one-shot job is given its end (trigger/firing.Firer._end).
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER, s.BUCKET_JOBS),
                     s.PLACE_ALL, *CANCELS, _registry("trigger")),

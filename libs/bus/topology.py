@@ -75,6 +75,8 @@ class Limits:
     deliveries_age: float = 30 * DAY
     """How long the delivery log keeps each delivery and its tries (jc_notify)."""
     finished_age: float = 7 * DAY
+    calendars_bytes: int = 64 * MiB
+    """The named calendars' bucket (jc_calendars, 16 revisions kept per calendar)."""
     """How long the finished runs per minute are kept (jc_finished's max_age: each minute's record ages out this
     long after its last write)."""
 
@@ -163,6 +165,10 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         # hour, by the api (bus/finished.py). Bounded by its age: minutes x (1 + tenants with runs that minute).
         KeyValueConfig(bucket=s.BUCKET_FINISHED, history=1, ttl=limits.finished_age,
                        description="finished runs per minute by outcome, the cluster's and each tenant's",
+                       **common),  # type: ignore[arg-type]
+        # Keyed as jobs are (`tenant.name`); read by the api and watched by every trigger replica, written by the api.
+        KeyValueConfig(bucket=s.BUCKET_CALENDARS, history=16, max_bytes=limits.calendars_bytes,
+                       description="named calendars (dates, rules, windows) jobs skip or keep to; history kept",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CLUSTER, history=1,
                        description="settings fixed when the cluster was created (the trigger's shard count)",

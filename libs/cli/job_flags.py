@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from jetcron.cli.calendar_flags import split_names
 from jetcron.cli.parse import duration, instant
 from jetcron.core.errors import InvalidSpec
 
@@ -50,6 +51,10 @@ class JobFlags:
     keep: str | None = None
     keep_succeeded: int | None = None
     keep_failed: int | None = None
+    exclude: list[str] = field(default_factory=list)
+    """--exclude NAME[,NAME]: calendars whose days the job skips (update: replaces the list; '' clears it)."""
+    only: list[str] = field(default_factory=list)
+    """--only NAME[,NAME]: calendars the job keeps to (the same)."""
 
 
 def new_spec(name: str, command: list[str], flags: JobFlags, now: datetime) -> dict[str, Any]:
@@ -106,6 +111,9 @@ def apply_flags(spec: dict[str, Any], flags: JobFlags, now: datetime) -> dict[st
     rule = _notify_rule(flags)
     if rule is not None:
         out["notify"] = [rule]
+    for key, names in (("exclude_calendars", flags.exclude), ("only_calendars", flags.only)):
+        if names:
+            out[key] = split_names(names)
     history = history_flags(flags.keep, flags.keep_succeeded, flags.keep_failed)
     if history:
         out["history"] = {**(spec.get("history") or {}), **history}

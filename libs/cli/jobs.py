@@ -11,14 +11,18 @@ from typing import Any
 import msgspec
 import typer
 
+from jetcron.cli.calendar_flags import split_names
 from jetcron.cli.connection import client
 from jetcron.cli.job_flags import JobFlags, apply_flags, new_spec
 from jetcron.cli.output import emit, fail, run_view, usage
 from jetcron.cli.parse import duration, instant
 from jetcron.config import Settings
-from jetcron.core import cron, dag
+from jetcron.core import cron, dag, exclusions
+from jetcron.core.calendar_time import Compiled, compile_calendar
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.exclusions import JobCalendars
 from jetcron.core.models import Schedule
+from jetcron.sdk.errors import ApiError
 
 app = typer.Typer(no_args_is_help=True)
 schedule_app = typer.Typer(no_args_is_help=True)
@@ -96,6 +100,11 @@ def create(
                                     "tenant's, else the cluster's)"),
     keep_succeeded: int | None = typer.Option(None, "--keep-succeeded", help="keep at most N succeeded runs"),
     keep_failed: int | None = typer.Option(None, "--keep-failed", help="keep at most N failed, dead or blocked runs"),
+    exclude: list[str] = typer.Option([], "--exclude", help="NAME[,NAME]: calendars whose days and hours the job "
+                                      "skips, each skipped occurrence recorded with the calendar's name (update: "
+                                      "replaces the list; '' clears it)"),
+    only: list[str] = typer.Option([], "--only", help="NAME[,NAME]: calendars an occurrence must fall inside, every "
+                                   "one, to run (update: replaces the list; '' clears it)"),
     apply_to_waiting: bool = typer.Option(False, "--apply-to-waiting", help="update: also move the job's runs "
                                           "that have not started to its new priority and queue"),
     idempotency_key: str | None = typer.Option(None, "--idempotency-key", help="create only"),
@@ -109,7 +118,7 @@ def create(
                      secrets=secret, overlap=overlap, misfire=misfire, notify_on=notify_on, webhook=webhook,
                      webhook_secret=webhook_secret, notify_subject=notify_subject, notify_email=notify_email,
                      start_deadline=start_deadline, finish_deadline=finish_deadline, keep=keep,
-                     keep_succeeded=keep_succeeded, keep_failed=keep_failed)
+                     keep_succeeded=keep_succeeded, keep_failed=keep_failed, exclude=exclude, only=only)
     now = datetime.now(UTC)
     payload: dict[str, Any] = {}
     try:  # every flag is checked before anything is sent
@@ -177,7 +186,12 @@ def get(ctx: typer.Context, name: str, output: str = Output) -> None:
         emit(view, output)
         return
     emit(view["job"], output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
-    emit(view["next_fires"], output, ("local", "utc", "skipped"), title="next fire times")
+    emit(view["next_fires"], output, _fire_columns(view["next_fires"]), title="next fire times")
+
+
+def _fire_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """`until` only when a calendar skips a run of occurrences (shown once)."""
+    return ("local", "utc", "skipped", "until") if any(r.get("until") for r in rows) else ("local", "utc", "skipped")
 
 
 def _simple(verb: str) -> Any:
@@ -240,6 +254,7 @@ def graph(ctx: typer.Context, name: str) -> None:
 
 @schedule_app.command("preview")
 def preview(
+    ctx: typer.Context,
     cron_expr: str | None = typer.Option(None, "--cron"),
     every: str | None = typer.Option(None, "--every"),
     tz: str = typer.Option("UTC", "--tz"),
@@ -247,10 +262,14 @@ def preview(
     on_fold: str = typer.Option("first", "--on-fold"),
     start: str = typer.Option(..., "--from", help="an ISO 8601 instant (or now, +DURATION); counted if it fires"),
     count: int = typer.Option(10, "--count"),
+    exclude: list[str] = typer.Option([], "--exclude", help="NAME[,NAME]: skip what these calendars hold (read "
+                                      "from the server)"),
+    only: list[str] = typer.Option([], "--only", help="NAME[,NAME]: keep to these calendars (read from the server)"),
     output: str = Output,
 ) -> None:
-    """The next N fire times at or after an instant, by the code the trigger uses (no server); -o json: a list of
-    ISO 8601 instants in the zone. The table also lists occurrences a DST gap skips (`--on-gap skip`)."""
+    """The next N fire times at or after an instant, by the code the trigger uses (no server unless calendars are
+    named); -o json: a list of ISO 8601 instants in the zone. The table also lists occurrences a DST gap
+    (`--on-gap skip`) or a calendar skips, naming it."""
     if (cron_expr is None) == (every is None):
         usage("give exactly one of --cron or --every")
     if not 1 <= count <= 10000:
@@ -266,8 +285,23 @@ def preview(
         cron.validate_schedule(schedule, created_at=after, min_interval_seconds=Settings().min_interval)
     except (InvalidSpec, msgspec.ValidationError) as exc:
         usage(str(exc))
-    rows = cron.preview(schedule, after, count)
+    calendars = _calendars(ctx, split_names(exclude), split_names(only)) if exclude or only else None
+    rows = exclusions.preview(schedule, after, count, calendars=calendars)
     if output == "json":
         emit([r["local"] for r in rows if r["skipped"] is None], output)
         return
-    emit(rows, output, ("local", "utc", "skipped"))
+    emit(rows, output, _fire_columns(rows))
+
+
+def _calendars(ctx: typer.Context, exclude: list[str], only: list[str]) -> JobCalendars:
+    """The named calendars, read through the API (the caller's own tenant's)."""
+    with client(ctx) as c:
+        def compiled(flag: str, name: str) -> tuple[str, Compiled | None]:
+            try:
+                return name, compile_calendar(c.calendars.get(name).spec)
+            except ApiError as exc:
+                if exc.code == "not_found":
+                    usage(f"{flag} {name}: no such calendar (jetcron calendars list)")
+                raise
+        return JobCalendars(exclude=tuple(compiled("--exclude", n) for n in exclude),
+                            only=tuple(compiled("--only", n) for n in only))

@@ -6,6 +6,7 @@ import typer
 
 from jetcron.cli import (
     agents,
+    calendars,
     certs,
     deploy,
     identity,
@@ -55,6 +56,7 @@ app.add_typer(tenants.app, name="tenants", help="Tenant quotas, weights and cred
 app.add_typer(jobs.schedule_app, name="schedule", help="Schedule tools that need no server.")
 app.add_typer(secrets.app, name="secrets", help="A tenant's secrets (values go in, never come out).")
 app.add_typer(notifications.app, name="notifications", help="Who was told what about a job's runs; redeliver.")
+app.add_typer(calendars.app, name="calendars", help="Named calendars jobs skip (--exclude) or keep to (--only).")
 app.add_typer(tokens.app, name="tokens", help="Bearer tokens for the REST API (admin only).")
 app.add_typer(deploy.app, name="deploy", help="Keys, credentials, certificates and NATS configs for a cluster.")
 app.add_typer(certs.app, name="certs", help="A CA and certificates for NATS TLS (no server needed).")

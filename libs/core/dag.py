@@ -176,6 +176,12 @@ def check_join(spec: JobSpec) -> None:
             raise InvalidSpec("wait_timeout_seconds", spec.wait_timeout_seconds,
                               "applies to a job with depends_on; this job has none")
         return
+    if (spec.exclude_calendars or spec.only_calendars) and (
+            spec.schedule.kind is ScheduleKind.NOW or join_of(spec) is JoinPolicy.SAME_OCCURRENCE):
+        field = "exclude_calendars" if spec.exclude_calendars else "only_calendars"
+        raise InvalidSpec(field, spec.exclude_calendars or spec.only_calendars, "a calendar skips occurrences of a "
+                          "job's own schedule; this job runs when its upstreams allow: give the calendar to the "
+                          "job its flow starts from")
     if spec.join is JoinPolicy.SAME_OCCURRENCE and spec.schedule.kind is not ScheduleKind.NOW:
         raise InvalidSpec("schedule", spec.schedule.kind.value,
                           "a job joined on the same occurrence runs when its upstreams' runs of one occurrence "

@@ -264,6 +264,12 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     `same_occurrence` for one without (core/dag.join_of)."""
     wait_timeout_seconds: float | None = None
     """A run waiting on its upstreams longer than this is blocked (and its owner told, by its `blocked` rules)."""
+    exclude_calendars: list[str] = msgspec.field(default_factory=list)
+    """Names of the tenant's calendars (`jetcron calendars`, docs/calendars.md): an occurrence that falls on any
+    of them is recorded skipped, its reason naming the calendar (`calendar us-holidays`)."""
+    only_calendars: list[str] = msgspec.field(default_factory=list)
+    """Names of the tenant's calendars an occurrence must fall inside, every one of them, to run (`business-days`);
+    one outside any is recorded skipped, naming the calendar."""
 
 
     @property

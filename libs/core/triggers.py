@@ -12,6 +12,7 @@ import msgspec
 
 from jetcron.core.cron import Occurrence, check_instant, every_index, occurrences
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.exclusions import JobCalendars, apply
 from jetcron.core.ids import run_id, stable_fraction
 from jetcron.core.models import JitterPolicy, JobSpec, MisfireKind, OverlapPolicy, Schedule, ScheduleKind
 
@@ -176,7 +177,8 @@ class _Ahead:
 
 def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, now: datetime,
                horizon_seconds: float, rng: random.Random, paused_at: datetime | None = None,
-               resumed_at: datetime | None = None, limit: int = 1000) -> FirePlan:
+               resumed_at: datetime | None = None, limit: int = 1000,
+               calendars: JobCalendars | None = None) -> FirePlan:
     """Decide the occurrences after `cursor` whose fixed-jitter due time is within now + horizon.
 
     On time (nominal >= now - grace): runs at nominal + jitter. Missed: `skip` records all
@@ -189,7 +191,8 @@ def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, 
     apply): those follow the misfire policy, and those inside [`paused_at`, `resumed_at`) say
     "paused" in their reason; a kind=now job paused before it fired runs on resume. Missed-ness
     depends on each occurrence and its successors only, so a plan cut short by `limit` continues
-    the same way in the next call.
+    the same way in the next call. An occurrence the job's `calendars` skip is recorded skipped, naming the
+    calendar (core/exclusions.py), as a DST gap's is: it is never run, late or not.
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1 (got {limit})")
@@ -215,7 +218,7 @@ def plan_fires(spec: JobSpec, *, created_at: datetime, cursor: datetime | None, 
                       else f"misfire: outside catch-up window (missed by {late}s)")
             fires.append(PlannedFire(nominal=last, due_at=last, skip_reason=reason))
             after = last
-    ahead = _Ahead(occurrences(schedule, after, created_at=created_at), late_line, pause)
+    ahead = _Ahead(apply(occurrences(schedule, after, created_at=created_at), calendars), late_line, pause)
     next_wake: datetime | None = None
     while (occ := ahead.peek()) is not None:
         if occ.at + fixed > now + timedelta(seconds=horizon_seconds):
@@ -256,8 +259,9 @@ def _decide(spec: JobSpec, occ: Occurrence, ahead: _Ahead, *, now: datetime, lat
 
 
 def plan_backfill(spec: JobSpec, *, created_at: datetime, start: datetime, end: datetime, now: datetime,
-                  limit: int) -> list[PlannedFire]:
-    """Every occurrence with start <= nominal < end, due at its nominal (the caller may move it)."""
+                  limit: int, calendars: JobCalendars | None = None) -> list[PlannedFire]:
+    """Every occurrence with start <= nominal < end, due at its nominal (the caller may move it); those a DST gap
+    or the job's calendars skip are skipped ones."""
     check_instant(start, "backfill.start")
     check_instant(end, "backfill.end")
     if start >= end:
@@ -265,7 +269,7 @@ def plan_backfill(spec: JobSpec, *, created_at: datetime, start: datetime, end: 
     if end > now:
         raise InvalidSpec("backfill.end", end.isoformat(), f"must not be after now ({now.isoformat()})")
     fires: list[PlannedFire] = []
-    for occ in occurrences(spec.schedule, start - _US, created_at=created_at):
+    for occ in apply(occurrences(spec.schedule, start - _US, created_at=created_at), calendars):
         if occ.at >= end:
             break
         if len(fires) >= limit:

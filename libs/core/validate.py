@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from jetcron.core import cron, dag, notify
+from jetcron.core.calendars import check_job_calendar_names
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, TENANT_RE
 from jetcron.core.models import JobSpec
@@ -276,5 +277,6 @@ def validate_spec(
     notify.check_rules(spec.notify, allow_private=allow_private_targets, email_enabled=email_enabled)
     notify.check_deadlines(spec)
     dag.check_join(spec)
+    check_job_calendar_names(spec.exclude_calendars, spec.only_calendars)
     if spec.depends_on or jobs is not None:
         dag.validate_dependencies(spec.name, spec.tenant, spec.depends_on, jobs or {})

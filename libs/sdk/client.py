@@ -124,6 +124,7 @@ class SyncClient:
         self.jobs, self.runs, self.agents, self.dlq = (Blocking(g, run) for g in (c.jobs, c.runs, c.agents, c.dlq))
         self.tenants, self.secrets, self.submissions, self.tokens, self.notifications = (
             Blocking(g, run) for g in (c.tenants, c.secrets, c.submissions, c.tokens, c.notifications))
+        self.calendars = Blocking(c.calendars, run)
 
     def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
         return self.loop.run_until_complete(self.client.call(verb, payload))

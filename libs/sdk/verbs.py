@@ -9,9 +9,10 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from jetcron.core.calendars import CalendarRecord, CalendarSpec
 from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, Priority, QueueQuota, Run, TenantPolicy
 from jetcron.core.notify import Delivery
-from jetcron.wire.api import ClusterStatus, JobView, Page
+from jetcron.wire.api import CalendarPreview, ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
 from jetcron.wire.verbs import FinishedRuns, Logs, SecretNames, SecretRef, TokenInfo, TokenList, TokenRevoked
 
@@ -38,7 +39,7 @@ def _plain(value: Any) -> Any:
     """As JSON sends it. A JobSpec left in the default tenant names none: the API files it under the caller's
     (a tenant's credential may not name another, and "default" is only the struct's default)."""
     plain = msgspec.to_builtins(value)
-    if isinstance(value, JobSpec) and plain.get("tenant") == "default":
+    if isinstance(value, JobSpec | CalendarSpec) and plain.get("tenant") == "default":
         del plain["tenant"]
     return plain
 
@@ -194,6 +195,37 @@ class Tokens(_Group):
         return await self._verb("tokens.revoke", TokenRevoked, token_id=token_id)
 
 
+CalendarLike = CalendarSpec | Mapping[str, Any]
+
+
+class Calendars(_Group):
+    """Named calendars (docs/calendars.md). `ics`: an iCalendar file's text, whose events are added to the
+    calendar's dates and windows."""
+
+    async def create(self, calendar: CalendarLike, *, ics: str | None = None) -> CalendarRecord:
+        return await self._verb("calendars.create", CalendarRecord, calendar=calendar, ics=ics)
+
+    async def update(self, calendar: CalendarLike, *, ics: str | None = None,
+                     expected_version: int | None = None) -> CalendarRecord:
+        return await self._verb("calendars.update", CalendarRecord, calendar=calendar, ics=ics,
+                                expected_version=expected_version)
+
+    async def get(self, name: str) -> CalendarRecord:
+        return await self._verb("calendars.get", CalendarRecord, name=name)
+
+    async def list(self, *, cursor: str | None = None, limit: int | None = None) -> Page[CalendarRecord]:
+        return await self._verb("calendars.list", Page[CalendarRecord], cursor=cursor, limit=limit)
+
+    async def delete(self, name: str) -> CalendarRecord:
+        return await self._verb("calendars.delete", CalendarRecord, name=name)
+
+    async def preview(self, calendar: CalendarLike, job: str, *, count: int | None = None,
+                      ics: str | None = None) -> CalendarPreview:
+        """`job`'s next fire times as they would be with `calendar` in place of the stored one: nothing stored."""
+        return await self._verb("calendars.preview", CalendarPreview, calendar=calendar, job=job, count=count,
+                                ics=ics)
+
+
 class Verbs:
     """The typed verbs, grouped as the API names them."""
 
@@ -208,6 +240,7 @@ class Verbs:
         self.submissions = Submissions(caller)
         self.notifications = Notifications(caller)
         self.tokens = Tokens(caller)
+        self.calendars = Calendars(caller)
 
 
 class Blocking:

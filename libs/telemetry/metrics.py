@@ -15,6 +15,10 @@ QUEUE_DEPTH = Gauge("jetcron_queue_depth", "Runs waiting for placement, by prior
 RUN_WAIT = Histogram("jetcron_run_wait_seconds", "Due time to process start", buckets=_LATENCY)
 FIRE_LATENESS = Histogram("jetcron_fire_lateness_seconds", "Nominal fire time to run recorded", buckets=_LATENCY)
 OCCURRENCES = Counter("jetcron_occurrences_total", "Occurrences recorded by the trigger", ["result"])
+SKIPPED_BY_CALENDAR = Counter("jetcron_occurrences_skipped_by_calendar_total",
+                              "Occurrences the trigger recorded skipped because of a job's calendars: on an "
+                              "exclude calendar, outside an only calendar, or naming a calendar that is gone",
+                              ["kind"])
 FIRE_GATE_DUPLICATES = Counter("jetcron_fire_gate_duplicates_total", "Second firings stopped by the KV-create gate")
 RUNS_FINISHED = Counter("jetcron_runs_finished_total", "Runs reaching a terminal state", ["outcome"])
 TOPOLOGY_RECREATED = Counter("jetcron_topology_recreated_total",
@@ -84,6 +88,8 @@ for _deadline in ("start", "finish"):
     DEADLINES_MISSED.labels(deadline=_deadline)
 for _generation in ("0", "1", "2"):
     GC_PAUSE.labels(generation=_generation)
+for _kind in ("exclude", "only", "unknown"):
+    SKIPPED_BY_CALENDAR.labels(kind=_kind)
 
 
 _M = TypeVar("_M", Counter, Gauge, Histogram)

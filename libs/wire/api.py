@@ -71,6 +71,18 @@ class FireTime(msgspec.Struct, frozen=True, kw_only=True):
     local: str
     utc: str
     skipped: str | None = None
+    """Why this occurrence is recorded skipped (a DST gap, `calendar NAME`), or None: it runs."""
+    until: str | None = None
+    """For a calendar's skip: every occurrence up to this instant is skipped too (shown once), or `never` when no
+    later one runs either; None: this occurrence alone."""
+
+
+class CalendarPreview(msgspec.Struct, frozen=True, kw_only=True):
+    """A job's next fire times as they would be under an edited calendar (calendars.preview): nothing stored."""
+
+    job: str
+    calendar: str
+    next_fires: list[FireTime] = msgspec.field(default_factory=list)
 
 
 class JobView(msgspec.Struct, frozen=True, kw_only=True):

@@ -34,6 +34,7 @@ BUCKET_TOKENS = "jc_tokens"
 BUCKET_SUBMISSIONS = "jc_submissions"
 BUCKET_NOTIFY = "jc_notify"
 BUCKET_FINISHED = "jc_finished"
+BUCKET_CALENDARS = "jc_calendars"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 
 JS_STREAM_NAMES = "$JS.API.STREAM.NAMES"
@@ -366,6 +367,11 @@ def runs_of_job_filter(job: str) -> str:
 def runs_of_tenant_filter(tenant: str | None) -> str:
     """The run keys of one tenant's jobs (its job keys and a stamp), or of every run for the admin."""
     return ">" if tenant is None else f"{jobs_of_tenant_filter(tenant)}.*"
+
+
+def calendars_of_tenant_filter(tenant: str | None) -> str:
+    """The calendar keys a caller may list: keyed as jobs are (`tenant.name`, the default tenant's bare)."""
+    return jobs_of_tenant_filter(tenant)
 
 
 def jobs_of_tenant_filter(tenant: str | None) -> str:

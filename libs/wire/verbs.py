@@ -13,10 +13,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from jetcron.core.calendars import CalendarRecord, CalendarSpec
 from jetcron.core.finished import FinishedMinute
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Priority, Run, TenantPolicy
 from jetcron.core.notify import Delivery
-from jetcron.wire.api import ClusterStatus, JobView, Page
+from jetcron.wire.api import CalendarPreview, ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
 
 
@@ -160,6 +161,31 @@ class TokensRevoke(Request, kw_only=True):
     token_id: str
 
 
+class CalendarsCreate(Request, kw_only=True):
+    calendar: CalendarSpec
+    ics: str | None = None
+    """An iCalendar file's text: its events' days and times are added to the calendar's dates and windows
+    (docs/calendars.md, "ICS")."""
+
+
+class CalendarsUpdate(CalendarsCreate, kw_only=True):
+    expected_version: int | None = None
+    """Only if the calendar is still at this version (conflict otherwise)."""
+
+
+class CalendarsList(Request, kw_only=True):
+    cursor: str | None = None
+    limit: int = 100
+
+
+class CalendarsPreview(CalendarsCreate, kw_only=True):
+    job: str
+    """The job whose next fire times to show as they would be with this calendar (the stored one of the same name
+    set aside); nothing is stored."""
+    count: int = 10
+    """Fire times to show (1-100), with the occurrences skipped between them."""
+
+
 # Replies that are not records.
 class Logs(msgspec.Struct, kw_only=True):
     run_id: str
@@ -253,4 +279,13 @@ VERBS: dict[str, Verb] = {
     "tokens.create": Verb(TokensCreate, TokenInfo, "Issue a REST bearer token", admin=True),
     "tokens.list": Verb(ForTenant, TokenList, "Issued REST tokens (never the tokens)", admin=True),
     "tokens.revoke": Verb(TokensRevoke, TokenRevoked, "Refuse a REST token from now on", admin=True),
+    "calendars.create": Verb(CalendarsCreate, CalendarRecord, "Store a named calendar (dates, rules, windows, "
+                                                              "an ICS file's events)"),
+    "calendars.update": Verb(CalendarsUpdate, CalendarRecord, "Replace a calendar, from the next occurrence of "
+                                                              "every job that names it"),
+    "calendars.get": Verb(Named, CalendarRecord, "A calendar"),
+    "calendars.list": Verb(CalendarsList, Page[CalendarRecord], "Calendars, by key, with a cursor"),
+    "calendars.delete": Verb(Named, CalendarRecord, "Delete a calendar no job names"),
+    "calendars.preview": Verb(CalendarsPreview, CalendarPreview, "A job's next fire times under an edited "
+                                                                 "calendar, before it is stored"),
 }

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
 from jetcron.bus.dispatch import dispatch
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
-from jetcron.core import cron, dag, triggers
+from jetcron.core import dag, exclusions, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule
@@ -19,6 +19,7 @@ from jetcron.core.runs import WAITING_STATES, new_run
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.services.api import priorities
 from jetcron.services.api.admission import Admission
+from jetcron.services.api.calendars import fire_times, job_calendars
 from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.capacity import CapacityCheck
 from jetcron.services.api.requests import body, flag, instant, integer, text
@@ -26,7 +27,7 @@ from jetcron.services.runtime import Context
 from jetcron.telemetry.tracing import current_trace_id
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
-from jetcron.wire.api import FireTime, JobView, Page
+from jetcron.wire.api import JobView, Page
 from jetcron.wire.codec import encode
 
 
@@ -85,6 +86,12 @@ class Jobs:
                                   "ever; use join: latest")
         return spec, body_hash(encode(spec))
 
+    async def _calendars_ok(self, spec: JobSpec, created_at: datetime) -> None:
+        """The calendars the job names exist (its own tenant's: another's reads as unknown), and leave it an
+        occurrence to run within a year."""
+        calendars = await job_calendars(self.ctx.calendars, spec, strict=True)
+        exclusions.check_year(spec, calendars, now=self.ctx.clock.now(), created_at=created_at)
+
     async def _job(self, name: str | None, tenant: str | None) -> tuple[JobRecord, int]:
         """A live job the caller may see, by the name it knows: a tenant names its own jobs; the admin names a
         job by its key (`tenant.name`, or the bare name of a default-tenant job). Another tenant's job reads
@@ -103,6 +110,7 @@ class Jobs:
     async def create(self, call: Call) -> JobRecord:
         req = body(call.data, v.JobsCreate)
         spec, digest = await self._validated(req["spec"], call.tenant)
+        await self._calendars_ok(spec, self.ctx.clock.now())
         await self.admission.admit(spec.tenant)
         key = text(req, "idempotency_key", limit=128)
         claim: int | None = None
@@ -154,6 +162,7 @@ class Jobs:
         if expected is not None and old.version != expected:
             raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
                            "read; read it again and retry")
+        await self._calendars_ok(spec, old.created_at)
         # A fired one-shot job keeps its end while its schedule stays; a new schedule fires again, so it stays.
         expires = old.expires_at if spec.schedule == old.spec.schedule else None
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
@@ -184,11 +193,13 @@ class Jobs:
         req = body(call.data, v.JobsGet)
         record, _ = await self._job(text(req, "name"), call.tenant)
         count = integer(req, "count", 5, 0, 100)
-        zone = cron.zone(record.spec.schedule.tz)
-        upcoming = cron.next_fires(record.spec.schedule, self.ctx.clock.now(), count, created_at=record.created_at)
-        fires = [FireTime(local=o.at.astimezone(zone).isoformat(), utc=o.at.astimezone(UTC).isoformat(),
-                          skipped=o.skipped) for o in upcoming]
-        return JobView(job=record, next_fires=fires)
+        if not count:
+            return JobView(job=record)
+        # The next `count` fire times, with the occurrences a DST gap or a calendar skips between them.
+        calendars = await job_calendars(self.ctx.calendars, record.spec, strict=False)
+        rows = exclusions.preview(record.spec.schedule, self.ctx.clock.now(), count, created_at=record.created_at,
+                                  calendars=calendars)
+        return JobView(job=record, next_fires=fire_times(rows))
 
     async def list(self, call: Call) -> Page[JobRecord]:
         req = body(call.data, v.JobsList)
@@ -274,8 +285,9 @@ class Jobs:
         now = self.ctx.clock.now()
         limit = integer(req, "limit", 1000, 1, 10000)
         rate = integer(req, "rate", 100, 1, 1000)
+        calendars = await job_calendars(self.ctx.calendars, spec, strict=False)
         planned = triggers.plan_backfill(spec, created_at=record.created_at, start=start, end=end,
-                                         now=now, limit=limit)
+                                         now=now, limit=limit, calendars=calendars)
         cursor = await self.ctx.cursors.maybe(spec.key)
         paced = triggers.pace_backfill(spec, planned, now=now, rate_per_second=rate,
                                        active_run=cursor[0].last_run if cursor else "")

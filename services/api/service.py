@@ -14,6 +14,7 @@ from jetcron.bus.ports import Request
 from jetcron.bus.registry import Endpoint, add_endpoints
 from jetcron.core.errors import Misconfigured
 from jetcron.services.api.admission import Admission
+from jetcron.services.api.calendars import Calendars
 from jetcron.services.api.call import Call
 from jetcron.services.api.intake import Intake
 from jetcron.services.api.jobs import Jobs
@@ -81,6 +82,7 @@ async def main(ctx: Context) -> None:
     jobs, runs, secrets, tokens = Jobs(ctx, admission), Runs(ctx, admission), Secrets(ctx), Tokens(ctx)
     intake = Intake(ctx, jobs)
     notifications = Notifications(ctx)
+    calendars = Calendars(ctx)
     verbs: dict[str, Callable[[Call], Awaitable[Any]]] = {
         "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,
         "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
@@ -95,6 +97,9 @@ async def main(ctx: Context) -> None:
         "submissions.get": intake.get,
         "notifications.list": notifications.list, "notifications.redeliver": notifications.redeliver,
         "tokens.create": tokens.create, "tokens.list": tokens.list, "tokens.revoke": tokens.revoke,
+        "calendars.create": calendars.create, "calendars.update": calendars.update, "calendars.get": calendars.get,
+        "calendars.list": calendars.list, "calendars.delete": calendars.delete,
+        "calendars.preview": calendars.preview,
     }
     if set(verbs) != set(VERBS):  # the contract (wire/verbs.py) and what is served must be the same set
         raise Misconfigured(f"verbs served and the contract differ: {sorted(set(verbs) ^ set(VERBS))}")

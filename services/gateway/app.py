@@ -16,7 +16,7 @@ from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.response import Redirect
 
-from jetcron.services.gateway import admin, contract, jobs, runs, ui
+from jetcron.services.gateway import admin, calendars, contract, jobs, runs, ui
 from jetcron.services.gateway.gate import API, Gate, HttpProblem, gate_of
 from jetcron.services.gateway.problems import PROBLEM_JSON, Problem, problem
 
@@ -109,7 +109,8 @@ def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes
     return _problem_response(problem(500, f"internal error ({type(exc).__name__})", code="internal"))
 
 
-_ROUTES: list[Any] = [*jobs.ROUTES, *runs.ROUTES, *admin.ROUTES, openapi_json, redoc, docs, livez, readyz]
+_ROUTES: list[Any] = [*jobs.ROUTES, *runs.ROUTES, *admin.ROUTES, *calendars.ROUTES,
+                      openapi_json, redoc, docs, livez, readyz]
 
 
 def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "") -> Litestar:

@@ -13,16 +13,19 @@ from typing import Any
 
 import msgspec
 
+from jetcron.core.calendars import MAX_DATES, MAX_DESCRIPTION, MAX_WINDOWS, CalendarRule
+from jetcron.core.ics import MAX_ICS_BYTES
 from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.notify import Delivery
 from jetcron.services.gateway import status as words
 from jetcron.services.gateway.admin import TenantPolicyBody
+from jetcron.services.gateway.calendars import CalendarBody, CalendarPage, CalendarView, CreateCalendar
 from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.problems import PROBLEM_JSON, TITLES, Problem
 from jetcron.services.gateway.runs import PriorityBody
-from jetcron.wire.api import ClusterStatus, FireTime, Page
+from jetcron.wire.api import CalendarPreview, ClusterStatus, FireTime, Page
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -73,7 +76,7 @@ class Op:
 
 
 HEADERS: dict[str, dict[str, Any]] = {
-    "ETag": {"description": "The job's version, quoted: send it back as `If-Match`.",
+    "ETag": {"description": "The job's (or calendar's) version, quoted: send it back as `If-Match`.",
              "schema": {"type": "string", "pattern": r'^"[0-9]+"$'}, "required": True},
     "Location": {"description": "Where the new resource is read.", "schema": {"type": "string"}, "required": True},
     "Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "string"}},
@@ -102,6 +105,20 @@ DESIGN_EXAMPLE = {"name": "nightly", "command": "./backup.sh", "resources": {"cp
                   "priority": "high", "queue": "etl", "schedule": "0 */6 * * *",
                   "retry_policy": {"max_retries": 3, "backoff": "exponential"}, "timeout_seconds": 3600}
 
+_CALENDAR_RULES = ("a zone that is not an IANA name", "a date outside the years 2000 to 2200, or given twice",
+                   "a window that is not weekly, daily or START/END, or that ends where it starts",
+                   "an ICS text that is not a valid iCalendar file, or yields too many dates or windows",
+                   "a calendar with no dates, rules or windows", "weekdays and weekends together")
+_CALENDAR = Param("name", "path", {"type": "string", "pattern": JOB_KEY_RE.pattern,
+                                   "description": "The calendar's name (the admin's: its key, `tenant.name`)."},
+                  required=True)
+_CALENDAR_LINKS: dict[str, tuple[str, dict[str, str]]] = {
+    name: (op, {"name": "$response.body#/calendar_id"})
+    for name, op in (("GetCalendar", "getCalendar"), ("ReplaceCalendar", "replaceCalendar"),
+                     ("DeleteCalendar", "deleteCalendar"))}
+CALENDAR_EXAMPLE = {"name": "us-holidays", "tz": "America/New_York", "dates": ["2026-12-25", "2027-01-01"],
+                    "windows": ["fri 16:00-mon 08:00"]}
+
 SEMANTIC: dict[str, tuple[str, ...]] = {
     "createJob": ("a cron expression's fields and ranges, and a schedule that never fires (Feb 30)",
                   "an instant far in the past or the future; an interval shorter than the cluster's",
@@ -109,11 +126,16 @@ SEMANTIC: dict[str, tuple[str, ...]] = {
                   "depends_on naming a job that does not exist, or a cycle",
                   "a join, a wait timeout or a schedule that cannot work together (docs/architecture.md, Flows)",
                   "a retention outside the cluster's floor and ceiling", "environment names that change how the "
-                  "child runs", "a webhook to a private address, an email without SMTP"),
+                  "child runs", "a webhook to a private address, an email without SMTP",
+                  "a calendar it names that does not exist, or calendars that skip every occurrence for a year"),
     "patchJob": ("the merged spec is checked as a created job's is",),
     "backfill": ("instants that are not ISO 8601 with their offset, or out of order",),
     "preview": ("exactly one of cron and every_seconds", "the cron expression's fields, the zone"),
     "setTenant": ("numbers above the cluster's bounds",),
+    "createCalendar": _CALENDAR_RULES,
+    "replaceCalendar": ("the calendar is checked as a created one is",
+                        "a job that names it must keep an occurrence to run within a year"),
+    "previewCalendar": ("the calendar is checked as a created one is",),
 }
 """Per operation: the rules the API checks that its schema cannot state (422 naming the field)."""
 
@@ -167,7 +189,11 @@ OPS: tuple[Op, ...] = (
                Param("timezone", "query", {"type": "string", "default": "UTC"}),
                Param("on_gap", "query", {"type": "string", "enum": ["shift", "skip"], "default": "shift"}),
                Param("on_fold", "query", {"type": "string", "enum": ["first", "last"], "default": "first"}),
-               Param("count", "query", _limit(10))),
+               Param("count", "query", _limit(10)),
+               Param("exclude", "query", {"type": "string", "maxLength": 1100, "pattern": NO_NUL},
+                     "Calendars (comma-separated) whose occurrences are shown skipped: docs/calendars.md."),
+               Param("only", "query", {"type": "string", "maxLength": 1100, "pattern": NO_NUL},
+                     "Calendars (comma-separated) an occurrence must fall inside to fire.")),
        problems=(400, 422)),
     Op("get", f"{API}/runs", "listRuns", "List runs (by job, state, queue; cursor pagination)", Page[Run],
        params=(Param("job", "query", {"type": "string", "pattern": JOB_KEY_RE.pattern}),
@@ -213,8 +239,40 @@ OPS: tuple[Op, ...] = (
                                    required=True),),
        body=TenantPolicyBody, example={"weight": 2, "max_cpu": 64, "queues": {"batch": {"max_cpu": 8}}},
        problems=(400, 403, 413, 422), admin=True),
+    Op("post", f"{API}/calendars", "createCalendar", "Create a named calendar", CalendarView, status=201,
+       description="Dates, rules (`weekdays`, `weekends`), windows and an ICS file's events: jobs skip it "
+                   "(`exclude_calendars`) or keep to it (`only_calendars`), docs/calendars.md.",
+       body=CreateCalendar, example=CALENDAR_EXAMPLE, problems=(400, 409, 413, 422), reply_headers=("Location", "ETag"),
+       links=_CALENDAR_LINKS),
+    Op("get", f"{API}/calendars", "listCalendars", "List calendars (cursor pagination)", CalendarPage,
+       params=(Param("cursor", "query", CURSOR), Param("limit", "query", _limit(100))), problems=(400, 422)),
+    Op("get", f"{API}/calendars/{{name}}", "getCalendar", "A calendar (its version is the ETag)", CalendarView,
+       params=(_CALENDAR,), problems=(404, 422), reply_headers=("ETag",)),
+    Op("put", f"{API}/calendars/{{name}}", "replaceCalendar",
+       "Replace a calendar, from the next occurrence of every job that names it", CalendarView,
+       description="`If-Match` (optional) names the version read: a calendar changed since is 409.",
+       params=(_CALENDAR, Param("If-Match", "header", {"type": "string",
+                                                       "pattern": r'^(W/)?"?[1-9][0-9]{0,15}"?$'},
+                                "The version the change was made on (the ETag of `GET .../calendars/{name}`).")),
+       body=CalendarBody, example={"tz": "UTC", "rules": ["weekdays"]}, problems=(400, 404, 409, 413, 422),
+       reply_headers=("ETag",)),
+    Op("delete", f"{API}/calendars/{{name}}", "deleteCalendar", "Delete a calendar no job names (409 while one does)",
+       CalendarView, params=(_CALENDAR,), problems=(404, 409, 422)),
+    Op("post", f"{API}/calendars/{{name}}/preview", "previewCalendar",
+       "A job's next fire times with the calendar as the body gives it: nothing is stored", CalendarPreview,
+       params=(_CALENDAR, Param("job", "query", {"type": "string", "pattern": JOB_KEY_RE.pattern}, required=True),
+               Param("count", "query", _limit(10, 100))),
+       body=CalendarBody, example={"tz": "UTC", "dates": ["2026-12-25"]}, problems=(400, 404, 413, 422)),
 )
 """Every operation the REST API serves (its routes: jobs.py, runs.py, admin.py)."""
+
+_CALENDAR_FIELDS: dict[str, dict[str, Any]] = {
+    "tz": {"maxLength": 64}, "dates": {"maxItems": MAX_DATES, "items": {"type": "string", "format": "date"}},
+    "rules": {"maxItems": 2, "items": {"type": "string", "enum": [r.value for r in CalendarRule]}},
+    "windows": {"maxItems": MAX_WINDOWS, "items": {"type": "string", "maxLength": 100}},
+    "description": {"maxLength": MAX_DESCRIPTION}, "ics": {"maxLength": MAX_ICS_BYTES},
+    "tenant": {"pattern": TENANT_RE.pattern}}
+_CALENDAR_NAMES = {"maxItems": 16, "items": {"type": "string", "pattern": JOB_NAME_RE.pattern}}
 
 MONTH = 30 * 86400
 BILLION = 10**9
@@ -225,6 +283,7 @@ CONSTRAINTS: dict[str, dict[str, dict[str, Any]]] = {
         "timeout_seconds": {"exclusiveMinimum": 0, "maximum": MONTH},
         "wait_timeout_seconds": {"exclusiveMinimum": 0, "maximum": MONTH},
         "depends_on": {"maxItems": 32, "items": {"type": "string", "pattern": JOB_NAME_RE.pattern}},
+        "exclude_calendars": _CALENDAR_NAMES, "only_calendars": _CALENDAR_NAMES,
     },
     "ResourcesBody": {"cpu": {"exclusiveMinimum": 0, "maximum": 1024}, "memory_gb": {"exclusiveMinimum": 0},
                       "memory_mb": {"minimum": 1, "maximum": 16 * 1024 * 1024},
@@ -240,6 +299,8 @@ CONSTRAINTS: dict[str, dict[str, dict[str, Any]]] = {
                          "queues": {"propertyNames": {"pattern": QUEUE_RE.pattern}}},
     "QueueQuota": {"max_cpu": {"minimum": 0, "maximum": BILLION}, "max_memory_mb": {"minimum": 0, "maximum": BILLION},
                    "max_gpus": {"minimum": 0, "maximum": BILLION}},
+    "CalendarBody": _CALENDAR_FIELDS,
+    "CreateCalendar": {**_CALENDAR_FIELDS, "name": {"pattern": JOB_NAME_RE.pattern}},
     "Backfill": {"from": {"format": "date-time"}, "to": {"format": "date-time"},
                  "limit": {"minimum": 1, "maximum": 10_000}, "rate": {"minimum": 1, "maximum": 1000}},
 }
@@ -319,6 +380,8 @@ def _operation(op: Op, body: Any, reply: Any, schema_of: dict[str, Any]) -> dict
 def _tag(op: Op) -> str:
     if op.admin:
         return "admin"
+    if "/calendars" in op.path:
+        return "calendars"
     return "runs" if "/runs" in op.path or "/dlq" in op.path else "jobs"
 
 

@@ -91,6 +91,10 @@ class CreateJob(_Body, kw_only=True):
     """How a job with depends_on joins its upstreams: `same_occurrence` or `latest` (docs/architecture.md)."""
     wait_timeout_seconds: float | None = None
     run_as_root: bool = False
+    exclude_calendars: list[str] | None = None
+    """Names of the tenant's calendars whose days and hours the job skips (docs/calendars.md)."""
+    only_calendars: list[str] | None = None
+    """Names of the tenant's calendars an occurrence must fall inside, every one, to run."""
     tenant: str | None = None
     """The caller's own tenant (a tenant's token) or any (the admin's); default: the token's, the admin's default."""
 
@@ -175,7 +179,7 @@ def _retry(body: CreateJob) -> dict[str, Any]:
 
 # The spec's own fields, passed on as given when the body sets them (the API applies its defaults otherwise).
 _AS_GIVEN = ("timeout_seconds", "start_deadline_seconds", "finish_deadline_seconds", "image", "overlap", "misfire",
-             "jitter", "history", "join", "wait_timeout_seconds", "tenant")
+             "jitter", "history", "join", "wait_timeout_seconds", "tenant", "exclude_calendars", "only_calendars")
 
 
 def job_spec(body: CreateJob) -> dict[str, Any]:

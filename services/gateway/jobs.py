@@ -10,12 +10,13 @@ import msgspec
 from litestar import Request, Response, delete, get, patch, post
 from litestar.params import Parameter
 
-from jetcron.core import cron
+from jetcron.core import cron, exclusions
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import JobRecord, Run, Schedule
 from jetcron.core.validate import decode_as
 from jetcron.sdk.client import Client
 from jetcron.services.gateway import status as words
+from jetcron.services.gateway.calendars import named_calendars
 from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView, job_spec, job_status, rest_field
 from jetcron.services.gateway.design import job_id as design_job_id
 from jetcron.services.gateway.gate import API, HttpProblem, public_base
@@ -209,9 +210,9 @@ async def backfill(request: Request[Any, Any, Any], job_id: str, data: Backfill)
 async def preview(request: Request[Any, Any, Any], start: Annotated[str, Parameter(query="from")],
                   cron_expr: Annotated[str | None, Parameter(query="cron")] = None, every_seconds: float | None = None,
                   tz: Annotated[str, Parameter(query="timezone")] = "UTC", on_gap: str = "shift",
-                  on_fold: str = "first",
-                  count: Annotated[int, Parameter(ge=1, le=1000)] = 10) -> list[dict[str, str | None]]:
-    await _who(request)
+                  on_fold: str = "first", count: Annotated[int, Parameter(ge=1, le=1000)] = 10,
+                  exclude: str | None = None, only: str | None = None) -> list[dict[str, str | None]]:
+    gate, caller = await _who(request)
     try:
         after = datetime.fromisoformat(start.replace("Z", "+00:00"))
         if after.tzinfo is None:
@@ -229,7 +230,10 @@ async def preview(request: Request[Any, Any, Any], start: Annotated[str, Paramet
     except InvalidSpec as exc:
         field = "timezone" if exc.field == "schedule.tz" else exc.field.removeprefix("schedule.")
         raise HttpProblem(problem(422, str(exc), code="invalid", field=field, value=str(exc.value)[:200])) from None
-    return cron.preview(schedule, after, count)
+    calendars = None
+    if exclude or only:
+        calendars = await gate.api(caller, lambda c: named_calendars(c, exclude or "", only or ""))
+    return exclusions.preview(schedule, after, count, calendars=calendars)
 
 
 ROUTES: list[Any] = [create_job, get_job, list_jobs, cancel_job, pause_job, resume_job, trigger_job, delete_job,

@@ -12,7 +12,7 @@ from opentelemetry import context
 from jetcron import faults
 from jetcron.bus.control import cancel_run
 from jetcron.bus.dispatch import dispatch
-from jetcron.core import triggers
+from jetcron.core import exclusions, triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
 from jetcron.core.models import JobRecord, JobSpec, OverlapPolicy, RunState, ScheduleKind
@@ -22,6 +22,7 @@ from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
 from jetcron.services import joins
 from jetcron.services.joins import release, upstream_wait
 from jetcron.services.runtime import Context
+from jetcron.services.trigger.calendars import CalendarView
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, current_trace_id, link_to, messaging_span, tracer
 from jetcron.wire import subjects as s
@@ -34,9 +35,10 @@ _tracer = tracer("trigger")
 
 
 class Firer:
-    def __init__(self, ctx: Context, rng: random.Random) -> None:
+    def __init__(self, ctx: Context, rng: random.Random, calendars: CalendarView | None = None) -> None:
         self.ctx = ctx
         self.rng = rng
+        self.calendars = calendars or CalendarView()
 
     async def fire(self, record: JobRecord, cursor: tuple[Cursor, int] | None, now: datetime,
                    extra: float = 0.0, revision: int | None = None) -> tuple[FirePlan, tuple[Cursor, int] | None]:
@@ -49,7 +51,7 @@ class Firer:
         horizon += extra if horizon > 0 else 0.0
         plan = triggers.plan_fires(spec, created_at=record.created_at, cursor=cursor[0].last if cursor else None,
                                    now=now, horizon_seconds=horizon, rng=self.rng, paused_at=record.paused_at,
-                                   resumed_at=record.resumed_at)
+                                   resumed_at=record.resumed_at, calendars=self.calendars.for_job(spec))
         last_run = cursor[0].last_run if cursor else ""
         keep = await self.ctx.history.keep_for(spec)
         for fire in plan.fires:
@@ -168,6 +170,9 @@ class Firer:
                     await self._redispatch(rid, now)
                 return rid if state is not RunState.SKIPPED else last_run
             metrics.child(metrics.OCCURRENCES, result=state.value).inc()
+            kind = exclusions.skip_kind(fire.skip_reason)
+            if kind is not None:
+                metrics.child(metrics.SKIPPED_BY_CALENDAR, kind=kind).inc()
             metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))
             if state is RunState.SCHEDULED:
                 await self._supersede(supersede, rid, now)

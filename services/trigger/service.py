@@ -14,6 +14,7 @@ from jetcron.core import triggers
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.herds import Herds
 from jetcron.services.runtime import Context, background
+from jetcron.services.trigger.calendars import CalendarView
 from jetcron.services.trigger.firing import Firer
 from jetcron.services.trigger.shards import ShardOwner
 from jetcron.services.trigger.warm import Warm
@@ -32,10 +33,12 @@ class Trigger:
                            max_lead=settings.trigger_herd_max_lead)
         self.index, self.jobs, self.cursors = self.warm.index, self.warm.jobs, self.warm.cursors
         self.owner = ShardOwner(ctx.leases, replica, ctx.settings.trigger_shards, ctx.settings.trigger_lease_ttl)
-        self.firer = Firer(ctx, random.Random())
+        self.calendars = CalendarView()
+        self.firer = Firer(ctx, random.Random(), self.calendars)
         self.wake = asyncio.Event()
         self.synced = asyncio.Event()
         self.cursors_synced = asyncio.Event()  # planning without the cursors would re-walk recorded occurrences
+        self.calendars_synced = asyncio.Event()  # nor without the calendars: their jobs' occurrences would skip
         self.firing = 0
         """Tasks firing now, at most FIRES_IN_FLIGHT; each takes what waits in `pending` when its job is done."""
         self.pending: deque[str] = deque()
@@ -61,6 +64,14 @@ class Trigger:
             elif cursor is not None:
                 self.warm.cursor_changed(name, cursor, revision)
                 self._park(name)
+
+    async def watch_calendars(self) -> None:
+        """Every calendar, compiled as it changes: applied from the next occurrence each job plans."""
+        async for key, record, _ in self.ctx.calendars.watch():
+            if not key:
+                self.calendars_synced.set()
+            else:
+                self.calendars.changed(key, record)
 
     def _park(self, name: str) -> None:
         """A job of a shard another replica holds waits in our index for its next work as its holder's cursor
@@ -156,6 +167,7 @@ class Trigger:
         occurrences stay in order)."""
         await self.synced.wait()
         await self.cursors_synced.wait()
+        await self.calendars_synced.wait()
         tasks: set[asyncio.Task[None]] = set()
         while not self.ctx.stop.is_set():
             self.wake.clear()
@@ -195,7 +207,7 @@ async def main(ctx: Context) -> None:
     await shard_layout(ctx.js, wanted=ctx.settings.trigger_shards, by=replica, now=ctx.clock.now())
     trigger = Trigger(ctx, replica)
     tasks = [background(ctx, c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
-                                              trigger.fire_loop())]
+                                              trigger.fire_loop(), trigger.watch_calendars())]
     ctx.ready.set()
     ctx.log.info("trigger ready", replica=trigger.replica, shards=ctx.settings.trigger_shards)
     await ctx.stop.wait()

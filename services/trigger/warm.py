@@ -15,7 +15,8 @@ from jetcron.wire.messages import Cursor
 
 T = TypeVar("T")
 _SHARED_SPEC_FIELDS = ("command", "schedule", "env", "resources", "retry", "misfire", "jitter", "depends_on",
-                       "require", "tenant", "queue", "secrets", "notify", "image", "timeout_seconds")
+                       "require", "tenant", "queue", "secrets", "notify", "image", "timeout_seconds",
+                       "exclude_calendars", "only_calendars")
 
 
 class _Interner:

@@ -41,6 +41,7 @@ async def test_jobs_beyond_the_limit_wait_in_order_without_a_task_each(monkeypat
     trigger.owner.owned[0] = cast(Any, "the one shard, held")
     trigger.synced.set()
     trigger.cursors_synced.set()
+    trigger.calendars_synced.set()
     probe = Probe()
     monkeypatch.setattr(trigger, "_plan_and_record", probe.plan_and_record)
     names = [f"job-{i:02d}" for i in range(10)]

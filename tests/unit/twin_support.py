@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from jetcron.bus.memory import BeforeWrite, MemoryRecords
 from jetcron.config import Settings
+from jetcron.core.calendars import CalendarRecord
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.retention import record_ttl
 from jetcron.services.retention import History
@@ -37,5 +38,6 @@ def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
         runs=MemoryRecords(s.BUCKET_RUNS, Run, before_write=before_write,
                            ttl_of=lambda run: record_ttl(run, clock.now(), settings.history)),
         cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
-        tenants=tenants, leases=cast(Any, _Absent("leases")), history=History(tenants, settings.history),
+        tenants=tenants, calendars=MemoryRecords(s.BUCKET_CALENDARS, CalendarRecord),
+        leases=cast(Any, _Absent("leases")), history=History(tenants, settings.history),
         clock=clock)
