@@ -23,6 +23,10 @@ class Settings(BaseSettings):
     """NATS server URL; several, comma-separated, for a cluster."""
     nats_monitor_url: str | None = None
     """Where to read /varz and /jsz to check fsync; default: the NATS host on port 8222."""
+    nats_ping_interval: float = Field(default=2.0, gt=0)
+    """Seconds between this process's pings to its NATS server: a server that answers none of three in a row
+    (frozen, or behind a link that drops packets without a reset) is left and reconnected to, and the process says
+    so (/readyz, jetcron_nats_connected)."""
     allow_unsafe_storage: bool = False
     """Accept a server that acknowledges writes before fsync (throwaway dev setups only)."""
     nats_creds: str | None = None

@@ -10,12 +10,14 @@ import re
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
+import nats.errors
 import structlog
 import uvloop
 
@@ -43,6 +45,14 @@ from jetcron.wire.messages import Cursor, ServiceInstance
 
 VERSION = "0.1.0"
 
+STOP_RESERVE = 4.0
+"""Seconds of a service's stop grace kept for what follows its main (the registry, the connection, its tasks),
+so that the whole stop fits the grace the orchestrator gives (compose's 10 s) even with the server frozen."""
+TEARDOWN_STEP = 0.5
+"""Seconds each step of that teardown may wait on the server."""
+STOP_POLL = 0.25
+CANCELLED_CLEANUP = 1.5
+"""Seconds a service cut short has for its own clean-up (an agent ends its spare and its reaper)."""
 UVLOOP = frozenset({"api", "trigger", "placement", "run_tracker"})
 """The services on a run's path run on uvloop: 5 % less CPU per run than asyncio's loop (docs/benchmarks.md).
 The agent keeps asyncio's own loop, whose child watcher and pipes its children and spares are tested on; the
@@ -78,6 +88,9 @@ class Context:
     clock: SystemClock = field(default_factory=SystemClock)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     log: structlog.stdlib.BoundLogger = field(default_factory=lambda: structlog.get_logger("jetcron"))
+    busy: Callable[[], bool] = lambda: False
+    """Whether this process holds work that needs no server to finish (an agent's running children): a stop then
+    waits its grace even with the server gone."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the service once its consumers and watches exist: /readyz answers 200 from then on."""
     metrics_url: str = ""
@@ -117,6 +130,7 @@ async def boot(name: str, settings: Settings) -> Context:
     setup_logging(name)
     setup_tracing(name, console=settings.trace_console)
     connected = await connect(settings.nats_url, name=f"jetcron-{name}", monitor_url=settings.nats_monitor_url,
+                              ping_interval=settings.nats_ping_interval,
                               allow_unsafe=settings.allow_unsafe_storage, identity=settings.identity)
     nc, warnings = connected.nc, connected.warnings
     js = rpc.jetstream(nc, timeout=10)
@@ -213,9 +227,11 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await registry.withdraw(me)
+        # Each bounded: with the server frozen neither answers, and the registry entry expires by itself.
         with contextlib.suppress(Exception):
-            await ping.stop()
+            await asyncio.wait_for(registry.withdraw(me), timeout=TEARDOWN_STEP)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ping.stop(), timeout=TEARDOWN_STEP)
         await http.stop()
         flush_tracing()
 
@@ -230,6 +246,8 @@ def background(ctx: Context, coro: Coroutine[Any, Any, None]) -> asyncio.Task[No
 
 def _report_end(ctx: Context, task: asyncio.Task[None]) -> None:
     if not task.cancelled() and (exc := task.exception()) is not None:
+        if isinstance(exc, nats.errors.ConnectionClosedError) and ctx.stop.is_set():
+            return  # the connection closed under it as the service stops: its end, not a failure
         name = getattr(task.get_coro(), "__qualname__", task.get_name())
         ctx.log.error("background task failed", task=name, error=repr(exc), exc_info=exc)
 
@@ -255,20 +273,44 @@ async def _until_stopped(ctx: Context, serving: asyncio.Future[None], grace: flo
     asked: asyncio.Future[None] = asyncio.ensure_future(_stopped(ctx))
     try:
         await asyncio.wait({serving, asked}, return_when=asyncio.FIRST_COMPLETED)
-        if not serving.done():
-            done, _ = await asyncio.wait({serving}, timeout=grace)
-            if not done:
-                ctx.log.error("not stopped within the grace period: cutting it short", grace_seconds=grace)
-                serving.cancel()
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait_for(serving, timeout=1.0)
-                return
+        if not serving.done() and not await _stops_within(ctx, serving, grace):
+            serving.cancel()
+            # asyncio.wait, not wait_for: a second cancel at its timeout would cut the service's own clean-up
+            await asyncio.wait({serving}, timeout=CANCELLED_CLEANUP)
+            return
         serving.result()
     finally:
         asked.cancel()
 
 
-async def _end_tasks(ctx: Context, timeout: float = 2.0) -> bool:
+async def _stops_within(ctx: Context, serving: asyncio.Future[None], grace: float) -> bool:
+    """Whether the service ends by itself within `grace` seconds. A service whose server does not answer is not
+    waited for, unless it is busy (an agent's running children): every write it would make waits out the JetStream
+    timeout, and what it acknowledged is in JetStream already."""
+    ended = await ends_within(ctx, {serving}, grace, cut_off=lambda: not ctx.busy())
+    if ended == "cut off":
+        ctx.log.warning("stopping without NATS: the server does not answer (gone, frozen or unreachable); "
+                        "what was acknowledged is in JetStream")
+    elif ended == "late":
+        ctx.log.error("not stopped within the grace period: cutting it short", grace_seconds=grace)
+    return ended == "ended"
+
+
+async def ends_within(ctx: Context, futures: set[asyncio.Future[Any]], limit: float, *,
+                      cut_off: Callable[[], bool] = lambda: True) -> Literal["ended", "cut off", "late"]:
+    """Wait up to `limit` seconds for `futures` to end; no longer once the connection is lost (its pings
+    unanswered: bus/connect.PING_INTERVAL) while `cut_off()` says so: what they wait for then is the server."""
+    deadline = time.monotonic() + limit
+    while (left := deadline - time.monotonic()) > 0:
+        _, pending = await asyncio.wait(futures, timeout=min(left, STOP_POLL))
+        if not pending:
+            return "ended"
+        if not rpc.is_connected(ctx.nc) and cut_off():
+            return "cut off"
+    return "late"
+
+
+async def _end_tasks(ctx: Context, timeout: float = 1.0) -> bool:
     """Cancel what is left; True if every task ended within `timeout`."""
     tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     for task in tasks:
@@ -283,8 +325,8 @@ async def _end_tasks(ctx: Context, timeout: float = 2.0) -> bool:
 
 
 async def _disconnect(ctx: Context) -> None:
-    """Drain what is buffered, briefly: a server that is gone gets a close, not a wait."""
-    await rpc.close(ctx.nc, drain=2.0, timeout=1.0)
+    """Drain what is buffered, briefly: a server that is gone or frozen gets a close, not a wait."""
+    await rpc.close(ctx.nc, drain=1.0 if rpc.is_connected(ctx.nc) else None, timeout=TEARDOWN_STEP)
 
 
 def _watch_children_by_pidfd(loop: asyncio.AbstractEventLoop) -> None:
@@ -315,7 +357,7 @@ def serve(name: str, main: Callable[[Context], Awaitable[None]], settings: Setti
         loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
         serving = asyncio.ensure_future(run(ctx, main))
         try:
-            await _until_stopped(ctx, serving, ctx.settings.grace_for(name))
+            await _until_stopped(ctx, serving, max(ctx.settings.grace_for(name) - STOP_RESERVE, 1.0))
         finally:
             await _disconnect(ctx)
             if not await _end_tasks(ctx):

@@ -212,13 +212,41 @@ class Connected:
     """What a monitor port said, when one answered (a core service records it for the others)."""
 
 
+PING_INTERVAL = 2.0
+"""Seconds between a client's pings. nats-py's own default is two minutes: a server that stopped answering but
+kept its sockets open (frozen, or a link dropping packets without a reset) went unnoticed for four."""
+MAX_OUTSTANDING_PINGS = 3
+"""Pings without a PONG before the connection is given up: noticed within (3 + 1) x 2 s = 8 s. Three rather than
+nats-py's two: a client whose event loop was held a few seconds (two cores, a busy agent) answers its PONGs late,
+and a link with a round trip of up to about 6 s is slow, not dead."""
+
+
+class _Link:
+    """Says when the connection is lost and back; not when this process closes it."""
+
+    def __init__(self) -> None:
+        self.nc: Client | None = None
+
+    async def lost(self) -> None:
+        if self.nc is not None and self.nc.is_closed:
+            return
+        metrics.NATS_CONNECTED.set(0)
+        _log.warning("NATS connection lost (the server is gone, frozen or unreachable): reconnecting")
+
+    async def back(self) -> None:
+        metrics.NATS_CONNECTED.set(1)
+        _log.info("NATS connection back")
+
+
 async def connect(
     url: str, *, name: str, monitor_url: str | None = None, allow_unsafe: bool = False, check: bool = True,
-    identity: Identity | None = None,
+    identity: Identity | None = None, ping_interval: float = PING_INTERVAL,
 ) -> Connected:
     """A connected client that never gives up reconnecting, after the server passed check_server(): on a
     monitor port's /jsz (the first of `monitor_url`'s that answers), else on the verdict a core service recorded
-    in jc_cluster."""
+    in jc_cluster. A server that answers none of MAX_OUTSTANDING_PINGS pings `ping_interval` apart is left for a
+    reconnect."""
+    link = _Link()
     try:
         nc = await nats.connect(
             servers=url.split(","),
@@ -227,7 +255,11 @@ async def connect(
             reconnect_time_wait=0.5,
             connect_timeout=5,
             allow_reconnect=True,
+            ping_interval=ping_interval,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS,
             error_cb=_on_error,
+            disconnected_cb=link.lost,
+            reconnected_cb=link.back,
             **(identity or Identity()).options(),
         )
     except nats.errors.Error as exc:
@@ -235,6 +267,8 @@ async def connect(
             raise Unauthorized(f"NATS at {url} refused {name}'s credential "
                                f"({(identity or Identity()).creds or 'none given'}): {exc}") from None
         raise
+    link.nc = nc
+    metrics.NATS_CONNECTED.set(1)
     if not check:
         return Connected(nc, [])
     version = str(nc._server_info.get("version", "0.0.0"))

@@ -26,6 +26,8 @@ T = TypeVar("T", bound=msgspec.Struct)
 WATCH_BATCH = 1000
 """Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
 between pulls without holding the event loop for long."""
+DROP_TIMEOUT = 1.0
+"""Seconds a watch that ends waits for the server to delete its consumer."""
 
 WRONG_LAST = (10071, 10164)
 """The server's codes for a write whose expected last sequence did not match: someone wrote first."""
@@ -61,9 +63,11 @@ async def drop_subscription(js: JetStreamContext, sub: Any) -> None:
     stream, consumer = getattr(sub, "_stream", None), getattr(sub, "_consumer", None)
     with contextlib.suppress(Exception):
         await sub.unsubscribe()
-    if stream and consumer:
+    if stream and consumer and js._nc.is_connected:
+        # Bounded: a frozen server answers nothing, and a watch ending on a service's stop must not hold the stop
+        # for the JetStream timeout (10 s); a consumer left behind goes at its inactivity threshold.
         with contextlib.suppress(Exception):
-            await js.delete_consumer(stream, consumer)
+            await asyncio.wait_for(js.delete_consumer(stream, consumer), timeout=DROP_TIMEOUT)
 
 
 async def scan_keys(kv: KeyValue, pattern: str) -> list[str]:

@@ -74,9 +74,11 @@ async def tail(js: JetStream, subject: str) -> AsyncIterator[Message]:
 
 async def close(nc: Connection, *, drain: float | None = 2.0, timeout: float = 1.0) -> None:
     """Drain what is buffered, briefly (`drain` seconds): a server that is gone gets a close, not a wait.
-    `drain=None`: close at once (a client with nothing in flight)."""
+    `drain=None`: close at once (a client with nothing in flight), waiting at most `timeout` seconds (a frozen
+    server never answers the flush a close ends with)."""
     if drain is None:
-        await nc.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(nc.close(), timeout=timeout)
         return
     try:
         await asyncio.wait_for(nc.drain(), timeout=drain)
