@@ -63,6 +63,14 @@ class Settings(BaseSettings):
     placement_ageing_seconds: float = Field(default=300.0, gt=0)
     """Seconds a waiting run takes to be promoted one priority level (low -> normal -> high -> critical) in
     placement's order, so low-priority work behind a steady stream of higher work still starts."""
+    preemption_max_per_run: int = Field(default=3, ge=0, le=1000)
+    """A run preempted this many times is not preempted again, where its tenant's or queue's policy does not say
+    (TenantPolicy.preemption; docs/preemption.md). Read by placement."""
+    preemption_min_runtime: float = Field(default=60.0, ge=0)
+    """Seconds an attempt must have run before it may be preempted, where its policy does not say."""
+    preemption_grace: float = Field(default=30.0, ge=0)
+    """Seconds between SIGTERM and SIGKILL when a run is preempted (time to save a checkpoint), where its policy
+    does not say; its next attempt is due once they have passed."""
     min_interval: float = Field(default=1.0, gt=0)
     """The shortest schedule interval a job may have, in seconds."""
     redrive_after: float = Field(default=30.0, gt=0)

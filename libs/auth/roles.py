@@ -135,12 +135,14 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     s.PLACE_ALL, *CANCELS, _registry("trigger")),
             manages=True)
     if role is Role.PLACEMENT:
+        # Preempting a run (bus/control.preempt_run, docs/preemption.md) is fenced as a cancel is: it revokes the
+        # lease over the last claim (read first) and tells the agents; the audit trail names who took its place.
         return Grant(
             watches=(s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_RUNS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS,
-                         s.BUCKET_JOBS, s.BUCKET_CLUSTER), s.STREAM_PLACE, s.STREAM_EVENTS),
+                         s.BUCKET_JOBS, s.BUCKET_CLUSTER, s.BUCKET_LEASES), s.STREAM_PLACE, s.STREAM_EVENTS),
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS), s.ASSIGN_ALL, s.PLACE_ALL,
-                    _registry("placement"), VERDICT),
+                    *CANCELS, s.event_subject("preempted", s.PLACEMENT_SOURCE), _registry("placement"), VERDICT),
             consumes=((s.STREAM_PLACE, s.CONSUMER_PLACEMENT),), manages=True)
     if role is Role.TRACKER:
         return Grant(

@@ -1,12 +1,16 @@
-"""Cancel a run: the fenced path shared by the API and the trigger's cancel_previous overlap policy."""
+"""Cancel a run: the fenced path shared by the API and the trigger's cancel_previous overlap policy; and preempt
+one (placement), fenced the same way."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 
 from jetcron.bus import rpc
+from jetcron.bus.dispatch import dispatch
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Connection, Records
+from jetcron.bus.ports import Connection, JetStream, Records
+from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
@@ -32,4 +36,38 @@ async def cancel_run(runs: Records[Run], leases: Leases, nc: Connection, run_id:
         for agent in old.agents:
             await rpc.notify(nc, s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=old.attempt,
                                                                           reason=reason)))
+    return new
+
+
+async def preempt_run(runs: Records[Run], leases: Leases, nc: Connection, js: JetStream, run_id: str,
+                      attempt: int, reason: str, now: datetime, lease_ttl: float, grace: float,
+                      copy: tuple[Run, int] | None = None) -> Run | None:
+    """Stop a running attempt to give its place to a run of higher priority (placement decided it,
+    docs/preemption.md), fenced as a cancel is: CAS running -> scheduled as a new attempt due once `grace` has
+    passed (core/runs.apply, PREEMPT), tell its agents to stop it with that grace (SIGTERM, the grace, SIGKILL: it
+    may save a checkpoint), revoke its lease (the durable path: a lost message still stops it at its next
+    renewal), and hand the new attempt to placement. None, and nothing done, when the attempt no longer runs."""
+
+    def decide(run: Run) -> Run | None:
+        if run.attempt != attempt or run.state is not RunState.RUNNING:
+            return None
+        return apply(run, Change(event=RunEvent.PREEMPT, reason=reason, delay_seconds=grace), now)
+
+    changed = await runs.change(run_id, decide, copy=copy, tries=4)
+    if changed is None:
+        return None
+    old, new, _revision = changed
+    # The record decided: what follows may fail without undoing it. A lost message still stops the attempt at its
+    # next renewal (the revoke), a lost revoke when the next attempt takes the lease over, a lost dispatch when the
+    # tracker re-drives the scheduled run. The agents first, then the lease: stopped by the message, the attempt
+    # renews nothing more (a renewal that found the lease revoked first would kill it at once, without its grace).
+    with contextlib.suppress(Exception):
+        for agent in old.agents:
+            await rpc.notify(nc, s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=old.attempt,
+                                                                          reason=reason, grace_seconds=grace)))
+        await rpc.flush(nc)
+    with contextlib.suppress(JetcronError):
+        await leases.revoke(s.run_lease_key(run_id), reason, lease_ttl * 3)
+    with contextlib.suppress(JetcronError):
+        await dispatch(js, new)
     return new

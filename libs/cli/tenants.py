@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import typer
 
 from jetcron.auth.authority import Authority
@@ -17,21 +18,69 @@ from jetcron.cli.connection import client, target
 from jetcron.cli.identity import auth_dir
 from jetcron.cli.job_flags import history_flags
 from jetcron.cli.output import emit, fail, usage
+from jetcron.cli.parse import duration
 from jetcron.core.errors import InvalidSpec, JetcronError
 from jetcron.core.fairness import validate_queue_quotas
 from jetcron.core.ids import QUEUE_RE, TENANT_RE
-from jetcron.core.models import HistoryPolicy, Priority, QueueQuota
+from jetcron.core.models import HistoryPolicy, Preemption, Priority, QueueQuota, TenantPolicy
+from jetcron.core.preemption import validate_preemption
 
 app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
 AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
                        help="the keys of this system (default: the one `jetcron up` wrote)")
 POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs",
-          "history", "queues", "max_priority")
+          "history", "queues", "max_priority", "preemption")
 # --queue-quota's keys: the QueueQuota field each sets, and how its value is read.
 _QUOTA_KEYS: dict[str, tuple[str, type[float] | type[int]]] = {
     "cpu": ("max_cpu", float), "memory": ("max_memory_mb", int), "gpus": ("max_gpus", int)}
 QUEUE_QUOTA_HELP = "NAME:cpu=N,memory=MB,gpus=N (any of them): what one named queue's runs may hold; repeatable"
+PREEMPTION_HELP = ("max=N,min-runtime=DURATION,grace=DURATION (any of them): the tenant's running runs may be "
+                   "preempted by runs of higher priority, with these guards (docs/preemption.md); unset ones: the "
+                   "cluster's")
+QUEUE_PREEMPTION_HELP = ("NAME:on, NAME:off or NAME:max=N,min-runtime=DURATION,grace=DURATION: one named queue's own "
+                         "preemption setting, in place of the tenant's; repeatable")
+
+
+def preemption(text: str, flag: str = "--preemption") -> Preemption:
+    """`max=2,min-runtime=10m,grace=30s` (any of them), `on` or `off`, as a Preemption."""
+    if text.strip() in ("on", "off", ""):
+        return Preemption(enabled=text.strip() != "off")
+    fields: dict[str, Any] = {}
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        if key not in ("max", "min-runtime", "grace") or not eq:
+            raise InvalidSpec(flag, text, f"{part.strip() or 'nothing'} is not max=N, min-runtime=DURATION or "
+                                          "grace=DURATION")
+        if key == "max":
+            try:
+                fields["max_preemptions"] = int(value)
+            except ValueError:
+                raise InvalidSpec(flag, text, f"max={value}: not a whole number") from None
+        else:
+            field = "min_runtime_seconds" if key == "min-runtime" else "grace_seconds"
+            try:
+                fields[field] = duration(value, f"{flag} {key}")
+            except InvalidSpec as exc:
+                raise InvalidSpec(flag, text, f"{key}={value}: {exc.problem}") from None
+    return Preemption(**fields)
+
+
+def queue_preemptions(texts: list[str], queues: dict[str, QueueQuota]) -> dict[str, QueueQuota]:
+    """`--queue-preemption batch:off`, once per queue, into the queues' settings (beside their quotas)."""
+    out = dict(queues)
+    seen: set[str] = set()
+    for text in texts:
+        name, sep, rest = text.partition(":")
+        if not sep or not QUEUE_RE.match(name):
+            raise InvalidSpec("--queue-preemption", text, "must be NAME:on, NAME:off or NAME:max=N,... with a queue "
+                                                          "name of 1-63 letters, digits, '-' or '_'")
+        if name in seen:
+            raise InvalidSpec("--queue-preemption", text, f"queue {name} is given twice")
+        seen.add(name)
+        setting = preemption(rest, "--queue-preemption")
+        out[name] = msgspec.structs.replace(out.get(name, QueueQuota()), preemption=setting)
+    return out
 
 
 def queue_quotas(texts: list[str]) -> dict[str, QueueQuota]:
@@ -69,8 +118,26 @@ def queue_quotas(texts: list[str]) -> dict[str, QueueQuota]:
 def _rows(data: Any) -> list[dict[str, Any]]:
     """A tenant per row, its queue quotas written as --queue-quota takes them."""
     items = data if isinstance(data, list) else [data]
-    return [{**item, "queues": " ".join(_quota_text(name, quota) for name, quota in (item.get("queues") or {}).items())}
+    return [{**item, "queues": " ".join(_quota_text(name, quota) for name, quota in (item.get("queues") or {}).items()),
+             "preemption": _preemptions(item)}
             for item in items]
+
+
+def _preemptions(item: dict[str, Any]) -> str:
+    """The tenant's preemption setting as --preemption takes it, then each queue's own as NAME:..."""
+    own = _preemption_text(item.get("preemption"))
+    queues = [f"{name}:{_preemption_text(q['preemption'])}" for name, q in (item.get("queues") or {}).items()
+              if q.get("preemption") is not None]
+    return " ".join(([own] if own else []) + queues)
+
+
+def _preemption_text(p: dict[str, Any] | None) -> str:
+    if p is None:
+        return ""
+    if not p.get("enabled", True):
+        return "off"
+    keys = (("max", "max_preemptions"), ("min-runtime", "min_runtime_seconds"), ("grace", "grace_seconds"))
+    return ",".join(f"{key}={p[field]:g}" for key, field in keys if p.get(field) is not None) or "on"
 
 
 def _quota_text(name: str, quota: dict[str, Any]) -> str:
@@ -95,6 +162,10 @@ def tenants_set(
     keep_succeeded: int | None = typer.Option(None, "--keep-succeeded", help="keep at most N succeeded runs per job"),
     keep_failed: int | None = typer.Option(None, "--keep-failed", help="keep at most N failed runs per job"),
     queue_quota: list[str] = typer.Option([], "--queue-quota", help=QUEUE_QUOTA_HELP),
+    preemptible: bool = typer.Option(False, "--preemptible", help="the tenant's running runs may be preempted by "
+                                     "runs of higher priority, with the cluster's guards (docs/preemption.md)"),
+    preemption_text: str | None = typer.Option(None, "--preemption", help=PREEMPTION_HELP),
+    queue_preemption: list[str] = typer.Option([], "--queue-preemption", help=QUEUE_PREEMPTION_HELP),
     max_priority: str | None = typer.Option(None, "--max-priority", help="the highest priority the tenant's jobs "
                                             "and runs may ask for: critical, high, normal or low"),
     output: str = Output,
@@ -103,7 +174,11 @@ def tenants_set(
     retention (admin). What is not given is unset: the whole policy is replaced."""
     try:
         fields = history_flags(keep, keep_succeeded, keep_failed)
-        queues = queue_quotas(queue_quota)
+        queues = queue_preemptions(queue_preemption, queue_quotas(queue_quota))
+        preempt = preemption(preemption_text) if preemption_text is not None else (
+            Preemption() if preemptible else None)
+        if preempt is not None or queues:
+            validate_preemption(TenantPolicy(tenant=tenant, queues=queues, preemption=preempt))
     except InvalidSpec as exc:
         usage(str(exc))
     history = HistoryPolicy(**fields) if fields else None
@@ -112,7 +187,7 @@ def tenants_set(
     with client(ctx) as c:
         policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus,
                                max_submits_per_second=max_submit_rate, max_pending_runs=max_pending, history=history,
-                               queues=queues or None, max_priority=max_priority)
+                               queues=queues or None, max_priority=max_priority, preemption=preempt)
     emit(policy, output, POLICY, rows=_rows)
 
 

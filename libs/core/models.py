@@ -12,8 +12,8 @@ from jetcron.core.run_state import RunState
 
 __all__ = [
     "AgentInfo", "AttemptRecord", "FoldPolicy", "GapPolicy", "HistoryPolicy", "JitterPolicy", "JobRecord", "JobSpec",
-    "JobStatus", "JoinPolicy", "MisfireKind", "MisfirePolicy", "NotifyEvent", "NotifyRule", "OverlapPolicy", "Priority",
-    "QueueQuota", "Resources",
+    "JobStatus", "JoinPolicy", "MisfireKind", "MisfirePolicy", "NotifyEvent", "NotifyRule", "OverlapPolicy",
+    "Preemption", "Priority", "QueueQuota", "Resources",
     "RetryPolicy", "Run", "RunState", "Schedule", "ScheduleKind", "TenantPolicy",
 ]
 
@@ -358,6 +358,9 @@ class Run(_Record, frozen=True, kw_only=True):
     keep_seconds: float | None = None
     """How long this run is kept once it has ended (its job's history policy, else its tenant's, else the
     cluster's, when it was recorded; core/retention.py). None: the cluster's, at each write."""
+    preemptions: int = 0
+    """How many of its attempts were preempted by runs of higher priority (docs/preemption.md): each one queued
+    the run again as a new attempt, spending nothing of its retry budget."""
 
     @property
     def idempotency_key(self) -> str:
@@ -410,6 +413,23 @@ class ShardLayout(_Record, frozen=True, kw_only=True):
     """The replica that set it."""
 
 
+class Preemption(_Spec, frozen=True, kw_only=True):
+    """Whether the running runs of a tenant, or of one of its named queues, may be preempted: stopped (SIGTERM, a
+    grace period, SIGKILL) to give their place to a waiting run of strictly higher priority, and queued again as a
+    new attempt that resumes from their own checkpoint (docs/preemption.md). A field left unset takes the
+    cluster's setting (JETCRON_PREEMPTION_*)."""
+
+    enabled: bool = True
+    """False: never preempted (a queue that opts out inside a preemptible tenant)."""
+    max_preemptions: int | None = None
+    """A run preempted this many times is not preempted again (JETCRON_PREEMPTION_MAX_PER_RUN)."""
+    min_runtime_seconds: float | None = None
+    """A run is not preempted before its attempt has run this long (JETCRON_PREEMPTION_MIN_RUNTIME)."""
+    grace_seconds: float | None = None
+    """Seconds between SIGTERM and SIGKILL when it is preempted: time to save a checkpoint
+    (JETCRON_PREEMPTION_GRACE)."""
+
+
 class QueueQuota(_Spec, frozen=True, kw_only=True):
     """What the running runs of one of a tenant's named queues (JobSpec.queue) may hold at once, inside the
     tenant's own quotas (both must hold for a run to be placed). A field left unset does not limit the queue."""
@@ -420,6 +440,9 @@ class QueueQuota(_Spec, frozen=True, kw_only=True):
     """Memory in MB, summed the same way."""
     max_gpus: int | None = None
     """GPUs, summed the same way."""
+    preemption: Preemption | None = None
+    """Whether the queue's running runs may be preempted, in place of its tenant's setting (TenantPolicy.preemption);
+    unset: the tenant's."""
 
 
 class TenantPolicy(_Spec, frozen=True, kw_only=True):
@@ -442,3 +465,6 @@ class TenantPolicy(_Spec, frozen=True, kw_only=True):
     queues: dict[str, QueueQuota] = msgspec.field(default_factory=dict)
     """Quotas per named queue of the tenant (JobSpec.queue), e.g. {"batch": {"max_cpu": 8}}: a queue at its quota
     waits while the tenant's other queues go on. A queue not named here is capped by the tenant's quotas only."""
+    preemption: Preemption | None = None
+    """Whether the tenant's running runs may be preempted by waiting runs of strictly higher priority (any
+    tenant's), and its guards (docs/preemption.md); a queue's own setting wins. Unset: never preempted."""

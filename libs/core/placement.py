@@ -10,9 +10,10 @@ import msgspec
 
 from jetcron.core.agents_index import Accept, AgentState, FreeIndex, to_mcpu
 from jetcron.core.errors import InvalidSpec, NotFound
-from jetcron.core.gangs import LeafIndex, per_host
+from jetcron.core.gangs import LEAF, LeafIndex, per_host
 from jetcron.core.models import AgentInfo, Priority, Resources
 from jetcron.core.placement_reasons import matching, never_reason, now_reason
+from jetcron.core.preemption import Amount, Host
 
 __all__ = ["Cluster", "Demand", "Placement", "Strategy", "Unplaced"]
 
@@ -182,6 +183,21 @@ class Cluster:
             return self._unplaced(demand, None)
         return self._reserve(demand.run_id, res, [found])
 
+    def place_on(self, demand: Demand, agent_ids: list[str], leaf: str | None = None) -> Placement | None:
+        """Reserve room for the run on these agents only (the room a preemption makes), or None: one of them for one
+        host, a gang all or nothing on `leaf`."""
+        held = self._reservations.get(demand.run_id)
+        if held is not None:
+            return held.placement
+        res = demand.resources
+        _check(res)
+        if res.hosts > 1:
+            require = demand.require if leaf is None else {**demand.require, LEAF: leaf}
+            chosen = self._leaves.choose(res, require, demand.needs, self._agents, self._spread)
+            return self._reserve(demand.run_id, res, chosen) if isinstance(chosen, list) else None
+        found = self._best_in({i for i in agent_ids if i in self._agents}, demand, to_mcpu(res.cpu))
+        return None if found is None else self._reserve(demand.run_id, res, [found])
+
     def adopt(self, run_id: str, res: Resources, agents: list[str], gpu_indices: dict[str, list[int]]) -> bool:
         """Count a run that already holds its place (the run record says so) whether or not it fits now.
 
@@ -212,6 +228,17 @@ class Cluster:
                               gpu_indices={i: list(s.gpus) for i, s in shares.items()})
         self._reservations[run_id] = _Reservation(placement, shares)
         return True
+
+    def hosts_for(self, d: Demand) -> list[Host]:
+        """The registered agents the demand could ever run on (labels, capabilities, GPU model) and what is free on
+        each now, as the books say (over-committed on paper: below zero): what a preemption is planned over."""
+        return [Host(agent_id=a.agent_id, leaf=a.leaf, free=Amount(a.free_mcpu, a.free_mem, len(a.free_gpus)),
+                     free_slots=a.free_slots, open=a.open_for(d.resources.gpus)) for a in self._candidates(d)]
+
+    def holdings(self, run_id: str) -> dict[str, Amount]:
+        """Per agent, what a reserved run holds there (empty when it holds nothing)."""
+        r = self._reservations.get(run_id)
+        return {} if r is None else {agent: Amount(s.mcpu, s.mem, len(s.gpus)) for agent, s in r.shares.items()}
 
     def agents(self) -> list[AgentInfo]:
         """What every known agent advertises (for the capacity summary)."""

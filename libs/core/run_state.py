@@ -56,6 +56,9 @@ class RunEvent(enum.StrEnum):
     """The lease expired or the assignment stalled: the agent is gone."""
     HAND_BACK = "hand_back"
     """A draining agent gave the run back unfinished."""
+    PREEMPT = "preempt"
+    """Placement stopped the running attempt to give its place to a run of strictly higher priority: the run is
+    queued again at its own priority as a new attempt, spending nothing of its retry budget (docs/preemption.md)."""
     RETRY = "retry"
     """The backoff delay passed."""
     CANCEL = "cancel"
@@ -84,6 +87,7 @@ TRANSITIONS: dict[tuple[RunState, RunEvent], frozenset[RunState]] = {
     (S.RUNNING, E.FAIL): frozenset({S.RETRY_WAIT, S.SCHEDULED, S.FAILED, S.DEAD}),
     (S.RUNNING, E.LOSE): frozenset({S.SCHEDULED, S.RETRY_WAIT, S.DEAD}),
     (S.RUNNING, E.HAND_BACK): frozenset({S.SCHEDULED}),
+    (S.RUNNING, E.PREEMPT): frozenset({S.SCHEDULED}),
     (S.RUNNING, E.CANCEL): frozenset({S.CANCELLED}),
     (S.RETRY_WAIT, E.RETRY): frozenset({S.SCHEDULED}),
     (S.RETRY_WAIT, E.CANCEL): frozenset({S.CANCELLED}),

@@ -29,6 +29,9 @@ class Change(msgspec.Struct, frozen=True, kw_only=True):
     """For FAIL and LOSE: what the retry policy decided."""
     at: datetime | None = None
     """When it happened as the reporting agent saw it (default: the time apply() is called)."""
+    delay_seconds: float = 0.0
+    """For PREEMPT: the next attempt is due this long after, once the stopping attempt has had its grace period
+    (it may save a checkpoint the next attempt loads)."""
 
 
 def _check_fence(run: Run, change: Change, target: str) -> None:
@@ -103,7 +106,9 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
         return replace(run, reason=change.reason)
     if e is RunEvent.ASSIGN:
         agents = change.agents or ([change.agent] if change.agent else [])
-        return replace(run, state=RunState.ASSIGNED, agent=agents[0], agents=agents, assigned_at=now, reason="")
+        # A reason on an assignment says what it took (placement: "preempting run X ..."); the start clears it.
+        return replace(run, state=RunState.ASSIGNED, agent=agents[0], agents=agents, assigned_at=now,
+                       reason=change.reason)
     if e is RunEvent.START:
         return replace(run, state=RunState.RUNNING, token=change.token or 0, started_at=now, reason="")
     if e is RunEvent.SUCCEED:
@@ -131,6 +136,12 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
         # A staged attempt given back before its due time: the next one must not start early either.
         return _next_attempt(run, now, max(now, run.due_at), change.reason or "handed back by draining agent",
                              history)
+    if e is RunEvent.PREEMPT:
+        # Not a failure: core/retry counts none of it against the budget. The next attempt is queued at once at
+        # its own priority, due when the stopped one has had its grace (SIGTERM, the grace, SIGKILL).
+        history = _close_attempt(run, change, now, "preempted")
+        due = now + timedelta(seconds=max(0.0, change.delay_seconds))
+        return replace(_next_attempt(run, now, due, change.reason, history), preemptions=run.preemptions + 1)
     if e is RunEvent.RETRY:
         return _next_attempt(run, now, now, "", list(run.history))
     if e is RunEvent.CANCEL:

@@ -10,7 +10,17 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from jetcron.core.calendars import CalendarRecord, CalendarSpec
-from jetcron.core.models import AgentInfo, HistoryPolicy, JobRecord, JobSpec, Priority, QueueQuota, Run, TenantPolicy
+from jetcron.core.models import (
+    AgentInfo,
+    HistoryPolicy,
+    JobRecord,
+    JobSpec,
+    Preemption,
+    Priority,
+    QueueQuota,
+    Run,
+    TenantPolicy,
+)
 from jetcron.core.notify import Delivery
 from jetcron.wire.api import CalendarPreview, ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
@@ -144,14 +154,17 @@ class Tenants(_Group):
                   max_submits_per_second: float | None = None, max_pending_runs: int | None = None,
                   history: HistoryPolicy | None = None,
                   queues: dict[str, QueueQuota] | None = None,
-                  max_priority: Priority | str | None = None) -> TenantPolicy:
+                  max_priority: Priority | str | None = None,
+                  preemption: Preemption | None = None) -> TenantPolicy:
         """Replace the tenant's policy: what is not given is unset. `queues`: quotas per named queue, e.g.
-        {"batch": QueueQuota(max_cpu=8)}; `max_priority`: the highest priority its jobs and runs may ask for."""
+        {"batch": QueueQuota(max_cpu=8)}; `max_priority`: the highest priority its jobs and runs may ask for;
+        `preemption`: its running runs may be preempted by runs of higher priority (docs/preemption.md)."""
         return await self._verb("tenants.set", TenantPolicy, tenant=tenant, weight=weight, max_cpu=max_cpu,
                                 max_memory_mb=max_memory_mb, max_gpus=max_gpus,
                                 max_submits_per_second=max_submits_per_second, max_pending_runs=max_pending_runs,
                                 history=history, queues=queues,
-                                max_priority=None if max_priority is None else str(max_priority))
+                                max_priority=None if max_priority is None else str(max_priority),
+                                preemption=preemption)
 
     async def list(self) -> Page[TenantPolicy]:
         return await self._verb("tenants.list", Page[TenantPolicy])

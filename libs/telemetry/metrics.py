@@ -43,6 +43,9 @@ AGENTS_LOST = Counter("jetcron_agents_lost_total", "Agents whose entry aged out 
 AGENTS_ALIVE = Gauge("jetcron_agents_alive", "Agents with a live heartbeat entry, as the run tracker's leader sees "
                      "them (0 on other replicas)")
 PLACEMENTS = Counter("jetcron_placements_total", "Placement decisions", ["result"])
+PREEMPTIONS = Counter("jetcron_preemptions_total", "Running runs preempted to give their place to a waiting run of "
+                      "higher priority, by the preempted run's named queue and what the waiting run was short of "
+                      "(gpus, cpu, memory, slots)", ["queue", "reason"])
 REDRIVES = Counter("jetcron_redrives_total", "Runs re-driven by the reconciler", ["step"])
 AGENT_RUNNING = Gauge("jetcron_agent_running_runs", "Runs executing on this agent")
 AGENT_FREE_CPU = Gauge("jetcron_agent_free_cpu_cores", "Unreserved CPU cores on this agent")
@@ -88,6 +91,8 @@ for _deadline in ("start", "finish"):
     DEADLINES_MISSED.labels(deadline=_deadline)
 for _generation in ("0", "1", "2"):
     GC_PAUSE.labels(generation=_generation)
+for _short in ("gpus", "cpu", "memory", "slots"):
+    PREEMPTIONS.labels(queue="default", reason=_short)
 for _kind in ("exclude", "only", "unknown"):
     SKIPPED_BY_CALENDAR.labels(kind=_kind)
 

@@ -20,6 +20,7 @@ from jetcron.wire.messages import (
     RunCredential,
     RunFinished,
     RunHandedBack,
+    RunPreempted,
     RunStarted,
 )
 from jetcron.wire.verbs import VERBS, JobsCreate
@@ -43,8 +44,9 @@ _STREAMS: list[tuple[str, str, dict[str, str], list[Any], str, str]] = [
     ("assign", s.assign_subject("{agent}"), {"agent": "the agent chosen"}, [AssignRun], "send",
      "An attempt assigned to one agent (JetStream JC_ASSIGN, one durable consumer per agent)"),
     ("event", s.event_subject("{kind}", "{source}"),
-     {"kind": "started, finished, handed_back or blocked", "source": "the reporting agent, or tracker"},
-     [RunStarted, RunFinished, RunHandedBack, Run], "send",
+     {"kind": "started, finished, handed_back, blocked or preempted",
+      "source": "the reporting agent, tracker, or placement"},
+     [RunStarted, RunFinished, RunHandedBack, Run, RunPreempted], "send",
      "What happened to a run (JetStream JC_EVENTS; blocked carries the run record)"),
     ("logs", s.logs_subject("{run_id}", "{agent}"), {"run_id": "the run", "agent": "the agent writing"},
      [], "send", "A run's output, raw bytes in order; an empty message with header Jetcron-End ends it "

@@ -74,6 +74,31 @@ class CancelRun(_Msg, frozen=True, kw_only=True):
     run_id: str
     attempt: int
     reason: str = "cancelled"
+    grace_seconds: float | None = None
+    """Seconds between SIGTERM and SIGKILL (a preemption's, docs/preemption.md); None: the agent's kill grace."""
+
+
+class RunPreempted(_Msg, frozen=True, kw_only=True):
+    """Event (the audit trail; it changes no run: placement already wrote the record): a running attempt was stopped
+    to give its place to a run of strictly higher priority, and who that was."""
+
+    run_id: str
+    attempt: int
+    """The attempt that was preempted (the run goes on as attempt + 1)."""
+    job: str
+    tenant: str
+    queue: str
+    priority: Priority
+    agents: list[str]
+    by_run: str
+    """The waiting run that takes its place."""
+    by_tenant: str
+    by_priority: Priority
+    freed: str
+    """What the preemption frees and where: "8 GPUs on leaf l1"."""
+    grace_seconds: float
+    reason: str
+    at: datetime
 
 
 class RunStarted(_Msg, frozen=True, kw_only=True):

@@ -120,6 +120,8 @@ def parse_event_subject(subject: str) -> tuple[str, str]:
 
 
 TRACKER_SOURCE = "tracker"
+PLACEMENT_SOURCE = "placement"
+"""The source of placement's own events (`preempted`: docs/preemption.md)."""
 
 
 EVENTS_ALL = f"{PREFIX}.event.>"

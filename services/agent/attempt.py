@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import partial
 
@@ -45,6 +45,10 @@ Settled = Callable[[], None]
 
 
 def _nothing() -> None:
+    pass
+
+
+async def _no_wait() -> None:
     pass
 
 
@@ -107,6 +111,13 @@ class Attempt:
         self.phase = P.STAGED
         self.why: str | None = None
         """Why it was fenced or handed back: the reason the child is stopped with, and the hand-back's."""
+        self.graceful = False
+        """Fenced with a grace period (a cancel, a preemption): its child is stopped with SIGTERM first and may save
+        a checkpoint meanwhile; a later fence does not cut that short."""
+        self.grace_seconds: float | None = None
+        """That grace period (a preemption's own); None: the agent's kill grace."""
+        self.before_spawn: Callable[[], Awaitable[None]] = _no_wait
+        """Waits until the attempts this one must not overlap have ended (the agent's rule: Agent.clear_for)."""
         self.done = asyncio.Event()
         """Set when run() has stopped waiting for the child (the keeper and the gang watch stop)."""
         self._settled: Settled = _nothing
@@ -174,7 +185,14 @@ class Attempt:
 
     @property
     def _renewals_over(self) -> bool:
-        return self.phase in REPORTS and not self.renews_while_reporting
+        # Fenced: the lease is no longer ours to renew, and a renewal finding it revoked must not cut a graceful
+        # stop short (a cancel's or a preemption's grace, in which the child may save a checkpoint).
+        return self.phase is P.FENCED or (self.phase in REPORTS and not self.renews_while_reporting)
+
+    @property
+    def stopping(self) -> bool:
+        """Its child is being stopped (fenced, or handed back) and the attempt has not ended yet."""
+        return self.phase in (P.FENCED, P.HANDED_BACK) and not self.done.is_set()
 
     def _apply(self, event: AttemptEvent) -> None:
         self.phase = advance(self.phase, event, run_id=self.cmd.run_id, attempt=self.cmd.attempt)
@@ -190,11 +208,12 @@ class Attempt:
         """The first lease still holds at monotonic time `at` (before any renewal: a waiting attempt's)."""
         return at < leases.fence_at(self.leased_at, self.granted, self.ctx.settings.run_lease_ttl)
 
-    def fence(self, why: str, *, grace: bool = False) -> None:
-        """Stop for good: the lease lapsed, was taken or revoked, or the attempt is superseded or cancelled. The
-        child is killed at once, or with `grace` (a cancel) stopped as a timeout stops it: SIGTERM, the grace
-        period, SIGKILL. Nothing more is reported, and the lease is not released (it may be another's by now).
-        Fencing again kills again; an ended attempt has nothing left to stop."""
+    def fence(self, why: str, *, grace: bool = False, grace_seconds: float | None = None) -> None:
+        """Stop for good: the lease lapsed, was taken or revoked, or the attempt is superseded, cancelled or
+        preempted. The child is killed at once, or with `grace` (a cancel, a preemption) stopped as a timeout stops
+        it: SIGTERM, the grace period (`grace_seconds`, else the kill grace), SIGKILL. Nothing more is reported,
+        and the lease is not released (it may be another's by now). Fencing again kills again, but for a graceful
+        stop, which runs out (the child may be saving a checkpoint); an ended attempt has nothing left to stop."""
         if self.phase is not P.FENCED:
             if not allows(self.phase, E.FENCE):
                 return
@@ -203,14 +222,17 @@ class Attempt:
                               phase=str(self.phase))
             self._apply(E.FENCE)
             self.why = why
+            self.graceful, self.grace_seconds = grace, grace_seconds
             self._fenced()
-        self._end_child(why, grace=grace)
+        elif self.graceful and not grace:
+            return
+        self._end_child(why, grace=grace, seconds=grace_seconds)
 
-    def _end_child(self, why: str, *, grace: bool) -> None:
+    def _end_child(self, why: str, *, grace: bool, seconds: float | None = None) -> None:
         """Kill the child's group now, or with `grace` stop it as a timeout does (SIGTERM, grace, SIGKILL)."""
         if self.execution is not None:
             if grace:
-                self.execution.stop(why)
+                self.execution.stop(why, seconds)
             else:
                 self.execution.kill_now(why)
 
@@ -238,6 +260,7 @@ class Attempt:
             if self.phase is P.STAGED:  # fenced or handed back, it ends before it starts: no need to wait
                 self._apply(E.LAUNCH)
                 await sleep_until(self.ctx, cmd.due_at)
+                await self.before_spawn()
             with messaging_span(_tracer, "process", s.assign_subject(cmd.agent), parent=self.parent,
                                 run_id=cmd.run_id, job=cmd.job, attempt=cmd.attempt) as span:
                 outcome = await self._execute(spec.command)
@@ -327,7 +350,8 @@ class Attempt:
             if failed is not None:
                 return failed
             if self.phase is not P.STARTING:  # fenced or handed back while it spawned, before it could be stopped
-                self._end_child(self.why or str(self.phase), grace=self.phase is P.HANDED_BACK)
+                self._end_child(self.why or str(self.phase), grace=self.phase is P.HANDED_BACK or self.graceful,
+                                seconds=self.grace_seconds)
             self.groups.add(self.execution.pid)
             try:
                 await self._started(self.execution.pid)

@@ -118,12 +118,14 @@ class Execution:
                 return
             await self.on_output(name, data)
 
-    def stop(self, reason: str) -> None:
-        """Begin ending the process group: SIGTERM, then SIGKILL after the grace period."""
+    def stop(self, reason: str, grace: float | None = None) -> None:
+        """Begin ending the process group: SIGTERM, then SIGKILL after the grace period (`grace` seconds, e.g. a
+        preemption's; None: the kill grace)."""
         if self.proc is None or self._stopping is not None:
             return
         self.stop_reason = reason
-        self._stopping = asyncio.ensure_future(self._terminate(self.proc.pid))
+        self._stopping = asyncio.ensure_future(self._terminate(self.proc.pid,
+                                                               self.kill_grace if grace is None else grace))
 
     def kill_now(self, reason: str) -> None:
         """Self-fencing: the lease is gone, so the group dies without grace."""
@@ -132,9 +134,9 @@ class Execution:
         self.stop_reason = self.stop_reason or reason
         self._kill_group(signal.SIGKILL)
 
-    async def _terminate(self, pgid: int) -> None:
+    async def _terminate(self, pgid: int, grace: float) -> None:
         kill_group(pgid, signal.SIGTERM)
-        await asyncio.sleep(self.kill_grace)
+        await asyncio.sleep(grace)
         self._kill_group(signal.SIGKILL)
 
     async def wait(self) -> Outcome:

@@ -10,6 +10,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -51,6 +52,10 @@ class Agent:
         self.setup = setup
         self.gpu_health = GpuHealth(ctx, setup.gpus[0])
         self.attempts: dict[str, Attempt] = {}
+        self.live: dict[str, list[Attempt]] = {}
+        """Every attempt not ended yet by run id, a superseded one too (`attempts` keeps the newest of a run)."""
+        self.on_devices: dict[int, list[Attempt]] = {}
+        """The attempts not ended yet that were given each GPU device."""
         self.ended = Ended()
         """Attempts that ended here lately: an assignment redelivered after one (its ack lost) is not run again."""
         # At most agent_slots attempts (a gang's member counts one, as placement counts it) run at once; more
@@ -159,6 +164,8 @@ class Agent:
         agent drains it is handed back at once instead, and ends without starting. Whatever way it ends, its
         slot is given back then (`_run`)."""
         self._hold(attempt)
+        self._live(attempt, True)
+        attempt.before_spawn = partial(self.clear_for, attempt)
         if self.draining:
             with contextlib.suppress(JetcronError):
                 await attempt.hand_back("agent draining")
@@ -167,6 +174,26 @@ class Agent:
             self.waiting.add(attempt.cmd.run_id, attempt.cmd.due_at, attempt)  # staged: no tasks until it is due
         else:
             self._launch(attempt)
+
+    async def clear_for(self, attempt: Attempt) -> None:
+        """Before an attempt spawns its child: wait until no attempt it must not overlap is still being stopped here,
+        an older attempt of the same run or one given the same GPU devices (cancelled or preempted with a grace
+        period, in which it may save the checkpoint the next attempt loads). Those end within their grace."""
+        while True:
+            near = [*self.live.get(attempt.cmd.run_id, ()),
+                    *(a for g in attempt.cmd.gpu_indices for a in self.on_devices.get(g, ()))]
+            blocking = [a for a in near if a is not attempt and a.stopping]
+            if not blocking:
+                return
+            self.ctx.log.info("attempt waits for a stopping one to end", run_id=attempt.cmd.run_id,
+                              attempt=attempt.cmd.attempt, waits_for=blocking[0].cmd.run_id)
+            await blocking[0].done.wait()
+
+    def _live(self, attempt: Attempt, alive: bool) -> None:
+        """Index an attempt as not ended yet (alive), or drop it: it has ended."""
+        _index(self.live, attempt.cmd.run_id, attempt, alive)
+        for g in attempt.cmd.gpu_indices:
+            _index(self.on_devices, g, attempt, alive)
 
     def _hold(self, attempt: Attempt) -> None:
         """Count an attempt as this agent's (a superseded one of the same run is simply replaced)."""
@@ -187,9 +214,9 @@ class Agent:
         self._tasks.add(task := asyncio.create_task(self._run(attempt, settled)))
         task.add_done_callback(self._tasks.discard)
 
-    def _stop(self, attempt: Attempt, why: str, *, grace: bool = False) -> None:
+    def _stop(self, attempt: Attempt, why: str, *, grace: bool = False, grace_seconds: float | None = None) -> None:
         """Fence an attempt of this agent; one still waiting for its due time ends now and frees its slot."""
-        attempt.fence(why, grace=grace)
+        attempt.fence(why, grace=grace, grace_seconds=grace_seconds)
         if self.waiting.take_back(attempt.cmd.run_id) is not None:
             self._launch(attempt)
 
@@ -211,6 +238,7 @@ class Agent:
             self.ctx.log.exception("attempt crashed", run_id=attempt.cmd.run_id)
         finally:
             self.slots.release()
+            self._live(attempt, False)
             if self.attempts.get(attempt.cmd.run_id) is attempt:
                 del self.attempts[attempt.cmd.run_id]
                 self.used = self.used.minus(attempt.cmd.spec.resources)
@@ -222,8 +250,9 @@ class Agent:
             cmd = decode(msg.data, CancelRun)
             attempt = self.attempts.get(cmd.run_id)
             if attempt is not None and attempt.cmd.attempt == cmd.attempt:
-                # The record is cancelled and the lease revoked: stopped as a timeout stops it, not reported
-                self._stop(attempt, cmd.reason, grace=True)
+                # The record is cancelled (or preempted: a new attempt) and the lease revoked: stopped as a timeout
+                # stops it (with a preemption's own grace), not reported
+                self._stop(attempt, cmd.reason, grace=True, grace_seconds=cmd.grace_seconds)
 
     async def beat(self) -> None:
         """Publish this agent's capacity, free resources and draining flag."""
@@ -271,6 +300,20 @@ class Agent:
                 await attempt.hand_back("agent draining")
         while self.attempts:
             await asyncio.sleep(0.05)
+
+
+_K = TypeVar("_K", str, int)
+
+
+def _index(index: dict[_K, list[Attempt]], key: _K, attempt: Attempt, add: bool) -> None:
+    if add:
+        index.setdefault(key, []).append(attempt)
+        return
+    found = index.get(key)
+    if found is not None and attempt in found:
+        found.remove(attempt)
+        if not found:
+            del index[key]
 
 
 async def main(ctx: Context) -> None:

@@ -26,6 +26,7 @@ from jetcron.core.ids import (
     replay_run_id,
 )
 from jetcron.core.models import AgentInfo, QueueQuota, Run, RunState, TenantPolicy
+from jetcron.core.preemption import validate_preemption
 from jetcron.core.retention import validate_history
 from jetcron.services.api import priorities
 from jetcron.services.api.admission import Admission
@@ -249,6 +250,7 @@ class Runs:
         if rate is not None and not (math.isfinite(rate) and 0 < rate <= 10**6):
             raise InvalidSpec("max_submits_per_second", rate, "must be > 0 and <= 1000000")
         validate_queue_quotas(policy.queues)
+        validate_preemption(policy)
         validate_history(policy.history, self.ctx.history.cluster)
         await self.ctx.tenants.put(policy.tenant, policy)
         return policy

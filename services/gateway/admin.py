@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from litestar import Request, get, put
 
-from jetcron.core.models import AgentInfo, Priority, QueueQuota, TenantPolicy
+from jetcron.core.models import AgentInfo, Preemption, Priority, QueueQuota, TenantPolicy
 from jetcron.services.gateway.gate import API
 from jetcron.services.gateway.gate import who as _who
 from jetcron.wire.api import ClusterStatus, Page
@@ -38,6 +38,9 @@ class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     """The highest priority the tenant's jobs and runs may ask for; absent: any."""
     """Quotas per named queue of the tenant, e.g. {"batch": {"max_cpu": 8}}: a queue at its quota waits while the
     tenant's other queues go on."""
+    preemption: Preemption | None = None
+    """Whether its running runs may be preempted by waiting runs of higher priority, and the guards
+    (docs/preemption.md); absent: never."""
 
 
 @get(f"{API}/tenants", summary="Tenants' weights and quotas (admin)")

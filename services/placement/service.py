@@ -23,6 +23,7 @@ from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
+from jetcron.services.placement.preempt import Preemptor
 from jetcron.services.placement.view import View, open_board
 from jetcron.services.runtime import Context, background
 from jetcron.telemetry import metrics
@@ -58,6 +59,8 @@ class Placer:
         # A herd of thousands of writes at once would queue the leader lease's renewal behind them until it
         # lapsed (seen at 2,000 runs with fsync on); a bounded number in flight keeps the server as busy.
         self.writes = asyncio.Semaphore(ASSIGN_CONCURRENCY)
+        self.preemptor = Preemptor(ctx, view)
+        """A run with no place may take that of lower-priority runs whose policy allows it (preempt.py)."""
 
     async def take(self, msg: Message) -> None:
         """Consumer handler: keep the message unacked while the run waits; ack once it is assigned."""
@@ -141,7 +144,8 @@ class Placer:
         def decide(run: Run) -> Run | None:
             if run.attempt != cmd.attempt:
                 return None
-            new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents), now)
+            new = apply(run, Change(event=RunEvent.ASSIGN, agents=placement.agents,
+                                    reason=self.preemptor.reason(cmd.run_id)), now)
             if any(placement.gpu_indices.values()):
                 new = msgspec.structs.replace(new, gpu_indices=placement.gpu_indices)
             return new
@@ -210,6 +214,7 @@ class Placer:
         # A pass only takes capacity, so a shape that found no place will not find one later in the pass: with
         # every agent full, a backlog of thousands costs one fit and one reason per shape, not per run.
         unfit: dict[tuple[object, ...], Unplaced] = {}
+        self.preemptor.begin_pass()
         # Lazily, not a list taken first: the fair queue moves a tenant's deficit and its queues' turn only for a
         # demand charged right after it was offered (a list offered every demand before any was charged, so
         # weights and queue turns were never spent: the first tenant and queue were served until they ran dry).
@@ -229,10 +234,16 @@ class Placer:
             result = unfit.get(shape) or view.cluster.place(demand)
             if not isinstance(result, Placement):
                 unfit[shape] = result
-                metrics.child(metrics.PLACEMENTS, result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
-                if shown or result.unsatisfiable:
-                    waiting.append((demand.run_id, result.reason))
-                continue
+                # The place lower-priority runs leave when preempted (their preemption is written first: _carry_out)
+                room = None if result.unsatisfiable else self.preemptor.make_room(demand, now)
+                if room is None:
+                    metrics.child(metrics.PLACEMENTS,
+                                  result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
+                    if shown or result.unsatisfiable:
+                        waiting.append((demand.run_id, result.reason))
+                    continue
+                result = room
+                unfit.pop(shape, None)  # the pass freed capacity: the shape's answer no longer holds
             view.queue.remove(demand.run_id)
             view.queue.charge(demand)
             view.hold(demand, held[0].attempt)
@@ -241,10 +252,14 @@ class Placer:
                              *(self._note_waiting(r, why, now) for r, why in waiting))
 
     async def _carry_out(self, demand: Demand, placement: Placement, now: datetime) -> None:
+        if not await self.preemptor.clear(demand, now):
+            self.view.queue.push(demand)  # a run it was to preempt could not be: it waits for the next pass
+            return
         cmd, msg, _ = self.held.pop(demand.run_id)
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
         async with self.writes:
             written = await self._assign(cmd, placement, now)
+        self.preemptor.done(demand.run_id)
         if written is not None:
             faults.point("placement.after_dispatch")  # chaos: assigned and AssignRun published, PlaceRun not acked
             self.view.assigned(demand.run_id, written)
@@ -338,6 +353,7 @@ async def lead(ctx: Context, view: View) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         placer.let_go()
         view.drop_in_flight()
+        placer.preemptor.put_back()  # after the waiting runs' places are given back: their victims count again
 
 
 def _acted(leader: HeldLease, now: datetime) -> None:

@@ -20,7 +20,7 @@ from jetcron.bus.kv import Store
 from jetcron.core.capacity import CapacitySummary
 from jetcron.core.errors import JetcronError
 from jetcron.core.fairness import FairQueue
-from jetcron.core.models import AgentInfo, Run, RunState
+from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
 from jetcron.core.placement import Cluster, Demand
 from jetcron.core.run_state import ACTIVE
 from jetcron.core.suspects import Suspects
@@ -59,6 +59,8 @@ class View:
         self.active: dict[str, Run] = {}
         """Assigned and running records, by run id (the truth the books follow)."""
         self.by_agent: dict[str, set[str]] = {}
+        self.policies: dict[str, TenantPolicy] = {}
+        """Every tenant's policy, as the tenants bucket last said (preemption reads it: preempt.py)."""
         self.scheduled: dict[str, tuple[Run, int]] = {}
         """Records waiting for placement, with their revisions: a new leader takes them up without waiting for
         redelivery, and an assignment CASes from them without reading first."""
@@ -124,6 +126,7 @@ class View:
     async def watch_tenants(self) -> None:
         async for _, policy, _ in self.ctx.tenants.watch():
             if policy is not None:
+                self.policies[policy.tenant] = policy
                 self.queue.set_policy(policy)
                 self.changed.set()
 
@@ -251,6 +254,13 @@ class View:
         run = self.active.get(run_id)
         if run is not None:
             self._adopt(run)
+
+    def adopt_again(self, held: Held) -> None:
+        """A release that did not happen after all (a preemption tried on the books and not made): the run counts on
+        its agents again, from its record, if that is still the attempt released."""
+        run = self.active.get(held.demand.run_id)
+        if run is not None and run.attempt == held.attempt and held.demand.run_id not in self.placed:
+            self._adopt(run, held.revision or 0)
 
     def drop_in_flight(self) -> None:
         """Leadership ended mid-pass: assignments whose write may never have happened are not counted."""

@@ -50,7 +50,7 @@ def _change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
         # outcome marks a hand-back of an attempt that never started: no start report will come for it
         return h.run_id, Change(event=RunEvent.HAND_BACK, attempt=h.attempt, token=h.token, agent=h.agent,
                                 reason=h.reason, outcome="" if h.started else NOT_STARTED), None
-    if kind in ("blocked", "missed", "reprioritized"):
+    if kind in ("blocked", "missed", "reprioritized", "preempted"):
         raise Informational()
     raise Drop(f"unknown event kind {kind!r}")
 
