@@ -16,6 +16,7 @@ import msgspec
 
 from jetcron.core import cron
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.exclusions import CALENDAR
 from jetcron.core.models import (
     JobSpec,
     NotifyEvent,
@@ -70,6 +71,10 @@ class DeliveryAttempt(msgspec.Struct, frozen=True, kw_only=True):
     """The webhook's HTTP status (none for a subject or an email)."""
     error: str = ""
     seconds: float = 0.0
+
+
+DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,300}-[0-9]{1,3}$")
+"""A delivery's id: its notice's key and its rule's index."""
 
 
 class Delivery(msgspec.Struct, frozen=True, kw_only=True):
@@ -290,7 +295,8 @@ def check_deadlines(spec: JobSpec) -> None:
 
 
 def _paused_skip(run: Run) -> bool:
-    return run.state is RunState.SKIPPED and run.reason.startswith("paused")
+    """Skipped on purpose: it came due while the job was paused, or on a day one of its calendars skips."""
+    return run.state is RunState.SKIPPED and run.reason.startswith(("paused", CALENDAR))
 
 
 def first_start(run: Run) -> datetime | None:
@@ -302,7 +308,7 @@ def first_start(run: Run) -> datetime | None:
 
 def missed_deadlines(run: Run, spec: JobSpec | None, now: datetime) -> list[str]:
     """The deadlines `run` has missed by `now` that its record does not hold yet. A run its owner cancelled or
-    paused away, and a blocked run (its own event says why), miss nothing."""
+    paused away, one its job's calendars skipped, and a blocked run (its own event says why), miss nothing."""
     if spec is None or run.state is RunState.CANCELLED or run.state is RunState.BLOCKED or _paused_skip(run):
         return []
     out: list[str] = []

@@ -4,12 +4,11 @@ deliveries; another tenant's read exactly like missing ones."""
 from __future__ import annotations
 
 import asyncio
-import re
 
 from jetcron.bus.kv import Store
 from jetcron.bus.publish import publish
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
-from jetcron.core.notify import DELIVERED, PARKED, PENDING, Delivery, job_deliveries
+from jetcron.core.notify import DELIVERED, DELIVERY_ID_RE, PARKED, PENDING, Delivery, job_deliveries
 from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
@@ -19,9 +18,6 @@ from jetcron.wire.api import Page
 from jetcron.wire.messages import Redeliver
 
 STATES = (PENDING, DELIVERED, PARKED)
-DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,300}-[0-9]{1,3}$")
-
-
 class Notifications:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

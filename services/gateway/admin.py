@@ -8,7 +8,7 @@ import msgspec
 from litestar import Request, get, put
 
 from jetcron.core.models import AgentInfo, Preemption, Priority, QueueQuota, TenantPolicy
-from jetcron.services.gateway.gate import API
+from jetcron.services.gateway.gate import API, strict_body
 from jetcron.services.gateway.gate import who as _who
 from jetcron.wire.api import ClusterStatus, Page
 
@@ -50,9 +50,10 @@ async def list_tenants(request: Request[Any, Any, Any]) -> Page[TenantPolicy]:
 
 
 @put(f"{API}/tenants/{{tenant:str}}", summary="Set a tenant's weight and quotas (admin)")
-async def set_tenant(request: Request[Any, Any, Any], tenant: str, data: TenantPolicyBody) -> TenantPolicy:
+async def set_tenant(request: Request[Any, Any, Any], tenant: str, data: dict[str, Any]) -> TenantPolicy:
     gate, caller = await _who(request)
-    return await gate.api(caller, lambda c: c.tenants.set(tenant, **msgspec.structs.asdict(data)))
+    body = strict_body(data, TenantPolicyBody)
+    return await gate.api(caller, lambda c: c.tenants.set(tenant, **msgspec.structs.asdict(body)))
 
 
 ROUTES: list[Any] = [cluster_status, list_agents, list_tenants, set_tenant]

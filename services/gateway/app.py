@@ -7,6 +7,7 @@ the reply (design.py). docs/rest-api.md is the user's guide.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,9 +16,10 @@ import structlog
 from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.response import Redirect
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from jetcron.services.gateway import admin, calendars, contract, jobs, runs, ui
-from jetcron.services.gateway.gate import API, Gate, HttpProblem, gate_of
+from jetcron.services.gateway.gate import API, Gate, HttpProblem, field_of, gate_of
 from jetcron.services.gateway.problems import PROBLEM_JSON, Problem, problem
 
 log = structlog.get_logger("jetcron.gateway")
@@ -75,20 +77,10 @@ def _on_validation(_: Request[Any, Any, Any], exc: ValidationException) -> Respo
     first = extra[0] if extra and isinstance(extra[0], dict) else {}
     message = str(first.get("message", detail))
     key = first.get("key")
-    field = _field_of(message, str(key) if key and key != "data" else "")
+    field = field_of(message, str(key) if key and key != "data" else "")
     malformed = "malformed" in detail.lower() or "JSON is malformed" in message or "truncated" in message
     return _problem_response(problem(400 if malformed else 422, message if message else detail,
                                      code="invalid", field=str(field) if field else None))
-
-
-def _field_of(message: str, key: str = "") -> str | None:
-    """msgspec says `... - at `$.resources.cpu``, or `Object contains unknown field `x`` (with `- at `$.misfire``
-    when it is inside an object: misfire.x); Litestar gives that path as the `key` beside the message instead."""
-    at = message.split("- at `$", 1)[1].rstrip("`").lstrip(".") if "- at `$" in message else key
-    if "unknown field `" in message:
-        name = message.split("unknown field `", 1)[1].split("`", 1)[0]
-        return f"{at}.{name}" if at else name
-    return at or None
 
 
 def _on_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
@@ -109,6 +101,33 @@ def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes
     return _problem_response(problem(500, f"internal error ({type(exc).__name__})", code="internal"))
 
 
+_ALLOW = {path: ", ".join(sorted({op.method.upper() for op in contract.OPS if op.path == path} | {"OPTIONS"}))
+          for path in {op.path for op in contract.OPS}}
+"""Per path of the contract, what OPTIONS answers in `Allow`: every method the contract gives that path."""
+
+
+def _allow_from_contract(app: ASGIApp) -> ASGIApp:
+    """OPTIONS names every method of its path. Litestar's own OPTIONS handler is made with the path's first route
+    handler and keeps that one's methods only (GET /jobs missing from `Allow: OPTIONS, POST`)."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        allow = _ALLOW.get(re.sub(r"\{(\w+):\w+\}", r"{\1}", str(scope.get("path_template", "")))) \
+            if scope["type"] == "http" and scope.get("method") == "OPTIONS" else None
+        if allow is None:
+            await app(scope, receive, send)
+            return
+
+        async def send_allow(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"allow"]
+                message = {**message, "headers": [*headers, (b"allow", allow.encode())]}
+            await send(message)
+
+        await app(scope, receive, send_allow)
+
+    return middleware
+
+
 _ROUTES: list[Any] = [*jobs.ROUTES, *runs.ROUTES, *admin.ROUTES, *calendars.ROUTES,
                       openapi_json, redoc, docs, livez, readyz]
 
@@ -120,7 +139,8 @@ def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "") -> Lites
     }
     # No OpenAPI of Litestar's own: the document is the contract's (contract.py), served by openapi_json.
     app = Litestar(route_handlers=[*_ROUTES, *ui.ROUTES], openapi_config=None, exception_handlers=handlers,
-                   request_max_body_size=MAX_BODY, template_config=ui.TEMPLATES, debug=False)
+                   request_max_body_size=MAX_BODY, template_config=ui.TEMPLATES, debug=False,
+                   middleware=[_allow_from_contract])
     app.state.gate = gate
     app.state.trace_url = trace_url
     app.state.public_url = public_url.rstrip("/")

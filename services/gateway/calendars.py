@@ -14,7 +14,7 @@ from jetcron.core.calendars import CalendarRecord
 from jetcron.core.exclusions import JobCalendars
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
-from jetcron.services.gateway.gate import API, HttpProblem
+from jetcron.services.gateway.gate import API, HttpProblem, strict_body, version_of
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.problems import problem
 from jetcron.wire.api import CalendarPreview
@@ -85,6 +85,16 @@ def _calendar(body: CalendarBody, name: str) -> tuple[dict[str, Any], str | None
     return {"name": name, **plain}, ics
 
 
+def _as_stored(body: CalendarBody, stored: CalendarRecord) -> tuple[dict[str, Any], str | None]:
+    """The API's calendar for a body that replaces (or previews an edit of) the stored one the path names: its name
+    and tenant are the stored one's."""
+    if body.tenant is not None and body.tenant != stored.spec.tenant:
+        raise HttpProblem(problem(422, "a calendar's tenant cannot change (create another calendar)", code="invalid",
+                                  field="tenant", value=body.tenant[:200]))
+    calendar, ics = _calendar(body, stored.spec.name)
+    return {**calendar, "tenant": stored.spec.tenant}, ics
+
+
 def _fields(field: str | None) -> str | None:
     return field.removeprefix("calendar.") if field else field
 
@@ -94,19 +104,19 @@ def _etag(record: CalendarRecord) -> dict[str, str]:
 
 
 def _version(header: str | None) -> int | None:
-    if header is None:
-        return None
-    value = header.strip().removeprefix("W/").strip('"')
-    if not value.isdigit() or not 0 < int(value) < 2**53:
+    """The version an optional If-Match names."""
+    version = version_of(header)
+    if header is not None and version is None:
         raise HttpProblem(problem(422, "If-Match names the calendar's version (its ETag)", code="invalid",
                                   field="If-Match", value=header[:40]))
-    return int(value)
+    return version
 
 
 @post(f"{API}/calendars", status_code=201, summary="Create a named calendar")
-async def create_calendar(request: Request[Any, Any, Any], data: CreateCalendar) -> Response[CalendarView]:
+async def create_calendar(request: Request[Any, Any, Any], data: dict[str, Any]) -> Response[CalendarView]:
     gate, caller = await _who(request)
-    calendar, ics = _calendar(data, data.name)
+    body = strict_body(data, CreateCalendar)
+    calendar, ics = _calendar(body, body.name)
     record = await gate.api(caller, lambda c: c.calendars.create(calendar, ics=ics), fields=_fields)
     view = _view(record, caller.tenant)
     return Response(view, status_code=201, headers={"Location": f"{API}/calendars/{view.calendar_id}",
@@ -129,14 +139,14 @@ async def get_calendar(request: Request[Any, Any, Any], name: str) -> Response[C
 
 
 @put(f"{API}/calendars/{{name:str}}", summary="Replace a calendar, from each job's next occurrence")
-async def replace_calendar(request: Request[Any, Any, Any], name: str, data: CalendarBody) -> Response[CalendarView]:
+async def replace_calendar(request: Request[Any, Any, Any], name: str, data: dict[str, Any]) -> Response[CalendarView]:
     gate, caller = await _who(request)
+    body = strict_body(data, CalendarBody)
     expected = _version(request.headers.get("if-match"))
 
     async def change(c: Client) -> CalendarRecord:
         stored = await c.calendars.get(name)  # a 404 for one the caller cannot see; its key for the admin
-        calendar, ics = _calendar(data, stored.spec.name)
-        calendar.setdefault("tenant", stored.spec.tenant)
+        calendar, ics = _as_stored(body, stored)
         return await c.calendars.update(calendar, ics=ics, expected_version=expected)
 
     record = await gate.api(caller, change, fields=_fields)
@@ -151,14 +161,14 @@ async def delete_calendar(request: Request[Any, Any, Any], name: str) -> Calenda
 
 @post(f"{API}/calendars/{{name:str}}/preview", status_code=200,
       summary="A job's next fire times with this calendar as the body gives it (nothing stored)")
-async def preview_calendar(request: Request[Any, Any, Any], name: str, data: CalendarBody, job: str,
+async def preview_calendar(request: Request[Any, Any, Any], name: str, data: dict[str, Any], job: str,
                            count: Annotated[int, Parameter(ge=1, le=100)] = 10) -> CalendarPreview:
     gate, caller = await _who(request)
+    body = strict_body(data, CalendarBody)
 
     async def show(c: Client) -> CalendarPreview:
         stored = await c.calendars.get(name)
-        calendar, ics = _calendar(data, stored.spec.name)
-        calendar.setdefault("tenant", stored.spec.tenant)
+        calendar, ics = _as_stored(body, stored)
         return await c.calendars.preview(calendar, job, count=count, ics=ics)
 
     return await gate.api(caller, show, fields=_fields)

@@ -17,12 +17,12 @@ from jetcron.core.calendars import MAX_DATES, MAX_DESCRIPTION, MAX_WINDOWS, Cale
 from jetcron.core.ics import MAX_ICS_BYTES
 from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
-from jetcron.core.notify import Delivery
+from jetcron.core.notify import DELIVERY_ID_RE, Delivery
 from jetcron.services.gateway import status as words
 from jetcron.services.gateway.admin import TenantPolicyBody
 from jetcron.services.gateway.calendars import CalendarBody, CalendarPage, CalendarView, CreateCalendar
 from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView
-from jetcron.services.gateway.gate import API
+from jetcron.services.gateway.gate import API, IDEMPOTENCY_KEY_RE, IF_MATCH_RE
 from jetcron.services.gateway.problems import PROBLEM_JSON, TITLES, Problem
 from jetcron.services.gateway.runs import PriorityBody
 from jetcron.wire.api import CalendarPreview, ClusterStatus, FireTime, Page
@@ -83,10 +83,9 @@ HEADERS: dict[str, dict[str, Any]] = {
     "WWW-Authenticate": {"description": "`Bearer realm=\"jetcron\"`.", "schema": {"type": "string"},
                          "required": True},
 }
-IDEMPOTENCY_KEY = Param("Idempotency-Key", "header", {"type": "string", "minLength": 1, "maxLength": 128,
-                                                       "pattern": r"^[A-Za-z0-9_-]+$"},
+IDEMPOTENCY_KEY = Param("Idempotency-Key", "header", {"type": "string", "pattern": IDEMPOTENCY_KEY_RE.pattern},
                         "A retried request with the same key answers what the first did, and does nothing more.")
-IF_MATCH = Param("If-Match", "header", {"type": "string", "pattern": r'^(W/)?"?[1-9][0-9]{0,15}"?$'},
+IF_MATCH = Param("If-Match", "header", {"type": "string", "pattern": IF_MATCH_RE.pattern},
                  "The version the change was made on (the ETag of `GET .../spec`): a job changed since is 409. "
                  "Without it: 428.", required=True)
 _JOB = Param("job_id", "path", JOB_ID, required=True)
@@ -226,8 +225,7 @@ OPS: tuple[Op, ...] = (
        problems=(400, 404, 422)),
     Op("post", f"{API}/notifications/{{delivery_id}}/redeliver", "redeliver",
        "Try a parked delivery again (a fresh set of tries; its log is kept)", Delivery, status=202,
-       params=(Param("delivery_id", "path", {"type": "string", "minLength": 1, "maxLength": 400,
-                                               "pattern": r"^[A-Za-z0-9_.:-]+$"}, required=True),),
+       params=(Param("delivery_id", "path", {"type": "string", "pattern": DELIVERY_ID_RE.pattern}, required=True),),
        problems=(404, 409, 422)),
     Op("get", f"{API}/cluster", "clusterStatus", "Leaders, trigger shard holders and the placement queue (admin)",
        ClusterStatus, problems=(403,), admin=True),
@@ -251,8 +249,7 @@ OPS: tuple[Op, ...] = (
     Op("put", f"{API}/calendars/{{name}}", "replaceCalendar",
        "Replace a calendar, from the next occurrence of every job that names it", CalendarView,
        description="`If-Match` (optional) names the version read: a calendar changed since is 409.",
-       params=(_CALENDAR, Param("If-Match", "header", {"type": "string",
-                                                       "pattern": r'^(W/)?"?[1-9][0-9]{0,15}"?$'},
+       params=(_CALENDAR, Param("If-Match", "header", {"type": "string", "pattern": IF_MATCH_RE.pattern},
                                 "The version the change was made on (the ETag of `GET .../calendars/{name}`).")),
        body=CalendarBody, example={"tz": "UTC", "rules": ["weekdays"]}, problems=(400, 404, 409, 413, 422),
        reply_headers=("ETag",)),
@@ -301,6 +298,7 @@ CONSTRAINTS: dict[str, dict[str, dict[str, Any]]] = {
                    "max_gpus": {"minimum": 0, "maximum": BILLION}},
     "CalendarBody": _CALENDAR_FIELDS,
     "CreateCalendar": {**_CALENDAR_FIELDS, "name": {"pattern": JOB_NAME_RE.pattern}},
+    "PriorityBody": {"queue": {"pattern": QUEUE_RE.pattern}},
     "Backfill": {"from": {"format": "date-time"}, "to": {"format": "date-time"},
                  "limit": {"minimum": 1, "maximum": 10_000}, "rate": {"minimum": 1, "maximum": 1000}},
 }

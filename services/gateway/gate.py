@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import msgspec
 from litestar import Request
 
 from jetcron.auth.tokens import TokenRecord, token_id_of, verify
@@ -75,3 +77,46 @@ async def who(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord]:
     return gate, gate.principal(request)
 
 
+_B = TypeVar("_B")
+
+
+def strict_body(data: dict[str, Any], kind: type[_B]) -> _B:
+    """A request body as its type says, with no coercion: Litestar converts a handler's typed `data` leniently
+    (`"enabled": 0` read as false, `"weight": "2"` as 2.0), which the contract does not allow. A body that does not
+    fit is 422 naming the field."""
+    try:
+        return msgspec.convert(data, kind, strict=True)
+    except msgspec.ValidationError as exc:
+        raise HttpProblem(problem(422, str(exc), code="invalid", field=field_of(str(exc)))) from None
+
+
+def field_of(message: str, key: str = "") -> str | None:
+    """msgspec says `... - at `$.resources.cpu``, or `Object contains unknown field `x`` (with `- at `$.misfire``
+    when it is inside an object: misfire.x); Litestar gives that path as the `key` beside the message instead."""
+    at = message.split("- at `$", 1)[1].rstrip("`").lstrip(".") if "- at `$" in message else key
+    if "unknown field `" in message:
+        name = message.split("unknown field `", 1)[1].split("`", 1)[0]
+        return f"{at}.{name}" if at else name
+    return at or None
+
+
+IDEMPOTENCY_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def idempotency_key(request: Request[Any, Any, Any]) -> str | None:
+    """The request's `Idempotency-Key`, if it sent one; one outside the contract's pattern is 422 naming it."""
+    key = request.headers.get("idempotency-key")
+    if key is not None and not IDEMPOTENCY_KEY_RE.match(key):
+        raise HttpProblem(problem(422, "Idempotency-Key: must be 1-128 letters, digits, '-' or '_'", code="invalid",
+                                  field="Idempotency-Key", value=key[:200]))
+    return key
+
+
+IF_MATCH_RE = re.compile(r'^(W/)?"?([1-9][0-9]{0,14})"?$')
+"""If-Match: "3" (or W/"3", or 3), the version a change was made on: at most 15 digits, exact as a JSON number."""
+
+
+def version_of(header: str | None) -> int | None:
+    """The version an If-Match header names; None when it names none (absent, or not a version)."""
+    found = IF_MATCH_RE.match((header or "").strip())
+    return int(found.group(2)) if found else None

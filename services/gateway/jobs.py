@@ -19,7 +19,7 @@ from jetcron.services.gateway import status as words
 from jetcron.services.gateway.calendars import named_calendars
 from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView, job_spec, job_status, rest_field
 from jetcron.services.gateway.design import job_id as design_job_id
-from jetcron.services.gateway.gate import API, HttpProblem, public_base
+from jetcron.services.gateway.gate import API, HttpProblem, idempotency_key, public_base, strict_body, version_of
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.listing import jobs_page, latest_run
 from jetcron.services.gateway.problems import problem
@@ -42,16 +42,17 @@ async def _runs_of(c: Client, job: str) -> AsyncIterator[Run]:
       description="The design's body, or any field of jetcron's job spec (docs/rest-api.md, \"The body\"); the "
                   "reply carries the submit-time warnings. `Idempotency-Key` makes a retried create return the same "
                   "job.")
-async def create_job(request: Request[Any, Any, Any], data: CreateJob) -> Response[Created]:
+async def create_job(request: Request[Any, Any, Any], data: dict[str, Any]) -> Response[Created]:
     gate, caller = await _who(request)
-    key = request.headers.get("idempotency-key")
+    body = strict_body(data, CreateJob)
+    key = idempotency_key(request)
     try:
-        spec = job_spec(data)
+        spec = job_spec(body)
     except InvalidSpec as exc:
         raise HttpProblem(problem(422, str(exc), code="invalid", field=exc.field,
                                   value=str(exc.value)[:200])) from None
     record = await gate.api(caller, lambda c: c.jobs.create(spec, idempotency_key=key),
-                            fields=lambda field: rest_field(field, data))
+                            fields=lambda field: rest_field(field, body))
     job_id = design_job_id(record, caller.tenant)
     return Response(Created(job_id=job_id, status=words.NOT_RUN, warnings=record.warnings), status_code=201,
                     headers={"Location": f"{API}/jobs/{job_id}"})
@@ -118,7 +119,7 @@ async def resume_job(request: Request[Any, Any, Any], job_id: str) -> JobRecord:
       summary="Run a job now (Idempotency-Key names the run: a retry starts no second one)")
 async def trigger_job(request: Request[Any, Any, Any], job_id: str) -> Run:
     gate, caller = await _who(request)
-    key = request.headers.get("idempotency-key")
+    key = idempotency_key(request)
     return await gate.api(caller, lambda c: c.jobs.trigger(job_id, key=key))
 
 
@@ -168,13 +169,13 @@ async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str
 
 
 def _version(header: str | None) -> int:
-    """If-Match: "3" (or W/"3", or 3): the version the caller read."""
-    value = (header or "").strip().removeprefix("W/").strip('"')
-    if not value.isdigit() or not 0 < int(value) < 2**53:
+    """The version the caller read, which a PATCH must name."""
+    version = version_of(header)
+    if version is None:
         raise HttpProblem(problem(428, "If-Match with the job's version is required (GET .../spec gives it as "
                                   "the ETag): a change must not undo one made since it was read",
                                   code="invalid", field="If-Match", value=(header or "")[:40]))
-    return int(value)
+    return version
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -200,10 +201,11 @@ class Backfill(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 @post(f"{API}/jobs/{{job_id:str}}/backfill", status_code=200, summary="Run a job's occurrences in [from, to)")
-async def backfill(request: Request[Any, Any, Any], job_id: str, data: Backfill) -> Page[Run]:
+async def backfill(request: Request[Any, Any, Any], job_id: str, data: dict[str, Any]) -> Page[Run]:
     gate, caller = await _who(request)
-    return await gate.api(caller, lambda c: c.jobs.backfill(job_id, data.start, data.end, limit=data.limit,
-                                                             rate=data.rate))
+    body = strict_body(data, Backfill)
+    return await gate.api(caller, lambda c: c.jobs.backfill(job_id, body.start, body.end, limit=body.limit,
+                                                             rate=body.rate))
 
 
 @get(f"{API}/schedule/preview", summary="The next fire times of a schedule (the trigger's own code)")

@@ -12,7 +12,7 @@ from litestar.response import Stream
 from jetcron.core.models import Priority, Run
 from jetcron.core.notify import Delivery
 from jetcron.services.gateway import status as words
-from jetcron.services.gateway.gate import API, HttpProblem
+from jetcron.services.gateway.gate import API, HttpProblem, idempotency_key, strict_body
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.listing import runs_page
 from jetcron.wire.api import Page
@@ -56,9 +56,10 @@ class PriorityBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 @post(f"{API}/runs/{{run_id:str}}/priority", status_code=200,
       summary="Move a run that has not started to another priority (and queue)")
-async def set_priority(request: Request[Any, Any, Any], run_id: str, data: PriorityBody) -> Run:
+async def set_priority(request: Request[Any, Any, Any], run_id: str, data: dict[str, Any]) -> Run:
     gate, caller = await _who(request)
-    return await gate.api(caller, lambda c: c.runs.set_priority(run_id, data.priority, queue=data.queue))
+    body = strict_body(data, PriorityBody)
+    return await gate.api(caller, lambda c: c.runs.set_priority(run_id, body.priority, queue=body.queue))
 
 
 @get(f"{API}/runs/{{run_id:str}}/logs", summary="A run's output; ?follow=1 streams it until the run ends",
@@ -83,7 +84,7 @@ async def list_dlq(request: Request[Any, Any, Any],
       description="`Idempotency-Key`: a retried request answers the same new run.")
 async def replay(request: Request[Any, Any, Any], run_id: str) -> Response[Run]:
     gate, caller = await _who(request)
-    key = request.headers.get("idempotency-key")
+    key = idempotency_key(request)
     run = await gate.api(caller, lambda c: c.dlq.replay(run_id, key=key))
     return Response(run, status_code=201, headers={"Location": f"{API}/runs/{run.run_id}"})
 

@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # with six workers on two busy cores, so the guard is twice that.
     here = Path(__file__).parent
     for item in items:
-        if here in Path(item.path).parents:
+        if here in Path(item.path).parents and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(120))
 
 

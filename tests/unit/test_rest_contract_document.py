@@ -72,3 +72,32 @@ def test_the_docs_table_is_made_from_the_contract() -> None:
     text = DOCS.read_text()
     stale = "docs/rest-api.md is stale: python -m jetcron.services.gateway.contract docs/rest-api.md"
     assert reference() in text, stale
+
+
+def test_options_names_every_method_of_its_path() -> None:
+    # (Litestar's own OPTIONS handler kept the methods of the path's first handler only: Allow: OPTIONS, POST on
+    # /jobs, which GET also serves)
+    from litestar.testing import TestClient
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = build_app(Gate(lookup=lambda _: None, client=lambda _: None, ready=lambda: None))  # type: ignore[arg-type,return-value]
+    paths: dict[str, set[str]] = {}
+    for op in OPS:
+        paths.setdefault(op.path, set()).add(op.method.upper())
+    with TestClient(app) as http:
+        for path, methods in sorted(paths.items()):
+            concrete = re.sub(r"\{\w+\}", "x", path)
+            answer = http.options(concrete)
+            assert answer.status_code == 204, (path, answer.status_code, answer.text)
+            assert set(answer.headers["allow"].split(", ")) == methods | {"OPTIONS"}, path
+
+
+def test_the_contract_tests_422_leeway_is_exactly_the_operations_with_rules_beyond_their_schema() -> None:
+    import tomllib
+
+    from jetcron.services.gateway.contract import SEMANTIC
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / "integration" / "schemathesis.toml").read_text())
+    [leeway] = [o for o in config["operations"] if "positive_data_acceptance" in o.get("checks", {})]
+    assert sorted(leeway["include-operation-id"]) == sorted(SEMANTIC)

@@ -286,9 +286,9 @@ def test_api_errors_name_the_field_in_the_shape_the_body_used() -> None:
     ("Expected `float`, got `str`", "resources.cpu", "resources.cpu"), ("Expected `object`", "", None)])
 def test_a_body_that_does_not_decode_names_the_field_by_its_whole_path(message: str, key: str,
                                                                       named: str | None) -> None:
-    from jetcron.services.gateway.app import _field_of
+    from jetcron.services.gateway.gate import field_of
 
-    assert _field_of(message, key) == named
+    assert field_of(message, key) == named
 
 
 # -- the OpenAPI document ------------------------------------------------------------------------------------------
@@ -316,3 +316,26 @@ def _enum(schema: dict[str, Any]) -> list[str] | None:
         if found:
             return found
     return None
+
+
+def test_a_body_is_read_as_its_type_says_with_no_coercion() -> None:
+    # (Litestar's typed `data` read "enabled": 0 as false and "weight": "2" as 2.0)
+    from jetcron.services.gateway.admin import TenantPolicyBody
+    from jetcron.services.gateway.gate import HttpProblem, strict_body
+
+    assert strict_body({"weight": 2, "max_cpu": 1.5}, TenantPolicyBody).weight == 2.0
+    for body, field in (({"weight": "2"}, "weight"), ({"preemption": {"enabled": 0}}, "preemption.enabled"),
+                        ({"max_gpus": True}, "max_gpus")):
+        with pytest.raises(HttpProblem) as refused:
+            strict_body(body, TenantPolicyBody)
+        assert (refused.value.body.status, refused.value.body.field) == (422, field), body
+
+
+@pytest.mark.parametrize(("header", "version"), [
+    ('"3"', 3), ('W/"3"', 3), ("3", 3), (' "42" ', 42), ('"999999999999999"', 999_999_999_999_999),
+    (None, None), ("", None), ('"0"', None), ('"1000000000000000"', None), ('"3x"', None), ("*", None)])
+def test_if_match_names_a_version_of_at_most_15_digits(header: str | None, version: int | None) -> None:
+    # (the contract's pattern for the header is the same expression: a version past 2**53 is not a JSON integer)
+    from jetcron.services.gateway.gate import version_of
+
+    assert version_of(header) == version
