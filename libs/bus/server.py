@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import socket
@@ -247,9 +246,3 @@ class EmbeddedNats:
 
     def pids(self) -> list[int]:
         return [n.process.pid for n in self.nodes if n.process is not None]
-
-
-def env_with(**values: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(values)
-    return env

@@ -99,10 +99,6 @@ def assign_subject(agent_id: str) -> str:
 ASSIGN_ALL = f"{PREFIX}.assign.>"
 
 
-def parse_assign_subject(subject: str) -> str:
-    return subject.split(".", 2)[2]
-
-
 def assign_consumer(agent_id: str) -> str:
     return f"agent_{agent_id}"
 
@@ -283,10 +279,6 @@ def suspect_key(agent_id: str) -> str:
     return f"suspect.{agent_id}"
 
 
-def parse_suspect_key(key: str) -> str:
-    return key.split(".", 1)[1]
-
-
 def shard_lease_key(shard: int) -> str:
     return f"trigger.shard.{shard}"
 
@@ -319,11 +311,6 @@ def lease_bucket(key: str) -> str:
 def service_key(service: str, instance: str) -> str:
     """jc_services key of one running service instance (its metrics URL, heartbeated)."""
     return f"{service}.{instance}"
-
-
-def parse_service_key(key: str) -> tuple[str, str]:
-    service, _, instance = key.partition(".")
-    return service, instance
 
 
 SRV_PING = "$SRV.PING"
