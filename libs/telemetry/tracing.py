@@ -17,6 +17,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
 from jetcron.telemetry.logging import LogFields
+from jetcron.wire.subjects import HDR_TRACEPARENT
 
 
 class _RecordWhenExported(Sampler):
@@ -107,7 +108,7 @@ def tracer(name: str) -> trace.Tracer:
 # reads and writes nothing else, a plain traceparent is handled here in a few microseconds instead of the
 # propagators' generic path (~8 us per message, 6 % of the services' CPU: docs/benchmarks.md); a message or
 # context with anything more (tracestate, baggage, another version or form) still goes through them.
-_W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
+_W3C_FIELDS = frozenset({HDR_TRACEPARENT, "tracestate", "baggage"})
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _NO_TRACE, _NO_SPAN = "0" * 32, "0" * 16
@@ -168,13 +169,13 @@ def inject_headers(headers: dict[str, str]) -> dict[str, str]:
     if baggage.get_all(current):
         propagate.inject(headers)
     elif isinstance(span, _Parent):
-        headers["traceparent"] = span.traceparent
+        headers[HDR_TRACEPARENT] = span.traceparent
     else:
         span_context = span.get_span_context()
         if span_context.trace_state:
             propagate.inject(headers)
         elif span_context != trace.INVALID_SPAN_CONTEXT:
-            headers["traceparent"] = (f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-"
+            headers[HDR_TRACEPARENT] = (f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-"
                                       f"{span_context.trace_flags:02x}")
     return headers
 
@@ -182,7 +183,7 @@ def inject_headers(headers: dict[str, str]) -> dict[str, str]:
 def extract_context(headers: Mapping[str, str] | None) -> context.Context:
     if not headers:
         return context.Context()
-    parent = headers.get("traceparent")
+    parent = headers.get(HDR_TRACEPARENT)
     plain = _TRACEPARENT.fullmatch(parent) if parent else None
     if (parent and plain is None) or "tracestate" in headers or "baggage" in headers or not _w3c_only():
         return propagate.extract(dict(headers))
