@@ -8,9 +8,10 @@ from typing import Any
 
 import msgspec
 
-from jetcron.core.models import Priority, Run
+from jetcron.core.models import Priority
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import (
+    EVENT_KINDS,
     ActiveRunsQuery,
     AssignRun,
     CancelRun,
@@ -18,10 +19,6 @@ from jetcron.wire.messages import (
     MintRunCredential,
     PlaceRun,
     RunCredential,
-    RunFinished,
-    RunHandedBack,
-    RunPreempted,
-    RunStarted,
 )
 from jetcron.wire.verbs import VERBS, JobsCreate
 
@@ -44,10 +41,9 @@ _STREAMS: list[tuple[str, str, dict[str, str], list[Any], str, str]] = [
     ("assign", s.assign_subject("{agent}"), {"agent": "the agent chosen"}, [AssignRun], "send",
      "An attempt assigned to one agent (JetStream JC_ASSIGN, one durable consumer per agent)"),
     ("event", s.event_subject("{kind}", "{source}"),
-     {"kind": "started, finished, handed_back, blocked or preempted",
-      "source": "the reporting agent, tracker, or placement"},
-     [RunStarted, RunFinished, RunHandedBack, Run, RunPreempted], "send",
-     "What happened to a run (JetStream JC_EVENTS; blocked carries the run record)"),
+     {"kind": ", ".join(EVENT_KINDS), "source": "the reporting agent, tracker, placement, or api"},
+     list(dict.fromkeys(EVENT_KINDS.values())), "send",
+     "What happened to a run (JetStream JC_EVENTS; blocked and missed carry the run record)"),
     ("logs", s.logs_subject("{run_id}", "{agent}"), {"run_id": "the run", "agent": "the agent writing"},
      [], "send", "A run's output, raw bytes in order; an empty message with header Jetcron-End ends it "
                  "(JetStream JC_LOGS)"),

@@ -170,11 +170,18 @@ class DeadLettered(_Msg, frozen=True, kw_only=True):
     at: datetime
 
 
-EVENT_KINDS: dict[str, type[_Msg]] = {
+EVENT_KINDS: dict[str, type[msgspec.Struct]] = {
     "started": RunStarted,
     "finished": RunFinished,
     "handed_back": RunHandedBack,
+    "blocked": Run,
+    "missed": Run,
+    "reprioritized": RunReprioritized,
+    "preempted": RunPreempted,
 }
+"""Every kind of event on jc.event.<kind>.<source> and the body it carries. An agent's reports (started, finished,
+handed_back) change a run (services/run_tracker/events.py); the others are for operators and the audit trail and
+change none: blocked and missed carry the run record as written, reprioritized and preempted say who moved it."""
 
 
 class Cursor(_Msg, frozen=True, kw_only=True):

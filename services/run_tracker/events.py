@@ -17,7 +17,7 @@ from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import RunFinished, RunHandedBack, RunStarted
+from jetcron.wire.messages import EVENT_KINDS, RunFinished, RunHandedBack, RunStarted
 
 _tracer = tracer("run_tracker")
 _FINISHED = {"succeeded": RunEvent.SUCCEED, "cancelled": RunEvent.CANCEL}
@@ -50,8 +50,8 @@ def _change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
         # outcome marks a hand-back of an attempt that never started: no start report will come for it
         return h.run_id, Change(event=RunEvent.HAND_BACK, attempt=h.attempt, token=h.token, agent=h.agent,
                                 reason=h.reason, outcome="" if h.started else NOT_STARTED), None
-    if kind in ("blocked", "missed", "reprioritized", "preempted"):
-        raise Informational()
+    if kind in EVENT_KINDS:
+        raise Informational()  # any other kind the wire names is for the audit trail
     raise Drop(f"unknown event kind {kind!r}")
 
 
