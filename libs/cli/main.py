@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version as installed_version
+
 import typer
 
 from jetcron.cli import (
@@ -26,6 +28,12 @@ app = typer.Typer(
 )
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"jetcron {installed_version('jetcron')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def root(
     ctx: typer.Context,
@@ -39,6 +47,9 @@ def root(
     ),
     tls_ca: str = typer.Option(
         None, "--tls-ca", envvar="JETCRON_NATS_TLS_CA", help="CA certificate that signed the server's (TLS)"
+    ),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print jetcron's version and exit."
     ),
 ) -> None:
     ctx.obj = {"nats": nats, "target": identity.resolve(nats, creds, tls_ca)}
