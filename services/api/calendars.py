@@ -19,6 +19,7 @@ from jetcron.core.ids import job_key
 from jetcron.core.models import JobRecord, JobSpec, JobStatus
 from jetcron.core.validate import decode_as
 from jetcron.services.api.call import Call, job_named, visible
+from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -54,7 +55,9 @@ def fire_times(rows: list[dict[str, str | None]]) -> list[FireTime]:
             for r in rows]
 
 
-class Calendars:
+class Calendars(Noun):
+    noun = "calendars"
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
@@ -116,6 +119,7 @@ class Calendars:
                 raise InvalidSpec("calendar", spec.name, f"job {job.spec.name!r} names it and would never run: "
                                   f"{exc.problem}") from None
 
+    @verb
     async def create(self, call: Call) -> CalendarRecord:
         req = body(call.data, v.CalendarsCreate)
         spec, now = self._spec(req, call.tenant), self.ctx.clock.now()
@@ -126,6 +130,7 @@ class Calendars:
             raise Conflict(f"calendar {spec.name!r} already exists (use update)") from None
         return record
 
+    @verb
     async def update(self, call: Call) -> CalendarRecord:
         req = body(call.data, v.CalendarsUpdate)
         expected = integer(req, "expected_version", 0, 0, 2**53) or None
@@ -140,10 +145,12 @@ class Calendars:
         await self.ctx.calendars.update(spec.key, record, revision)
         return record
 
+    @verb
     async def get(self, call: Call) -> CalendarRecord:
         req = body(call.data, v.Named)
         return (await self._stored(text(req, "name"), call.tenant))[0]
 
+    @verb
     async def list(self, call: Call) -> Page[CalendarRecord]:
         req = body(call.data, v.CalendarsList)
         limit = integer(req, "limit", 100, 1, 1000)
@@ -152,6 +159,7 @@ class Calendars:
         items, cursor = await self.ctx.calendars.page(keys, limit, lambda r: visible(r.spec.tenant, call.tenant))
         return Page(items=items, next_cursor=cursor)
 
+    @verb
     async def delete(self, call: Call) -> CalendarRecord:
         req = body(call.data, v.Named)
         name = text(req, "name")
@@ -164,6 +172,7 @@ class Calendars:
         await self.ctx.calendars.delete(record.spec.key)
         return record
 
+    @verb
     async def preview(self, call: Call) -> CalendarPreview:
         req = body(call.data, v.CalendarsPreview)
         spec = self._spec(req, call.tenant)

@@ -2,28 +2,26 @@
 
 A request is durable once JetStream acks its publish; the api takes it from the durable consumer `api_intake`,
 creates the job exactly as `jobs.create` would, and keeps the outcome under the request id (its Nats-Msg-Id)
-in jc_submissions, where `submissions.get` answers it. A request that fails validation is rejected once, with
-the field named, and acked: never redelivered. Only a store that is away makes it wait and come again.
+in jc_submissions, where `submissions.get` (submissions.py) answers it. A request that fails validation is
+rejected once, with the field named, and acked: never redelivered. Only a store that is away makes it wait and come
+again.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import msgspec
 
 from jetcron.bus.consume import Retry, pull_loop
 from jetcron.bus.kv import Store
 from jetcron.bus.ports import Message
-from jetcron.core.errors import InvalidSpec, JetcronError, NotFound
+from jetcron.core.errors import InvalidSpec, JetcronError
 from jetcron.core.validate import parse_json_object
 from jetcron.services.api.call import Call
 from jetcron.services.api.jobs import Jobs
-from jetcron.services.api.requests import body, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
-from jetcron.wire import verbs as v
 from jetcron.wire.api import error_reply
 from jetcron.wire.messages import Submission
 
@@ -95,15 +93,3 @@ class Intake:
             request_id=request_id, tenant=tenant, outcome="rejected", error=reply.error, at=self.ctx.clock.now()))
         self.ctx.log.info("intake request rejected", tenant=tenant, request_id=request_id,
                           code=reply.error.code if reply.error else "", field=getattr(exc, "field", None))
-
-    async def get(self, call: Call) -> Submission:
-        """submissions.get: a request's outcome; a tenant reads its own only (another's reads as not found)."""
-        req: dict[str, Any] = body(call.data, v.SubmissionsGet)
-        request_id = text(req, "request_id", limit=100)
-        if request_id is None or not REQUEST_ID_RE.match(request_id):
-            raise InvalidSpec("request_id", request_id, "must be 1-100 letters, digits, '-' or '_'")
-        tenant = call.tenant if call.tenant is not None else text(req, "tenant") or "default"
-        found = await (await self._store()).maybe(submission_key(tenant, request_id))
-        if found is None:
-            raise NotFound("submission", request_id)
-        return found[0]

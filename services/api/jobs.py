@@ -22,6 +22,7 @@ from jetcron.services.api.admission import Admission
 from jetcron.services.api.calendars import fire_times, job_calendars
 from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.capacity import CapacityCheck
+from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, flag, instant, integer, text
 from jetcron.services.runtime import Context
 from jetcron.telemetry.tracing import current_trace_id
@@ -31,7 +32,9 @@ from jetcron.wire.api import JobView, Page
 from jetcron.wire.codec import encode
 
 
-class Jobs:
+class Jobs(Noun):
+    noun = "jobs"
+
     def __init__(self, ctx: Context, admission: Admission) -> None:
         self.ctx = ctx
         self.keys = IdempotencyKeys(ctx.js)
@@ -107,6 +110,7 @@ class Jobs:
             raise NotFound("job", name)
         return record, revision
 
+    @verb
     async def create(self, call: Call) -> JobRecord:
         req = body(call.data, v.JobsCreate)
         spec, digest = await self._validated(req["spec"], call.tenant)
@@ -152,6 +156,7 @@ class Jobs:
                                    self.ctx.settings.request_key_seconds, claim)
         return record
 
+    @verb
     async def update(self, call: Call) -> JobRecord:
         """Replace a job's spec; with `expected_version`, only if the job is still at that version (a client that
         read, changed and wrote it back must not undo a change made in between)."""
@@ -189,6 +194,7 @@ class Jobs:
                 pass  # it started (or ended) meanwhile: it runs as it was placed
         return moved
 
+    @verb
     async def get(self, call: Call) -> JobView:
         req = body(call.data, v.JobsGet)
         record, _ = await self._job(text(req, "name"), call.tenant)
@@ -201,6 +207,7 @@ class Jobs:
                                   calendars=calendars)
         return JobView(job=record, next_fires=fire_times(rows))
 
+    @verb
     async def list(self, call: Call) -> Page[JobRecord]:
         req = body(call.data, v.JobsList)
         limit = integer(req, "limit", 100, 1, 1000)
@@ -244,15 +251,19 @@ class Jobs:
         assert changed is not None  # decide never gives up: it changes the record or raises
         return changed[1]
 
+    @verb
     async def pause(self, call: Call) -> JobRecord:
         return await self._set_status(call, JobStatus.PAUSED)
 
+    @verb
     async def resume(self, call: Call) -> JobRecord:
         return await self._set_status(call, JobStatus.ACTIVE)
 
+    @verb
     async def delete(self, call: Call) -> JobRecord:
         return await self._set_status(call, JobStatus.DELETED)
 
+    @verb
     async def trigger(self, call: Call) -> Run:
         req = body(call.data, v.JobsTrigger)
         record, _ = await self._job(text(req, "name"), call.tenant)
@@ -276,6 +287,7 @@ class Jobs:
             await dispatch(self.ctx.js, run)
         return run
 
+    @verb
     async def backfill(self, call: Call) -> Page[Run]:
         req = body(call.data, v.JobsBackfill)
         record, _ = await self._job(text(req, "name"), call.tenant)

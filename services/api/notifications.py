@@ -10,6 +10,7 @@ from jetcron.bus.publish import publish
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
 from jetcron.core.notify import DELIVERED, DELIVERY_ID_RE, PARKED, PENDING, Delivery, job_deliveries
 from jetcron.services.api.call import Call, job_named, visible
+from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -18,7 +19,11 @@ from jetcron.wire.api import Page
 from jetcron.wire.messages import Redeliver
 
 STATES = (PENDING, DELIVERED, PARKED)
-class Notifications:
+
+
+class Notifications(Noun):
+    noun = "notifications"
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.store: Store[Delivery] | None = None
@@ -28,6 +33,7 @@ class Notifications:
             self.store = await Store.open(self.ctx.js, s.BUCKET_NOTIFY, Delivery)
         return self.store
 
+    @verb
     async def list(self, call: Call) -> Page[Delivery]:
         req = body(call.data, v.NotificationsList)
         job = text(req, "job")
@@ -53,6 +59,7 @@ class Notifications:
                 items.append(got[0])
         return Page(items=items, next_cursor=next_cursor)
 
+    @verb
     async def redeliver(self, call: Call) -> Delivery:
         req = body(call.data, v.NotificationsRedeliver)
         delivery_id = text(req, "delivery_id", limit=400)

@@ -1,69 +1,58 @@
-"""Run verbs: get, list, cancel, logs, finished per minute; agents list; cluster status; dead-letter list and
-replay; tenants."""
+"""Run verbs: get, list, cancel, set a waiting run's priority, logs, finished per minute."""
 
 from __future__ import annotations
-
-import math
 
 import msgspec
 
 from jetcron.bus import rpc
 from jetcron.bus.control import cancel_run
-from jetcron.bus.dispatch import dispatch
-from jetcron.bus.dlq import dead_lettered
 from jetcron.bus.finished import read_minutes
 from jetcron.bus.logs import read_chunks
-from jetcron.bus.overview import cluster_status
-from jetcron.core.errors import Conflict, InvalidSpec, NotFound, Unavailable, WriteConflict
-from jetcron.core.fairness import validate_queue_quotas
+from jetcron.core.errors import InvalidSpec, NotFound, Unavailable
 from jetcron.core.finished import first_minute
-from jetcron.core.ids import (
-    QUEUE_RE,
-    RUN_ID_RE,
-    TENANT_RE,
-    job_of,
-    keyed_replay_id,
-    replay_run_id,
-)
-from jetcron.core.models import AgentInfo, QueueQuota, Run, RunState, TenantPolicy
-from jetcron.core.preemption import validate_preemption
-from jetcron.core.retention import validate_history
+from jetcron.core.ids import QUEUE_RE, RUN_ID_RE
+from jetcron.core.models import Run, RunState
 from jetcron.services.api import priorities
-from jetcron.services.api.admission import Admission
-from jetcron.services.api.call import Call, admin_only, job_named, visible
+from jetcron.services.api.call import Call, job_named, visible
+from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, flag, integer, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
-from jetcron.wire.api import ClusterStatus, Page, Reply
-from jetcron.wire.codec import decode, encode
+from jetcron.wire.api import Page, Reply
+from jetcron.wire.codec import encode
 from jetcron.wire.messages import ActiveRunsQuery
 
 STATES = {st.value for st in RunState}
 ACTIVE_TIMEOUT = 5.0
 
 
-class Runs:
-    def __init__(self, ctx: Context, admission: Admission) -> None:
+def run_id_of(value: str | None) -> str:
+    if value is None or not RUN_ID_RE.match(value):
+        raise InvalidSpec("run_id", value, "is not a run id (JOB.YYYYMMDDTHHMMSSmmmZ)")
+    return value
+
+
+async def visible_run(ctx: Context, run_id: str, tenant: str | None) -> Run:
+    """A run the caller may see: another tenant's reads exactly like a missing one."""
+    run, _ = await ctx.runs.get(run_id)
+    if not visible(run.tenant, tenant):
+        raise NotFound("run", run_id)
+    return run
+
+
+class Runs(Noun):
+    noun = "runs"
+
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.admission = admission
 
-    def _run_id(self, value: str | None) -> str:
-        if value is None or not RUN_ID_RE.match(value):
-            raise InvalidSpec("run_id", value, "is not a run id (JOB.YYYYMMDDTHHMMSSmmmZ)")
-        return value
-
-    async def _run(self, run_id: str, tenant: str | None) -> Run:
-        """A run the caller may see: another tenant's reads exactly like a missing one."""
-        run, _ = await self.ctx.runs.get(run_id)
-        if not visible(run.tenant, tenant):
-            raise NotFound("run", run_id)
-        return run
-
+    @verb
     async def get(self, call: Call) -> Run:
         req = body(call.data, v.RunRef)
-        return await self._run(self._run_id(text(req, "run_id")), call.tenant)
+        return await visible_run(self.ctx, run_id_of(text(req, "run_id")), call.tenant)
 
+    @verb
     async def list(self, call: Call) -> Page[Run]:
         req = body(call.data, v.RunsList)
         job, queue = text(req, "job"), text(req, "queue")
@@ -137,23 +126,26 @@ class Runs:
             raise Unavailable(f"the run trackers could not list active runs: {reply.error}")
         return msgspec.convert(reply.result, Page[Run], strict=False)
 
+    @verb
     async def cancel(self, call: Call) -> Run:
         req = body(call.data, v.RunsCancel)
-        run = await self._run(self._run_id(text(req, "run_id")), call.tenant)
+        run = await visible_run(self.ctx, run_id_of(text(req, "run_id")), call.tenant)
         return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, run.run_id,
                                 text(req, "reason") or "cancelled by user", self.ctx.clock.now(),
                                 self.ctx.settings.run_lease_ttl)
 
+    @verb
     async def set_priority(self, call: Call) -> Run:
         req = body(call.data, v.RunsSetPriority)
-        run = await self._run(self._run_id(text(req, "run_id")), call.tenant)
+        run = await visible_run(self.ctx, run_id_of(text(req, "run_id")), call.tenant)
         priority, queue = priorities.parse(req.get("priority"), req.get("queue"))
         await priorities.check_ceiling(self.ctx, run.tenant, priority, call.tenant)
         return await priorities.move(self.ctx, run.run_id, priority, queue, call.tenant)
 
+    @verb
     async def logs(self, call: Call) -> v.Logs:
         req = body(call.data, v.RunsLogs)
-        run_id = (await self._run(self._run_id(text(req, "run_id")), call.tenant)).run_id
+        run_id = (await visible_run(self.ctx, run_id_of(text(req, "run_id")), call.tenant)).run_id
         limit = integer(req, "limit_bytes", 1_048_576, 1, 8_388_608)
         out: list[str] = []
         size = 0
@@ -168,111 +160,10 @@ class Runs:
             out.append(chunk.decode("utf-8", "replace"))
         return v.Logs(run_id=run_id, output="".join(out), complete=done)
 
+    @verb
     async def finished(self, call: Call) -> v.FinishedRuns:
         """Runs finished per minute by outcome (jc_finished, written by the tracker leader): the cluster's for the
         admin, the caller's own tenant's for a tenant. Two requests, whatever the span."""
         req = body(call.data, v.RunsFinished)
         since = first_minute(self.ctx.clock.now(), integer(req, "minutes", 60, 1, 1440))
         return v.FinishedRuns(since=since, items=await read_minutes(self.ctx.js, call.tenant, since))
-
-    async def agents(self, call: Call) -> Page[AgentInfo]:
-        admin_only(call, "agents.list")
-        body(call.data, v.Empty)
-        items: list[AgentInfo] = []
-        for key in sorted(await self.ctx.agents.keys()):
-            found = await self.ctx.agents.maybe(key)
-            if found is not None:
-                items.append(found[0])
-        return Page(items=items)
-
-    async def cluster_status(self, call: Call) -> ClusterStatus:
-        admin_only(call, "cluster.status")
-        body(call.data, v.Empty)
-        return await cluster_status(self.ctx.js)
-
-    async def dlq_list(self, call: Call) -> Page[Run]:
-        req = body(call.data, v.DlqList)
-        limit = integer(req, "limit", 100, 1, 1000)
-        # From the dead-letter stream, newest last; not a scan of every run record.
-        latest = {e.run_id: e for e in await dead_lettered(self.ctx.js, limit)}
-        items: list[Run] = []
-        for run_id, entry in latest.items():
-            found = await self.ctx.runs.maybe(run_id)
-            run = found[0] if found is not None else decode(entry.run, Run)
-            if visible(run.tenant, call.tenant):
-                items.append(run)
-        return Page(items=items)
-
-    async def dlq_replay(self, call: Call) -> Run:
-        req = body(call.data, v.DlqReplay)
-        run_id = self._run_id(text(req, "run_id"))
-        run = await self._run(run_id, call.tenant)
-        if run.state not in (RunState.DEAD, RunState.FAILED):
-            raise Conflict(f"run {run_id} is {run.state}, only dead or failed runs can be replayed")
-        await self.admission.admit(run.tenant)
-        now = self.ctx.clock.now()
-        key = text(req, "key", limit=128)
-        # With a key, a retried request is the same replay (its id is the key's); without, each is a new one.
-        ids = [keyed_replay_id(run_id, key)] if key is not None else [replay_run_id(run_id, n) for n in range(1, 100)]
-        for n, replay_id in enumerate(ids, start=1):
-            replay = msgspec.structs.replace(
-                run, run_id=replay_id, state=RunState.SCHEDULED, attempt=1, due_at=now, created_at=now,
-                agent=None, agents=[], token=0, assigned_at=None, started_at=None, finished_at=None, exit_code=None,
-                outcome="", reason=f"replay {n if key is None else 'keyed'} of {run_id}", history=[],
-            )
-            try:
-                await self.ctx.runs.create(replay.run_id, replay)
-            except WriteConflict:
-                if key is not None:
-                    return (await self.ctx.runs.get(replay_id))[0]
-                continue
-            await dispatch(self.ctx.js, replay)
-            return replay
-        raise Conflict(f"run {run_id} was replayed too many times")
-
-    async def tenants_set(self, call: Call) -> TenantPolicy:
-        admin_only(call, "tenants.set")
-        req = body(call.data, TenantPolicy)
-        _check_queue_shapes(req.get("queues"))
-        try:
-            policy = msgspec.convert(req, TenantPolicy)
-        except msgspec.ValidationError as exc:
-            raise InvalidSpec("tenant", req, str(exc)) from None
-        if not TENANT_RE.match(policy.tenant):
-            raise InvalidSpec("tenant", policy.tenant, "must be 1-63 letters, digits, '-' or '_'")
-        if not 0 < policy.weight <= 1000:
-            raise InvalidSpec("weight", policy.weight, "must be > 0 and <= 1000")
-        for name in ("max_cpu", "max_memory_mb", "max_gpus", "max_pending_runs"):
-            value = getattr(policy, name)
-            if value is not None and not 0 <= value <= 10**9:
-                raise InvalidSpec(name, value, "must be >= 0")
-        rate = policy.max_submits_per_second
-        if rate is not None and not (math.isfinite(rate) and 0 < rate <= 10**6):
-            raise InvalidSpec("max_submits_per_second", rate, "must be > 0 and <= 1000000")
-        validate_queue_quotas(policy.queues)
-        validate_preemption(policy)
-        validate_history(policy.history, self.ctx.history.cluster)
-        await self.ctx.tenants.put(policy.tenant, policy)
-        return policy
-
-    async def tenants_list(self, call: Call) -> Page[TenantPolicy]:
-        admin_only(call, "tenants.list")
-        body(call.data, v.Empty)
-        items = [found[0] for key in sorted(await self.ctx.tenants.keys())
-                 if (found := await self.ctx.tenants.maybe(key)) is not None]
-        return Page(items=items)
-
-
-def _check_queue_shapes(queues: object) -> None:
-    """A queue quota that is not a QueueQuota is refused naming its queue and what it holds (the whole policy's
-    conversion would name the tenant and a path without the queue's name)."""
-    if not isinstance(queues, dict):
-        return
-    for name, quota in queues.items():
-        try:
-            msgspec.convert(quota, QueueQuota)
-        except msgspec.ValidationError as exc:
-            raise InvalidSpec(f"queues.{name}", quota, str(exc)) from None
-
-
-__all__ = ["Runs", "job_of"]

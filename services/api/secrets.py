@@ -9,6 +9,7 @@ from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import TENANT_RE
 from jetcron.core.validate import validate_secrets
 from jetcron.services.api.call import Call
+from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, text
 from jetcron.services.runtime import Context
 from jetcron.wire import verbs as v
@@ -39,11 +40,14 @@ def _name(req: dict[str, Any]) -> str:
     return name
 
 
-class Secrets:
+class Secrets(Noun):
+    noun = "secrets"
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.store = Store(ctx.js, ctx.settings.secrets_key_file)
 
+    @verb
     async def set(self, call: Call) -> v.SecretRef:
         req = body(call.data, v.SecretsSet)
         tenant, name = _tenant(call, req), _name(req)
@@ -54,11 +58,13 @@ class Secrets:
         await self.store.put(tenant, name, value)
         return v.SecretRef(tenant=tenant, name=name, updated_at=self.ctx.clock.now())
 
+    @verb
     async def list(self, call: Call) -> v.SecretNames:
         req = body(call.data, v.ForTenant)
         tenant = _tenant(call, req)
         return v.SecretNames(tenant=tenant, items=await self.store.names(tenant))
 
+    @verb
     async def delete(self, call: Call) -> v.SecretRef:
         req = body(call.data, v.SecretsDelete)
         tenant, name = _tenant(call, req), _name(req)

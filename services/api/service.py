@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 from opentelemetry.trace import SpanKind
@@ -12,16 +11,21 @@ from opentelemetry.trace import SpanKind
 from jetcron.bus import rpc
 from jetcron.bus.ports import Request
 from jetcron.bus.registry import Endpoint, add_endpoints
-from jetcron.core.errors import Misconfigured
 from jetcron.services.api.admission import Admission
+from jetcron.services.api.agents import Agents
 from jetcron.services.api.calendars import Calendars
 from jetcron.services.api.call import Call
+from jetcron.services.api.cluster import Cluster
+from jetcron.services.api.dlq import Dlq
 from jetcron.services.api.intake import Intake
 from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.mint import serve_mint
 from jetcron.services.api.notifications import Notifications
+from jetcron.services.api.registry import Handler, Noun, served
 from jetcron.services.api.runs import Runs
 from jetcron.services.api.secrets import Secrets
+from jetcron.services.api.submissions import Submissions
+from jetcron.services.api.tenants import Tenants
 from jetcron.services.api.tokens import Tokens
 from jetcron.services.runtime import Context, background
 from jetcron.telemetry import metrics
@@ -29,7 +33,6 @@ from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.api import PLAIN_FAILURE, Reply, error_reply
 from jetcron.wire.codec import encode
-from jetcron.wire.verbs import VERBS
 
 log = structlog.get_logger("jetcron.api")
 _tracer = tracer("api")
@@ -41,7 +44,7 @@ _inflight = asyncio.Semaphore(512)
 _tasks: set[asyncio.Task[None]] = set()
 
 
-def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Request], Awaitable[None]]:
+def endpoint(verb: str, op: Handler) -> Callable[[Request], Awaitable[None]]:
     """One place turns results and errors into replies: nothing is answered 'accepted' before it is stored."""
 
     async def answer(request: Request) -> None:
@@ -77,32 +80,16 @@ def endpoint(verb: str, op: Callable[[Call], Awaitable[Any]]) -> Callable[[Reque
     return handle
 
 
+def nouns(ctx: Context, jobs: Jobs) -> list[Noun]:
+    """Every noun whose verbs the api answers (registry.served checks them against the contract)."""
+    return [jobs, Runs(ctx), Dlq(ctx, jobs.admission), Agents(ctx), Cluster(ctx), Tenants(ctx), Secrets(ctx),
+            Submissions(ctx), Notifications(ctx), Tokens(ctx), Calendars(ctx)]
+
+
 async def main(ctx: Context) -> None:
-    admission = Admission(ctx)
-    jobs, runs, secrets, tokens = Jobs(ctx, admission), Runs(ctx, admission), Secrets(ctx), Tokens(ctx)
+    jobs = Jobs(ctx, Admission(ctx))
+    verbs = served(nouns(ctx, jobs))
     intake = Intake(ctx, jobs)
-    notifications = Notifications(ctx)
-    calendars = Calendars(ctx)
-    verbs: dict[str, Callable[[Call], Awaitable[Any]]] = {
-        "jobs.create": jobs.create, "jobs.update": jobs.update, "jobs.get": jobs.get, "jobs.list": jobs.list,
-        "jobs.pause": jobs.pause, "jobs.resume": jobs.resume, "jobs.delete": jobs.delete,
-        "jobs.trigger": jobs.trigger, "jobs.backfill": jobs.backfill,
-        "runs.get": runs.get, "runs.list": runs.list, "runs.cancel": runs.cancel, "runs.logs": runs.logs,
-        "runs.set_priority": runs.set_priority,
-        "runs.finished": runs.finished,
-        "agents.list": runs.agents, "cluster.status": runs.cluster_status,
-        "dlq.list": runs.dlq_list, "dlq.replay": runs.dlq_replay,
-        "tenants.set": runs.tenants_set, "tenants.list": runs.tenants_list,
-        "secrets.set": secrets.set, "secrets.list": secrets.list, "secrets.delete": secrets.delete,
-        "submissions.get": intake.get,
-        "notifications.list": notifications.list, "notifications.redeliver": notifications.redeliver,
-        "tokens.create": tokens.create, "tokens.list": tokens.list, "tokens.revoke": tokens.revoke,
-        "calendars.create": calendars.create, "calendars.update": calendars.update, "calendars.get": calendars.get,
-        "calendars.list": calendars.list, "calendars.delete": calendars.delete,
-        "calendars.preview": calendars.preview,
-    }
-    if set(verbs) != set(VERBS):  # the contract (wire/verbs.py) and what is served must be the same set
-        raise Misconfigured(f"verbs served and the contract differ: {sorted(set(verbs) ^ set(VERBS))}")
     endpoints: list[Endpoint] = []
     for verb, op in verbs.items():
         for_tenants, for_admin = s.api_endpoint(verb)

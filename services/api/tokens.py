@@ -10,7 +10,8 @@ from jetcron.auth.tokens import TOKEN_ID_RE, TokenRecord, issue
 from jetcron.bus.kv import Store
 from jetcron.core.errors import InvalidSpec, NotFound
 from jetcron.core.ids import TENANT_RE
-from jetcron.services.api.call import Call, admin_only
+from jetcron.services.api.call import Call
+from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, text
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -22,7 +23,9 @@ def _shown(record: TokenRecord, token: str | None = None) -> v.TokenInfo:
                        created_at=record.created_at, token=token)
 
 
-class Tokens:
+class Tokens(Noun):
+    noun = "tokens"
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.store: Store[TokenRecord] | None = None
@@ -32,8 +35,8 @@ class Tokens:
             self.store = await Store.open(self.ctx.js, s.BUCKET_TOKENS, TokenRecord)
         return self.store
 
+    @verb
     async def create(self, call: Call) -> v.TokenInfo:
-        admin_only(call, "tokens.create")
         req = body(call.data, v.TokensCreate)
         tenant = text(req, "tenant")
         admin = req.get("admin", False)
@@ -48,8 +51,8 @@ class Tokens:
         await (await self._store()).create(record.token_id, record)
         return _shown(record, token)
 
+    @verb
     async def list(self, call: Call) -> v.TokenList:
-        admin_only(call, "tokens.list")
         req = body(call.data, v.ForTenant)
         tenant = text(req, "tenant")
         store = await self._store()
@@ -60,8 +63,8 @@ class Tokens:
                 items.append(_shown(found[0]))
         return v.TokenList(items=items)
 
+    @verb
     async def revoke(self, call: Call) -> v.TokenRevoked:
-        admin_only(call, "tokens.revoke")
         req = body(call.data, v.TokensRevoke)
         token_id = text(req, "token_id")
         if token_id is None or not TOKEN_ID_RE.match(token_id):

@@ -46,7 +46,7 @@ class InProcess:
     """The SDK's caller, answered by the api's Runs verbs in this process (a tenant's subject, or the admin's)."""
 
     def __init__(self, ctx: Context, tenant: str | None) -> None:
-        self.runs = Runs(ctx, cast(Any, None))
+        self.runs = Runs(ctx)
         self.tenant = tenant
         self.calls: list[str] = []
 
@@ -123,7 +123,7 @@ async def test_when_the_last_write_was_a_delete_the_newest_run_stands_in() -> No
         run = _run("acme", "nightly", n)
         await runs.put(run.run_id, run)
     await runs.delete(_run("acme", "nightly", 0).run_id)  # let go by retention
-    latest = await Runs(ctx, cast(Any, None)).list(Call(b'{"job": "nightly", "latest": true}', "acme"))
+    latest = await Runs(ctx).list(Call(b'{"job": "nightly", "latest": true}', "acme"))
     assert [r.run_id for r in latest.items] == [_run("acme", "nightly", 4).run_id]
 
 
@@ -135,7 +135,7 @@ async def test_latest_refuses_what_one_read_cannot_answer_naming_the_field(extra
     ctx, _ = _context()
     request = {"job": "nightly", "latest": True, **extra}
     with pytest.raises(InvalidSpec) as refused:
-        await Runs(ctx, cast(Any, None)).list(Call(msgspec.json.encode(request), "acme"))
+        await Runs(ctx).list(Call(msgspec.json.encode(request), "acme"))
     assert refused.value.field == field and refused.value.value == extra[field]
 
 
@@ -145,7 +145,7 @@ async def test_a_page_without_a_filter_reads_only_what_it_returns() -> None:
         for n in range(300):
             run = _run(tenant, f"job{n % 3}", n)
             await runs.put(run.run_id, run)
-    verbs = Runs(ctx, cast(Any, None))
+    verbs = Runs(ctx)
     for request, tenant in (({"job": "job1", "limit": 50}, "acme"), ({"job": "job1", "limit": 50, "newest": True},
                                                                      "acme"),
                             ({"limit": 50}, "globex"), ({"limit": 50}, None), ({"limit": 50, "state": "succeeded"},
@@ -162,7 +162,7 @@ async def test_a_filtered_page_reads_no_further_than_the_run_that_fills_it() -> 
         run = _run("acme", "nightly", n, RunState.FAILED if n % 4 == 3 else RunState.SUCCEEDED,
                    "etl" if n % 2 else "default")
         await runs.put(run.run_id, run)
-    verbs = Runs(ctx, cast(Any, None))
+    verbs = Runs(ctx)
     for request, last in (({"state": "failed"}, 4 * 50 - 1), ({"queue": "etl"}, 2 * 50 - 1),
                           ({"state": "succeeded", "queue": "etl"}, 1 + 4 * 49)):
         runs.reads = 0

@@ -3,7 +3,7 @@ value with nothing stored; the tenant's other fields are checked as before."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
@@ -12,24 +12,24 @@ from twin_support import twin_context
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import QueueQuota, TenantPolicy
 from jetcron.services.api.call import Call
-from jetcron.services.api.runs import Runs
+from jetcron.services.api.tenants import Tenants
 
 
-async def tenants_set(runs: Runs, request: dict[str, Any] | bytes) -> TenantPolicy:
+async def tenants_set(tenants: Tenants, request: dict[str, Any] | bytes) -> TenantPolicy:
     data = request if isinstance(request, bytes) else msgspec.json.encode(request)
-    return await runs.tenants_set(Call(data, None))
+    return await tenants.set(Call(data, None))
 
 
 async def test_queue_quotas_are_stored_with_the_policy() -> None:
     ctx = twin_context()
-    runs = Runs(ctx, cast(Any, None))
-    policy = await tenants_set(runs, {"tenant": "acme", "max_cpu": 10,
+    tenants = Tenants(ctx)
+    policy = await tenants_set(tenants, {"tenant": "acme", "max_cpu": 10,
                                       "queues": {"batch": {"max_cpu": 8, "max_memory_mb": 16384, "max_gpus": 2},
                                                  "adhoc": {}}})
     assert policy.queues == {"batch": QueueQuota(max_cpu=8, max_memory_mb=16384, max_gpus=2), "adhoc": QueueQuota()}
     assert (await ctx.tenants.get("acme"))[0] == policy
     # a policy set without queues has none (the whole policy is replaced)
-    assert (await tenants_set(runs, {"tenant": "acme"})).queues == {}
+    assert (await tenants_set(tenants, {"tenant": "acme"})).queues == {}
 
 
 @pytest.mark.parametrize(("queues", "match"), [
@@ -48,11 +48,11 @@ async def test_queue_quotas_are_stored_with_the_policy() -> None:
 ])
 async def test_a_bad_queue_quota_is_refused_naming_it_and_nothing_is_stored(queues: Any, match: str) -> None:
     ctx = twin_context()
-    runs = Runs(ctx, cast(Any, None))
+    tenants = Tenants(ctx)
     request = (b'{"tenant": "acme", "queues": ' + queues + b"}" if isinstance(queues, bytes)
                else {"tenant": "acme", "queues": queues})
     with pytest.raises(InvalidSpec, match=match):
-        await tenants_set(runs, request)
+        await tenants_set(tenants, request)
     assert await ctx.tenants.maybe("acme") is None
 
 

@@ -1,0 +1,23 @@
+"""Cluster verbs (admin only): who leads, who holds the trigger shards, the placement queue."""
+
+from __future__ import annotations
+
+from jetcron.bus.overview import cluster_status
+from jetcron.services.api.call import Call
+from jetcron.services.api.registry import Noun, verb
+from jetcron.services.api.requests import body
+from jetcron.services.runtime import Context
+from jetcron.wire import verbs as v
+from jetcron.wire.api import ClusterStatus
+
+
+class Cluster(Noun):
+    noun = "cluster"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @verb
+    async def status(self, call: Call) -> ClusterStatus:
+        body(call.data, v.Empty)
+        return await cluster_status(self.ctx.js)
