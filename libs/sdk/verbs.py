@@ -1,5 +1,7 @@
 """Typed methods for every API verb: `client.jobs.create(spec) -> JobRecord`, `client.runs.list(...) ->
-Page[Run]`. Each builds its request from wire/verbs.py and decodes the reply into that verb's reply type."""
+Page[Run]`. Each builds its request from wire/verbs.py and decodes the reply into that verb's reply type: the
+verb `noun.action` is the method `action` of the group `noun` (tests/unit/test_sdk_verbs.py checks each against its
+row: the verb it sends, its fields, its reply type)."""
 
 from __future__ import annotations
 
