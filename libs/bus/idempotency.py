@@ -10,7 +10,7 @@ import nats.js.errors as jse
 from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
-from jetcron.bus.kv import translate
+from jetcron.bus.kv import translate, value_of
 from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
@@ -40,9 +40,9 @@ class IdempotencyKeys:
             return None
         except Exception as exc:
             raise translate(exc, f"read idempotency key {key}") from exc
-        if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
+        if (data := value_of(msg.data, msg.headers)) is None:
             return None
-        return decode(msg.data, KeyRecord), int(msg.seq or 0)
+        return decode(data, KeyRecord), int(msg.seq or 0)
 
     async def _write(self, key: str, record: KeyRecord, ttl: float, expected: int) -> int:
         headers = {s.HDR_TTL: str(max(1, math.ceil(ttl))), s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(expected)}

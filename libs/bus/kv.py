@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
@@ -36,6 +36,18 @@ NO_MESSAGE = 10037
 # 10077: message size; 10047/10048: storage or bytes limit; 10023: the server's JetStream store (max_file_store)
 # is full; 10026/10027: a consumer or stream count limit; 10008/10163: cluster not ready: retryable.
 _FULL = {10023, 10047, 10048, 10026, 10027}
+_REMOVED = ("DEL", "PURGE")
+"""The server's KV-Operation header on a delete marker and on a purge marker (an expiry under subject delete
+markers reads as a purge too: docs/decisions-nats.md)."""
+
+
+def value_of(data: bytes | None, headers: Mapping[str, str] | None) -> bytes | None:
+    """The value a message of a bucket's stream gives its key, or None when it gives none: a delete or purge
+    marker, or an empty body. Every reader of raw KV messages asks this, so a key reads as gone the same way
+    everywhere."""
+    if not data or (headers is not None and headers.get("KV-Operation") in _REMOVED):
+        return None
+    return data
 
 
 def translate(exc: BaseException, what: str) -> Exception:
@@ -244,10 +256,10 @@ class Store(RecordOps[T]):
         """(key, value or None for a delete, revision) of a stream message; None if undecodable."""
         key = msg.subject[len(self.kv._pre):]
         revision = stream_sequence(msg.reply)
-        if not msg.data or (msg.headers and msg.headers.get("KV-Operation") in ("DEL", "PURGE")):
+        if (data := value_of(msg.data, msg.headers)) is None:
             return key, None, revision
         try:
-            return key, decode(msg.data, self.kind), revision
+            return key, decode(data, self.kind), revision
         except msgspec.DecodeError:
             return None
 
@@ -265,6 +277,6 @@ class Store(RecordOps[T]):
             if isinstance(exc, jse.NotFoundError) and exc.err_code == NO_MESSAGE:
                 return None
             raise translate(exc, f"read the last of {self.name}/{pattern}") from exc
-        if not msg.data or (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
+        if (data := value_of(msg.data, msg.headers)) is None:
             return None
-        return decode(msg.data, self.kind), int(msg.seq or 0)
+        return decode(data, self.kind), int(msg.seq or 0)

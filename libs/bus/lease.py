@@ -14,7 +14,7 @@ import nats.js.errors as jse
 from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
-from jetcron.bus.kv import bind, scan_keys, translate
+from jetcron.bus.kv import bind, scan_keys, translate, value_of
 from jetcron.core import takeover
 from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.leases import outlasting
@@ -134,10 +134,10 @@ class Leases:
             return None
         except Exception as exc:
             raise translate(exc, f"read lease {key}") from exc
-        if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
+        if (data := value_of(msg.data, msg.headers)) is None:
             return None
         # A released or revoked marker comes back with an empty holder: callers read that as free.
-        return Lease(key=key, token=int(msg.seq or 0), value=decode(msg.data, LeaseValue), written_at=msg.time,
+        return Lease(key=key, token=int(msg.seq or 0), value=decode(data, LeaseValue), written_at=msg.time,
                      ttl=_ttl_of(msg.headers), writer=s.lease_writer(msg.subject or ""))
 
     async def acquire(

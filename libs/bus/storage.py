@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from jetcron.bus.connect import live_jsz, monitor_urls
-from jetcron.bus.kv import drop_subscription, translate
+from jetcron.bus.kv import drop_subscription, translate, value_of
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 
@@ -117,10 +117,10 @@ async def oldest(js: JetStreamContext, bucket: str, kind: type[T], after: int = 
             except (TimeoutError, nats.errors.TimeoutError):
                 return
             for msg in msgs:
-                if not msg.data or (msg.headers and msg.headers.get("KV-Operation")):
+                if (data := value_of(msg.data, msg.headers)) is None:
                     continue
                 with contextlib.suppress(msgspec.DecodeError):
-                    yield (msg.subject[len(prefix):], decode(msg.data, kind), len(msg.data) + len(msg.subject),
+                    yield (msg.subject[len(prefix):], decode(data, kind), len(data) + len(msg.subject),
                            int(msg.metadata.sequence.stream))
             if msgs and msgs[-1].metadata.num_pending == 0:
                 return
