@@ -6,6 +6,8 @@ from typing import Any
 
 __all__ = ["checkpoint", "once"]
 __version__ = "0.1.0"
+"""The release: the package's metadata reads it (pyproject.toml), the services announce it, and the deploy files'
+image tags name it (tests/unit/test_version_tags.py)."""
 
 
 def __getattr__(name: str) -> Any:

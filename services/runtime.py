@@ -21,6 +21,7 @@ import nats.errors
 import structlog
 import uvloop
 
+from jetcron import __version__
 from jetcron.bus import rpc
 from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
@@ -42,8 +43,6 @@ from jetcron.telemetry.logging import setup_logging
 from jetcron.telemetry.tracing import flush_tracing, setup_tracing
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor, ServiceInstance
-
-VERSION = "0.1.0"
 
 STOP_RESERVE = 4.0
 """Seconds of a service's stop grace kept for what follows its main (the registry, the connection, its tasks),
@@ -211,7 +210,7 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
     registry = await Registry.open(ctx.js)
     me = ServiceInstance(service=ctx.name, instance=ctx.instance, host=socket.gethostname(), pid=os.getpid(),
                          metrics_url=ctx.metrics_url, started_at=started, heartbeat_at=started)
-    ping = await add_ping_service(ctx.nc, me, VERSION)
+    ping = await add_ping_service(ctx.nc, me, __version__)
     announcer = asyncio.create_task(_announce(ctx, registry, started))
     keeper = asyncio.create_task(keep_topology(ctx)) if ctx.remake_topology is not None else None
     ctx.log.info("serving health", metrics_url=ctx.metrics_url, instance=ctx.instance)

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from opentelemetry.trace import SpanKind
 
+from jetcron import __version__
 from jetcron.bus import rpc
 from jetcron.bus.ports import Request
 from jetcron.bus.registry import Endpoint, add_endpoints
@@ -97,7 +98,7 @@ async def main(ctx: Context) -> None:
         endpoints += [(name, for_tenants, endpoint(verb, op)), (f"{name}_admin", for_admin, endpoint(verb, op))]
     # The server has every endpoint's subscription before this says ready (a request sent on "api ready" must
     # not find no responders).
-    service = await add_endpoints(ctx.nc, name=s.API_SERVICE, version="0.1.0", queue=s.API_QUEUE,
+    service = await add_endpoints(ctx.nc, name=s.API_SERVICE, version=__version__, queue=s.API_QUEUE,
                                   description="jetcron job scheduler API", endpoints=endpoints)
     mint = await serve_mint(ctx)
     intake_loop = background(ctx, intake.serve())
