@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, date, datetime, timedelta
 
+import msgspec
 import pytest
 
 from jetcron.core import exclusions
@@ -13,7 +14,8 @@ from jetcron.core.calendar_time import compile_calendar
 from jetcron.core.calendars import CalendarRule, CalendarSpec
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.exclusions import JobCalendars, skip_kind
-from jetcron.core.models import JobSpec, MisfireKind, MisfirePolicy, Schedule, ScheduleKind
+from jetcron.core.models import JobSpec, MisfireKind, MisfirePolicy, Run, RunState, Schedule, ScheduleKind
+from jetcron.core.notify import missed_deadlines
 from jetcron.core.triggers import plan_backfill, plan_fires
 
 
@@ -155,3 +157,14 @@ def test_a_preview_says_when_nothing_later_runs() -> None:
     past = compiled("past", dates=("2025-12-25",))
     rows = exclusions.preview(EVERY_SECOND, NOW, 5, calendars=JobCalendars(only=(("past", past),)))
     assert [(r["skipped"], r["until"]) for r in rows] == [("calendar past: outside it (only)", "never")]
+
+
+def test_an_occurrence_a_calendar_skipped_misses_no_start_deadline() -> None:
+    # Skipped on purpose, as one that came due while the job was paused: its owner hears `skipped`, not start_missed.
+    spec = job(EVERY_SECOND, start_deadline_seconds=0.5)
+    at = utc("2026-12-04T12:00:04Z")
+    skipped = Run(run_id="j.20261204T120004000Z", job="j", state=RunState.SKIPPED, scheduled_at=at, due_at=at,
+                  created_at=at, reason="calendar freeze")
+    assert missed_deadlines(skipped, spec, at + timedelta(seconds=5)) == []
+    other = msgspec.structs.replace(skipped, reason="overlap: j.20261204T120003000Z still active (policy skip)")
+    assert missed_deadlines(other, spec, at + timedelta(seconds=5)) == ["start"]
