@@ -121,7 +121,8 @@ class SyncClient:
         self.client = self.loop.run_until_complete(Client.connect(url, timeout, identity=identity))
         run = self.loop.run_until_complete
         c = self.client
-        self.jobs, self.runs, self.agents, self.dlq = (Blocking(g, run) for g in (c.jobs, c.runs, c.agents, c.dlq))
+        self.jobs, self.runs, self.agents, self.cluster, self.dlq = (
+            Blocking(g, run) for g in (c.jobs, c.runs, c.agents, c.cluster, c.dlq))
         self.tenants, self.secrets, self.submissions, self.tokens, self.notifications = (
             Blocking(g, run) for g in (c.tenants, c.secrets, c.submissions, c.tokens, c.notifications))
         self.calendars = Blocking(c.calendars, run)

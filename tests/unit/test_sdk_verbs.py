@@ -1,17 +1,19 @@
 """The SDK's typed methods (libs/sdk/verbs.py) against the contract (libs/wire/verbs.py): every verb `noun.action`
 has `client.noun.action`, returning the verb's reply type and sending that verb with the fields its request struct
-reads (all of its required ones among them); every other public method of a group is a helper named here."""
+reads (all of its required ones among them); every other public method of a group is a helper named here; the
+blocking SyncClient has every group."""
 
 from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
 
-from jetcron.sdk.verbs import Verbs, _Group
+from jetcron.sdk.client import Client, SyncClient
+from jetcron.sdk.verbs import Blocking, Verbs, _Group
 from jetcron.wire.verbs import VERBS
 
 HELPERS = {"runs.latest": "runs.list with latest=True, its page's one run or None"}
@@ -70,3 +72,15 @@ def test_every_other_public_method_is_a_helper_named_here() -> None:
     public = {f"{noun}.{name}" for noun, group in _groups(Recorder()).items()
               for name, _ in inspect.getmembers(group, inspect.ismethod) if not name.startswith("_")}
     assert public - set(VERBS) == set(HELPERS)
+
+
+def test_the_sync_client_has_every_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def connect(*_: Any, **__: Any) -> Client:
+        return Client(cast(Any, None))
+
+    monkeypatch.setattr(Client, "connect", connect)
+    sync = SyncClient("nats://127.0.0.1:1")
+    try:
+        assert {name for name, group in vars(sync).items() if isinstance(group, Blocking)} == set(_groups(Recorder()))
+    finally:
+        sync.loop.close()
