@@ -6,7 +6,9 @@ blocking SyncClient has every group."""
 from __future__ import annotations
 
 import inspect
+import re
 import typing
+from pathlib import Path
 from typing import Any, cast
 
 import msgspec
@@ -84,3 +86,9 @@ def test_the_sync_client_has_every_group(monkeypatch: pytest.MonkeyPatch) -> Non
         assert {name for name, group in vars(sync).items() if isinstance(group, Blocking)} == set(_groups(Recorder()))
     finally:
         sync.loop.close()
+
+
+def test_the_sdk_guide_names_every_group() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "sdk.md").read_text()
+    named = set(re.findall(r"`(\w+)`", guide.split("in the groups", 1)[1].split("(docs/", 1)[0]))
+    assert named == set(_groups(Recorder()))
