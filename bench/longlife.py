@@ -214,7 +214,7 @@ class Bench:
         by_pid = {p.pid: name for name, p in self.jc.procs.items()}
         urls: dict[str, str] = {}
         kv = bind(js, s.BUCKET_SERVICES)
-        for key in await scan_keys(kv, ">"):
+        for key in await scan_keys(js, s.BUCKET_SERVICES, ">"):
             try:
                 entry = await kv.get(key)
             except Exception:  # aged out between the listing and the read

@@ -24,6 +24,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from jetcron.bus.natspy import connection_of, request_timeout
+
 NO_RESPONDERS = "503"
 
 
@@ -104,8 +106,8 @@ async def publish_acked(js: JetStreamContext, subject: str, payload: bytes,
     if not isinstance(js, JetStreamContext):
         ack: Any = await js.publish(subject, payload, headers=headers)
         return int(ack.seq)
-    nc: Any = js._nc
+    nc = connection_of(js)
     acks = _ACKS.get(nc)
     if acks is None:
         acks = _ACKS[nc] = Acks(nc)
-    return await acks.publish(subject, payload, headers, float(js._timeout))
+    return await acks.publish(subject, payload, headers, request_timeout(js))

@@ -20,6 +20,7 @@ from nats.aio.client import Client
 
 from jetcron.auth import jwt
 from jetcron.auth.authority import identity_of
+from jetcron.bus.natspy import server_info
 from jetcron.core.errors import Unauthorized, UnsafeServer
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
@@ -271,7 +272,7 @@ async def connect(
     metrics.NATS_CONNECTED.set(1)
     if not check:
         return Connected(nc, [])
-    version = str(nc._server_info.get("version", "0.0.0"))
+    version = str(server_info(nc).get("version", "0.0.0"))
     live = await live_jsz(monitor_urls(url, monitor_url))
     jsz: dict[str, Any] | None = None
     verdict = None
@@ -295,7 +296,7 @@ def cluster_size(nc: Client) -> int:
     are: a client behind a fault proxy must not be told the way around it); the URLs the client was given count
     too, so a client handed all three nodes knows it is on a cluster either way.
     """
-    info = nc._server_info  # the INFO block; nats-py exposes no public accessor
+    info = server_info(nc)
     advertised = info.get("connect_urls") or []
     given = {url.netloc for url in nc.servers}
     return max(1, len(advertised), len(given))

@@ -14,6 +14,7 @@ import structlog
 from nats.js.api import Header
 from nats.js.errors import NotFoundError
 
+from jetcron.bus.natspy import api_prefix, connection_of
 from jetcron.bus.ports import Handler, JetStream, Message
 from jetcron.core.errors import JetcronError, Unavailable
 
@@ -85,8 +86,8 @@ class PullQueue:
     MISSED = 1.5  # ...and after three beats without a word from it, the request is presumed lost (a node died)
 
     def __init__(self, js: JetStream, stream: str, durable: str) -> None:
-        self._nc: Any = js._nc
-        self._next = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self._nc: Any = connection_of(js)
+        self._next = f"{api_prefix(js)}.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._inbox = self._nc.new_inbox()
         self._sub: Any = None
         self._buffer: deque[Message] = deque()

@@ -12,9 +12,10 @@ import nats.errors
 import nats.js.errors as jse
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.kv import KeyValue, _is_key_valid
+from nats.js.kv import KeyValue
 
 from jetcron.bus.acks import publish_acked
+from jetcron.bus.natspy import connection_of, consumer_of, valid_key
 from jetcron.bus.ordered import in_order, stream_sequence
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.core.errors import NotFound, StorageFull, Unavailable, WriteConflict
@@ -72,25 +73,25 @@ def translate(exc: BaseException, what: str) -> Exception:
 async def drop_subscription(js: JetStreamContext, sub: Any) -> None:
     """Unsubscribe and delete the consumer behind it: nats-py leaves it to the inactivity timeout,
     so every short-lived watch would leave a consumer behind for minutes (and hit the consumer limit)."""
-    stream, consumer = getattr(sub, "_stream", None), getattr(sub, "_consumer", None)
+    names = consumer_of(sub)
     with contextlib.suppress(Exception):
         await sub.unsubscribe()
-    if stream and consumer and js._nc.is_connected:
+    if names is not None and connection_of(js).is_connected:
         # Bounded: a frozen server answers nothing, and a watch ending on a service's stop must not hold the stop
         # for the JetStream timeout (10 s); a consumer left behind goes at its inactivity threshold.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(js.delete_consumer(stream, consumer), timeout=DROP_TIMEOUT)
+            await asyncio.wait_for(js.delete_consumer(*names), timeout=DROP_TIMEOUT)
 
 
-async def scan_keys(kv: KeyValue, pattern: str) -> list[str]:
+async def scan_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
     """Keys matching a subject pattern, from the stream's per-subject counts (filtered by the server).
 
     Not nats-py's keys(), which filters by substring, and not a watch, whose end-of-data marker can
     arrive before data already delivered (an empty answer for a full bucket under load). A key whose
     last message is a delete marker is listed too: callers read each key and skip missing ones.
     """
-    prefix = s.kv_subject(kv._name, "")
-    info = await kv._js.stream_info(kv._stream, subjects_filter=prefix + pattern)
+    prefix = s.kv_subject(bucket, "")
+    info = await js.stream_info(s.kv_stream(bucket), subjects_filter=prefix + pattern)
     return [subject[len(prefix):] for subject in (info.state.subjects or {})]
 
 
@@ -104,11 +105,15 @@ def bind(js: JetStreamContext, bucket: str) -> KeyValue:
 class Store(RecordOps[T]):
     """A KV bucket whose values are one msgspec type (the NATS adapter of ports.Records)."""
 
-    def __init__(self, kv: KeyValue, kind: type[T], name: str, ttl_of: Callable[[T], int | None] | None = None
-                 ) -> None:
-        self.kv = kv
+    def __init__(self, js: JetStreamContext, bucket: str, kind: type[T],
+                 ttl_of: Callable[[T], int | None] | None = None) -> None:
+        self.js = js
+        self.kv = bind(js, bucket)
+        self.stream = s.kv_stream(bucket)
+        self.prefix = s.kv_subject(bucket, "")
+        """A key's subject is the prefix and the key: what a watch strips and a write publishes to."""
         self.kind = kind
-        self.name = name
+        self.name = bucket
         self.ttl_of = ttl_of
         """Each value's own lifetime on the server (its Nats-TTL, whole seconds), or None to keep it: an ended run
         ages out (core/retention.record_ttl), a live one stays."""
@@ -116,7 +121,7 @@ class Store(RecordOps[T]):
     @classmethod
     async def open(cls, js: JetStreamContext, bucket: str, kind: type[T],
                    ttl_of: Callable[[T], int | None] | None = None) -> Store[T]:
-        return cls(bind(js, bucket), kind, bucket, ttl_of)
+        return cls(js, bucket, kind, ttl_of)
 
     async def get(self, key: str) -> tuple[T, int]:
         """The value and its revision, or NotFound."""
@@ -133,7 +138,7 @@ class Store(RecordOps[T]):
     async def _write(self, key: str, value: bytes, last: int | None, ttl: int | None = None) -> int:
         """One write, checked against revision `last` (0: the key must not exist; None: unchecked) and living
         `ttl` seconds (None: until changed), as nats-py's KeyValue writes it, through the leaner ack wait (acks.py)."""
-        if not _is_key_valid(key):
+        if not valid_key(key):
             raise jse.InvalidKeyError(key)
         headers: dict[str, str] | None = None
         if last is not None:
@@ -142,7 +147,7 @@ class Store(RecordOps[T]):
             # Earlier revisions go with it: in a bucket that keeps history, the one before would otherwise be
             # the key's value again once this one expired (a fired one-shot job, active again).
             headers = {**(headers or {}), s.HDR_TTL: str(ttl), s.HDR_ROLLUP: s.ROLLUP_SUBJECT}
-        return await publish_acked(self.kv._js, self.kv._pre + key, value, headers)
+        return await publish_acked(self.js, self.prefix + key, value, headers)
 
     def _ttl(self, value: T) -> int | None:
         return self.ttl_of(value) if self.ttl_of is not None else None
@@ -158,9 +163,11 @@ class Store(RecordOps[T]):
                 if exc.err_code not in WRONG_LAST:
                     raise
                 try:
-                    await self.kv._get(key)
-                except jse.KeyDeletedError as deleted:
-                    return await self._write(key, data, int(deleted.entry.revision or 0), ttl)
+                    await self.kv.get(key)
+                except jse.KeyNotFoundError as gone:
+                    if gone.entry is None:  # nothing there at all: not a marker to write against
+                        raise
+                    return await self._write(key, data, int(gone.entry.revision or 0), ttl)
                 raise
         except Exception as exc:
             raise translate(exc, f"create {self.name}/{key}") from exc
@@ -187,7 +194,7 @@ class Store(RecordOps[T]):
 
     async def keys(self, pattern: str = ">") -> list[str]:
         try:
-            return await scan_keys(self.kv, pattern)
+            return await scan_keys(self.js, self.name, pattern)
         except Exception as exc:
             raise translate(exc, f"list {self.name}") from exc
 
@@ -200,10 +207,10 @@ class Store(RecordOps[T]):
         its buffer (docs/benchmarks.md). Live changes then come from an ordered consumer starting right after
         the last sequence the snapshot covers.
         """
-        js = self.kv._js
+        js = self.js
         subject = s.kv_subject(self.name, pattern)
         try:
-            info = await js.stream_info(self.kv._stream)
+            info = await js.stream_info(self.stream)
         except Exception as exc:
             raise translate(exc, f"watch {self.name}") from exc
         snapshot = int(info.state.last_seq or 0)
@@ -211,7 +218,7 @@ class Store(RecordOps[T]):
             yield item
         yield "", None, 0
         try:
-            live = await js.subscribe(subject, stream=self.kv._stream, ordered_consumer=True, config=ConsumerConfig(
+            live = await js.subscribe(subject, stream=self.stream, ordered_consumer=True, config=ConsumerConfig(
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot + 1))
         except Exception as exc:
             raise translate(exc, f"watch {self.name}") from exc
@@ -231,7 +238,7 @@ class Store(RecordOps[T]):
         config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE,
                                 inactive_threshold=60.0, filter_subject=subject)
         try:
-            sub = await js.pull_subscribe(subject, stream=self.kv._stream, config=config)
+            sub = await js.pull_subscribe(subject, stream=self.stream, config=config)
             pending = (await sub.consumer_info()).num_pending
         except Exception as exc:
             raise translate(exc, f"watch {self.name}") from exc
@@ -254,7 +261,7 @@ class Store(RecordOps[T]):
 
     def _entry(self, msg: Any) -> tuple[str, T | None, int] | None:
         """(key, value or None for a delete, revision) of a stream message; None if undecodable."""
-        key = msg.subject[len(self.kv._pre):]
+        key = msg.subject[len(self.prefix):]
         revision = stream_sequence(msg.reply)
         if (data := value_of(msg.data, msg.headers)) is None:
             return key, None, revision
@@ -272,7 +279,7 @@ class Store(RecordOps[T]):
         the filter from its subject index, where listing the keys and reading each would grow with history.
         """
         try:
-            msg = await self.kv._js.get_last_msg(self.kv._stream, self.kv._pre + pattern)
+            msg = await self.js.get_last_msg(self.stream, self.prefix + pattern)
         except Exception as exc:
             if isinstance(exc, jse.NotFoundError) and exc.err_code == NO_MESSAGE:
                 return None

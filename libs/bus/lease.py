@@ -14,7 +14,7 @@ import nats.js.errors as jse
 from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
-from jetcron.bus.kv import bind, scan_keys, translate, value_of
+from jetcron.bus.kv import scan_keys, translate, value_of
 from jetcron.core import takeover
 from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.leases import outlasting
@@ -113,7 +113,7 @@ class Leases:
     async def keys(self, pattern: str) -> list[str]:
         """Live lease keys matching a subject pattern (expired ones are gone from the stream)."""
         try:
-            return await scan_keys(bind(self.js, s.lease_bucket(pattern)), pattern)
+            return await scan_keys(self.js, s.lease_bucket(pattern), pattern)
         except Exception as exc:
             raise translate(exc, f"list leases {pattern}") from exc
 

@@ -40,6 +40,7 @@ def secret_key(tenant: str, name: str) -> str:
 
 class Secrets:
     def __init__(self, js: JetStreamContext, key_file: str | None) -> None:
+        self.js = js
         self.kv = bind(js, s.BUCKET_SECRETS)
         self.key_file = key_file
 
@@ -69,7 +70,7 @@ class Secrets:
         await self.kv.purge(secret_key(tenant, name))  # no history of the ciphertext kept either
 
     async def names(self, tenant: str) -> list[str]:
-        return sorted(key.split(".", 1)[1] for key in await scan_keys(self.kv, f"{tenant}.*"))
+        return sorted(key.split(".", 1)[1] for key in await scan_keys(self.js, s.BUCKET_SECRETS, f"{tenant}.*"))
 
 
 def from_file(directory: str | None, tenant: str, name: str) -> str | None:
