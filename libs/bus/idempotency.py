@@ -6,11 +6,10 @@ import math
 from datetime import datetime
 
 import msgspec
-import nats.js.errors as jse
 from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
-from jetcron.bus.kv import translate, value_of
+from jetcron.bus.kv import read_value, translate
 from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec, Unavailable, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
@@ -34,14 +33,10 @@ class IdempotencyKeys:
         self.prefix = s.kv_subject(s.BUCKET_IDEMPOTENCY, "")
 
     async def get(self, key: str) -> tuple[KeyRecord, int] | None:
-        try:
-            msg = await self.js.get_msg(self.stream, subject=self.prefix + key, direct=False)
-        except jse.NotFoundError:
+        found = await read_value(self.js, self.stream, self.prefix + key, f"idempotency key {key}")
+        if found is None:
             return None
-        except Exception as exc:
-            raise translate(exc, f"read idempotency key {key}") from exc
-        if (data := value_of(msg.data, msg.headers)) is None:
-            return None
+        data, msg = found
         return decode(data, KeyRecord), int(msg.seq or 0)
 
     async def _write(self, key: str, record: KeyRecord, ttl: float, expected: int) -> int:

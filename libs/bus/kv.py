@@ -11,7 +11,7 @@ import msgspec
 import nats.errors
 import nats.js.errors as jse
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
 from nats.js.kv import KeyValue
 
 from jetcron.bus.acks import publish_acked
@@ -49,6 +49,21 @@ def value_of(data: bytes | None, headers: Mapping[str, str] | None) -> bytes | N
     if not data or (headers is not None and headers.get("KV-Operation") in _REMOVED):
         return None
     return data
+
+
+async def read_value(js: JetStreamContext, stream: str, subject: str, what: str) -> tuple[bytes, RawStreamMsg] | None:
+    """The value of the last message on `subject` in a bucket's stream, with that message (its sequence, time and
+    headers); None when there is none or it gives no value (value_of). Read from the stream by subject, not through
+    nats-py's KeyValue, for the buckets whose writers publish themselves (leases, idempotency keys); errors are
+    translated as reading `what`."""
+    try:
+        msg = await js.get_msg(stream, subject=subject, direct=False)
+    except jse.NotFoundError:
+        return None
+    except Exception as exc:
+        raise translate(exc, f"read {what}") from exc
+    data = value_of(msg.data, msg.headers)
+    return None if data is None else (data, msg)
 
 
 def translate(exc: BaseException, what: str) -> Exception:

@@ -10,11 +10,10 @@ import time
 from datetime import datetime
 
 import msgspec
-import nats.js.errors as jse
 from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
-from jetcron.bus.kv import scan_keys, translate, value_of
+from jetcron.bus.kv import read_value, scan_keys, translate
 from jetcron.core import takeover
 from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.leases import outlasting
@@ -128,14 +127,10 @@ class Leases:
 
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
-        try:
-            msg = await self.js.get_msg(s.kv_stream(s.lease_bucket(key)), subject=s.lease_filter(key), direct=False)
-        except jse.NotFoundError:
+        found = await read_value(self.js, s.kv_stream(s.lease_bucket(key)), s.lease_filter(key), f"lease {key}")
+        if found is None:
             return None
-        except Exception as exc:
-            raise translate(exc, f"read lease {key}") from exc
-        if (data := value_of(msg.data, msg.headers)) is None:
-            return None
+        data, msg = found
         # A released or revoked marker comes back with an empty holder: callers read that as free.
         return Lease(key=key, token=int(msg.seq or 0), value=decode(data, LeaseValue), written_at=msg.time,
                      ttl=_ttl_of(msg.headers), writer=s.lease_writer(msg.subject or ""))
