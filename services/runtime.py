@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
-import nats.errors
 import structlog
 import uvloop
 
@@ -27,7 +26,7 @@ from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Connection, JetStream, Records
+from jetcron.bus.ports import Connection, ConnectionClosed, JetStream, Records
 from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import ensure_topology, missing_parts
 from jetcron.config import Settings
@@ -245,7 +244,7 @@ def background(ctx: Context, coro: Coroutine[Any, Any, None]) -> asyncio.Task[No
 
 def _report_end(ctx: Context, task: asyncio.Task[None]) -> None:
     if not task.cancelled() and (exc := task.exception()) is not None:
-        if isinstance(exc, nats.errors.ConnectionClosedError) and ctx.stop.is_set():
+        if isinstance(exc, ConnectionClosed) and ctx.stop.is_set():
             return  # the connection closed under it as the service stops: its end, not a failure
         name = getattr(task.get_coro(), "__qualname__", task.get_name())
         ctx.log.error("background task failed", task=name, error=repr(exc), exc_info=exc)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
 import msgspec
+import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -21,6 +22,9 @@ Connection = Client
 
 JetStream = JetStreamContext
 """A JetStream context of a Connection."""
+
+ConnectionClosed = nats.errors.ConnectionClosedError
+"""What a use of a Connection raises once it is closed."""
 
 
 class Position(Protocol):
