@@ -6,7 +6,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from jetcron.core.errors import InvalidSpec, JetcronError
+from jetcron.core.errors import Internal, JetcronError
 from jetcron.core.models import JobRecord
 
 T = TypeVar("T")
@@ -34,14 +34,14 @@ def _text(value: object, limit: int = 2000) -> str:
 
 
 def error_reply(exc: Exception) -> Reply:
-    if isinstance(exc, InvalidSpec):
-        return Reply(ok=False, error=ErrorBody(code=exc.code, message=_text(exc), field=_text(exc.field),
-                                               value=_text(exc.value, 200)))
-    if isinstance(exc, JetcronError):
-        return Reply(ok=False, error=ErrorBody(code=exc.code, message=_text(exc), retryable=exc.retryable,
-                                               retry_after=getattr(exc, "retry_after", None)))
-    return Reply(ok=False, error=ErrorBody(code="internal", message=_text(f"{type(exc).__name__}: {exc}"),
-                                           retryable=True))
+    """The one mapping of errors to API replies: what the error's class in core/errors carries (an exception outside
+    the hierarchy is a bug of ours: Internal, naming its type)."""
+    error = exc if isinstance(exc, JetcronError) else Internal(f"{type(exc).__name__}: {exc}")
+    named = error.field is not None
+    return Reply(ok=False, error=ErrorBody(code=error.code, message=_text(error),
+                                           field=_text(error.field) if named else None,
+                                           value=_text(error.value, 200) if named else None,
+                                           retryable=error.retryable, retry_after=error.retry_after))
 
 
 PLAIN_FAILURE = b'{"ok":false,"error":{"code":"internal","message":"the reply could not be encoded","retryable":false}}'

@@ -7,14 +7,10 @@ from typing import Any
 
 import msgspec
 
+from jetcron.core.errors import by_code
+
 PROBLEM_JSON = "application/problem+json"
 
-STATUS = {
-    "invalid": 422, "not_found": 404, "conflict": 409, "write_conflict": 409, "illegal_transition": 409,
-    "stale": 409, "forbidden": 403, "unauthorized": 401, "unavailable": 503, "idempotency_full": 503,
-    "storage_full": 503,
-    "rate_limited": 429,
-}
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
           409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 429: "Too Many Requests",
           500: "Internal Server Error", 503: "Service Unavailable"}
@@ -41,7 +37,9 @@ def problem(status: int, detail: str, *, code: str | None = None, field: str | N
 
 
 def status_of(code: str, retryable: bool) -> int:
-    return STATUS.get(code, 503 if retryable else 500)
+    """The one mapping of the API's error codes to HTTP statuses: the status the code's class in core/errors carries
+    (a subclass its parent's: write_conflict is a Conflict, 409), else 503 where retrying helps and 500 where not."""
+    return by_code(code).http_status or (503 if retryable else 500)
 
 
 def headers_for(status: int, retryable: bool, after: float | None = None) -> dict[str, Any]:
