@@ -64,9 +64,10 @@ async def settle(msg: Message, handler: Handler) -> None:
     await msg.ack()
 
 
-class ConsumerGone(Exception):
+class ConsumerGone(Unavailable):
     """The server refused a pull request: the consumer was deleted, nothing answers for it (503), or it cannot
-    take the request. pull_loop waits a moment, makes the consumer again where it can, and asks again."""
+    take the request. pull_loop waits a moment, makes the consumer again where it can, and asks again. In bus: it
+    reads a status of the server's pull protocol, which nothing outside bus sees."""
 
 
 class PullQueue:

@@ -11,6 +11,7 @@ import msgspec
 from litestar import Request
 
 from jetcron.auth.tokens import TokenRecord, token_id_of, verify
+from jetcron.core.errors import JetcronError
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 from jetcron.services.gateway.problems import Problem, headers_for, problem, status_of
@@ -20,11 +21,18 @@ API = "/api/v1"
 T = TypeVar("T")
 
 
-class HttpProblem(Exception):
+class HttpProblem(JetcronError):
+    """An answer already in HTTP's terms, sent as it is by the app's handler. In the gateway because a problem
+    document is HTTP's; its code, status, field and value are the problem's."""
+
     def __init__(self, body: Problem, headers: dict[str, Any] | None = None) -> None:
         super().__init__(body.detail)
         self.body = body
         self.headers = headers or {}
+        self.code = body.code or JetcronError.code
+        self.http_status = body.status
+        self.field = body.field
+        self.value = body.value
 
 
 @dataclass

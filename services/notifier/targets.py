@@ -25,7 +25,7 @@ from jetcron.bus.publish import publish
 from jetcron.bus.secrets import Secrets
 from jetcron.config import Settings
 from jetcron.core.clock import Clock
-from jetcron.core.errors import JetcronError, NotFound
+from jetcron.core.errors import Forbidden, JetcronError, NotFound
 from jetcron.core.models import NotifyRule
 from jetcron.core.notify import (
     DELIVERY_HEADER,
@@ -58,8 +58,9 @@ def kind(rule: NotifyRule) -> str:
     return "webhook" if rule.webhook is not None else "subject" if rule.subject is not None else "email"
 
 
-class Unsafe(Exception):
-    """The webhook's host resolves to an address the operator has not allowed."""
+class Unsafe(Forbidden):
+    """The webhook's host resolves to an address the operator has not allowed. In the notifier: the address is
+    checked as each delivery is sent, where the name is resolved."""
 
 
 class Targets:
@@ -94,7 +95,7 @@ class Targets:
             else:
                 status, error = None, await asyncio.wait_for(asyncio.to_thread(self._email, rule, notice),
                                                              timeout=self.settings.notify_timeout + 1)
-        except (JetcronError, OSError, TimeoutError, Unsafe, httpx.HTTPError, smtplib.SMTPException) as exc:
+        except (JetcronError, OSError, TimeoutError, httpx.HTTPError, smtplib.SMTPException) as exc:
             status, error = None, f"{type(exc).__name__}: {exc}"[:500]
         ok = not error
         metrics.child(metrics.NOTIFICATIONS, target=kind(rule), result="ok" if ok else "failed").inc()

@@ -8,7 +8,7 @@ from collections import defaultdict
 from jetcron import faults
 from jetcron.bus.consume import Drop, Retry
 from jetcron.bus.ports import Message
-from jetcron.core.errors import IllegalTransition, NotFound, StaleReport
+from jetcron.core.errors import IllegalTransition, JetcronError, NotFound, StaleReport
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
@@ -55,8 +55,9 @@ def _change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
     raise Drop(f"unknown event kind {kind!r}")
 
 
-class Informational(Exception):
-    """An event for operators and the audit trail that changes no run."""
+class Informational(JetcronError):
+    """An event for operators and the audit trail that changes no run: the handler acks it and does nothing. An
+    outcome of the tracker's own decoding, as bus.consume's Drop is of a handler's."""
 
 
 class EventHandler:

@@ -21,7 +21,7 @@ from jetcron.sdk.errors import ApiError
 from jetcron.services.gateway.problems import PROBLEM_JSON, problem, status_of
 from jetcron.services.gateway.ui import present
 from jetcron.services.gateway.ui.pages import ROUTES as PAGES
-from jetcron.services.gateway.ui.session import UI, Forbidden, LoginRequired, login_redirect
+from jetcron.services.gateway.ui.session import UI, CsrfRefused, LoginRequired, login_redirect
 
 HERE = Path(__file__).parent
 
@@ -49,7 +49,7 @@ def _on_login_required(request: Request[Any, Any, Any], exc: LoginRequired) -> R
     return Redirect(login_redirect(exc.path + (f"?{request.url.query}" if request.url.query else "")))
 
 
-def _on_forbidden(_: Request[Any, Any, Any], exc: Forbidden) -> Response[Any]:
+def _on_forbidden(_: Request[Any, Any, Any], exc: CsrfRefused) -> Response[Any]:
     return Template(template_name="error.html", status_code=403,
                     context={"status": 403, "message": str(exc), "who": None})
 
@@ -63,7 +63,7 @@ def _on_api_error(request: Request[Any, Any, Any], exc: ApiError) -> Response[An
                     context={"status": status, "message": str(exc), "who": None})
 
 
-HANDLERS: dict[Any, Any] = {LoginRequired: _on_login_required, Forbidden: _on_forbidden, ApiError: _on_api_error}
+HANDLERS: dict[Any, Any] = {LoginRequired: _on_login_required, CsrfRefused: _on_forbidden, ApiError: _on_api_error}
 ROUTES: list[Any] = [*PAGES, STATIC]
 
 __all__ = ["HANDLERS", "ROUTES", "TEMPLATES"]

@@ -19,6 +19,7 @@ from litestar import Request, Response
 from litestar.datastructures import Cookie
 
 from jetcron.auth.tokens import TokenRecord, token_id_of, verify
+from jetcron.core.errors import Forbidden, Unauthorized
 from jetcron.services.gateway.gate import Gate, gate_of
 from jetcron.telemetry import metrics
 
@@ -28,16 +29,18 @@ CSRF_HEADER = "x-csrf-token"
 UI = "/ui"
 
 
-class LoginRequired(Exception):
-    """No valid session: pages redirect to the login form, actions answer 401."""
+class LoginRequired(Unauthorized):
+    """No valid session: pages redirect to the login form, actions answer 401. In the gateway: a session is the
+    dashboard's."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.path = path
 
 
-class Forbidden(Exception):
-    """A state-changing request without its CSRF token, or from another origin."""
+class CsrfRefused(Forbidden):
+    """A state-changing request without its CSRF token, or from another origin (403). In the gateway: the check is
+    the dashboard's forms'."""
 
 
 def csrf_token(session_token: str) -> str:
@@ -74,14 +77,14 @@ async def changer(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord]:
     """The viewer of a state-changing request, once its origin and CSRF token check out."""
     gate, record, expected = viewer(request)
     if cross_origin(request):
-        raise Forbidden(f"a request from another origin ({request.headers['origin']}) may not change anything")
+        raise CsrfRefused(f"a request from another origin ({request.headers['origin']}) may not change anything")
     sent = request.headers.get(CSRF_HEADER)
     if sent is None:
         form = await request.form()
         value = form.get(CSRF_FIELD)
         sent = value if isinstance(value, str) else None
     if not sent or not hmac.compare_digest(sent, expected):
-        raise Forbidden("the form's CSRF token is missing or stale: reload the page and try again")
+        raise CsrfRefused("the form's CSRF token is missing or stale: reload the page and try again")
     return gate, record
 
 
