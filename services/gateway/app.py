@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import structlog
 from litestar import Litestar, Request, Response, get
+from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.response import Redirect
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -112,7 +113,7 @@ def _allow_from_contract(app: ASGIApp) -> ASGIApp:
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         allow = _ALLOW.get(re.sub(r"\{(\w+):\w+\}", r"{\1}", str(scope.get("path_template", "")))) \
-            if scope["type"] == "http" and scope.get("method") == "OPTIONS" else None
+            if scope["type"] == ScopeType.HTTP and scope.get("method") == "OPTIONS" else None
         if allow is None:
             await app(scope, receive, send)
             return

@@ -324,11 +324,11 @@ def test_a_body_is_read_as_its_type_says_with_no_coercion() -> None:
     from jetcron.services.gateway.gate import HttpProblem, strict_body
 
     assert strict_body({"weight": 2, "max_cpu": 1.5}, TenantPolicyBody).weight == 2.0
-    for body, field in (({"weight": "2"}, "weight"), ({"preemption": {"enabled": 0}}, "preemption.enabled"),
+    for body, named in (({"weight": "2"}, "weight"), ({"preemption": {"enabled": 0}}, "preemption.enabled"),
                         ({"max_gpus": True}, "max_gpus")):
         with pytest.raises(HttpProblem) as refused:
             strict_body(body, TenantPolicyBody)
-        assert (refused.value.body.status, refused.value.body.field) == (422, field), body
+        assert (refused.value.body.status, refused.value.body.field) == (422, named), body
 
 
 @pytest.mark.parametrize(("header", "version"), [
