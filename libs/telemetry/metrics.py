@@ -53,6 +53,8 @@ AGENT_FREE_MEMORY = Gauge("jetcron_agent_free_memory_bytes", "Unreserved memory 
 AGENT_FREE_GPUS = Gauge("jetcron_agent_free_gpus", "Unassigned GPUs on this agent")
 LEASES_HELD = Gauge("jetcron_leases_held", "Leader and shard leases this instance holds now", ["kind"])
 TRIGGER_SHARDS = Gauge("jetcron_trigger_shards", "Trigger shards configured (every one should be held)")
+NATS_CONNECTED = Gauge("jetcron_nats_connected", "1 while this process's NATS connection answers; 0 from when a "
+                       "server stopped answering (gone, frozen, or the link silent) until it is back")
 SERVICE_READY = Gauge("jetcron_service_ready", "1 once the service is connected and its consumers exist")
 GC_PAUSE = Counter("jetcron_gc_pause_seconds_total", "Seconds this process spent in cycle-collector passes",
                    ["generation"])
