@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jetcron.bus.connect import Identity
 from jetcron.bus.topology import Limits
 from jetcron.core.retention import ClusterHistory
+from jetcron.core.uid_pool import parse_uid_range
 
 _Count = Annotated[int, Field(ge=0)]
 _MiB = 1024 * 1024
@@ -122,6 +123,24 @@ class Settings(BaseSettings):
     agent_spare: bool = True
     """Keep a child waiting in fresh run groups, so that a run starts without joining them (services/agent/
     spares.py: 10-20 ms saved per run on an idle host). Off: every run is spawned and joins its groups."""
+    agent_scratch_dir: str = ""
+    """Where each attempt's private scratch directory is made (its working directory, JETCRON_SCRATCH and TMPDIR;
+    removed when the attempt ends): a folder of the agent's, mode 0711, with one folder per agent id in it (agents
+    sharing it need ids of their own: each empties its folder at start) and one per attempt in that, mode 0700,
+    owned by the job's user. Empty: `<data_dir>/scratch`."""
+    agent_job_uids: str = ""
+    """A range of uids, FIRST-LAST (e.g. 60578-61183: systemd leaves it unused), from which an agent running as
+    root gives each attempt a uid of its own (its gid the same number, HOME its scratch), so that no two running
+    jobs share a user: jobs sharing one can read each other's scratch and /tmp through /proc, signal and trace
+    each other. Uids a user or group of the host has are skipped; agents sharing a data dir share the range (a
+    lock per uid); agents with different data dirs need ranges of their own. Empty: every job runs as
+    agent_job_user."""
+    agent_private_tmp: bool = True
+    """Where the agent runs as root and jobs as another user: each child in a mount namespace of its own in which
+    /tmp is its scratch (if the host allows it: the agent checks at start and logs why not)."""
+    agent_max_file_mb: int = Field(default=16384, ge=0)
+    """The largest file a job may write, in MiB (RLIMIT_FSIZE: any file, in its scratch or not; the write past it
+    fails and the process gets SIGXFSZ). The bound a scratch's size can have without a quota. 0: no limit."""
     log_cap_bytes: int = Field(default=1_048_576, ge=1024)
     """Output kept per run; more is cut with a truncation marker."""
     drain_grace: float = Field(default=20.0, ge=0)
@@ -214,7 +233,8 @@ class Settings(BaseSettings):
     checkpoint_retention: float = Field(default=86400.0, ge=0)
     """Seconds a finished run's checkpoint is kept (jetcron.checkpoint) before the run tracker removes it."""
     data_dir: str = ".jetcron"
-    """Where the agent keeps its list of child process groups (to kill strays after a crash)."""
+    """Where the agent keeps its list of child process groups (to kill strays after a crash), its uid locks and
+    (by default) its jobs' scratch directories; an agent whose jobs run as another user closes it to them."""
     gc_thresholds: tuple[_Count, _Count, _Count] = (20_000, 20, 20)
     """The cycle collector's thresholds (gc.set_threshold), as JSON, e.g. [20000, 20, 20]; [0, 0, 0] turns it off.
     Python's (700, 10, 10) suit a small heap: an agent holding a staged herd of 50,000 attempts spent a minute in
@@ -260,6 +280,12 @@ class Settings(BaseSettings):
     that decides who holds a lease or whether it expired reads this clock (the NATS server judges that)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
+
+    @field_validator("agent_job_uids")
+    @classmethod
+    def _uid_range(cls, text: str) -> str:
+        parse_uid_range(text)  # a malformed range stops the agent at start, naming it
+        return text
 
     @model_validator(mode="after")
     def _history_in_bounds(self) -> Settings:

@@ -106,6 +106,7 @@ def write_config(node: ServerNode, *, sync_always: bool, routes: list[int], clus
     if extra:
         lines.append(extra)
     node.config_path.write_text("\n".join(lines) + "\n")
+    node.config_path.chmod(0o600)  # the server's alone: its operator, resolver and store, nobody else's business
 
 
 def node_config(name: str, *, peers: list[str], auth: str, tls: TlsFiles | None, store_dir: str = "/data/jetstream",

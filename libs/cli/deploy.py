@@ -77,7 +77,9 @@ def init(directory: Path = typer.Option(..., "--dir", help="where to write (kept
         (directory / "nats" / f"{name}.conf").write_text(
             node_config(name, peers=names if nodes > 1 else [], auth=auth, tls=container_tls() if tls else None))
     if kubernetes is not None:
-        (directory / "kubernetes.yaml").write_text(kubernetes_objects(directory, creds, nodes, kubernetes, tls))
+        manifests = directory / "kubernetes.yaml"
+        manifests.write_text(kubernetes_objects(directory, creds, nodes, kubernetes, tls))
+        manifests.chmod(0o600)  # every credential and key of the cluster, base64: as secret as auth/ itself
     if owner is not None:
         for path in (directory / "auth" / "creds", directory / "tls", directory / "nats"):
             for item in [path, *path.rglob("*")] if path.exists() else []:

@@ -31,7 +31,8 @@ class Supervisor:
         self.stopping = False
 
     def start(self, name: str, argv: list[str], extra: dict[str, str]) -> None:
-        log = (self.log_dir / f"{name}.log").open("ab")
+        # 0600: a service's log names its credential's path, runs, tenants and errors; jobs run as other users
+        log = os.fdopen(os.open(self.log_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
         proc = subprocess.Popen(
             argv, env={**self.env, **extra}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -94,7 +95,7 @@ def up(
     service and agent under DATA_DIR/auth (mode 0700), and an admin credential the CLI finds by itself."""
     shared = _shared(listen, no_auth)
     data_dir = data_dir.resolve()
-    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    close_data_dir(data_dir)
     creds = None if no_auth else LocalCreds.ensure(data_dir / "auth", agents)
     certs = ensure_local_tls(data_dir / "tls", _tls_names(listen) if shared else DEFAULT_HOSTS) if tls else None
     server = EmbeddedNats(data_dir / "nats", port=port, sync_always=not allow_unsafe_storage,
@@ -156,6 +157,21 @@ def up(
         typer.echo("jetcron up: stopping", err=True)
         sup.stop()
         server.stop()
+
+
+def close_data_dir(data_dir: Path) -> None:
+    """Everything `up` keeps under DATA_DIR is its user's alone, so that a job running as another user opens none
+    of it (docs/security.md, "A job's view of the host"): the folder itself 0700 (an agent whose jobs must pass
+    through it to their scratch makes it 0711, searchable but not listable: services/agent/scratch.py), the logs
+    and the NATS store (with the server's config and log) 0700, each log 0600 (those an earlier version made
+    0644 too). auth/ is 0700 and every key and credential 0600 already (auth/authority.py)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(data_dir, 0o700)
+    for sub in ("logs", "nats"):
+        (data_dir / sub).mkdir(exist_ok=True)
+        os.chmod(data_dir / sub, 0o700)
+    for log in (data_dir / "logs").glob("*.log"):
+        os.chmod(log, 0o600)
 
 
 def _shared(listen: str, no_auth: bool) -> bool:

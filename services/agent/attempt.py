@@ -26,6 +26,7 @@ from jetcron.services.agent.host import HostSetup
 from jetcron.services.agent.limits import RunLimits
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.run_creds import run_credential
+from jetcron.services.agent.scratch import NoRoom, Room, Scratches
 from jetcron.services.agent.secrets import resolve_secrets
 from jetcron.services.agent.spares import SparePool
 from jetcron.services.agent.strays import StrayGuard
@@ -74,10 +75,16 @@ class Attempt:
                  parent: TraceContext,
                  groups: StrayGuard, setup: HostSetup, granted: float | None = None,
                  asked_at: float | None = None, window: ReportWindow | None = None,
-                 user: JobUser | None = None, spares: SparePool | None = None) -> None:
+                 user: JobUser | None = None, spares: SparePool | None = None,
+                 scratches: Scratches | None = None) -> None:
         self.ctx = ctx
         self.spares = spares
         """Children already in run groups (spares.py); None: every run is spawned."""
+        self.scratches = scratches
+        """Where the child gets its scratch, uid and private /tmp (scratch.py); None: it starts in the agent's
+        working directory, with the agent's view of the host (tests of the lifecycle alone)."""
+        self.room: Room | None = None
+        """This attempt's scratch and uid, from just before its child starts until it has ended."""
         self.user = user
         """Who the child runs as (None: the agent's own user)."""
         self.window = window if window is not None else ReportWindow(1, hold=0.0)
@@ -281,6 +288,7 @@ class Attempt:
             if self.keeper is not None:
                 await self.keeper
             await self._settle_start_report()
+            await self._clear_room()
             # After a success no attempt follows, so the lease may simply expire: one write saved per run.
             if self.phase not in (P.FENCED, P.SUCCEEDED):
                 await faults.slow_point("agent.before_release")  # tests: a slow release strands nothing
@@ -291,6 +299,19 @@ class Attempt:
                     await self._give_back(self.why or "handed back")
             finally:
                 self._apply(E.END)
+
+    async def _clear_room(self) -> None:
+        """The child has ended (or never started): its scratch goes, and its uid back to the pool (after its
+        report: a large scratch takes a while to remove)."""
+        room, self.room = self.room, None
+        if room is None or self.scratches is None:
+            return
+        gone = False
+        with contextlib.suppress(OSError):
+            gone = await self.scratches.close_soon(room)
+        if not gone:
+            self.ctx.log.warning("scratch directory not removed; the agent's next start removes it",
+                                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, path=str(room.path))
 
     def _not_started(self) -> Outcome:
         return Outcome("killed", None, "fenced before start" if self.phase is P.FENCED else "handed back before start")
@@ -341,10 +362,25 @@ class Attempt:
             self.groups.add_container(container)
         switch = None if spec.run_as_root or self.user is None or self.user.uid is None or self.user.gid is None \
             else (self.user.uid, self.user.gid)
-        spare = self.spares.take() if self.spares is not None and limits is not None else None
+        scratches = self.scratches if container is None else None  # a container has a filesystem of its own
+        spare = None
+        if self.spares is not None and limits is not None and (
+                scratches is None or scratches.view(spec.run_as_root).private_tmp == self.spares.private_tmp):
+            spare = self.spares.take()
+        view, scratch = None, None
+        if scratches is not None:
+            try:
+                self.room = scratches.open(spec.run_as_root, spare.hand_over() if spare is not None else None)
+            except NoRoom as exc:
+                if spare is not None:
+                    await spare.discard()
+                return Outcome("start_failed", None, str(exc))
+            view, scratch = self.room.view, str(self.room.path)
+            switch = view.user
+            env.update(view.env(scratch, spec.env))
         self.execution = Execution(argv, env, limits=limits, timeout=spec.timeout_seconds, user=switch,
                                    kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill,
-                                   spare=spare)
+                                   spare=spare, view=view, scratch=scratch)
         try:
             failed = await self.execution.start()
             if failed is not None:

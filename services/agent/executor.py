@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jetcron.core.job_view import ChildView
 from jetcron.services.agent import launch
 from jetcron.services.agent.limits import RunLimits
 
@@ -40,8 +41,13 @@ class Execution:
     def __init__(self, argv: list[str], env: dict[str, str], *, limits: RunLimits | None, timeout: float | None,
                  kill_grace: float, on_output: Callable[[str, bytes], Awaitable[None]],
                  on_kill: Callable[[], Awaitable[None]] | None = None, user: tuple[int, int] | None = None,
-                 spare: Spare | None = None) -> None:
+                 spare: Spare | None = None, view: ChildView | None = None, scratch: str | None = None) -> None:
         self.argv = argv
+        self.view = view
+        """What the child sees of the host: a private /tmp, its file size limit (core/job_view.py); None: the
+        agent's view, in the agent's working directory."""
+        self.scratch = scratch
+        """The attempt's scratch directory on the host: the child's working directory."""
         self.spare = spare
         """A child already in groups of its own, to start the program in instead of spawning (spares.py)."""
         self.user = user
@@ -73,17 +79,19 @@ class Execution:
             return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: not found or not executable")
         if self.spare is not None and self.limits is not None and self.limits.memory_mb is not None:
             spare, self.spare = self.spare, None
-            if await spare.launch([program, *self.argv[1:]], self.env, self.limits.memory_mb, self.user):
+            cwd = self.view.shown(self.scratch) if self.view is not None and self.scratch is not None else ""
+            if await spare.launch([program, *self.argv[1:]], self.env, self.limits.memory_mb, self.user, cwd):
                 self.proc, self.limits = spare.proc, spare.limits
                 return None
             await spare.discard()
         if self.limits is not None:
             self.limits.create()
-        argv, preexec = launch.command([program, *self.argv[1:]], self.limits, self.user)
+        argv, preexec = launch.command([program, *self.argv[1:]], self.limits, self.user, self.view, self.scratch)
         try:
+            # cwd: entered as the agent, before the switch (the job's user may not search the dirs above it)
             self.proc = await asyncio.create_subprocess_exec(
                 *argv, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=preexec,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=preexec, cwd=self.scratch,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
             if self.limits is not None:

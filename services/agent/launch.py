@@ -10,6 +10,11 @@ to drop to the job's user (last: joining cgroups needs root), then the program i
 The pid stays the same through every exec, so the program still leads its own process group. Where the tools
 are missing, the preexec_fn does the same. An idle agent mostly skips all this: a spare child already in its
 groups takes the run (spares.py).
+
+A job's view of the host (core/job_view.py) adds two steps, both before the switch to the job's user: `unshare
+--mount` (a mount namespace of its own, no fork) and, in the same `sh`, a bind of its scratch over /tmp and
+`ulimit -f` (RLIMIT_FSIZE). That `sh` runs as root with the job's environment, so it runs nothing found on the
+job's PATH: `mount` is named by its full path and runs under `env -i`.
 """
 
 from __future__ import annotations
@@ -17,16 +22,22 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
 import shutil
 import signal
 import subprocess
 from collections.abc import Callable
 from functools import cache
 
+from jetcron.core.job_view import PRIVATE_TMP, ChildView, fsize_blocks
 from jetcron.services.agent.limits import RLIMIT_AS_FACTOR, RunLimits
 
-# Join every cgroup named before the program (a count, then that many cgroup.procs paths), then exec it.
-JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+# Join every cgroup named before the program (a count, then that many cgroup.procs paths); then, given `env` and
+# `mount` by their paths and a scratch, bind the scratch over /tmp (in the mount namespace `unshare` made) and
+# enter it; then, given a count of 512-byte blocks, limit the size of any file written; then exec the program.
+SETUP = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; '
+         f'if [ -n "$3" ]; then "$1" -i "$2" -n --bind "$3" {PRIVATE_TMP} && cd {PRIVATE_TMP} || exit 125; fi; '
+         'if [ -n "$4" ]; then ulimit -f "$4" || exit 125; fi; shift 4; exec "$@"')
 JOIN_FAILED = 125
 
 
@@ -49,21 +60,61 @@ def setpriv_path() -> str | None:
     return _tools()[0]
 
 
+@cache
+def _namespace_tools() -> tuple[str, str, str] | None:
+    """unshare, env and mount: what a private /tmp takes (None: one is missing)."""
+    found = (shutil.which("unshare"), shutil.which("env"), shutil.which("mount"))
+    return None if None in found else found  # type: ignore[return-value]
+
+
+def _sh_setup(procs: list[str], sh: str, view: ChildView | None, scratch: str | None, *,
+              fsize: bool = True) -> list[str]:
+    """`sh -c SETUP ...` joining `procs`, binding the scratch over /tmp where the view says, and limiting file
+    sizes (unless `fsize` is False: prlimit did)."""
+    tools = _namespace_tools()
+    bind = scratch if view is not None and view.private_tmp and scratch is not None and tools else ""
+    env_tool, mount = (tools[1], tools[2]) if tools else ("", "")
+    blocks = str(fsize_blocks(view.max_file_bytes)) if fsize and view is not None and view.max_file_bytes else ""
+    return [sh, "-c", SETUP, "jetcron-setup", str(len(procs)), *procs, env_tool, mount, bind, blocks]
+
+
+def private_tmp_prefix() -> list[str]:
+    """The tool that gives the child a mount namespace of its own (it execs the rest: the pid stays)."""
+    tools = _namespace_tools()
+    return [] if tools is None else [tools[0], "--mount", "--propagation", "private", "--"]
+
+
+def spare_prefix(view: ChildView, scratch: str) -> list[str]:
+    """What a spare child runs before its perl (spares.py): its namespace, /tmp bound to its scratch and its file
+    size limit; nothing where the view asks for neither."""
+    _, _, sh = _tools()
+    if sh is None or not (view.private_tmp or view.max_file_bytes):
+        return []
+    return [*(private_tmp_prefix() if view.private_tmp else []), *_sh_setup([], sh, view, scratch)]
+
+
 def resolve(program: str, env: dict[str, str]) -> str | None:
-    """The program's path as exec would find it with the job's PATH, or None (not there, not executable)."""
+    """The program's path as exec would find it with the job's PATH, or None (not there, not executable). A
+    relative path (`./backup.sh`) is found from the agent's working directory, as before jobs had a scratch of
+    their own to start in, and made absolute, since the child starts in its scratch."""
     if "/" in program:
-        return program if os.access(program, os.X_OK) and not os.path.isdir(program) else None
+        return os.path.abspath(program) if os.access(program, os.X_OK) and not os.path.isdir(program) else None
     return shutil.which(program, path=env.get("PATH", os.defpath))
 
 
-def _preexec(limits: RunLimits | None, user: tuple[int, int] | None) -> Callable[[], None]:
-    """The slow path, in the child between fork and exec."""
+def _preexec(limits: RunLimits | None, user: tuple[int, int] | None,
+             max_file_bytes: int | None = None) -> Callable[[], None]:
+    """The slow path, in the child between fork and exec (never with a private /tmp: that needs setpriv, sh and
+    unshare, which the agent checks before it plans one)."""
 
     def setup() -> None:
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the child dies with the agent
         if limits is not None:
             limits.enter()
+        if max_file_bytes is not None:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
         if user is not None:  # last: joining the run's cgroups needs the agent's privileges
             os.setgroups([])
             os.setgid(user[1])
@@ -72,24 +123,33 @@ def _preexec(limits: RunLimits | None, user: tuple[int, int] | None) -> Callable
     return setup
 
 
-def command(argv: list[str], limits: RunLimits | None,
-            user: tuple[int, int] | None = None) -> tuple[list[str], Callable[[], None] | None]:
+def command(argv: list[str], limits: RunLimits | None, user: tuple[int, int] | None = None,
+            view: ChildView | None = None, scratch: str | None = None) -> tuple[list[str], Callable[[], None] | None]:
     """The argv to spawn (tools in front of the program's own) and a preexec_fn if the tools are missing.
-    `user`: (uid, gid) the program runs as, switched to after the cgroups are joined (that needs root)."""
+    `user`: (uid, gid) the program runs as, switched to after the cgroups are joined (that needs root). `view` and
+    `scratch`: a private /tmp bound to the scratch, and the file size limit (the caller starts the child in the
+    scratch: its cwd)."""
     setpriv, prlimit, sh = _tools()
+    fsize = view.max_file_bytes if view is not None else None
     if setpriv is None:
-        return argv, _preexec(limits, user)
+        return argv, _preexec(limits, user, fsize)
     prefix = [setpriv, "--pdeathsig", "KILL", "--"]
+    private = view is not None and view.private_tmp and scratch is not None
+    if private:
+        prefix += private_tmp_prefix()
     if limits is not None and limits.groups:
         if sh is None:
-            return argv, _preexec(limits, user)
-        procs = [str(g / "cgroup.procs") for g in limits.groups]
-        prefix += [sh, "-c", JOIN, "jetcron-join", str(len(procs)), *procs]
+            return argv, _preexec(limits, user, fsize)
+        prefix += _sh_setup([str(g / "cgroup.procs") for g in limits.groups], sh, view, scratch)
     elif limits is not None:
         if prlimit is None:
-            return argv, _preexec(limits, user)
+            return argv, _preexec(limits, user, fsize)
         memory = [] if limits.memory_mb is None else [f"--as={limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024}"]
-        prefix += [prlimit, *memory, f"--nproc={limits.max_pids}", "--"]
+        prefix += [prlimit, *memory, f"--nproc={limits.max_pids}", *([f"--fsize={fsize}"] if fsize else []), "--"]
+        if private and sh is not None:
+            prefix += _sh_setup([], sh, view, scratch, fsize=False)
+    elif sh is not None and (private or fsize):
+        prefix += _sh_setup([], sh, view, scratch)
     return [*prefix, *_switch_user(setpriv, user), *argv], None
 
 

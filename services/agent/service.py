@@ -29,16 +29,21 @@ from jetcron.services.agent.container import remove_leftovers
 from jetcron.services.agent.gpu_health import GpuHealth
 from jetcron.services.agent.host import HostSetup, checked_agent_id, describe, parse_labels
 from jetcron.services.agent.reports import ReportWindow
+from jetcron.services.agent.scratch import Scratches
 from jetcron.services.agent.spares import SparePool
 from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
-from jetcron.services.runtime import Context, background
+from jetcron.services.runtime import Context, background, ends_within
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, CancelRun
 
+STOP_WRITE_TIMEOUT = 2.0
+"""Seconds the stop's own writes (the draining heartbeat, the entry's removal) wait on the server."""
+STOP_TASKS_TIMEOUT = 5.0
+"""Seconds the stop waits for the heartbeat and the assignments' pull to end."""
 LEASE_WRITES = 64
 """Lease acquisitions in flight: the leader and shard leases share their bucket's write queue, and a thousand
 run leases ahead of a leader's renewal (a herd's assignments, fsync on) made it time out (placement and the
@@ -46,8 +51,10 @@ trigger lost their leases at the instant); the same bound as placement's assignm
 
 
 class Agent:
-    def __init__(self, ctx: Context, agent_id: str, setup: HostSetup) -> None:
+    def __init__(self, ctx: Context, agent_id: str, setup: HostSetup, scratches: Scratches | None = None) -> None:
         self.ctx = ctx
+        self.scratches = scratches
+        """Each attempt's scratch, uid and private /tmp (scratch.py); None in a simulation, which runs nothing."""
         self.agent_id = agent_id
         self.setup = setup
         self.gpu_health = GpuHealth(ctx, setup.gpus[0])
@@ -78,7 +85,7 @@ class Agent:
         """Who jobs run as (looked up once: an unknown user stops the agent at start, not each run)."""
         self.strays = StrayGuard(Path(ctx.settings.data_dir) / f"agent-{agent_id}.pgids", agent_id)
         self.spares = SparePool(setup.limits, max_pids=ctx.settings.agent_max_pids, strays=self.strays,
-                                agent_id=agent_id) \
+                                agent_id=agent_id, scratches=scratches) \
             if ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits) else None
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
@@ -153,7 +160,7 @@ class Agent:
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
         return kind(self.ctx, cmd, lease, partial(self._env, cmd, lease.token), continue_trace(msg.headers),
                     self.strays, self.setup, granted, asked_at, self.reports, user=self.job_user,
-                    spares=self.spares)
+                    spares=self.spares, scratches=self.scratches)
 
     async def start(self, attempt: Attempt) -> None:
         """Start an attempt whose lease this agent has just taken, in the slot taken for it (`take`): every
@@ -280,8 +287,10 @@ class Agent:
     async def drain(self) -> None:
         """Take nothing new; let running attempts finish within the grace period, then hand them back."""
         self.draining = True
-        # Say so first: placement must not hand what we give back (or anything new) to us again.
-        await self.beat()
+        # Say so first: placement must not hand what we give back (or anything new) to us again. Bounded: a
+        # frozen server answers nothing, and the entry expires by itself.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.beat(), timeout=STOP_WRITE_TIMEOUT)
         # Attempts still waiting for their due time have not started: give them back now, so that another agent
         # can start them on time, rather than after the grace period.
         waiting = self.waiting.take_all()
@@ -321,14 +330,39 @@ async def main(ctx: Context) -> None:
     parse_labels(ctx.settings.agent_labels)  # a bad label refuses the start (Misconfigured), not a heartbeat
     # Probed once: `docker info` and the cgroup checks are too slow for every heartbeat.
     setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir)
-    agent = Agent(ctx, agent_id, setup)
+    scratches = None
+    if not ctx.settings.agent_sim:  # a simulation runs nothing: no scratch, no uid
+        scratches, notes = await asyncio.to_thread(Scratches.setup, ctx.settings, agent_id,
+                                                   job_user(ctx.settings.agent_job_user, os.getuid()))
+        for note in notes:
+            ctx.log.warning(note)
+    agent = Agent(ctx, agent_id, setup, scratches)
     strays: list[int | str] = [*agent.strays.kill_leftovers(), *setup.limits.sweep()]
     if setup.runtime is not None:
         strays += await asyncio.to_thread(remove_leftovers, setup.runtime, agent_id)
+    if scratches is not None:  # once its groups are dead: nothing writes into its scratches any more
+        removed, killed = await asyncio.to_thread(scratches.clear_leftovers)
+        strays += killed
+        if removed:
+            ctx.log.warning("removed scratch directories from an earlier life", count=len(removed))
     if strays:
         ctx.log.warning("killed strays from an earlier life", strays=strays)
     cgroups = sorted({str(d) for d in (setup.limits.memory, setup.limits.pids) if d is not None})
     await agent.strays.start_reaper(sys.executable, setup.runtime, cgroups)
+    ctx.busy = lambda: bool(agent.attempts)
+    try:
+        await _serve(ctx, agent, setup, scratches)
+    finally:
+        # Also when a stop is cut short (cancelled): the spare and the reaper are this process's children, and
+        # left to the interpreter's exit they would be closed on a closed loop.
+        if agent.spares is not None:
+            await agent.spares.close()
+        await agent.strays.close()
+        setup.limits.close()
+
+
+async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratches | None) -> None:
+    """Take assignments until asked to stop, then drain."""
     if agent.spares is not None:
         agent.spares.refill()
     durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
@@ -343,15 +377,21 @@ async def main(ctx: Context) -> None:
                                        remake=partial(ensure_agent_consumer, ctx.js, agent.agent_id)))]
     ctx.ready.set()
     ctx.log.info("agent ready", agent=agent.agent_id, limits=setup.limits.mechanism,
-                 capabilities=setup.capabilities)
+                 capabilities=setup.capabilities, scratch=str(scratches.dir) if scratches else None,
+                 private_tmp=bool(scratches and scratches.private_tmp),
+                 job_uids=len(scratches.uids) if scratches and scratches.uids else 0)
     await ctx.stop.wait()
     consume_stop.set()
     await agent.drain()
     await control.unsubscribe()
+    # A heartbeat or a pull waiting on a server that does not answer would hold the stop for the JetStream
+    # timeout: cut short once the connection is lost (an assignment not acknowledged yet is redelivered).
+    if await ends_within(ctx, set(tasks), STOP_TASKS_TIMEOUT) != "ended":
+        ctx.log.warning("stopping without NATS: the server does not answer (gone, frozen or unreachable); "
+                        "this agent's entry expires by itself")
+        for task in tasks:
+            task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    with contextlib.suppress(JetcronError):
-        await ctx.agents.delete(agent.agent_id)
-    if agent.spares is not None:
-        await agent.spares.close()
-    await agent.strays.close()
-    setup.limits.close()
+    if rpc.is_connected(ctx.nc):
+        with contextlib.suppress(JetcronError, TimeoutError):
+            await asyncio.wait_for(ctx.agents.delete(agent.agent_id), timeout=STOP_WRITE_TIMEOUT)

@@ -18,6 +18,12 @@ a shell adds variables of its own to the program's environment (bash: SHLVL, PWD
 items. The environment never goes on a command line, where other users could read it. A new spare is made once
 the run's child has ended (refill).
 
+A spare also has the attempt's scratch directory (scratch.py) made for it in advance, owned by the agent until a
+run takes it: where runs get a private /tmp, the spare is made in a mount namespace of its own with that scratch
+bound over /tmp and the file size limit set (launch.spare_prefix), so none of that is on the run's path either.
+The run's user is given the scratch (a chown) as it takes the spare, and perl enters it (as root, before the
+switch) as the program's working directory.
+
 Where perl or setpriv is missing, where runs get rlimits rather than groups, or when no spare is ready (a
 burst of starts), runs are spawned as before (launch.py).
 """
@@ -29,23 +35,27 @@ import contextlib
 import shutil
 import signal
 from functools import cache
+from pathlib import Path
 
 from jetcron.services.agent import launch
 from jetcron.services.agent.executor import kill_group
 from jetcron.services.agent.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits
+from jetcron.services.agent.scratch import Scratches, remove_tree
 from jetcron.services.agent.strays import StrayGuard
 
-# Join each cgroup.procs named in argv; read the uid and gid (empty: no switch), the count of environment items,
-# the items, then the argv. The switch is perl's own id variables, in this order: the groups and the effective gid
-# (root is needed for both), the real gid (the saved one follows it), the effective uid, then the real uid (the
-# saved one follows); /proc then says whether real, effective, saved and filesystem ids are all the job's. Not
-# POSIX::setuid: loading POSIX costs 8 ms of CPU per spare.
+# Join each cgroup.procs named in argv; read the uid and gid (empty: no switch), the working directory (empty: stay),
+# the count of environment items, the items, then the argv. The directory is entered first, as root (the job's
+# user may not search the folders above it). The switch is perl's own id variables, in this order: the groups and
+# the effective gid (root is needed for both), the real gid (the saved one follows it), the effective uid, then the
+# real uid (the saved one follows); /proc then says whether real, effective, saved and filesystem ids are all the
+# job's. Not POSIX::setuid: loading POSIX costs 8 ms of CPU per spare.
 WAIT_AND_EXEC = r"""
 for my $p (@ARGV) { open(my $f, ">", $p) or exit 125; print {$f} $$; close($f) or exit 125 }
 $/ = "\0"; my @a = <STDIN>; chomp @a;
 exit 0 unless @a;
 open(STDIN, "<", "/dev/null") or exit 125;
-my ($uid, $gid, $n) = splice(@a, 0, 3);
+my ($uid, $gid, $cwd, $n) = splice(@a, 0, 4);
+if (length $cwd) { chdir($cwd) or do { print STDERR "jetcron: could not enter $cwd: $!\n"; exit 125 } }
 if (length $uid) {
     $) = "$gid $gid"; $( = $gid; $> = $uid; $< = $uid;
     open(my $s, "<", "/proc/self/status") or exit 125;
@@ -65,29 +75,38 @@ def _perl() -> str | None:
     return shutil.which("perl")
 
 
-def encode(env: dict[str, str], argv: list[str], user: tuple[int, int] | None = None) -> bytes:
-    """What the spare reads: the uid and gid to switch to (two empty items: none), the number of environment
-    items, the items (NAME=value), then the argv."""
+def encode(env: dict[str, str], argv: list[str], user: tuple[int, int] | None = None, cwd: str = "") -> bytes:
+    """What the spare reads: the uid and gid to switch to (two empty items: none), the working directory (empty:
+    none), the number of environment items, the items (NAME=value), then the argv."""
     ids = ["", ""] if user is None else [str(user[0]), str(user[1])]
-    items = [*ids, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
+    items = [*ids, cwd, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
     if any("\0" in item for item in items):
         raise ValueError("a NUL byte in the run's environment or argv")
     return b"".join(item.encode() + b"\0" for item in items)
 
 
 class Spare:
-    def __init__(self, proc: asyncio.subprocess.Process, limits: RunLimits, strays: StrayGuard) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, limits: RunLimits, strays: StrayGuard,
+                 scratch: Path | None = None) -> None:
         self.proc = proc
         self.limits = limits
         self.strays = strays
+        self.scratch = scratch
+        """Its scratch directory until a run takes it over (hand_over): removed with the spare if none does."""
+
+    def hand_over(self) -> Path | None:
+        """The spare's scratch, now the taking attempt's to own and remove."""
+        scratch, self.scratch = self.scratch, None
+        return scratch
 
     @property
     def alive(self) -> bool:
         return self.proc.returncode is None
 
     async def launch(self, argv: list[str], env: dict[str, str], memory_mb: int,
-                     user: tuple[int, int] | None = None) -> bool:
-        """Give it the run: its memory limit, user (uid, gid; None: the agent's), environment and argv. False (and
+                     user: tuple[int, int] | None = None, cwd: str = "") -> bool:
+        """Give it the run: its memory limit, user (uid, gid; None: the agent's), working directory (empty: the
+        agent's), environment and argv. False (and
         nothing started) if the limit is refused (v1 refuses one below what the group holds: the waiting perl is
         charged only what it touched after joining, about 256 KB) or the spare is gone; the caller then spawns as
         before."""
@@ -95,7 +114,7 @@ class Spare:
             return False
         try:
             self.limits.limit_memory(memory_mb)
-            self.proc.stdin.write(encode(env, argv, user))
+            self.proc.stdin.write(encode(env, argv, user, cwd))
             await self.proc.stdin.drain()
             self.proc.stdin.close()
         except (OSError, ValueError):
@@ -109,16 +128,21 @@ class Spare:
         await self.proc.wait()
         self.strays.remove(self.proc.pid)
         await self.limits.remove_soon()
+        if (scratch := self.hand_over()) is not None:
+            await asyncio.to_thread(remove_tree, scratch)
 
 
 class SparePool:
     """One spare, made again each time one is taken."""
 
-    def __init__(self, root: LimitRoot, *, max_pids: int, strays: StrayGuard, agent_id: str) -> None:
+    def __init__(self, root: LimitRoot, *, max_pids: int, strays: StrayGuard, agent_id: str,
+                 scratches: Scratches | None = None) -> None:
         self.root = root
         self.max_pids = max_pids
         self.strays = strays
         self.agent_id = agent_id
+        self.scratches = scratches
+        """Where spares' scratch directories are made (None: spares have none, runs start in the agent's dir)."""
         self.ready: Spare | None = None
         self._making: asyncio.Task[None] | None = None
         self._made = 0
@@ -129,6 +153,11 @@ class SparePool:
     def usable(root: LimitRoot) -> bool:
         """Spares pay only where runs join groups, and need perl and a setpriv with --pdeathsig."""
         return root.mechanism in (CGROUP1, CGROUP2) and launch.setpriv_path() is not None and _perl() is not None
+
+    @property
+    def private_tmp(self) -> bool:
+        """Its spares have a private /tmp: only a run whose view has one may take them."""
+        return self.scratches is not None and self.scratches.private_tmp
 
     def take(self) -> Spare | None:
         """The ready spare, or None (the run is spawned as before)."""
@@ -157,17 +186,28 @@ class SparePool:
             setpriv, perl = launch.setpriv_path(), _perl()
             if not limits.groups or setpriv is None or perl is None:
                 return  # the groups could not be made: runs are spawned as before, and the next take tries again
+            scratch, prefix = None, []
+            if self.scratches is not None:
+                try:
+                    scratch = self.scratches.make()
+                except OSError:
+                    limits.remove()
+                    return
+                prefix = launch.spare_prefix(self.scratches.view(run_as_root=False), str(scratch))
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    setpriv, "--pdeathsig", "KILL", "--", perl, "-e", WAIT_AND_EXEC, "--",
+                    setpriv, "--pdeathsig", "KILL", "--", *prefix, perl, "-e", WAIT_AND_EXEC, "--",
                     *(str(g / "cgroup.procs") for g in limits.groups),
                     env={"JETCRON_AGENT_ID": self.agent_id}, stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                    cwd=scratch)
             except OSError:
                 limits.remove()
+                if scratch is not None:
+                    remove_tree(scratch)
                 return
             self.strays.add(proc.pid)
-            spare = Spare(proc, limits, self.strays)
+            spare = Spare(proc, limits, self.strays, scratch)
             if self._closed:
                 await spare.discard()
             else:

@@ -47,6 +47,7 @@ class StrayGuard:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text("".join(f"{g}\n" for g in sorted(self.groups)))
+        tmp.chmod(0o600)  # the agent's alone (docs/security.md, "A job's view of the host")
         tmp.replace(self.path)
         if self._journal is not None:
             self._journal.close()

@@ -45,10 +45,12 @@ async def test_a_job_sees_none_of_the_agents_environment_and_runs_unprivileged(
     assert "JETCRON_NATS_CREDS" not in env and str(creds) not in output
     assert not {name for name in env if name.startswith("JETCRON_")} - {
         "JETCRON_RUN_ID", "JETCRON_ATTEMPT", "JETCRON_IDEMPOTENCY_KEY", "JETCRON_SCHEDULED_AT",
-        "JETCRON_FENCING_TOKEN", "JETCRON_JOB", "JETCRON_AGENT_ID", "JETCRON_NATS_URL", "JETCRON_TENANT"}
+        "JETCRON_FENCING_TOKEN", "JETCRON_JOB", "JETCRON_AGENT_ID", "JETCRON_NATS_URL", "JETCRON_TENANT",
+        "JETCRON_SCRATCH"}
 
-    # And it cannot read a file only the agent's user can (as the agent's credential is)
-    secret = Path("/tmp") / f"jetcron-agent-only-{os.getpid()}"
+    # And it cannot read a file only the agent's user can (as the agent's credential is): in /var/tmp, which its
+    # private /tmp does not hide
+    secret = Path("/var/tmp") / f"jetcron-agent-only-{os.getpid()}"
     secret.write_text("s3cret")
     secret.chmod(0o600)
     try:

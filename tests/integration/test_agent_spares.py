@@ -236,8 +236,8 @@ async def test_closing_the_pool_ends_its_spare_and_removes_its_groups(pool: Spar
     assert pool.take() is None and pool.ready is None  # closed: none is made any more
 
 
-def test_the_spare_reads_the_user_then_counted_env_items_then_the_argv_and_refuses_a_nul() -> None:
-    assert encode({"A": "1", "B": "x=y"}, ["/bin/echo", "hi"]) == b"\0\0" b"2\0A=1\0B=x=y\0/bin/echo\0hi\0"
-    assert encode({}, ["/bin/true"], (65534, 100)) == b"65534\0" b"100\0" b"0\0/bin/true\0"
+def test_the_spare_reads_the_user_the_directory_then_counted_env_items_then_the_argv_and_refuses_a_nul() -> None:
+    assert encode({"A": "1", "B": "x=y"}, ["/bin/echo", "hi"]) == b"\0\0\0" b"2\0A=1\0B=x=y\0/bin/echo\0hi\0"
+    assert encode({}, ["/bin/true"], (65534, 100), "/tmp") == b"65534\0" b"100\0" b"/tmp\0" b"0\0/bin/true\0"
     with pytest.raises(ValueError, match="NUL"):
         encode({"A": "a\0b"}, ["/bin/true"])
