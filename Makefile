@@ -41,16 +41,17 @@ test-bench: $(STAMP)
 
 # The image and the compose stack in real containers (podman; installed here when missing): docs/deploy.md.
 test-deploy: $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,deploy]'
+	$(BIN)/pip install -q -e '.[dev,deploy,containers]'
 	tests/deploy/prepare.sh
 	$(BIN)/python -m pytest -q tests/deploy -m deploy -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit -p no:cacheprovider
 
-# The fault catalogue and the bad-input table; their outcomes and figures regenerate docs/guarantees.md.
-CHAOS_TESTS = tests/chaos tests/integration/test_api_bad_input.py tests/integration/test_admission.py \
-	tests/integration/test_graceful_stop.py
+# The fault catalogue, the bad-input table and the fuzzed verbs; their outcomes and figures regenerate
+# docs/guarantees.md.
+CHAOS_TESTS = tests/chaos tests/integration/test_api_bad_input.py tests/integration/test_api_fuzz.py \
+	tests/integration/test_admission.py tests/integration/test_graceful_stop.py
 chaos: $(STAMP)
 	JETCRON_GUARANTEES_REPORT=docs/chaos-report.json $(BIN)/python -m pytest -q $(CHAOS_TESTS) -p no:cacheprovider; \
 	status=$$?; $(BIN)/python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md; exit $$status

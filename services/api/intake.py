@@ -82,7 +82,7 @@ class Intake:
     def _with_key(self, data: bytes, request_id: str) -> bytes:
         """The request as jobs.create takes it; without its own idempotency key, the request id is one, so a
         redelivery after a crash finds the job it made rather than a conflict."""
-        parsed = parse_json_object(data)
+        parsed = parse_json_object(data or b"{}")  # as jobs.create reads an empty body: no spec, named so
         if "idempotency_key" not in parsed:
             parsed["idempotency_key"] = f"submit-{request_id}"
         return msgspec.json.encode(parsed)

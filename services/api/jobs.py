@@ -132,6 +132,10 @@ class Jobs(Noun):
                     return found[0]
                 claim = existing[1]
             else:
+                # A create refused for the name taken claims no key: a refused request stores nothing.
+                taken = await self.ctx.jobs.maybe(spec.key)
+                if taken is not None and taken[0].status is not JobStatus.DELETED and taken[0].body_hash != digest:
+                    raise Conflict(f"job {spec.name!r} already exists (use update)")
                 claim = await self.keys.claim(scope, KeyRecord(state="claimed", body_hash=digest),
                                               self.ctx.settings.request_key_seconds)
                 if claim is None:
@@ -148,6 +152,8 @@ class Jobs(Noun):
             if old.status is not JobStatus.DELETED:
                 if key is not None and old.body_hash == digest:
                     return old
+                if claim is not None:  # made between the look above and this create: the key is let go again
+                    await self.keys.forget(scope, claim)
                 raise Conflict(f"job {spec.name!r} already exists (use update)") from None
             record = msgspec.structs.replace(record, version=old.version + 1)
             await self.ctx.jobs.update(spec.key, record, revision)

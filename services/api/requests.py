@@ -28,7 +28,9 @@ def body(data: bytes, kind: type[msgspec.Struct]) -> dict[str, Any]:
     parsed = parse_json_object(data or b"{}")
     for key in parsed:
         if key not in allowed:
-            raise InvalidSpec(key, parsed[key], f"unknown field (expected one of {', '.join(sorted(allowed))})")
+            expected = f"expected one of {', '.join(sorted(allowed))}" if allowed else "this request takes none"
+            # a field named "" is named as JSON spells it: an empty name would read as no name at all
+            raise InvalidSpec(key or '""', parsed[key], f"unknown field ({expected})")
     for key in required:
         if key not in parsed:
             raise InvalidSpec(key, None, "is required")

@@ -1,6 +1,7 @@
 """The compose stack for real, with podman: the image `prepare.sh` built, three NATS nodes, the services and two
 agents as containers; a job end to end; then kill -9 of a NATS container and an agent container mid-run, and the
-run completes exactly once. `make test-deploy` runs this (not `make test`)."""
+run completes exactly once. `make test-deploy` runs this (not `make test`). podman-compose brings the stack up and
+down; the containers are found, read, killed and stopped through the engine's API (podman_api.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 import yaml
+from podman_api import Engine, podman_env
 
 from jetcron.bus.server import free_ports
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 pytestmark = pytest.mark.deploy
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,14 +39,8 @@ JOB_IMAGE = "localhost/debian-python:bookworm"
 """prepare.sh's base image, in the host engine's store: what a sibling container runs."""
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_")}
-    env["CONTAINERS_CONF"] = str(ROOT / "tests" / "deploy" / "containers.conf")
-    return env
-
-
 def _run(*argv: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=_env(), check=False)
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=podman_env(), check=False)
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-2000:]}\n"
                              f"{done.stderr[-3000:]}")
@@ -50,6 +49,7 @@ def _run(*argv: str, timeout: float = 300, check: bool = True) -> subprocess.Com
 
 @dataclass
 class Stack:
+    engine: Engine
     directory: Path
     project: str
     nats_port: int
@@ -81,13 +81,11 @@ class Stack:
         status: dict[str, Any] = _until("every service ready and every agent up", up, 240)
         return status
 
-    def container(self, service: str) -> str:
-        return f"{self.project}_{service}_1"
+    def container(self, service: str) -> Container:
+        return self.engine.service(self.project, service)
 
     def logs(self) -> str:
-        return "\n".join(f"----- {s}\n" + _run("podman", "logs", "--tail", "40", self.container(s), check=False).stdout
-                         + _run("podman", "logs", "--tail", "40", self.container(s), check=False).stderr
-                         for s in SERVICES)
+        return self.engine.logs_of(self.project, SERVICES)
 
 
 def _until(what: str, probe: Any, timeout: float) -> Any:
@@ -106,10 +104,8 @@ def _until(what: str, probe: Any, timeout: float) -> Any:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    if shutil.which("podman") is None:
-        pytest.fail("podman is not installed: run `make test-deploy`, which installs it and builds the image")
-    _run("podman", "image", "exists", IMAGE)
+def stack(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    engine.image(IMAGE)
     directory = tmp_path_factory.mktemp("compose") / "compose"
     shutil.copytree(ROOT / "deploy" / "compose", directory, ignore=shutil.ignore_patterns("generated"))
     shutil.copytree(ROOT / "deploy" / "prometheus", directory.parent / "prometheus")
@@ -133,29 +129,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     (directory / "compose.yaml").write_text(text)
     # The host engine's API socket (podman's Docker-compatible service), for the agent that runs sibling containers;
     # root's, reached by its group (the compose file's group_add)
-    socket = directory.parent / "engine.sock"
-    engine = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{socket}"], env=_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    _until("the engine's socket", socket.exists, 30)
-    socket.chmod(0o660)
     with (directory / ".env").open("a") as env:
-        env.write(f"JETCRON_AGENT_IMAGE={IMAGE}-docker\nCONTAINER_ENGINE_SOCKET={socket}\n"
-                  f"CONTAINER_ENGINE_GID={socket.stat().st_gid}\n")
+        env.write(f"JETCRON_AGENT_IMAGE={IMAGE}-docker\nCONTAINER_ENGINE_SOCKET={engine.socket}\n"
+                  f"CONTAINER_ENGINE_GID={engine.socket.stat().st_gid}\n")
         env.write(f"JETCRON_IMAGE={IMAGE}\nJETCRON_RUN_LEASE_TTL=4\nJETCRON_LEADER_LEASE_TTL=3\nJETCRON_HEARTBEAT=1\n"
                   "JETCRON_ASSIGN_STALL=6\nJETCRON_REDRIVE_AFTER=6\nOTEL_TRACES_EXPORTER=none\n")
     # the file the operator reads and the one run here must not drift apart
     assert set(SERVICES) <= set(yaml.safe_load(text)["services"])
-    s = Stack(directory, f"jctest{os.getpid()}", nats_port, http1)
+    s = Stack(engine, directory, f"jctest{os.getpid()}", nats_port, http1)
     try:
         s.compose("up", "-d", *SERVICES)
         yield s
     finally:
         s.compose("down", "-v", "-t", "5", timeout=300, check=False)
-        engine.terminate()
-        try:
-            engine.wait(15)
-        except subprocess.TimeoutExpired:
-            engine.kill()
 
 
 def test_the_stack_comes_up_and_runs_a_job(stack: Stack) -> None:
@@ -201,9 +187,8 @@ def test_an_image_job_runs_as_a_sibling_container_through_the_hosts_engine(stack
         assert (running["state"], running["agent"]) == ("running", "agent-images"), (
             running, stack.json("runs", "get", running["run_id"]), stack.cli("runs", "logs", running["run_id"]).stdout)
         # While it runs, the host's engine runs it: a container beside the agent's, carrying the agent's label
-        beside = _until("the sibling container on the host", lambda: _run(
-            "podman", "ps", "--filter", "label=jetcron.agent=agent-images", "--format", "{{.Names}}").stdout.split(),
-            30)
+        beside = _until("the sibling container on the host", lambda: [
+            c.name for c in stack.engine.labelled("jetcron.agent=agent-images")], 30)
         assert beside == [f"jc-{running['run_id']}-1"], beside
         # Then the run ends with the container's own exit code, its output read back, and the container removed
         (run,) = _until("sibling to end", lambda: [r for r in stack.json("runs", "list", "--job", "sibling")
@@ -214,8 +199,8 @@ def test_an_image_job_runs_as_a_sibling_container_through_the_hosts_engine(stack
         logs = stack.cli("runs", "logs", run["run_id"])
         hosts = [line.split("hello from ", 1)[1] for line in logs.stdout.splitlines() if "hello from " in line]
         assert hosts and hosts[0] not in ("", "agent-images"), logs  # its own host name, not the agent's
-        _until("the container removed", lambda: not _run(
-            "podman", "ps", "-a", "--filter", "label=jetcron.agent=agent-images", "-q").stdout.strip(), 30)
+        _until("the container removed", lambda: not stack.engine.labelled("jetcron.agent=agent-images",
+                                                                          stopped_too=True), 30)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{stack.logs()}") from None
 
@@ -227,8 +212,8 @@ def test_kill_9_of_a_nats_node_and_an_agent_mid_run_and_the_run_completes_once(s
         running = _until("long to run", lambda: [r for r in stack.json("runs", "list", "--job", "long")
                                                  if r["state"] == "running"], 90)[0]
         # When the agent running it and a NATS node (not the one the CLI uses) are killed with SIGKILL
-        _run("podman", "kill", "--signal", "KILL", stack.container(running["agent"]))
-        _run("podman", "kill", "--signal", "KILL", stack.container("nats-3"))
+        stack.container(running["agent"]).kill(signal="KILL")
+        stack.container("nats-3").kill(signal="KILL")
         # Then the run still ends succeeded, once, within two attempts (the second on the other agent)
         done = _until("long to finish", lambda: [r for r in stack.json("runs", "list", "--job", "long")
                                                  if r["state"] in ("succeeded", "failed", "dead")], 180)
@@ -247,7 +232,7 @@ def test_stopping_an_agent_container_drains_it(stack: Stack) -> None:
         running = _until("drained to run", lambda: [r for r in stack.json("runs", "list", "--job", "drained")
                                                     if r["state"] == "running"], 90)[0]
         # When its agent's container is stopped (SIGTERM, then 30 s of grace)
-        _run("podman", "stop", "-t", "30", stack.container(running["agent"]), timeout=60)
+        stack.container(running["agent"]).stop(timeout=30)
         # Then the attempt was let finish: one attempt, succeeded, on that agent
         (run,) = stack.json("runs", "list", "--job", "drained")
         assert (run["state"], run["attempt"], run["agent"]) == ("succeeded", 1, running["agent"]), run

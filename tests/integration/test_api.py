@@ -93,6 +93,27 @@ async def test_an_idempotency_key_reused_with_a_different_body_is_a_conflict(api
     assert stored["job"] == first
 
 
+async def test_a_create_refused_for_a_taken_name_claims_no_key(api: None, client: Client) -> None:
+    # Given a job
+    await client.call("jobs.create", {"spec": spec("nightly")})
+    before = (await client.nc.jetstream().stream_info("KV_jc_idem")).state.last_seq
+
+    # When another body is created under its name with a new idempotency key
+    with pytest.raises(ApiError) as caught:
+        await client.call("jobs.create", {"spec": spec("nightly", command=["false"]), "idempotency_key": "req-9"})
+
+    # Then it is a conflict, and the key was never claimed: a refused request stores nothing
+    assert (caught.value.code, str(caught.value)) == ("conflict", "job 'nightly' already exists (use update)")
+    assert (await client.nc.jetstream().stream_info("KV_jc_idem")).state.last_seq == before
+
+
+async def test_a_field_named_empty_is_named_as_json_spells_it(api: None, client: Client) -> None:
+    with pytest.raises(ApiError) as caught:
+        await client.call("agents.list", {"": True})
+    assert (caught.value.code, caught.value.field) == ("invalid", '""')
+    assert str(caught.value) == '"": unknown field (this request takes none) (got True)'
+
+
 async def test_concurrent_creates_with_one_key_make_one_job_and_losers_may_retry(api: None, client: Client) -> None:
     # Given eight identical requests sent at once with the same idempotency key
     request = {"spec": spec("nightly"), "idempotency_key": "req-1"}
