@@ -144,6 +144,9 @@ class Bench:
         self.stopped_t = 0.0
         """When the jobs were paused (seconds since start): the samples after it show the drain, not a trend."""
         self._last = (self.started, 0)
+        self.checkpoint = Path(args.series + ".partial") if args.series and args.series != "-" else None
+        """The samples so far, rewritten after each: a run of hours cut short (its machine taken back) keeps its
+        series up to the last minute. Removed once the result is written."""
 
     def t(self) -> float:
         return round(time.monotonic() - self.started, 1)
@@ -173,6 +176,9 @@ class Bench:
         }
         self._last = (mono, finished)
         self.samples.append(point)
+        if self.checkpoint is not None:
+            self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            self.checkpoint.write_text(json.dumps({"partial": True, "samples": self.samples}, sort_keys=True) + "\n")
         print(f"[longlife] t={point['t_s']:.0f}s finished={finished} {point['runs_per_s']}/s "
               f"unfinished={verdict.lost} twice={verdict.recorded_twice} lag={point['watch_lag']}",
               file=sys.stderr, flush=True)
@@ -320,6 +326,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         path = Path(args.series)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"result": result, "samples": samples}, sort_keys=True) + "\n")
+        if bench.checkpoint is not None:
+            bench.checkpoint.unlink(missing_ok=True)
         result["series"] = str(path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path)
     return result
 

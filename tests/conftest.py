@@ -9,6 +9,10 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+# Imported at collection rather than by hypothesis's pytest plugin at the session's end: pytest rewrites a module's
+# asserts as it imports it, and Python 3.11.7's ast.parse can refuse that late in a long run of asyncio tests
+# ("SystemError: AST constructor recursion depth mismatch"), failing a run whose tests all passed.
+import hypothesis  # noqa: F401
 import nats
 import pytest
 from harness import FAILURE_REPORTS, Services, add_failure_report, mint, services_on

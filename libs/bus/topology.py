@@ -26,6 +26,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 
+from jetcron.core.errors import Unavailable
 from jetcron.core.leases import fencing_floor
 from jetcron.wire import subjects as s
 
@@ -326,7 +327,12 @@ async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig, notes: li
         # Another service made it first, a moment earlier (so from another floor): that one is as good.
         if exc.err_code != _ALREADY_IN_USE:
             raise
-        await js.key_value(config.bucket)
+        try:
+            await js.key_value(config.bucket)
+        except Exception:
+            # Made by another, and not yet known to the node this asks (a cluster answers the create before
+            # every node has the stream): the same step, a moment later, finds it.
+            raise _NotYet(config.bucket) from None
 
 
 async def _ensure_object_store(js: JetStreamContext, config: ObjectStoreConfig) -> None:
@@ -342,7 +348,12 @@ async def _ensure_object_store(js: JetStreamContext, config: ObjectStoreConfig) 
 # this. A node not yet known to the meta leader (a cluster just formed, or one node restarting) makes an R3
 # create fail with 10005, "no suitable peers for placement": it is there a moment later. Each step checks
 # before it creates, so repeating it is safe.
-_TRANSIENT = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+class _NotYet(Unavailable):
+    """A stream another service has just made, not yet seen from here (retried by _until_answered)."""
+
+
+_TRANSIENT = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError,
+              _NotYet)
 _NO_PEERS_YET = 10005
 SETUP_DEADLINE = 60.0
 

@@ -17,6 +17,7 @@ from chaos_checks import (
     exit_time,
     log_lines,
     missing_jobs,
+    read_runs,
     redispatch_delays,
     start,
     start_system,
@@ -150,6 +151,17 @@ async def test_agent_partitioned_past_its_lease_is_fenced_and_the_run_reruns(
             assert fenced < LEASE_TTL, "the child died before the server could expire the lease"
             assert [(a.attempt, a.agent, a.outcome) for a in run.history] == [
                 (1, "agent-1", "lost"), (2, "agent-2", "succeeded")]
+            # And once agent-1 is back and has sent every report it held, its late ones changed nothing
+            await services["agent-1"].wait_logged("NATS connection back", 30)
+            back = datetime.now(UTC)
+
+            async def flushed() -> bool:
+                info = next((a for a in (await client.agents.list()).items if a.agent_id == "agent-1"), None)
+                return info is not None and info.heartbeat_at > back and info.pending_reports == 0
+
+            await wait_for(flushed, 30, what="agent-1's reports to be sent")
+            again = (await read_runs(services.server.url, "cut"))[next(iter(runs))]
+            assert (again.state, again.attempt, again.history) == (run.state, run.attempt, run.history)
         finally:
             await client.close()
     finally:

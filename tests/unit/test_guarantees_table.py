@@ -78,3 +78,13 @@ def test_a_rerun_takes_its_tests_places_and_the_page_says_so() -> None:
             "request timed out.") in table
     assert next(line for line in table.splitlines() if G.CATALOGUE[1].fault in line).endswith(
         "| 2.5 s (recovery_after_heal_s) | held |")
+
+
+def test_each_fuzzed_verb_is_a_row_and_a_finding_fails_only_its_own() -> None:
+    report = {"finished_at": "2026-12-03T00:00:00+00:00", "tests": {G.FUZZED[0]: {"outcome": "failed", "fuzzed": {
+        "jobs.create": {"tenant": 40, "admin": 40, "replies": {"ok": 10, "invalid": 70}, "failure": ""},
+        "jobs.update": {"tenant": 3, "admin": 0, "replies": {"invalid": 3}, "failure": "internal | no field"}}}}}
+    table = G.tables(report).splitlines()
+    assert "| `jobs.create` | 40 / 40 | invalid 70, ok 10 | held |" in table
+    assert "| `jobs.update` | 3 / 0 | invalid 3 | failed: internal \\| no field |" in table
+    assert "| (not run) | | | |" in G.tables({"tests": {}}).splitlines()

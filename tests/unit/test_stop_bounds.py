@@ -79,3 +79,45 @@ async def test_the_connection_closing_under_a_task_is_a_failure_only_while_the_s
         await asyncio.gather(task, return_exceptions=True)
         await asyncio.sleep(0)
         assert ctx.log.errors == logged, stopping
+
+
+class Frozen:
+    """A client on a server that answers nothing, shaped as nats-py's: its drain takes the first cancel as its own
+    timeout and goes on to wait for a flush; its flush and close wait until cancelled."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def flush(self, timeout: int = 10) -> None:
+        self.calls.append("flush")
+        await asyncio.Event().wait()
+
+    async def drain(self) -> None:
+        self.calls.append("drain")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass
+        await asyncio.Event().wait()
+
+    async def close(self) -> None:
+        self.calls.append("close")
+        await asyncio.Event().wait()
+
+
+async def test_closing_a_connection_to_a_frozen_server_ends_within_its_bounds() -> None:
+    from jetcron.bus import rpc
+
+    conn = Frozen()
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(rpc.close(conn, drain=1.0, timeout=0.5), timeout=5)  # type: ignore[arg-type]
+    # the flush went unanswered: no drain (its cut-short end is a traceback at exit), a bounded close
+    assert conn.calls == ["flush", "close"]
+    assert asyncio.get_running_loop().time() - started < 0.5 + 0.5 + 3 * 0.1 + 0.3
+
+
+async def test_a_step_that_swallows_a_cancel_is_cancelled_again() -> None:
+    from jetcron.bus import rpc
+
+    conn = Frozen()
+    assert await asyncio.wait_for(rpc._within(conn.drain(), 0.1), timeout=2) is False

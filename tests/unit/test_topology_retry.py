@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import pytest
-from nats.js.errors import BadRequestError, ServiceUnavailableError
+from nats.js.errors import BadRequestError, BucketNotFoundError, ServiceUnavailableError
 
-from jetcron.bus.topology import _until_answered
+from jetcron.bus.topology import Limits, _ensure_bucket, _until_answered, bucket_configs
+from jetcron.wire import subjects as s
 
 
 def _failing(errors: list[Exception]) -> tuple[Callable[[], Awaitable[None]], list[int]]:
@@ -45,3 +47,30 @@ async def test_a_refusal_that_lasts_past_the_deadline_is_raised() -> None:
     with pytest.raises(BadRequestError, match="no suitable peers"):
         await _until_answered(step, asyncio.get_running_loop().time() + 0.05, delay=0.01)
     assert 2 <= calls[0] < 1000
+
+
+class _Racing:
+    """A cluster where another service made the fenced bucket a moment ago: the create says it is in use, and
+    the node asked does not know the stream for `unseen` looks."""
+
+    def __init__(self, unseen: int) -> None:
+        self.unseen = unseen
+        self.looks = 0
+
+    async def key_value(self, bucket: str) -> object:
+        self.looks += 1
+        if self.looks <= self.unseen:
+            raise BucketNotFoundError()
+        return object()
+
+    async def add_stream(self, config: object) -> None:
+        raise BadRequestError(code=400, err_code=10058, description="stream name already in use")
+
+
+async def test_a_fenced_bucket_made_by_another_and_not_yet_seen_is_looked_for_again() -> None:
+    (config,) = [c for c in bucket_configs(1, Limits()) if c.bucket == s.BUCKET_LEASES]
+    js = _Racing(unseen=3)
+    step = partial(_ensure_bucket, js, config, [])
+    await _until_answered(step, asyncio.get_running_loop().time() + 5, delay=0.001)
+    # a look, the create in use, a look not finding it; again: a look, the create, a look that finds it
+    assert js.looks == 4
