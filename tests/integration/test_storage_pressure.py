@@ -34,7 +34,7 @@ LONG_AGO = datetime.now(UTC) - timedelta(days=1)
 # limit is what fills in the server-store tests.
 SMALL_RESERVED = {"JETCRON_JOBS_MAX_BYTES": str(2 << 20), "JETCRON_DLQ_MAX_BYTES": str(1 << 20),
                   "JETCRON_IDEMPOTENCY_MAX_BYTES": str(1 << 20), "JETCRON_CHECKPOINTS_MAX_BYTES": str(1 << 20),
-                  "JETCRON_NOTIFY_MAX_BYTES": str(1 << 20)}
+                  "JETCRON_NOTIFY_MAX_BYTES": str(1 << 20), "JETCRON_CALENDARS_MAX_BYTES": str(1 << 20)}
 
 
 def _old_run(n: int) -> Run:
