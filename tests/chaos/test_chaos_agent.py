@@ -151,8 +151,8 @@ async def test_agent_partitioned_past_its_lease_is_fenced_and_the_run_reruns(
             assert fenced < LEASE_TTL, "the child died before the server could expire the lease"
             assert [(a.attempt, a.agent, a.outcome) for a in run.history] == [
                 (1, "agent-1", "lost"), (2, "agent-2", "succeeded")]
-            # And once agent-1 is back and has sent every report it held, its late ones changed nothing
-            await services["agent-1"].wait_logged("NATS connection back", 30)
+            # And once agent-1 is heard again and has sent every report it held, its late ones changed nothing
+            # (a partition shorter than the pings' bound leaves its connection up: the held bytes flow on)
             back = datetime.now(UTC)
 
             async def flushed() -> bool:
