@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import nats
+import nats.errors
+import nats.js.errors
 import pytest
 from harness import Services, mint, run_cli, services_on, wait_for
 from nats.js.api import StreamConfig
@@ -110,7 +112,11 @@ async def test_a_cluster_forms_over_tls_routes(tmp_path: Path, tls: TlsFiles) ->
             # (asked again while the new cluster elects its meta leader: under a loaded run that outlasted 10 s)
             await wait_for(lambda: js.add_stream(StreamConfig(name="ROUTES", subjects=["routes.>"], num_replicas=3)),
                            60, what="the R3 stream to be made", ignore=(nats.errors.TimeoutError,))
-            ack = await js.publish("routes.x", b"hello")
+            # (and published to again while the new stream elects its leader: no responder until it has one)
+            ack = await wait_for(lambda: js.publish("routes.x", b"hello", headers={"Nats-Msg-Id": "hello-1"}), 60,
+                                 what="the first message stored", ignore=(nats.errors.TimeoutError,
+                                                                          nats.errors.NoRespondersError,
+                                                                          nats.js.errors.NoStreamResponseError))
             assert (await js.get_msg("ROUTES", ack.seq)).data == b"hello"
             assert len((await js.stream_info("ROUTES")).cluster.replicas or []) == 2  # type: ignore[union-attr]
         finally:
