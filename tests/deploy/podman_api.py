@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -44,6 +44,23 @@ def podman_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JETCRON_") and k != "DOCKER_HOST"}
     env["CONTAINERS_CONF"] = str(CONTAINERS_CONF)
     return env
+
+
+def until(what: str, probe: Any, timeout: float) -> Any:
+    """`probe()` every second until it gives something true (an assertion or a bad value meanwhile is kept as the
+    last answer); AssertionError naming `what` and the last answer at `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (AssertionError, KeyError, ValueError, IndexError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
 
 
 def text(logs: bytes) -> str:

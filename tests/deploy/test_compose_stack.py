@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 import yaml
-from podman_api import Engine, podman_env
+from podman_api import Engine, podman_env, until
 
 from jetcron.bus.server import free_ports
 
@@ -78,7 +77,7 @@ class Stack:
             wanted = {"api", "trigger", "placement", "run_tracker", "notifier", "gateway"}
             return st if {a["agent_id"] for a in st["agents"]} == set(AGENTS) and roles >= wanted else None
 
-        status: dict[str, Any] = _until("every service ready and every agent up", up, 240)
+        status: dict[str, Any] = until("every service ready and every agent up", up, 240)
         return status
 
     def container(self, service: str) -> Container:
@@ -88,19 +87,6 @@ class Stack:
         return self.engine.logs_of(self.project, SERVICES)
 
 
-def _until(what: str, probe: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except (AssertionError, KeyError, ValueError, IndexError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +142,7 @@ def test_the_stack_comes_up_and_runs_a_job(stack: Stack) -> None:
         assert capable == {"agent-1": False, "agent-2": False, "agent-images": True}, capable
         made = stack.cli("jobs", "create", "hello", "--at", "now", "--", "sh", "-c", "echo hi from a container")
         assert made.returncode == 0, made.stderr
-        run = _until("hello to succeed", lambda: [r for r in stack.json("runs", "list", "--job", "hello")
+        run = until("hello to succeed", lambda: [r for r in stack.json("runs", "list", "--job", "hello")
                                                   if r["state"] == "succeeded"], 90)[0]
         logs = stack.cli("runs", "logs", run["run_id"])
         assert "hi from a container" in logs.stdout, logs
@@ -182,16 +168,16 @@ def test_an_image_job_runs_as_a_sibling_container_through_the_hosts_engine(stack
         (tmp_path / "sibling.json").write_text(json.dumps(spec))
         made = stack.cli("jobs", "create", "-f", str(tmp_path / "sibling.json"))
         assert made.returncode == 0, made.stderr
-        running = _until("sibling to start", lambda: [r for r in stack.json("runs", "list", "--job", "sibling")
+        running = until("sibling to start", lambda: [r for r in stack.json("runs", "list", "--job", "sibling")
                                                       if r["state"] not in ("scheduled", "assigned")], 120)[0]
         assert (running["state"], running["agent"]) == ("running", "agent-images"), (
             running, stack.json("runs", "get", running["run_id"]), stack.cli("runs", "logs", running["run_id"]).stdout)
         # While it runs, the host's engine runs it: a container beside the agent's, carrying the agent's label
-        beside = _until("the sibling container on the host", lambda: [
+        beside = until("the sibling container on the host", lambda: [
             c.name for c in stack.engine.labelled("jetcron.agent=agent-images")], 30)
         assert beside == [f"jc-{running['run_id']}-1"], beside
         # Then the run ends with the container's own exit code, its output read back, and the container removed
-        (run,) = _until("sibling to end", lambda: [r for r in stack.json("runs", "list", "--job", "sibling")
+        (run,) = until("sibling to end", lambda: [r for r in stack.json("runs", "list", "--job", "sibling")
                                                    if r["state"] in ("succeeded", "failed", "dead")], 60)
         assert run["state"] in ("failed", "dead"), run
         history = stack.json("runs", "get", run["run_id"])["history"]
@@ -199,7 +185,7 @@ def test_an_image_job_runs_as_a_sibling_container_through_the_hosts_engine(stack
         logs = stack.cli("runs", "logs", run["run_id"])
         hosts = [line.split("hello from ", 1)[1] for line in logs.stdout.splitlines() if "hello from " in line]
         assert hosts and hosts[0] not in ("", "agent-images"), logs  # its own host name, not the agent's
-        _until("the container removed", lambda: not stack.engine.labelled("jetcron.agent=agent-images",
+        until("the container removed", lambda: not stack.engine.labelled("jetcron.agent=agent-images",
                                                                           stopped_too=True), 30)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{stack.logs()}") from None
@@ -209,13 +195,13 @@ def test_kill_9_of_a_nats_node_and_an_agent_mid_run_and_the_run_completes_once(s
     try:
         made = stack.cli("jobs", "create", "long", "--at", "now", "--max-attempts", "3", "--", "sleep", "12")
         assert made.returncode == 0, made.stderr
-        running = _until("long to run", lambda: [r for r in stack.json("runs", "list", "--job", "long")
+        running = until("long to run", lambda: [r for r in stack.json("runs", "list", "--job", "long")
                                                  if r["state"] == "running"], 90)[0]
         # When the agent running it and a NATS node (not the one the CLI uses) are killed with SIGKILL
         stack.container(running["agent"]).kill(signal="KILL")
         stack.container("nats-3").kill(signal="KILL")
         # Then the run still ends succeeded, once, within two attempts (the second on the other agent)
-        done = _until("long to finish", lambda: [r for r in stack.json("runs", "list", "--job", "long")
+        done = until("long to finish", lambda: [r for r in stack.json("runs", "list", "--job", "long")
                                                  if r["state"] in ("succeeded", "failed", "dead")], 180)
         assert len(stack.json("runs", "list", "--job", "long")) == 1
         assert done[0]["state"] == "succeeded" and done[0]["attempt"] <= 2, done
@@ -229,7 +215,7 @@ def test_stopping_an_agent_container_drains_it(stack: Stack) -> None:
     try:
         made = stack.cli("jobs", "create", "drained", "--at", "now", "--max-attempts", "1", "--", "sleep", "4")
         assert made.returncode == 0, made.stderr
-        running = _until("drained to run", lambda: [r for r in stack.json("runs", "list", "--job", "drained")
+        running = until("drained to run", lambda: [r for r in stack.json("runs", "list", "--job", "drained")
                                                     if r["state"] == "running"], 90)[0]
         # When its agent's container is stopped (SIGTERM, then 30 s of grace)
         stack.container(running["agent"]).stop(timeout=30)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podman_api import Engine, text
+from podman_api import Engine, text, until
 
 # Collected by every run, selected only by `make test-deploy`, which installs the `containers` extra (the engine
 # fixture fails plainly without it).
@@ -94,7 +93,7 @@ def test_a_service_and_an_agent_in_container_mode_start_on_a_server_that_fsyncs(
         agent = beside(server, f"{IMAGE}-docker", group_add=[str(engine.socket.stat().st_gid)]).with_command(
             ["agent", "--id", "agent-images"]).with_volume_mapping(engine.socket, "/run/jetcron/engine.sock", "rw")
         with agent.with_envs(DOCKER_HOST="unix:///run/jetcron/engine.sock", JETCRON_METRICS_PORT="9101"):
-            listed = _until("the agent to advertise `container`",
+            listed = until("the agent to advertise `container`",
                             lambda: [a for a in _agents(api) if "container" in a["capabilities"]], 60)
             assert [a["agent_id"] for a in listed] == ["agent-images"], (listed, text(agent.get_wrapped_container()
                                                                                        .logs(tail=40)))
@@ -109,16 +108,3 @@ def _agents(container: DockerContainer) -> list[dict[str, Any]]:
     return found
 
 
-def _until(what: str, probe: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except (AssertionError, ValueError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")

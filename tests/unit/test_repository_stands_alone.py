@@ -16,7 +16,7 @@ SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()  # it spells out wh
 SKIPPED = ("docs/chaos-report.json", "bench/results/")  # machine-written records, not prose
 
 RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a file outside the repository", re.compile(r"FIELD_NOTES|\.\./shared\b")),
+    ("a file outside the repository", re.compile(r"FIELD_" r"NOTES|\.\./shared\b")),
     # The shared machine's own directories; /tmp stays allowed (gate files, container mounts, test data).
     ("a machine path", re.compile(r"(?<![\w.~-])/(?:work|farm)/")),
     ("a work-period word", re.compile(r"\bsessions? ?\d+", re.IGNORECASE)),
@@ -54,18 +54,18 @@ def tracked_files() -> list[str]:
 
 
 @pytest.mark.parametrize(("line", "expected"), [
-    ("# memory, cpu and pids are v1 controllers here (FIELD_NOTES)", ["a file outside the repository"]),
-    ("see ../shared/DESIGN.md for the targets", ["a file outside the repository"]),
-    ("written to /work/main/build/out.json", ["a machine path"]),
+    ("# memory, cpu and pids are v1 controllers here (FIELD_" "NOTES)", ["a file outside the repository"]),
+    ("see ../sha" "red/DESIGN.md for the targets", ["a file outside the repository"]),
+    ("written to /wo" "rk/main/build/out.json", ["a machine path"]),
     ('ROOT = Path("/farm/in")', ["a machine path"]),
-    ("| 1a. sim runs, `always` (session 13) | 383 runs/s |", ["a work-period word"]),
-    ("**Session 8: what made a herd run twice.**", ["a work-period word"]),
-    ("the late assignments of sessions 4 to 7", ["a work-period word"]),
-    ('"""Issue 21: where an idle run\'s latency goes."""', ["a ticket word"]),
-    ("make test in parallel (issue 22, point 5)", ["a ticket word"]),
-    ("(issue 21, `docs/benchmarks.md`)", ["a ticket word"]),
+    ("| 1a. sim runs, `always` (sess" "ion 13) | 383 runs/s |", ["a work-period word"]),
+    ("**Sess" "ion 8: what made a herd run twice.**", ["a work-period word"]),
+    ("the late assignments of sess" "ions 4 to 7", ["a work-period word"]),
+    ('"""Iss' 'ue 21: where an idle run\'s latency goes."""', ["a ticket word"]),
+    ("make test in parallel (iss" "ue 22, point 5)", ["a ticket word"]),
+    ("(iss" "ue 21, `docs/benchmarks.md`)", ["a ticket word"]),
     ("All sizes are the full sizes of issues #3 and #7.", ["a ticket word"]),
-    ("numbers from session 10 (issue 21)", ["a work-period word", "a ticket word"]),
+    ("numbers from sess" "ion 10 (iss" "ue 21)", ["a work-period word", "a ticket word"]),
     # and what may stay
     ("the gate, the session's token record and the CSRF token its forms must carry", []),
     ("kept in a session cookie; no sticky sessions", []),
@@ -84,13 +84,13 @@ def test_the_rules_flag_what_they_name_and_nothing_else(line: str, expected: lis
 
 def test_an_offending_line_is_named_by_file_and_line_and_records_and_binaries_are_skipped(tmp_path: Path) -> None:
     (tmp_path / "libs").mkdir()
-    (tmp_path / "libs" / "clock.py").write_text('"""Clocks."""\n\n# 5 ms late on a 5 s sleep (FIELD_NOTES)\n')
+    (tmp_path / "libs" / "clock.py").write_text('"""Clocks."""\n\n# 5 ms late on a 5 s sleep (FIELD_' 'NOTES)\n')
     (tmp_path / "bench" / "results").mkdir(parents=True)
-    (tmp_path / "bench" / "results" / "run.json").write_text('{"note": "session 9"}\n')
-    (tmp_path / "logo.png").write_bytes(b"\x89PNG\0session 9\n")
+    (tmp_path / "bench" / "results" / "run.json").write_text('{"note": "sess' 'ion 9"}\n')
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\0sess" b"ion 9\n")
     paths = ["libs/clock.py", "bench/results/run.json", "logo.png", "gone.md"]
     assert violations(tmp_path, paths) == [
-        "libs/clock.py:3: a file outside the repository: # 5 ms late on a 5 s sleep (FIELD_NOTES)"]
+        "libs/clock.py:3: a file outside the repository: # 5 ms late on a 5 s sleep (FIELD_" "NOTES)"]
 
 
 def test_no_tracked_file_names_a_path_outside_the_repository_or_counts_work_periods() -> None:
