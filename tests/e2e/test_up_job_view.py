@@ -54,7 +54,8 @@ def test_a_job_on_jetcron_up_starts_in_its_scratch_and_reads_none_of_the_data_di
     # When a job looks where it is and tries to read them
     secrets = [data / "logs" / "api.log", data / "logs" / "agent-1.log", data / "nats" / "jetcron.conf",
                data / "auth" / "admin.creds", data / "auth" / "creds" / "agent-1.creds"]
-    script = f'pwd; echo "$TMPDIR"; ls {data}; ' + "; ".join(f"cat {p}" for p in secrets) + "; echo tried"
+    # (errors into the output's pipe: two pipes reach the log in no fixed order, a line of one cut by the other)
+    script = f'exec 2>&1; pwd; echo "$TMPDIR"; ls {data}; ' + "; ".join(f"cat {p}" for p in secrets) + "; echo tried"
     created = jetcron(up, "jobs", "create", "peek", "--at", "now", "--", "sh", "-c", script)
     assert created.returncode == 0, created.stderr
 
