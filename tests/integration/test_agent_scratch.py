@@ -126,7 +126,10 @@ async def test_jobs_with_uids_of_their_own_reach_neither_each_others_scratch_nor
     # When a job of tenant beta tries every way to it, and to the agent's files
     tries = [f"/proc/{pid}/cwd/note", f"/proc/{pid}/root/tmp/note", f"{held}/note", f"/proc/{pid}/environ",
              f"{data_dir}/agent-agent-1.pgids"]
-    script = "id -u; " + "; ".join(f"cat {t}" for t in tries) + f"; ls {data_dir}; ls {agent_dir}; echo tried"
+    # (its errors go into its output's pipe: the log merges two pipes in no fixed order, and may cut a line of one
+    # with a line of the other)
+    script = ("exec 2>&1; id -u; " + "; ".join(f"cat {t}" for t in tries)
+              + f"; ls {data_dir}; ls {agent_dir}; echo tried")
     await client.call("jobs.create", now_job("peeker", "sh", "-c", script, tenant="beta", **ONE_ATTEMPT))
     peek = await the_run(client, "beta.peeker", when=ENDED)
     output = await output_of(client, peek)
@@ -134,8 +137,7 @@ async def test_jobs_with_uids_of_their_own_reach_neither_each_others_scratch_nor
     # Then it ran as a uid of its own, and every try was refused
     beta_uid, *said = output.splitlines()
     assert 60578 <= acme_uid <= 61183 and 60578 <= int(beta_uid) <= 61183 and int(beta_uid) != acme_uid
-    # (its output and its errors are two pipes: "tried" need not be the last line of the log)
-    assert "tried" in said and "acme-secret" not in output
+    assert said[-1] == "tried" and "acme-secret" not in output, output
     refused = [line for line in said if "Permission denied" in line]
     assert len(refused) == len(tries) + 2, output
 
