@@ -35,6 +35,31 @@ def kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+class LineGather:
+    """What of a stream's bytes can be handed on now: up to its last newline, or everything once `limit` bytes
+    wait without one; the rest is held for the next read or flush()."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held = b""
+
+    @property
+    def held(self) -> bool:
+        return bool(self._held)
+
+    def add(self, data: bytes) -> bytes:
+        gathered = self._held + data
+        cut = gathered.rfind(b"\n") + 1
+        if len(gathered) - cut >= self.limit:
+            cut = len(gathered)
+        self._held = gathered[cut:]
+        return gathered[:cut]
+
+    def flush(self) -> bytes:
+        out, self._held = self._held, b""
+        return out
+
+
 class Execution:
     """One child process: start(), then wait() for its Outcome; stop() ends it (TERM, grace, KILL)."""
 
@@ -118,13 +143,25 @@ class Execution:
                 return
 
     async def _pump(self, name: str, stream: asyncio.StreamReader | None) -> None:
+        """Hand the stream on in whole lines where it can: a program's stdout and stderr reach one log, and a
+        line written in pieces (glibc's error() writes "prog: ", the message and the newline apart) must not be
+        cut by a line of the other stream. A partial line waits at most FLUSH_SECONDS (a progress bar, a prompt)
+        or until CHUNK bytes have gathered."""
         if stream is None:
             return
+        lines = LineGather(CHUNK)
         while True:
-            data = await stream.read(CHUNK)
+            try:
+                data = await (asyncio.wait_for(stream.read(CHUNK), FLUSH_SECONDS) if lines.held
+                              else stream.read(CHUNK))
+            except TimeoutError:
+                await self.on_output(name, lines.flush())
+                continue
+            ready = lines.add(data) if data else lines.flush()
+            if ready:
+                await self.on_output(name, ready)
             if not data:
                 return
-            await self.on_output(name, data)
 
     def stop(self, reason: str, grace: float | None = None) -> None:
         """Begin ending the process group: SIGTERM, then SIGKILL after the grace period (`grace` seconds, e.g. a
