@@ -34,10 +34,10 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from bench import raw_js
 from bench.common import System, summary, system
-from jetcron.bus.dispatch import dispatch
 from jetcron.bus.lease import Leases
 from jetcron.core.ids import run_id
 from jetcron.core.models import AgentInfo, JobSpec, Resources, Run, RunState
+from jetcron.ops.dispatch import dispatch
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, RunFinished

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jetcron.bus.dispatch import dispatch
 from jetcron.bus.ports import Records
 from jetcron.core.dag import not_since
 from jetcron.core.errors import NotFound
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
+from jetcron.ops.dispatch import dispatch
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 

@@ -19,9 +19,9 @@ from harness import FAILURE_REPORTS, Services, add_failure_report, mint, service
 from nats.js import JetStreamContext
 
 from jetcron.auth.authority import Authority
+from jetcron.auth.keyfile import ensure_key_file
 from jetcron.auth.local import SERVICE_ROLES
 from jetcron.auth.roles import Role
-from jetcron.bus.secrets import ensure_key_file
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
 from jetcron.sdk.client import Client

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jetcron.auth.authority import Authority
+from jetcron.auth.keyfile import ensure_key_file
 from jetcron.auth.roles import Role
-from jetcron.bus.secrets import ensure_key_file
 
 SERVICE_ROLES = {"api": Role.API, "trigger": Role.TRIGGER, "placement": Role.PLACEMENT,
                  "run_tracker": Role.TRACKER, "gateway": Role.GATEWAY, "notifier": Role.NOTIFIER}

@@ -74,7 +74,7 @@ ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, 
 # may read it (connect() falls back to it when no monitor port answers).
 VERDICT = s.kv_subject(s.BUCKET_CLUSTER, s.STORAGE_VERDICT_KEY)
 
-# Cancelling a run (bus/control.py: the API's cancel, the trigger's cancel_previous overlap policy) revokes its
+# Cancelling a run (ops/control.py: the API's cancel, the trigger's cancel_previous overlap policy) revokes its
 # lease and tells its agents, so they stop the process at once rather than at the run's end.
 CANCELS = (s.lease_subject(s.run_lease_key(">"), s.LEASE_REVOKER), f"{s.PREFIX}.ctl.*")
 
@@ -135,7 +135,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     s.PLACE_ALL, *CANCELS, _registry("trigger")),
             manages=True)
     if role is Role.PLACEMENT:
-        # Preempting a run (bus/control.preempt_run, docs/preemption.md) is fenced as a cancel is: it revokes the
+        # Preempting a run (ops/control.preempt_run, docs/preemption.md) is fenced as a cancel is: it revokes the
         # lease over the last claim (read first) and tells the agents; the audit trail names who took its place.
         return Grant(
             watches=(s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_RUNS),

@@ -4,7 +4,8 @@ one place their errors (no responders, no answer in time) become jetcron's."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Coroutine
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import nats.errors
@@ -57,6 +58,28 @@ async def serve(nc: Connection, subject: str, handler: Handler, *, queue: str = 
 async def notify(nc: Connection, subject: str, data: bytes) -> None:
     """A fire-and-forget core NATS message (control messages: a lost one is covered by the lease)."""
     await nc.publish(subject, data)
+
+
+async def replies(nc: Connection, subject: str, *, window: float, enough: Callable[[list[bytes]], bool]) -> list[bytes]:
+    """Every reply to one request on `subject` that comes within `window` seconds, or until `enough` says so
+    (a scatter-gather, as `$SRV.PING` is answered by every service instance)."""
+    got: list[bytes] = []
+    done = asyncio.Event()
+
+    async def on_reply(msg: Message) -> None:
+        got.append(msg.data)
+        if enough(got):
+            done.set()
+
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, cb=on_reply)
+    try:
+        await nc.publish(subject, b"", reply=inbox)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), window)
+    finally:
+        await sub.unsubscribe()
+    return got
 
 
 async def flush(nc: Connection) -> None:

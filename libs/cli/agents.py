@@ -13,8 +13,8 @@ import typer
 
 from jetcron.auth import jwt
 from jetcron.auth.authority import Authority
+from jetcron.auth.keyfile import ensure_key_file
 from jetcron.auth.roles import Role
-from jetcron.bus.secrets import ensure_key_file
 from jetcron.cli.connection import target
 from jetcron.cli.keys import AuthDir, local_authority, push_revocations
 from jetcron.cli.output import usage

@@ -17,9 +17,9 @@ from pathlib import Path
 import typer
 
 from jetcron.auth.certs import TlsFiles, issue, make_ca
+from jetcron.auth.keyfile import ensure_key_file
 from jetcron.auth.local import SERVICE_ROLES, LocalCreds
 from jetcron.auth.roles import Role
-from jetcron.bus.secrets import ensure_key_file
 from jetcron.bus.server import node_config
 from jetcron.core.ids import AGENT_ID_RE
 

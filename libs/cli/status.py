@@ -12,12 +12,12 @@ import msgspec
 import typer
 from rich.table import Table
 
-from jetcron.bus.overview import Overview, gather
 from jetcron.bus.storage import SERVER, Usage
 from jetcron.cli.connection import target
 from jetcron.cli.identity import Target
 from jetcron.cli.output import console, fail
 from jetcron.core.errors import JetcronError
+from jetcron.ops.overview import Overview, gather
 from jetcron.sdk.client import Client
 
 

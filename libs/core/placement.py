@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from typing import Literal, NamedTuple
 
 import msgspec
 
 from jetcron.core.agents_index import Accept, AgentState, FreeIndex, to_mcpu
+from jetcron.core.demand import Demand
 from jetcron.core.errors import InvalidSpec, NotFound
 from jetcron.core.gangs import LEAF, LeafIndex, per_host
-from jetcron.core.models import AgentInfo, Priority, Resources
+from jetcron.core.models import AgentInfo, Resources
 from jetcron.core.placement_reasons import matching, never_reason, now_reason
 from jetcron.core.preemption import Amount, Host
 
@@ -21,22 +21,6 @@ Strategy = Literal["pack", "spread"]
 # A label pair that selects at most this many agents is scanned directly instead of the index.
 _SMALL_POOL = 256
 _NEVER_CACHE_MAX = 4096
-
-
-class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One run waiting for a place (untracked by the cycle collector: plain data, held in bulk; core/models)."""
-
-    run_id: str
-    tenant: str
-    priority: Priority
-    resources: Resources
-    require: dict[str, str] = msgspec.field(default_factory=dict)
-    """Agent labels that must all match."""
-    needs: list[str] = msgspec.field(default_factory=list)
-    """Agent capabilities that must all be present, e.g. docker."""
-    enqueued_at: datetime
-    queue: str = "default"
-    """The tenant's named queue: a tenant's queues take turns inside its share (core/fairness.py)."""
 
 
 class Placement(msgspec.Struct, frozen=True, kw_only=True, gc=False):

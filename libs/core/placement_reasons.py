@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jetcron.core.agents_index import AgentState, to_mcpu
-
-if TYPE_CHECKING:
-    from jetcron.core.placement import Demand
+from jetcron.core.demand import Demand
 
 
 def cpu_text(cpu: float) -> str:

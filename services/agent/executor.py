@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from jetcron.core.job_view import ChildView
 from jetcron.services.agent import launch
 from jetcron.services.agent.limits import RunLimits
-
-if TYPE_CHECKING:
-    from jetcron.services.agent.spares import Spare
+from jetcron.services.agent.process_group import kill_group
+from jetcron.services.agent.spares import Spare
 
 CHUNK = 64 * 1024
 FLUSH_SECONDS = 0.2
@@ -28,11 +25,6 @@ class Outcome:
     """succeeded | failed | timed_out | start_failed | killed"""
     exit_code: int | None
     reason: str = ""
-
-
-def kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 class LineGather:

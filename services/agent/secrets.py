@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from jetcron.bus.secrets import Secrets, from_file
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.models import JobSpec
+from jetcron.ops.secrets import Secrets, from_file
 from jetcron.services.runtime import Context
 
 

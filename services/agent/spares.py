@@ -38,8 +38,8 @@ from functools import cache
 from pathlib import Path
 
 from jetcron.services.agent import launch
-from jetcron.services.agent.executor import kill_group
 from jetcron.services.agent.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits
+from jetcron.services.agent.process_group import kill_group
 from jetcron.services.agent.scratch import Scratches, remove_tree
 from jetcron.services.agent.strays import StrayGuard
 

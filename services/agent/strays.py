@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 from io import FileIO
 from pathlib import Path
+
+from jetcron.services.agent.process_group import kill_group
 
 COMPACT_AFTER = 1024
 """Lines the journal may hold beyond four per live group before it is rewritten as the live set."""
@@ -91,10 +92,8 @@ class StrayGuard:
         if self.path.exists():
             pgids = replay(self.path.read_text())
             for pgid, pids in self._members(pgids).items():
-                if any(self._ours(p) for p in pids):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(pgid, signal.SIGKILL)
-                        killed.append(pgid)
+                if any(self._ours(p) for p in pids) and kill_group(pgid, signal.SIGKILL):
+                    killed.append(pgid)
         self.groups.clear()
         self._save()
         return killed

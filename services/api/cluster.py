@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jetcron.bus.overview import cluster_status
+from jetcron.ops.overview import cluster_status
 from jetcron.services.api.call import Call
 from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
-from jetcron.bus.dispatch import dispatch
-from jetcron.bus.dlq import dead_lettered
 from jetcron.core.errors import Conflict, WriteConflict
 from jetcron.core.ids import keyed_replay_id, replay_run_id
 from jetcron.core.models import Run, RunState
+from jetcron.ops.dispatch import dispatch
+from jetcron.ops.dlq import dead_lettered
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.call import Call, visible
 from jetcron.services.api.registry import Noun, verb

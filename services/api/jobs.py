@@ -8,7 +8,6 @@ from typing import Any
 
 import msgspec
 
-from jetcron.bus.dispatch import dispatch
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.core import dag, exclusions, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
@@ -17,6 +16,7 @@ from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, 
 from jetcron.core.retention import validate_history
 from jetcron.core.runs import WAITING_STATES, new_run
 from jetcron.core.validate import decode_spec, validate_spec
+from jetcron.ops.dispatch import dispatch
 from jetcron.services.api import priorities
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.calendars import fire_times, job_calendars

@@ -5,13 +5,13 @@ from __future__ import annotations
 import msgspec
 
 from jetcron.bus import rpc
-from jetcron.bus.control import cancel_run
 from jetcron.bus.finished import read_minutes
 from jetcron.bus.logs import read_chunks
 from jetcron.core.errors import InvalidSpec, NotFound, Unavailable
 from jetcron.core.finished import first_minute
 from jetcron.core.ids import QUEUE_RE, RUN_ID_RE
 from jetcron.core.models import Run, RunState
+from jetcron.ops.control import cancel_run
 from jetcron.services.api import priorities
 from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.registry import Noun, verb

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from jetcron.bus.secrets import Secrets as Store
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import TENANT_RE
 from jetcron.core.validate import validate_secrets
+from jetcron.ops.secrets import Secrets as Store
 from jetcron.services.api.call import Call
 from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, text

@@ -22,7 +22,6 @@ import httpx
 
 from jetcron.bus.ports import JetStream
 from jetcron.bus.publish import publish
-from jetcron.bus.secrets import Secrets
 from jetcron.config import Settings
 from jetcron.core.clock import Clock
 from jetcron.core.errors import Forbidden, JetcronError, NotFound
@@ -36,6 +35,7 @@ from jetcron.core.notify import (
     address_allowed,
     sign,
 )
+from jetcron.ops.secrets import Secrets
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode

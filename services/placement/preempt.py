@@ -4,7 +4,7 @@ of strictly lower priority whose policy allows it.
 The decision is core/preemption.choose over the books. The leader then tries it on the books in the same pass: the
 victims' shares are released and the waiting run placed on what they leave (so that nothing else, the victims'
 own next attempts included, can take it first), or everything is put back when it does not fit after all. Before
-the waiting run's assignment is written, every victim is preempted as a cancel is fenced (bus/control.preempt_run:
+the waiting run's assignment is written, every victim is preempted as a cancel is fenced (ops/control.preempt_run:
 the record's CAS to a new attempt due after the grace, the agents told to stop it with that grace, the lease
 revoked, the new attempt queued at its own priority) and the audit trail told who took its place.
 """
@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from jetcron.bus.control import preempt_run
 from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import QueueQuota, RunState, TenantPolicy
 from jetcron.core.placement import Demand, Placement
 from jetcron.core.preemption import Amount, Guards, Holder, Plan, choose, guards_for, preemptible_anywhere
 from jetcron.core.retention import stream_ttl
+from jetcron.ops.control import preempt_run
 from jetcron.services.placement.view import Held, View
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics

@@ -11,7 +11,6 @@ from datetime import datetime
 
 import msgspec
 
-from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core.dag import join_of
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
@@ -20,6 +19,7 @@ from jetcron.core.models import JobRecord, JobStatus, JoinPolicy, Run, RunState,
 from jetcron.core.retention import stream_ttl
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
+from jetcron.ops.dispatch import dispatch
 from jetcron.services import joins
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics

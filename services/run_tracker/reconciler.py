@@ -15,7 +15,6 @@ from datetime import datetime
 from msgspec.structs import replace
 from opentelemetry.trace import Span
 
-from jetcron.bus.dispatch import dispatch
 from jetcron.bus.lease import Lease
 from jetcron.core import reconcile_steps as step
 from jetcron.core.due_index import DueIndex
@@ -25,6 +24,7 @@ from jetcron.core.models import Run
 from jetcron.core.reconcile import Timing, Tracked, judge, quiet_until, release, track, with_horizon
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
+from jetcron.ops.dispatch import dispatch
 from jetcron.services.run_tracker.progress import Progress
 from jetcron.services.run_tracker.records import Records
 from jetcron.services.runtime import Context

@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from jetcron.bus.dispatch import dispatch
 from jetcron.bus.publish import publish
 from jetcron.core import retry
 from jetcron.core.models import Run, RunState
 from jetcron.core.notify import with_missed
 from jetcron.core.runs import Change, apply
+from jetcron.ops.dispatch import dispatch
 from jetcron.services.run_tracker.deadlines import announce_missed
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics

@@ -10,8 +10,6 @@ import structlog
 from opentelemetry import context
 
 from jetcron import faults
-from jetcron.bus.control import cancel_run
-from jetcron.bus.dispatch import dispatch
 from jetcron.core import exclusions, triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
@@ -19,6 +17,8 @@ from jetcron.core.models import JobRecord, JobSpec, OverlapPolicy, RunState, Sch
 from jetcron.core.retention import one_shot
 from jetcron.core.runs import new_run
 from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
+from jetcron.ops.control import cancel_run
+from jetcron.ops.dispatch import dispatch
 from jetcron.services import joins
 from jetcron.services.joins import release, upstream_wait
 from jetcron.services.runtime import Context

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections import Counter
 from datetime import datetime, timedelta
 
 import msgspec
-import nats.errors
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from jetcron.bus import rpc
 from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
+from jetcron.bus.ports import Connection, JetStream
 from jetcron.bus.registry import Registry
 from jetcron.bus.storage import Usage, server_usage, stream_usages
+from jetcron.bus.streams import stream_state, subject_counts, written_since
 from jetcron.bus.topology import stream_names
 from jetcron.core.models import AgentInfo, Priority, Run, RunState
 from jetcron.wire import subjects as s
@@ -84,67 +81,46 @@ async def _holder(leases: Leases, key: str) -> str | None:
     return lease.value.holder if lease is not None and lease.value.holder else None
 
 
-async def _pings(nc: Client, expected: int) -> set[str]:
-    """Instances answering `$SRV.PING` within a short window (or as soon as every expected one did)."""
+def _instances(replies: list[bytes]) -> set[str]:
+    """"name/instance" of each `$SRV.PING` reply that names its instance."""
     answered: set[str] = set()
-    done = asyncio.Event()
-
-    async def on_reply(msg: Msg) -> None:
+    for data in replies:
         with contextlib.suppress(ValueError, AttributeError):
-            meta = json.loads(msg.data).get("metadata") or {}
+            reply = json.loads(data)
+            meta = reply.get("metadata") or {}
             if meta.get("instance"):
-                answered.add(f"{json.loads(msg.data).get('name', '')}/{meta['instance']}")
-        if len(answered) >= expected:
-            done.set()
-
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox, cb=on_reply)
-    try:
-        await nc.publish(s.SRV_PING, b"", reply=inbox)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), PING_WINDOW)
-    finally:
-        await sub.unsubscribe()
+                answered.add(f"{reply.get('name', '')}/{meta['instance']}")
     return answered
 
 
-async def _queue_depth(js: JetStreamContext) -> dict[str, int]:
+async def _pings(nc: Connection, expected: int) -> set[str]:
+    """Instances answering `$SRV.PING` within a short window (or as soon as every expected one did)."""
+    return _instances(await rpc.replies(nc, s.SRV_PING, window=PING_WINDOW,
+                                        enough=lambda got: len(_instances(got)) >= expected))
+
+
+async def _queue_depth(js: JetStream) -> dict[str, int]:
     # A work queue keeps every message until placement acks it: what is in the stream is what waits.
-    info = await js.stream_info(s.STREAM_PLACE, subjects_filter=s.PLACE_ALL)
-    by_subject = info.state.subjects or {}
-    return {p.value: int(by_subject.get(s.place_subject(p), 0)) for p in Priority}
+    by_subject = await subject_counts(js, s.STREAM_PLACE, s.PLACE_ALL)
+    return {p.value: by_subject.get(s.place_subject(p), 0) for p in Priority}
 
 
-async def _recent_runs(js: JetStreamContext, now: datetime) -> tuple[dict[str, int], bool]:
+async def _recent_runs(js: JetStream, now: datetime) -> tuple[dict[str, int], bool]:
     """Runs by state among those written in the last hour and created in it (bounded by RUNS_CAP)."""
     since = now - RECENT
-    sub = await js.pull_subscribe(s.RUN_CHANGES, stream=s.kv_stream(s.BUCKET_RUNS), config=ConsumerConfig(
-        deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since, ack_policy=AckPolicy.NONE,
-        inactive_threshold=30.0, mem_storage=True))
+    written, truncated = await written_since(js, s.kv_stream(s.BUCKET_RUNS), s.RUN_CHANGES, since, RUNS_CAP)
     counts: Counter[str] = Counter()
-    try:
-        pending = (await sub.consumer_info()).num_pending or 0
-        read = 0
-        while read < min(pending, RUNS_CAP):
-            try:
-                batch = await sub.fetch(min(256, min(pending, RUNS_CAP) - read), timeout=3)
-            except (TimeoutError, nats.errors.TimeoutError):
-                break
-            for msg in batch:
-                read += 1
-                if not msg.data:
-                    continue
-                with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-                    run = decode(msg.data, Run)
-                    if run.created_at >= since:
-                        counts[run.state.value] += 1
-        return {state.value: counts.get(state.value, 0) for state in RunState}, pending > RUNS_CAP
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+    for data in written:
+        if not data:  # a delete marker
+            continue
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            run = decode(data, Run)
+            if run.created_at >= since:
+                counts[run.state.value] += 1
+    return {state.value: counts.get(state.value, 0) for state in RunState}, truncated
 
 
-async def cluster_status(js: JetStreamContext) -> ClusterStatus:
+async def cluster_status(js: JetStream) -> ClusterStatus:
     """Leaders, shard holders and the placement queue: what the API's cluster.status answers (the dashboard's
     overview) and part of `jetcron status`."""
     leases = Leases(js)
@@ -159,7 +135,7 @@ async def cluster_status(js: JetStreamContext) -> ClusterStatus:
                          trigger_shards=await pinned_shards(js), queue_depth=await _queue_depth(js))
 
 
-async def storage_view(js: JetStreamContext, nats_url: str, monitor_url: str | None) -> list[Usage]:
+async def storage_view(js: JetStream, nats_url: str, monitor_url: str | None) -> list[Usage]:
     """The fullest first (by share of a limit, then by bytes), the server's store first of all."""
     usages = await stream_usages(js, stream_names())
     server = await server_usage(nats_url, monitor_url, usages)
@@ -167,8 +143,8 @@ async def storage_view(js: JetStreamContext, nats_url: str, monitor_url: str | N
     return ([server] if server is not None else []) + ranked
 
 
-async def gather(nc: Client, now: datetime, monitor_url: str | None = None) -> Overview:
-    js = nc.jetstream(timeout=5)
+async def gather(nc: Connection, now: datetime, monitor_url: str | None = None) -> Overview:
+    js = rpc.jetstream(nc, timeout=5)
     instances = await (await Registry.open(js)).instances()
     agents_store = await Store.open(js, s.BUCKET_AGENTS, AgentInfo)
     agents: list[AgentView] = []
@@ -182,7 +158,7 @@ async def gather(nc: Client, now: datetime, monitor_url: str | None = None) -> O
     status = await cluster_status(js)
     pinged = await _pings(nc, len(instances))
     runs, truncated = await _recent_runs(js, now)
-    dlq = await js.stream_info(s.STREAM_DLQ)
+    dlq = await stream_state(js, s.STREAM_DLQ)
     return Overview(
         at=now,
         services=[InstanceView(service=i.service, instance=i.instance, host=i.host, pid=i.pid,
@@ -197,6 +173,6 @@ async def gather(nc: Client, now: datetime, monitor_url: str | None = None) -> O
         queue_depth=status.queue_depth,
         runs_last_hour=runs,
         runs_truncated=truncated,
-        dlq=int(dlq.state.messages),
+        dlq=dlq.messages,
         storage=await storage_view(js, nc.connected_url.geturl() if nc.connected_url else "", monitor_url),
     )

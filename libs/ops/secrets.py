@@ -4,25 +4,14 @@ server's disk hold ciphertext only; records of jobs and runs hold secret names o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
-from nats.js import JetStreamContext
 
 from jetcron.bus.kv import bind, scan_keys, translate
+from jetcron.bus.ports import JetStream
 from jetcron.core.errors import Misconfigured, NotFound
 from jetcron.wire import subjects as s
-
-
-def ensure_key_file(path: Path) -> Path:
-    """A new random key in `path` (mode 0600) unless one is there already."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(Fernet.generate_key())
-    return path
 
 
 def _fernet(key_file: str | None) -> Fernet:
@@ -39,7 +28,7 @@ def secret_key(tenant: str, name: str) -> str:
 
 
 class Secrets:
-    def __init__(self, js: JetStreamContext, key_file: str | None) -> None:
+    def __init__(self, js: JetStream, key_file: str | None) -> None:
         self.js = js
         self.kv = bind(js, s.BUCKET_SECRETS)
         self.key_file = key_file

@@ -7,13 +7,13 @@ import contextlib
 from datetime import datetime
 
 from jetcron.bus import rpc
-from jetcron.bus.dispatch import dispatch
 from jetcron.bus.lease import Leases
 from jetcron.bus.ports import Connection, JetStream, Records
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
+from jetcron.ops.dispatch import dispatch
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import CancelRun

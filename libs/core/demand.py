@@ -1,0 +1,26 @@
+"""What a run waiting for a place asks for: the one input of placement (core/placement.py) and of the reasons
+it gives when there is none (core/placement_reasons.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from jetcron.core.models import Priority, Resources
+
+
+class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One run waiting for a place (untracked by the cycle collector: plain data, held in bulk; core/models)."""
+
+    run_id: str
+    tenant: str
+    priority: Priority
+    resources: Resources
+    require: dict[str, str] = msgspec.field(default_factory=dict)
+    """Agent labels that must all match."""
+    needs: list[str] = msgspec.field(default_factory=list)
+    """Agent capabilities that must all be present, e.g. docker."""
+    enqueued_at: datetime
+    queue: str = "default"
+    """The tenant's named queue: a tenant's queues take turns inside its share (core/fairness.py)."""

@@ -1,0 +1,173 @@
+"""jetcron's packages stand in layers, and a module imports only from its own package or a layer below it: the core
+decides, wire spells messages, bus carries bytes, ops performs the protocol's steps, the services run them, the
+CLI drives everything. Imports under `if TYPE_CHECKING:` and inside functions count: a cycle they would hide
+is still a cycle. CONTRIBUTING.md describes each layer."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = {"libs": "jetcron", "services": "jetcron.services"}
+LAYERS: list[set[str]] = [
+    {"core"},
+    {"wire"},
+    {"faults", "telemetry", "auth"},
+    {"bus"},
+    {"config", "ops"},
+    {"sdk"},
+    {"jetcron", "services"},  # the package's own face (`from jetcron import once`), and the services' namespace
+    {"services.retention"},
+    {"services.runtime"},
+    {"services.joins"},
+    {"services.agent", "services.api", "services.gateway", "services.notifier", "services.placement",
+     "services.run_tracker", "services.trigger"},
+    {"cli"},
+]
+LAYER_OF = {unit: level for level, units in enumerate(LAYERS) for unit in units}
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the tree by its dotted name."""
+    found: dict[str, Path] = {}
+    for folder, prefix in SOURCES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([prefix, *parts])] = path
+    return found
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """The tree's modules that `name` imports, wherever the import stands."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            candidates = [[alias.name] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            # `from a import b` names module a.b when there is one, else something of a
+            candidates = [[f"{base}.{alias.name}", base] for alias in node.names]
+        else:
+            continue
+        for options in candidates:
+            target = next((option for option in options if option in known), None)
+            if target is not None and target != name:
+                yield target
+
+
+def unit_of(module: str) -> str:
+    """The layered unit a module belongs to: `jetcron.bus.kv` -> bus, `jetcron.services.agent.x` -> services.agent."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "jetcron"
+    if parts[1] == "services" and len(parts) > 2:
+        return f"services.{parts[2]}"
+    return parts[1]
+
+
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: set(imported(name, path, known)) for name, path in known.items()}
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    """Every import of a unit of the same layer (a sibling) or a higher one."""
+    wrong = []
+    for source, targets in sorted(edges.items()):
+        mine = unit_of(source)
+        for target in sorted(targets):
+            theirs = unit_of(target)
+            if theirs != mine and LAYER_OF[theirs] >= LAYER_OF[mine]:
+                wrong.append(f"{source} imports {target} ({mine} may not use {theirs})")
+    return wrong
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan's, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_every_unit_of_the_tree_has_a_layer() -> None:
+    units = {unit_of(name) for name in modules()}
+    assert units - LAYER_OF.keys() == set(), "a new package needs its place in LAYERS"
+    assert LAYER_OF.keys() - units == set(), "LAYERS names a package the tree does not have"
+
+
+def test_no_module_imports_a_sibling_or_a_higher_layer() -> None:
+    assert upward(graph()) == []
+
+
+def test_no_import_cycle_anywhere_in_the_tree() -> None:
+    assert cycles(graph()) == []
+
+
+@pytest.mark.parametrize(("source", "text", "expected"), [
+    ("jetcron.bus.kv", "from jetcron.ops import control", ["jetcron.bus.kv imports jetcron.ops.control"]),
+    ("jetcron.core.demand", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jetcron.bus import kv\n",
+     ["jetcron.core.demand imports jetcron.bus.kv"]),
+    ("jetcron.auth.local", "def f():\n    from jetcron.bus.kv import Store\n",
+     ["jetcron.auth.local imports jetcron.bus.kv"]),
+    ("jetcron.services.trigger.x", "from jetcron.services.placement import view",
+     ["jetcron.services.trigger.x imports jetcron.services.placement.view"]),
+    ("jetcron.ops.dlq", "from jetcron.bus.streams import newest\nfrom . import control", []),
+])
+def test_the_guard_sees_an_upward_import_wherever_it_stands(source: str, text: str, expected: list[str],
+                                                             tmp_path: Path) -> None:
+    path = tmp_path / "sample.py"
+    path.write_text(text)
+    edges = {source: set(imported(source, path, modules()))}
+    assert [line.partition(" (")[0] for line in upward(edges)] == expected
+
+
+def test_the_guard_sees_a_cycle_behind_type_checking() -> None:
+    edges = {"a.placement": {"a.reasons"}, "a.reasons": {"a.placement"}, "a.solo": {"a.placement"}}
+    assert cycles(edges) == [["a.placement", "a.reasons"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
