@@ -162,7 +162,7 @@ def up(
 def close_data_dir(data_dir: Path) -> None:
     """Everything `up` keeps under DATA_DIR is its user's alone, so that a job running as another user opens none
     of it (docs/security.md, "A job's view of the host"): the folder itself 0700 (an agent whose jobs must pass
-    through it to their scratch makes it 0711, searchable but not listable: services/agent/scratch.py), the logs
+    through it to their scratch makes it 0711, searchable but not listable: services/agent/host/scratch.py), the logs
     and the NATS store (with the server's config and log) 0700, each log 0600 (those an earlier version made
     0644 too). auth/ is 0700 and every key and credential 0600 already (auth/authority.py)."""
     data_dir.mkdir(parents=True, exist_ok=True)

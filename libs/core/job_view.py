@@ -1,7 +1,7 @@
 """What a job's process sees of its host, decided without touching it (docs/security.md, "A job's view of the
 host"): the user it runs as, its scratch directory (where it is, the path the job is told, its owner and mode),
 whether its /tmp is private, the largest file it may write, and the modes of the directories around the scratch.
-The agent does the I/O (services/agent/scratch.py); these are the rules it follows.
+The agent does the I/O (services/agent/host/scratch.py); these are the rules it follows.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Jobs that share a user share everything that user owns: a running job's working directory and /tmp are open to
 any other process of its user (`/proc/PID/cwd`, `/proc/PID/root`), and so are its signals, its memory (ptrace)
 and its environment, secrets included. A mode of 0700 separates users, not jobs; so each attempt runs as a uid
-no other running attempt has. The agent locks each uid it gives out (services/agent/scratch.py) so that agents
+no other running attempt has. The agent locks each uid it gives out (services/agent/host/scratch.py) so that agents
 sharing a data dir never give out the same one; this module is the choice.
 """
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
@@ -19,17 +20,18 @@ from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, adva
 from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.core.retention import stream_ttl
-from jetcron.services.agent import container as containers
-from jetcron.services.agent.confine import JobUser, root_refusal
-from jetcron.services.agent.executor import Execution, Outcome
-from jetcron.services.agent.host import HostSetup
-from jetcron.services.agent.limits import RunLimits
+from jetcron.services.agent.host import container as containers
+from jetcron.services.agent.host.confine import JobUser, root_refusal
+from jetcron.services.agent.host.executor import Execution, Outcome
+from jetcron.services.agent.host.limits import RunLimits
+from jetcron.services.agent.host.offer import HostSetup
+from jetcron.services.agent.host.scratch import NoRoom, Room, Scratches
+from jetcron.services.agent.host.spares import SparePool
+from jetcron.services.agent.host.strays import StrayGuard
+from jetcron.services.agent.launch_plan import HostFacts, plan
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.run_creds import run_credential
-from jetcron.services.agent.scratch import NoRoom, Room, Scratches
 from jetcron.services.agent.secrets import resolve_secrets
-from jetcron.services.agent.spares import SparePool
-from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import messaging_span, tracer
@@ -61,6 +63,24 @@ async def sleep_until(ctx: Context, at: datetime) -> None:
         await asyncio.sleep(next_wait(left))
 
 
+@dataclass(frozen=True)
+class AttemptDeps:
+    """What every attempt on this agent shares: the host's side of running a child, and the reports' window."""
+
+    strays: StrayGuard
+    """The agent's process groups and containers, known to its reaper."""
+    setup: HostSetup
+    reports: ReportWindow = field(default_factory=lambda: ReportWindow(1, hold=0.0))
+    """The agent's reports in flight (RunStarted, RunFinished), bounded (reports.py)."""
+    user: JobUser | None = None
+    """Who jobs run as (None: the agent's own user)."""
+    spares: SparePool | None = None
+    """Children already in run groups (host/spares.py); None: every run is spawned."""
+    scratches: Scratches | None = None
+    """Where a child gets its scratch, uid and private /tmp (host/scratch.py); None: it starts in the agent's
+    working directory, with the agent's view of the host (tests of the lifecycle alone)."""
+
+
 class Attempt:
     """Its phases and their moves are core/attempt_state's (`_apply` refuses any other); the agent drives it."""
 
@@ -71,30 +91,19 @@ class Attempt:
     """Whether it may wait for its due time as an entry in the agent's index, with no task: its first lease
     covers the wait (first_grant). A gang member must watch its run record meanwhile (gang.py)."""
 
-    def __init__(self, ctx: Context, cmd: AssignRun, lease: Lease, env: Callable[[], dict[str, str]],
-                 parent: TraceContext,
-                 groups: StrayGuard, setup: HostSetup, granted: float | None = None,
-                 asked_at: float | None = None, window: ReportWindow | None = None,
-                 user: JobUser | None = None, spares: SparePool | None = None,
-                 scratches: Scratches | None = None) -> None:
+    def __init__(self, ctx: Context, deps: AttemptDeps, cmd: AssignRun, lease: Lease,
+                 env: Callable[[], dict[str, str]], parent: TraceContext, granted: float | None = None,
+                 asked_at: float | None = None) -> None:
         self.ctx = ctx
-        self.spares = spares
-        """Children already in run groups (spares.py); None: every run is spawned."""
-        self.scratches = scratches
-        """Where the child gets its scratch, uid and private /tmp (scratch.py); None: it starts in the agent's
-        working directory, with the agent's view of the host (tests of the lifecycle alone)."""
+        self.deps = deps
         self.room: Room | None = None
         """This attempt's scratch and uid, from just before its child starts until it has ended."""
-        self.user = user
-        """Who the child runs as (None: the agent's own user)."""
-        self.window = window if window is not None else ReportWindow(1, hold=0.0)
+        self.window = deps.reports
         """The agent's reports in flight (RunStarted, RunFinished): a herd's reports queue here, its starts do not."""
         self.granted = ctx.settings.run_lease_ttl if granted is None else granted
         """Seconds the lease was taken for: a staged run's first lease also covers its wait (first_grant)."""
         self.leased_at = time.monotonic() if asked_at is None else asked_at
         """Monotonic time the lease write was sent: the server's expiry is never earlier than this + granted."""
-        self.groups = groups
-        self.setup = setup
         self.cmd = cmd
         self.ttl = stream_ttl(cmd.keep_seconds, ctx.settings.history)
         """Seconds each of this attempt's events and output chunks is kept (the run's retention)."""
@@ -279,10 +288,10 @@ class Attempt:
         finally:
             self._settled()
             self.done.set()
-            if self.spares is not None:
+            if self.deps.spares is not None:
                 # The child has ended, or never started: no join to stall now. After the finish report, not
                 # before: making a spare forks on this loop, and the report would wait behind the fork.
-                self.spares.refill()
+                self.deps.spares.refill()
             self._rewake.set()
             self._keeper_timer.cancel()
             if self.keeper is not None:
@@ -304,11 +313,11 @@ class Attempt:
         """The child has ended (or never started): its scratch goes, and its uid back to the pool (after its
         report: a large scratch takes a while to remove)."""
         room, self.room = self.room, None
-        if room is None or self.scratches is None:
+        if room is None or self.deps.scratches is None:
             return
         gone = False
         with contextlib.suppress(OSError):
-            gone = await self.scratches.close_soon(room)
+            gone = await self.deps.scratches.close_soon(room)
         if not gone:
             self.ctx.log.warning("scratch directory not removed; the agent's next start removes it",
                                  run_id=self.cmd.run_id, attempt=self.cmd.attempt, path=str(room.path))
@@ -341,36 +350,22 @@ class Attempt:
             env.update(creds)
         if self.phase is not P.STARTING:  # fenced or handed back while its secrets were read: spawn nothing
             return self._not_started()
-        container = None
-        limits: RunLimits | None = RunLimits(self.setup.limits, f"{self.cmd.run_id}-{self.cmd.attempt}",
-                                             memory_mb=spec.resources.memory_mb, max_pids=settings.agent_max_pids)
-        on_kill = None
-        if spec.image is not None:
-            runtime = self.setup.runtime
-            if runtime is None:
-                return Outcome("start_failed", None, f"image {spec.image!r}: no working docker or podman on this agent")
-            container = containers.container_name(self.cmd.run_id, self.cmd.attempt)
-            # The host's CUDA_VISIBLE_DEVICES would name the wrong devices inside: the container is given its GPUs
-            passed = [k for k in env if k in spec.env or k.startswith("JETCRON_")]
-            argv = containers.run_argv(runtime, name=container, agent_id=self.cmd.agent, image=spec.image,
-                                       command=argv, env_names=passed, memory_mb=spec.resources.memory_mb,
-                                       max_pids=settings.agent_max_pids, cpu=spec.resources.cpu,
-                                       gpus=list(self.cmd.gpu_indices))
+        launch = plan(self.cmd, argv, env, self._host_facts())
+        if isinstance(launch, str):
+            return Outcome("start_failed", None, launch)
+        deps, container, on_kill = self.deps, launch.container, None
+        limits = RunLimits(deps.setup.limits, f"{self.cmd.run_id}-{self.cmd.attempt}",
+                           memory_mb=spec.resources.memory_mb, max_pids=settings.agent_max_pids) \
+            if launch.agent_limits else None
+        if container is not None and deps.setup.runtime is not None:
             env.update(containers.engine_env())
-            on_kill = partial(containers.remove, runtime, container)
-            limits = None  # the engine enforces them (--memory, --pids-limit)
-            self.groups.add_container(container)
-        switch = None if spec.run_as_root or self.user is None or self.user.uid is None or self.user.gid is None \
-            else (self.user.uid, self.user.gid)
-        scratches = self.scratches if container is None else None  # a container has a filesystem of its own
-        spare = None
-        if self.spares is not None and limits is not None and (
-                scratches is None or scratches.view(spec.run_as_root).private_tmp == self.spares.private_tmp):
-            spare = self.spares.take()
-        view, scratch = None, None
-        if scratches is not None:
+            on_kill = partial(containers.remove, deps.setup.runtime, container)
+            deps.strays.add_container(container)
+        spare = deps.spares.take() if launch.spare and deps.spares is not None else None
+        switch, view, scratch = launch.user, None, None
+        if launch.scratch and deps.scratches is not None:
             try:
-                self.room = scratches.open(spec.run_as_root, spare.hand_over() if spare is not None else None)
+                self.room = deps.scratches.open(spec.run_as_root, spare.hand_over() if spare is not None else None)
             except NoRoom as exc:
                 if spare is not None:
                     await spare.discard()
@@ -378,7 +373,7 @@ class Attempt:
             view, scratch = self.room.view, str(self.room.path)
             switch = view.user
             env.update(view.env(scratch, spec.env))
-        self.execution = Execution(argv, env, limits=limits, timeout=spec.timeout_seconds, user=switch,
+        self.execution = Execution(launch.argv, env, limits=limits, timeout=spec.timeout_seconds, user=switch,
                                    kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill,
                                    spare=spare, view=view, scratch=scratch)
         try:
@@ -388,16 +383,24 @@ class Attempt:
             if self.phase is not P.STARTING:  # fenced or handed back while it spawned, before it could be stopped
                 self._end_child(self.why or str(self.phase), grace=self.phase is P.HANDED_BACK or self.graceful,
                                 seconds=self.grace_seconds)
-            self.groups.add(self.execution.pid)
+            deps.strays.add(self.execution.pid)
             try:
                 await self._started(self.execution.pid)
                 return await self.execution.wait()
             finally:
-                self.groups.remove(self.execution.pid)
+                deps.strays.remove(self.execution.pid)
         finally:
-            if container is not None and self.setup.runtime is not None:
-                await containers.remove(self.setup.runtime, container)
-                self.groups.remove_container(container)
+            if container is not None and deps.setup.runtime is not None:
+                await containers.remove(deps.setup.runtime, container)
+                deps.strays.remove_container(container)
+
+    def _host_facts(self) -> HostFacts:
+        user, scratches, spares = self.deps.user, self.deps.scratches, self.deps.spares
+        switch = (user.uid, user.gid) if user is not None and user.uid is not None and user.gid is not None else None
+        return HostFacts(runtime=self.deps.setup.runtime, max_pids=self.ctx.settings.agent_max_pids, user=switch,
+                         scratch_private_tmp=None if scratches is None
+                         else scratches.view(self.cmd.spec.run_as_root).private_tmp,
+                         spare_private_tmp=None if spares is None else spares.private_tmp)
 
     async def _started(self, pid: int) -> None:
         if self.phase is P.STARTING:

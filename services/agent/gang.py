@@ -29,7 +29,7 @@ from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
 from jetcron.core.run_state import ACTIVE
 from jetcron.services.agent.attempt import Attempt
-from jetcron.services.agent.executor import Outcome
+from jetcron.services.agent.host.executor import Outcome
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack
 

@@ -23,15 +23,15 @@ from jetcron.core.agents_index import Used
 from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
 from jetcron.services.agent import gang
-from jetcron.services.agent.attempt import Attempt
-from jetcron.services.agent.confine import job_env, job_user
-from jetcron.services.agent.container import remove_leftovers
-from jetcron.services.agent.gpu_health import GpuHealth
-from jetcron.services.agent.host import HostSetup, checked_agent_id, describe, parse_labels
+from jetcron.services.agent.attempt import Attempt, AttemptDeps
+from jetcron.services.agent.host.confine import job_env, job_user
+from jetcron.services.agent.host.container import remove_leftovers
+from jetcron.services.agent.host.gpu_health import GpuHealth
+from jetcron.services.agent.host.offer import HostSetup, checked_agent_id, describe, parse_labels
+from jetcron.services.agent.host.scratch import Scratches
+from jetcron.services.agent.host.spares import SparePool
+from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.reports import ReportWindow
-from jetcron.services.agent.scratch import Scratches
-from jetcron.services.agent.spares import SparePool
-from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context, background, ends_within
 from jetcron.telemetry import metrics
@@ -87,6 +87,8 @@ class Agent:
         self.spares = SparePool(setup.limits, max_pids=ctx.settings.agent_max_pids, strays=self.strays,
                                 agent_id=agent_id, scratches=scratches) \
             if ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits) else None
+        self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
+                                spares=self.spares, scratches=scratches)
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
         run_vars = {
@@ -158,9 +160,8 @@ class Agent:
         if lease is None:
             return None
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
-        return kind(self.ctx, cmd, lease, partial(self._env, cmd, lease.token), continue_trace(msg.headers),
-                    self.strays, self.setup, granted, asked_at, self.reports, user=self.job_user,
-                    spares=self.spares, scratches=self.scratches)
+        return kind(self.ctx, self.deps, cmd, lease, partial(self._env, cmd, lease.token),
+                    continue_trace(msg.headers), granted, asked_at)
 
     async def start(self, attempt: Attempt) -> None:
         """Start an attempt whose lease this agent has just taken, in the slot taken for it (`take`): every

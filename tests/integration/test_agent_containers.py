@@ -24,33 +24,40 @@ async def test_an_image_run_waits_for_an_agent_with_a_working_runtime_then_runs_
     agents = await wait_for(lambda: client.call("agents.list"), 10, what="agent-1 registered")
     assert agents["items"][0]["capabilities"] == []
 
-    # When a job asks for an image
+    # When a job asks for an image, and for a secret
     await client.call("jobs.create", now_job(
-        "boxed", "sh", "-c", 'echo "in $FAKE_IMAGE as $JETCRON_RUN_ID with $GREETING"', image="alpine:3.20",
-        env={"GREETING": "hi"}))
+        "boxed", "sh", "-c", 'echo "in $FAKE_IMAGE as $JETCRON_RUN_ID with $GREETING and ${#API_TOKEN}"',
+        image="alpine:3.20", env={"GREETING": "hi"}, secrets=["API_TOKEN"]))
 
     # Then it waits with the reason, rather than failing on agent-1
     waiting = await the_run(client, "boxed", when=lambda r: "container" in r["reason"], what="a waiting reason")
     assert waiting["state"] == "scheduled"
 
-    # When agent-2 with a working engine joins
+    # When agent-2 with a working engine joins, the secret kept on its host
     working = tmp_path / "working-bin"
     fake_docker(working, engine=True)
-    services.start("agent-2", "agent", JETCRON_AGENT_ID="agent-2", PATH=f"{working}:{path}")
+    kept = tmp_path / "agent-secrets" / "default"
+    kept.mkdir(parents=True)
+    (kept / "API_TOKEN").write_text("s3cr3t-value\n")
+    services.start("agent-2", "agent", JETCRON_AGENT_ID="agent-2", PATH=f"{working}:{path}",
+                   JETCRON_AGENT_SECRETS_DIR=str(kept.parent))
 
-    # Then the run goes there and runs through `docker run`, with the job's env and the run's identity
+    # Then the run goes there and runs through `docker run`, with the job's env, its secret (by name only: the
+    # value never in an argv) and the run's identity
     run = await the_run(client, "boxed", when=state_is("succeeded", "failed", "dead"), timeout=30,
                         what="the container run to end")
     assert (run["state"], run["agent"]) == ("succeeded", "agent-2")
     output = (await client.call("runs.logs", {"run_id": run["run_id"]}))["output"]
-    assert output == f"in alpine:3.20 as {run['run_id']} with hi\n"
+    assert output == f"in alpine:3.20 as {run['run_id']} with hi and 12\n"
     calls = (working / "calls.log").read_text().splitlines()
     docker_run = next(c for c in calls if c.startswith("run "))
     assert f"--name jc-{run['run_id']}-1" in docker_run
     assert "--label jetcron.agent=agent-2" in docker_run and "--memory 64m" in docker_run
     assert "-e GREETING" in docker_run and "hi" not in docker_run.split("alpine:3.20")[0]
+    assert "-e API_TOKEN" in docker_run and "s3cr3t" not in "\n".join(calls)
     # No --rm (the docker CLI on podman's socket then exits 0 whatever the container did): removed after it ended
     assert "--rm" not in docker_run.split() and f"rm -f jc-{run['run_id']}-1" in calls[calls.index(docker_run):]
-    assert docker_run.endswith("alpine:3.20 sh -c echo \"in $FAKE_IMAGE as $JETCRON_RUN_ID with $GREETING\"")
+    assert docker_run.endswith(
+        "alpine:3.20 sh -c echo \"in $FAKE_IMAGE as $JETCRON_RUN_ID with $GREETING and ${#API_TOKEN}\"")
     listed = {a["agent_id"]: a["capabilities"] for a in (await client.call("agents.list"))["items"]}
     assert listed == {"agent-1": [], "agent-2": ["docker", "container"]}

@@ -274,7 +274,7 @@ async def test_a_restarted_agent_kills_what_its_earlier_life_left(services: Serv
 
     # When the agent and its reaper are both killed with SIGKILL (nothing is left to clean up)
     agent.note_descendants()
-    reaper = next(p for p in agent.seen if b"agent.reaper" in Path(f"/proc/{p}/cmdline").read_bytes())
+    reaper = next(p for p in agent.seen if b"agent.host.reaper" in Path(f"/proc/{p}/cmdline").read_bytes())
     os.kill(reaper, 9)
     agent.kill9()
     await asyncio.sleep(0.5)

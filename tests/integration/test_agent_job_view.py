@@ -1,4 +1,4 @@
-"""A job's view of the host through both launch paths (services/agent/scratch.py, launch.py, spares.py): real
+"""A job's view of the host through both launch paths (services/agent/host/scratch.py, launch.py, spares.py): real
 processes, real mount namespaces and cgroups, no NATS needed.
 
 A spawned child and one that took a spare must see the same: its scratch as its working directory and its /tmp,
@@ -16,12 +16,12 @@ import pytest
 from harness import wait_for
 
 from jetcron.config import Settings
-from jetcron.services.agent.confine import JobUser
-from jetcron.services.agent.executor import Execution, Outcome
-from jetcron.services.agent.limits import RLIMIT, LimitRoot, RunLimits, detect
-from jetcron.services.agent.scratch import Room, Scratches
-from jetcron.services.agent.spares import Spare, SparePool
-from jetcron.services.agent.strays import StrayGuard
+from jetcron.services.agent.host.confine import JobUser
+from jetcron.services.agent.host.executor import Execution, Outcome
+from jetcron.services.agent.host.limits import RLIMIT, LimitRoot, RunLimits, detect
+from jetcron.services.agent.host.scratch import Room, Scratches
+from jetcron.services.agent.host.spares import Spare, SparePool
+from jetcron.services.agent.host.strays import StrayGuard
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a job's own user and a private /tmp take a root agent "
                                                            "(these tests run as root, like an agent container does)")

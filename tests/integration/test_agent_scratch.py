@@ -95,7 +95,7 @@ async def test_a_job_starts_in_a_scratch_of_its_own_which_goes_however_the_attem
     sleeper = int((left / "pid").read_text())
     agent = services["agent-1"]
     agent.note_descendants()
-    reaper = next(p for p in agent.seen if b"agent.reaper" in Path(f"/proc/{p}/cmdline").read_bytes())
+    reaper = next(p for p in agent.seen if b"agent.host.reaper" in Path(f"/proc/{p}/cmdline").read_bytes())
     os.kill(reaper, 9)
     agent.kill9()
     await asyncio.sleep(0.5)

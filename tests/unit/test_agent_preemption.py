@@ -8,13 +8,14 @@ import asyncio
 import time
 from typing import Any
 
+from opentelemetry.context import Context as TraceContext
 from test_attempt_lifecycle import _agent, _attempt, _ctx, _msg
 
 from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.core.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.models import JobSpec
 from jetcron.services.agent.attempt import Attempt
-from jetcron.services.agent.executor import Execution
+from jetcron.services.agent.host.executor import Execution
 from jetcron.wire.messages import AssignRun, CancelRun
 
 P, E = AttemptPhase, AttemptEvent
@@ -78,8 +79,8 @@ async def test_the_control_message_carries_the_preemptions_grace() -> None:
 def _on(agent: Any, run_id: str, gpus: list[int], attempt: int = 1) -> Attempt:
     cmd = AssignRun(run_id=run_id, attempt=attempt, job="j", agent="a", spec=JobSpec(name="j", command=["true"]),
                     scheduled_at=agent.ctx.clock.now(), due_at=agent.ctx.clock.now(), gpu_indices=gpus)
-    made = Attempt(agent.ctx, cmd, Lease(key=f"run.{run_id}", token=1, value=LeaseValue(holder="a")), dict, None,  # type: ignore[arg-type]
-                   None, None)  # type: ignore[arg-type]
+    made = Attempt(agent.ctx, agent.deps, cmd, Lease(key=f"run.{run_id}", token=1, value=LeaseValue(holder="a")),
+                   dict, TraceContext())
     agent._live(made, True)
     return made
 

@@ -17,10 +17,10 @@ from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import JobSpec
-from jetcron.services.agent.attempt import Attempt
-from jetcron.services.agent.host import HostSetup
-from jetcron.services.agent.spares import SparePool
-from jetcron.services.agent.strays import StrayGuard
+from jetcron.services.agent.attempt import Attempt, AttemptDeps
+from jetcron.services.agent.host.offer import HostSetup
+from jetcron.services.agent.host.spares import SparePool
+from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.wire.messages import AssignRun
 
@@ -56,8 +56,8 @@ async def test_the_next_spare_is_made_after_the_finish_report_not_before() -> No
     ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=ManualClock(T0), js=js))
     cmd = AssignRun(run_id="r1", attempt=1, job="j", agent="a", spec=JobSpec(name="j", command=["true"]),
                     scheduled_at=T0, due_at=T0)
-    attempt = Attempt(ctx, cmd, Lease(key="k", token=1, value=LeaseValue(holder="a")), dict, TraceContext(),
-                      cast(StrayGuard, None), cast(HostSetup, None), spares=cast(SparePool, pool))
+    deps = AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None), spares=cast(SparePool, pool))
+    attempt = Attempt(ctx, deps, cmd, Lease(key="k", token=1, value=LeaseValue(holder="a")), dict, TraceContext())
     await asyncio.wait_for(attempt.run(), timeout=5)
     # once, and the finish had gone out by then
     assert pool.refills == [["jc.event.finished.a"]]

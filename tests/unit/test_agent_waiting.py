@@ -17,11 +17,11 @@ from jetcron.config import Settings
 from jetcron.core.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.attempt import Attempt, AttemptDeps
 from jetcron.services.agent.gang import GangMember
-from jetcron.services.agent.host import HostSetup
+from jetcron.services.agent.host.offer import HostSetup
+from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.reports import ReportWindow
-from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context
 from jetcron.wire.messages import AssignRun
@@ -152,10 +152,11 @@ async def test_a_herd_starts_first_and_its_reports_follow_within_the_window() ->
     ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=clock, js=js))
     window = ReportWindow(2, hold=3600)
     spec = JobSpec(name="j", command=["true"])
-    attempts = [Attempt(ctx, AssignRun(run_id=f"r{i}", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0,
-                                       due_at=T0),
-                        Lease(key=f"k{i}", token=i + 1, value=LeaseValue(holder="a")), dict, TraceContext(),
-                        cast(StrayGuard, None), cast(HostSetup, None), window=window) for i in range(HERD)]
+    deps = AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None), reports=window)
+    attempts = [Attempt(ctx, deps, AssignRun(run_id=f"r{i}", attempt=1, job="j", agent="a", spec=spec,
+                                             scheduled_at=T0, due_at=T0),
+                        Lease(key=f"k{i}", token=i + 1, value=LeaseValue(holder="a")), dict, TraceContext())
+                for i in range(HERD)]
     tasks: list[asyncio.Task[None]] = []
     sent_before_launch: list[int] = []
 
@@ -245,9 +246,10 @@ def attempt_due_for_renewal(leases: _Renewals, kind: type[Attempt] = Attempt) ->
     ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0), clock=ManualClock(T0),
                                         leases=leases, log=SimpleNamespace(info=lambda *a, **k: None)))
     spec = JobSpec(name="j", command=["true"])
-    return kind(ctx, AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0, due_at=T0),
+    return kind(ctx, AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None)),
+                AssignRun(run_id="r", attempt=1, job="j", agent="a", spec=spec, scheduled_at=T0, due_at=T0),
                 Lease(key="k", token=1, value=LeaseValue(holder="a")), dict, TraceContext(),
-                cast(StrayGuard, None), cast(HostSetup, None), granted=10.0, asked_at=time.monotonic() - 5.0)
+                granted=10.0, asked_at=time.monotonic() - 5.0)
 
 
 def _child_ended(attempt: Attempt) -> None:

@@ -25,11 +25,11 @@ from jetcron.core.attempt_state import (
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import IllegalTransition, JetcronError
 from jetcron.core.models import JobSpec
-from jetcron.services.agent.attempt import Attempt
+from jetcron.services.agent.attempt import Attempt, AttemptDeps
 from jetcron.services.agent.gang import GangLeader, GangMember
-from jetcron.services.agent.host import HostSetup
+from jetcron.services.agent.host.offer import HostSetup
+from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.service import Agent
-from jetcron.services.agent.strays import StrayGuard
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -176,9 +176,9 @@ def _cmd(run_id: str = "r", *, due: datetime = T0, gang: list[str] | None = None
 
 
 def _attempt(ctx: Context, kind: type[Attempt] = Attempt, *, due: datetime = T0) -> Attempt:
-    return kind(ctx, _cmd(due=due, gang=["a", "b"] if kind is not Attempt else None),
-                Lease(key="run.r", token=7, value=LeaseValue(holder="a")), dict, TraceContext(),
-                cast(StrayGuard, None), cast(HostSetup, None))
+    return kind(ctx, AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None)),
+                _cmd(due=due, gang=["a", "b"] if kind is not Attempt else None),
+                Lease(key="run.r", token=7, value=LeaseValue(holder="a")), dict, TraceContext())
 
 
 async def test_an_attempt_that_runs_and_succeeds_reports_and_leaves_its_lease_to_expire() -> None:

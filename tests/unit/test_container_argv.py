@@ -1,11 +1,11 @@
-"""The container CLI's argv for one attempt (services/agent/container.py): limits, env by name only, no --rm,
+"""The container CLI's argv for one attempt (services/agent/host/container.py): limits, env by name only, no --rm,
 and the attempt's GPUs handed to the container as devices."""
 
 from __future__ import annotations
 
 import pytest
 
-from jetcron.services.agent.container import container_name, engine_env, gpu_args, run_argv
+from jetcron.services.agent.host.container import container_name, engine_env, gpu_args, run_argv
 
 
 def _argv(runtime: str, gpus: list[int] | None = None) -> list[str]:

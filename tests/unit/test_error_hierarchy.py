@@ -32,7 +32,7 @@ from jetcron.services.gateway.problems import status_of
 from jetcron.wire.api import ErrorBody, error_reply
 
 ALLOWED: dict[str, str] = {
-    "jetcron.services.agent.scratch.NoRoom":
+    "jetcron.services.agent.host.scratch.NoRoom":
         "the agent's own start failure (its attempt ends start_failed); it needs no foreign base and is to extend a "
         "core class, then this entry goes",
 }

@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"services.retention"},
     {"services.runtime"},
     {"services.joins"},
+    {"services.agent.host"},  # how a child runs on this machine: the agent's protocol side drives it
     {"services.agent", "services.api", "services.gateway", "services.notifier", "services.placement",
      "services.run_tracker", "services.trigger"},
     {"cli"},
@@ -66,12 +67,13 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
 
 
 def unit_of(module: str) -> str:
-    """The layered unit a module belongs to: `jetcron.bus.kv` -> bus, `jetcron.services.agent.x` -> services.agent."""
+    """The layered unit a module belongs to: `jetcron.bus.kv` -> bus, `jetcron.services.agent.x` -> services.agent,
+    `jetcron.services.agent.host.x` -> services.agent.host."""
     parts = module.split(".")
     if len(parts) == 1:
         return "jetcron"
     if parts[1] == "services" and len(parts) > 2:
-        return f"services.{parts[2]}"
+        return "services.agent.host" if parts[2:4] == ["agent", "host"] else f"services.{parts[2]}"
     return parts[1]
 
 
@@ -158,6 +160,8 @@ def test_no_import_cycle_anywhere_in_the_tree() -> None:
     ("jetcron.services.trigger.x", "from jetcron.services.placement import view",
      ["jetcron.services.trigger.x imports jetcron.services.placement.view"]),
     ("jetcron.ops.dlq", "from jetcron.bus.streams import newest\nfrom . import control", []),
+    ("jetcron.services.agent.host.spares", "from jetcron.services.agent.attempt import Attempt",
+     ["jetcron.services.agent.host.spares imports jetcron.services.agent.attempt"]),
 ])
 def test_the_guard_sees_an_upward_import_wherever_it_stands(source: str, text: str, expected: list[str],
                                                              tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import signal
 from io import FileIO
 from pathlib import Path
 
-from jetcron.services.agent.process_group import kill_group
+from jetcron.services.agent.host.process_group import kill_group
 
 COMPACT_AFTER = 1024
 """Lines the journal may hold beyond four per live group before it is rewritten as the live set."""
@@ -101,7 +101,7 @@ class StrayGuard:
     async def start_reaper(self, python: str, runtime: str | None = None, cgroups: list[str] | None = None) -> None:
         args = [*(["--runtime", runtime] if runtime else []), *(a for d in cgroups or [] for a in ("--cgroup", d))]
         self.reaper = await asyncio.create_subprocess_exec(
-            python, "-m", "jetcron.services.agent.reaper", *args, stdin=asyncio.subprocess.PIPE,
+            python, "-m", "jetcron.services.agent.host.reaper", *args, stdin=asyncio.subprocess.PIPE,
             start_new_session=True)
 
     def _tell(self, line: str) -> None:

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from jetcron.core.job_view import ChildView
-from jetcron.services.agent import launch
-from jetcron.services.agent.limits import RunLimits
-from jetcron.services.agent.process_group import kill_group
-from jetcron.services.agent.spares import Spare
+from jetcron.services.agent.host import launch
+from jetcron.services.agent.host.limits import RunLimits
+from jetcron.services.agent.host.process_group import kill_group
+from jetcron.services.agent.host.spares import Spare
 
 CHUNK = 64 * 1024
 FLUSH_SECONDS = 0.2

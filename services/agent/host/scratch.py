@@ -35,8 +35,8 @@ from jetcron.core.job_view import (
     plan,
 )
 from jetcron.core.uid_pool import UidPool, parse_uid_range, usable_uids
-from jetcron.services.agent import launch
-from jetcron.services.agent.confine import JobUser
+from jetcron.services.agent.host import launch
+from jetcron.services.agent.host.confine import JobUser
 
 KILL_ROUNDS = 5
 """/proc scans that kill a uid's processes: a process forking while one scan runs is caught by the next."""

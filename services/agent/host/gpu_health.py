@@ -10,7 +10,7 @@ from datetime import datetime
 import msgspec
 
 from jetcron.core.models import AgentInfo
-from jetcron.services.agent.host import discover_gpus
+from jetcron.services.agent.host.offer import discover_gpus
 from jetcron.services.runtime import Context
 
 TIMEOUT = 30.0

@@ -15,10 +15,10 @@ from jetcron.core.errors import Misconfigured
 from jetcron.core.ids import AGENT_ID_RE
 from jetcron.core.models import AgentInfo
 from jetcron.core.validate import LABEL_RE
-from jetcron.services.agent import capacity
-from jetcron.services.agent.container import detect_runtime, runtime_name
-from jetcron.services.agent.limits import LimitRoot
-from jetcron.services.agent.limits import detect as detect_limits
+from jetcron.services.agent.host import capacity
+from jetcron.services.agent.host.container import detect_runtime, runtime_name
+from jetcron.services.agent.host.limits import LimitRoot
+from jetcron.services.agent.host.limits import detect as detect_limits
 
 
 def fake_gpus(text: str) -> tuple[int, str | None, list[int]]:

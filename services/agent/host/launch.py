@@ -30,7 +30,7 @@ from collections.abc import Callable
 from functools import cache
 
 from jetcron.core.job_view import PRIVATE_TMP, ChildView, fsize_blocks
-from jetcron.services.agent.limits import RLIMIT_AS_FACTOR, RunLimits
+from jetcron.services.agent.host.limits import RLIMIT_AS_FACTOR, RunLimits
 
 # Join every cgroup named before the program (a count, then that many cgroup.procs paths); then, given `env` and
 # `mount` by their paths and a scratch, bind the scratch over /tmp (in the mount namespace `unshare` made) and

@@ -37,11 +37,11 @@ import signal
 from functools import cache
 from pathlib import Path
 
-from jetcron.services.agent import launch
-from jetcron.services.agent.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits
-from jetcron.services.agent.process_group import kill_group
-from jetcron.services.agent.scratch import Scratches, remove_tree
-from jetcron.services.agent.strays import StrayGuard
+from jetcron.services.agent.host import launch
+from jetcron.services.agent.host.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits
+from jetcron.services.agent.host.process_group import kill_group
+from jetcron.services.agent.host.scratch import Scratches, remove_tree
+from jetcron.services.agent.host.strays import StrayGuard
 
 # Join each cgroup.procs named in argv; read the uid and gid (empty: no switch), the working directory (empty: stay),
 # the count of environment items, the items, then the argv. The directory is entered first, as root (the job's
