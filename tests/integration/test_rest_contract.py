@@ -6,6 +6,7 @@ with every default check, and finds nothing. No agent runs: the jobs it makes ar
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from jetcron.bus.connect import Identity
 from jetcron.sdk.client import Client
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
+HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
 ST = str(Path(sys.executable).with_name("st"))
 SEED = 20261205
 EXAMPLES = 15
@@ -50,7 +52,9 @@ def _schemathesis(url: str, token: str, report: Path) -> subprocess.CompletedPro
         [ST, "--config-file", str(CONFIG), "run", f"{url}/api/v1/openapi.json", "-H", f"Authorization: Bearer {token}",
          "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", str(EXAMPLES), "--seed", str(SEED),
          "--workers", "1", "--no-color", "--report", "junit", "--report-junit-path", str(report)],
-        capture_output=True, text=True, timeout=540)
+        capture_output=True, text=True, timeout=540,
+        env={**os.environ, "SCHEMATHESIS_HOOKS": HOOKS.stem,
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOKS.parent), os.environ.get("PYTHONPATH")]))})
 
 
 @pytest.mark.parametrize("who", ["tenant", "admin"])
