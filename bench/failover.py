@@ -13,7 +13,7 @@ import nats
 from bench import raw_js
 from bench.common import System, emit, summary, system
 from bench.trigger_common import read_runs_exact
-from jetcron.bus.lease import Leases
+from jetcron.bus import lease as lease_store
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 
@@ -24,7 +24,7 @@ TWO_OF_EACH = ("api", "trigger", "placement", "run_tracker")
 
 async def _holder(url: str, key: str) -> str | None:
     nc = await nats.connect(url)
-    lease = await Leases(nc.jetstream()).read(key)
+    lease = await lease_store.on_server(nc.jetstream()).read(key)
     await nc.close()
     return lease.value.holder if lease and lease.value.holder else None
 

@@ -19,8 +19,8 @@ import nats
 from bench.common import emit, percentile, summary, system
 from bench.http_load import Connection
 from jetcron.auth.roles import Role
+from jetcron.bus import lease as lease_store
 from jetcron.bus.connect import Identity
-from jetcron.bus.lease import Leases
 from jetcron.bus.server import free_port
 from jetcron.core.ids import job_key, run_id
 from jetcron.core.models import JobSpec, Run, RunState
@@ -67,7 +67,7 @@ async def _load(url: str, creds: str, agent_creds: str, jobs: int, per_job: int,
     # The backlog is written before the leases: a lease write has a short deadline of its own, which thousands
     # of record publishes still in flight can outlast.
     await asyncio.gather(*pending)
-    leases = Leases(agent.jetstream(timeout=60))
+    leases = lease_store.on_server(agent.jetstream(timeout=60))
     for n in range(running):
         run = _record("live", n, RunState.RUNNING)
         await put(run)

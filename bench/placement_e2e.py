@@ -34,7 +34,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from bench import raw_js
 from bench.common import System, summary, system
-from jetcron.bus.lease import Leases
+from jetcron.bus import lease as lease_store
 from jetcron.core.ids import run_id
 from jetcron.core.models import AgentInfo, JobSpec, Resources, Run, RunState
 from jetcron.ops.dispatch import dispatch
@@ -72,7 +72,7 @@ async def fleet_consumer(js: nats.js.JetStreamContext, received: list[float], st
     await js.add_consumer(s.STREAM_ASSIGN, ConsumerConfig(durable_name="bench_fleet", ack_policy=AckPolicy.EXPLICIT,
                                                           filter_subject=s.ASSIGN_ALL, max_ack_pending=50_000))
     sub = await js.pull_subscribe_bind(durable="bench_fleet", stream=s.STREAM_ASSIGN)
-    leases = Leases(js)
+    leases = lease_store.on_server(js)
 
     async def handle(msg: nats.aio.msg.Msg) -> None:
         cmd = decode(msg.data, AssignRun)

@@ -20,7 +20,7 @@ import nats
 from bench import raw_js
 from bench.common import emit, summary, system
 from bench.trigger_common import job_record, read_runs_exact, store_jobs
-from jetcron.bus.lease import Leases
+from jetcron.bus import lease as lease_store
 from jetcron.core.ids import shard_of
 
 SHARDS = 16
@@ -30,7 +30,7 @@ HORIZON = 2.0
 async def _scenario(jc: object, n: int, every: float, prefix: str) -> dict[str, float]:
     url = jc.url  # type: ignore[attr-defined]
     nc = await nats.connect(url)
-    leases = Leases(nc.jetstream())
+    leases = lease_store.on_server(nc.jetstream())
     now = datetime.now(UTC)
     anchor = now + timedelta(seconds=3)
     # Nominals spread evenly over the interval: n / every occurrences per second

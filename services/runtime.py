@@ -21,6 +21,7 @@ import structlog
 import uvloop
 
 from jetcron import __version__
+from jetcron.bus import lease as lease_store
 from jetcron.bus import rpc
 from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
@@ -149,7 +150,8 @@ async def boot(name: str, settings: Settings) -> Context:
         runs=await Store.open(js, s.BUCKET_RUNS, Run, lambda run: record_ttl(run, clock.now(), history)),
         cursors=await Store.open(js, s.BUCKET_CURSORS, Cursor),
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
-        tenants=tenants, calendars=await Store.open(js, s.BUCKET_CALENDARS, CalendarRecord), leases=Leases(js),
+        tenants=tenants, calendars=await Store.open(js, s.BUCKET_CALENDARS, CalendarRecord),
+        leases=lease_store.on_server(js),
         history=History(tenants, history), clock=clock,
         remake_topology=remake,
     )

@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 
 from jetcron.bus.acks import publish_acked
 from jetcron.bus.kv import read_value, scan_keys, translate
+from jetcron.bus.ports import LeaseEntry, LeaseLog
 from jetcron.core import takeover
 from jetcron.core.errors import JetcronError, LeaseLost, WriteConflict
 from jetcron.core.leases import outlasting
@@ -77,29 +78,59 @@ def _ttl_header(ttl: float) -> str:
     return str(max(1, math.ceil(ttl)))
 
 
-class Leases:
-    """Acquire, renew, release and revoke leases by raw, revision-checked publishes.
+class ServerLeaseLog:
+    """ports.LeaseLog on JetStream: raw, revision-checked publishes to the lease buckets.
 
-    nats-py's KeyValue.update() carries no TTL, so a renewal through it would make the lease immortal;
-    each write here carries both Nats-TTL and Nats-Expected-Last-Subject-Sequence (docs/decisions-nats.md). Each key
-    lives in the bucket `subjects.lease_bucket` names: run leases apart from leader and shard leases.
-    """
+    nats-py's KeyValue.update() carries no TTL, so a renewal through it would make the lease immortal; each write
+    here carries both Nats-TTL and Nats-Expected-Last-Subject-Sequence (docs/decisions-nats.md). Each key lives in
+    the bucket `subjects.lease_bucket` names: run leases apart from leader and shard leases."""
 
     def __init__(self, js: JetStreamContext) -> None:
         self.js = js
 
-    async def _write(self, key: str, value: LeaseValue, ttl: float, expected: int | None, *, writer: str,
-                     outlast: float = 0.0) -> int:
-        headers = {s.HDR_TTL: _ttl_header(outlasting(ttl, outlast, time.monotonic()))}
+    async def write(self, key: str, writer: str, data: bytes, ttl: float, expected: int | None) -> int:
+        headers = {s.HDR_TTL: _ttl_header(ttl)}
         subject, group = s.lease_subject(key, writer), s.lease_filter(key)
         if expected is not None:
             headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(expected)
             if group != subject:  # checked against every writer's claim on the run: anyone's newer write fences
                 headers[s.HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT] = group
         try:
-            return await publish_acked(self.js, subject, encode(value), headers)
+            return await publish_acked(self.js, subject, data, headers)
         except Exception as exc:
             raise translate(exc, f"lease {key}") from exc
+
+    async def last(self, key: str) -> LeaseEntry | None:
+        found = await read_value(self.js, s.kv_stream(s.lease_bucket(key)), s.lease_filter(key), f"lease {key}")
+        if found is None:
+            return None
+        data, msg = found
+        return LeaseEntry(data=data, revision=int(msg.seq or 0), written_at=msg.time, ttl=_ttl_of(msg.headers),
+                          writer=s.lease_writer(msg.subject or ""))
+
+    async def keys(self, pattern: str) -> list[str]:
+        try:
+            return await scan_keys(self.js, s.lease_bucket(pattern), pattern)
+        except Exception as exc:
+            raise translate(exc, f"list leases {pattern}") from exc
+
+
+def on_server(js: JetStreamContext) -> Leases:
+    """Leases kept in the server's lease buckets."""
+    return Leases(ServerLeaseLog(js))
+
+
+class Leases:
+    """Acquire, renew, release and revoke leases with fencing, over a LeaseLog (the server's, or the twin's in
+    bus/memory.py): every write is revision-checked and carries its TTL, and the storage's clock judges expiry."""
+
+    def __init__(self, log: LeaseLog) -> None:
+        self.log = log
+
+    async def _write(self, key: str, value: LeaseValue, ttl: float, expected: int | None, *, writer: str,
+                     outlast: float = 0.0) -> int:
+        return await self.log.write(key, writer, encode(value), outlasting(ttl, outlast, time.monotonic()),
+                                    expected)
 
     @staticmethod
     def _over(current: Lease | None, read_at: float) -> float:
@@ -111,10 +142,7 @@ class Leases:
 
     async def keys(self, pattern: str) -> list[str]:
         """Live lease keys matching a subject pattern (expired ones are gone from the stream)."""
-        try:
-            return await scan_keys(self.js, s.lease_bucket(pattern), pattern)
-        except Exception as exc:
-            raise translate(exc, f"list leases {pattern}") from exc
+        return await self.log.keys(pattern)
 
     async def shard_holders(self, shards: int) -> dict[int, str]:
         """Which replica holds each trigger shard lease right now (free shards are absent)."""
@@ -127,13 +155,12 @@ class Leases:
 
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
-        found = await read_value(self.js, s.kv_stream(s.lease_bucket(key)), s.lease_filter(key), f"lease {key}")
-        if found is None:
+        entry = await self.log.last(key)
+        if entry is None:
             return None
-        data, msg = found
         # A released or revoked marker comes back with an empty holder: callers read that as free.
-        return Lease(key=key, token=int(msg.seq or 0), value=decode(data, LeaseValue), written_at=msg.time,
-                     ttl=_ttl_of(msg.headers), writer=s.lease_writer(msg.subject or ""))
+        return Lease(key=key, token=entry.revision, value=decode(entry.data, LeaseValue), written_at=entry.written_at,
+                     ttl=entry.ttl, writer=entry.writer)
 
     async def acquire(
         self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None

@@ -5,15 +5,19 @@ order, redelivery), and nothing more. Never used by a running service."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import msgspec
 
+from jetcron.bus.ports import LeaseEntry
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.core.errors import NotFound, WriteConflict
+from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -222,3 +226,54 @@ class MemoryQueue:
 
     def done(self, seq: int) -> None:
         self._due.pop(seq, None)
+
+
+class MemoryLeaseLog:
+    """ports.LeaseLog in a dict of subjects, as the lease buckets store them: one subject per key, per writer for
+    a run lease's claims, each write checked against the last of the key's subjects (subjects.lease_filter).
+
+    It does not stand in for the server's TTL clock: nothing here expires by itself. A write's TTL is kept
+    (`ttl_of`), and a test lets a lease lapse by saying so (`expire`), as the server would once that TTL had
+    passed on its own clock. Liveness judged by time is for the tests against a real server."""
+
+    def __init__(self) -> None:
+        self._stored: dict[str, LeaseEntry] = {}
+        """By subject: its last write."""
+        self._seq = 0
+        self.writes = 0
+        """Writes stored so far (a test counts a protocol's writes)."""
+
+    def _key_subjects(self, key: str) -> list[str]:
+        group = s.lease_filter(key)
+        return [subject for subject in self._stored if subject_matches(group, subject)]
+
+    async def write(self, key: str, writer: str, data: bytes, ttl: float, expected: int | None) -> int:
+        last = await self.last(key)
+        if expected is not None and expected != (last.revision if last is not None else 0):
+            raise WriteConflict(f"lease {key}: written by someone else first")
+        self._seq += 1
+        self.writes += 1
+        subject = s.lease_subject(key, writer)
+        self._stored[subject] = LeaseEntry(data=data, revision=self._seq, written_at=datetime.now(UTC),
+                                           ttl=float(max(1, math.ceil(ttl))), writer=s.lease_writer(subject))
+        return self._seq
+
+    async def last(self, key: str) -> LeaseEntry | None:
+        entries = [self._stored[subject] for subject in self._key_subjects(key)]
+        return max(entries, key=lambda entry: entry.revision) if entries else None
+
+    async def keys(self, pattern: str) -> list[str]:
+        prefix = s.kv_subject(s.lease_bucket(pattern), "")
+        return [subject[len(prefix):] for subject in self._stored
+                if subject.startswith(prefix) and subject_matches(pattern, subject[len(prefix):])]
+
+    def ttl_of(self, key: str) -> float | None:
+        """The TTL the key's last write carried."""
+        last = max((self._stored[subject] for subject in self._key_subjects(key)), key=lambda e: e.revision,
+                   default=None)
+        return None if last is None else last.ttl
+
+    def expire(self, key: str) -> None:
+        """The key's writes lapse, as the server drops them once their TTL has passed."""
+        for subject in self._key_subjects(key):
+            del self._stored[subject]

@@ -8,6 +8,7 @@ to bus functions, so bus stays the only package that imports nats (tests/unit/te
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Protocol, TypeVar
 
 import msgspec
@@ -120,4 +121,40 @@ class WorkQueue(Protocol):
 
     async def fetch(self, batch: int, timeout: float) -> Sequence[Message]:
         """Up to `batch` messages, oldest first; TimeoutError when none came within `timeout` seconds."""
+        ...
+
+
+class LeaseEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """The last write of a lease key, as stored."""
+
+    data: bytes
+    revision: int
+    """The write's sequence: the fencing token of the lease it granted or renewed."""
+    written_at: datetime | None
+    """The storage's own time of the write (the server's clock)."""
+    ttl: float | None
+    """The TTL the write carried; None when it carried none jetcron wrote."""
+    writer: str
+    """A run lease's claim: who wrote it, from where it is stored; "" for any other lease."""
+
+
+class LeaseLog(Protocol):
+    """Where leases are written (bus/lease.py's Leases decides what to write; this stores it): each key's writes
+    carry their own TTL and expire by the storage's clock, and each may be checked against the revision of the
+    key's last write, every writer's claim on a run counting as the key's (subjects.lease_filter).
+
+    Errors are jetcron's: WriteConflict (`expected` is not the key's last revision; 0: the key holds nothing
+    live), Unavailable (the storage did not answer or is full; nothing stored)."""
+
+    async def write(self, key: str, writer: str, data: bytes, ttl: float, expected: int | None) -> int:
+        """Store `data` as `writer`'s write of `key` for `ttl` seconds (rounded up to whole seconds); its
+        revision. `expected=None` writes whatever was written since."""
+        ...
+
+    async def last(self, key: str) -> LeaseEntry | None:
+        """The key's last live write; None when it has none (never written, or expired)."""
+        ...
+
+    async def keys(self, pattern: str) -> list[str]:
+        """The stored names of the live lease keys matching a subject pattern (a run lease's include its writer)."""
         ...

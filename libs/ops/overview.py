@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from jetcron.bus import lease as lease_store
 from jetcron.bus import rpc
 from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.kv import Store
@@ -123,7 +124,7 @@ async def _recent_runs(js: JetStream, now: datetime) -> tuple[dict[str, int], bo
 async def cluster_status(js: JetStream) -> ClusterStatus:
     """Leaders, shard holders and the placement queue: what the API's cluster.status answers (the dashboard's
     overview) and part of `jetcron status`."""
-    leases = Leases(js)
+    leases = lease_store.on_server(js)
     shards: dict[str, str] = {}
     for key in await leases.keys(s.SHARD_LEASES):
         holder = await _holder(leases, key)

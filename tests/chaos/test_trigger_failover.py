@@ -16,6 +16,7 @@ import nats
 import pytest
 from harness import Services, wait_for
 
+from jetcron.bus import lease as lease_store
 from jetcron.bus.lease import Leases
 from jetcron.core.models import Run
 from jetcron.sdk.client import Client
@@ -92,7 +93,7 @@ async def fault_and_check(services: Services, fault: str, window: float) -> None
     await start(services)
     client = await Client.connect(url, timeout=20)
     nc = await nats.connect(url.split(","))
-    leases = Leases(nc.jetstream())
+    leases = lease_store.on_server(nc.jetstream())
     try:
         await wait_for(lambda: balanced(leases, set(TRIGGERS)), 30, what="three replicas to share the shards")
 

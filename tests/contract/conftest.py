@@ -8,14 +8,17 @@ from pathlib import Path
 
 import nats
 import pytest
-from contract_support import ACK_WAIT, Item, Queue, ServerQueue, TwinQueue, names
+from contract_support import ACK_WAIT, Item, LeaseSide, Queue, ServerQueue, TwinQueue, names
 from nats.js.api import ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
 
+from jetcron.bus import lease as lease_store
 from jetcron.bus.consume import PullQueue
 from jetcron.bus.kv import Store
-from jetcron.bus.memory import MemoryRecords
+from jetcron.bus.lease import Leases
+from jetcron.bus.memory import MemoryLeaseLog, MemoryRecords
 from jetcron.bus.ports import Records
 from jetcron.bus.server import EmbeddedNats
+from jetcron.bus.topology import ensure_topology
 
 
 @pytest.fixture(scope="module")
@@ -72,4 +75,22 @@ async def queue(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield ServerQueue(js, subject, pull)
     finally:
         await pull.close()
+        await nc.close()
+
+
+@pytest.fixture(params=["twin", "server"])
+async def lease_side(request: pytest.FixtureRequest) -> AsyncIterator[LeaseSide]:
+    """Leases over the twin's log or the server's lease buckets, and how a lease is let lapse on each: the twin is
+    told to (it has no clock of its own), the server's TTL is waited out."""
+    if request.param == "twin":
+        log = MemoryLeaseLog()
+        yield LeaseSide(Leases(log), lapse=log.expire, server=False)
+        return
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    nc = await nats.connect(server.url)
+    js = nc.jetstream(timeout=5)
+    await ensure_topology(js)
+    try:
+        yield LeaseSide(lease_store.on_server(js), lapse=None, server=True)
+    finally:
         await nc.close()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
 
 from jetcron.bus.consume import PullQueue
+from jetcron.bus.lease import Leases
 from jetcron.bus.memory import MemoryQueue
 from jetcron.bus.ports import Message, WorkQueue
 from jetcron.bus.publish import publish
@@ -56,3 +59,11 @@ class TwinQueue:
         return list(await self.queue.fetch(batch, timeout))
 
 
+
+
+@dataclass
+class LeaseSide:
+    leases: Leases
+    lapse: Callable[[str], None] | None
+    """Lets a key's lease lapse at once (the twin); None: the server's TTL must pass."""
+    server: bool

@@ -15,8 +15,8 @@ from metrics_support import samples
 
 from jetcron.auth.authority import Authority
 from jetcron.auth.roles import Role
+from jetcron.bus import lease as lease_store
 from jetcron.bus.connect import Identity
-from jetcron.bus.lease import Leases
 from jetcron.bus.registry import Registry
 from jetcron.core.errors import JetcronError
 from jetcron.sdk.client import Client
@@ -52,7 +52,7 @@ async def test_an_agent_cannot_touch_another_agents_lease_and_its_claim_on_a_run
             return items[0] if items and items[0]["state"] == "running" else None
 
         run = await wait_for(running, 30, what="the run to start")
-        leases = Leases(rogue.jetstream())
+        leases = lease_store.on_server(rogue.jetstream())
         key = s.run_lease_key(run["run_id"])
         held = await leases.read(key)
         assert held is not None and (held.writer, held.value.holder) == ("agent-1", "agent-1")

@@ -10,7 +10,7 @@ from harness import FAST_SETTINGS, Services, wait_for
 from metrics_support import samples
 from placement_support import agents_known, job, one_run, runs_of, start
 
-from jetcron.bus.lease import Leases
+from jetcron.bus import lease as lease_store
 from jetcron.bus.registry import Registry
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
@@ -83,7 +83,7 @@ async def test_a_leader_that_loses_its_lease_leads_again_and_keeps_placing(servi
 
     # When its lease is taken from it (as when a renewal could not land in time and the lease lapsed)
     async with await nats.connect(services.server.url) as nc:
-        await Leases(nc.jetstream()).revoke(s.PLACEMENT_LEADER_KEY, "test: taken away", 30)
+        await lease_store.on_server(nc.jetstream()).revoke(s.PLACEMENT_LEADER_KEY, "test: taken away", 30)
     await services["placement-1"].wait_logged("placement leadership lost", 20)
 
     # Then, nobody else contending, it leads again and places what comes next

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from nats.js import JetStreamContext
 
+from jetcron.bus import lease as lease_store
 from jetcron.bus.lease import Lease, Leases
 from jetcron.core.errors import LeaseLost
 from jetcron.wire import subjects as s
@@ -20,7 +21,7 @@ ACTED = datetime(2026, 12, 31, 23, 59, 58, tzinfo=UTC)
 
 @pytest.fixture
 def leases(topology_js: JetStreamContext) -> Leases:
-    return Leases(topology_js)
+    return lease_store.on_server(topology_js)
 
 
 async def assert_lost(leases: Leases, lease: Lease) -> None:

@@ -12,7 +12,7 @@ from nats.js.api import DiscardPolicy
 from nats.js.errors import NotFoundError
 from test_runs import now_job, state_is, the_run
 
-from jetcron.bus.lease import Leases
+from jetcron.bus import lease as lease_store
 from jetcron.bus.registry import Registry
 from jetcron.bus.topology import (
     FENCED_BUCKETS,
@@ -86,7 +86,7 @@ async def test_a_lease_bucket_made_again_hands_out_tokens_above_every_earlier_on
     runs still holding tokens of the one before (the chaos test of a deleted KV_jc_leases caught that)."""
     js = client.nc.jetstream(timeout=5)
     await ensure_topology(js)
-    leases = Leases(js)
+    leases = lease_store.on_server(js)
     earlier = []
     for bucket_key in (s.run_lease_key("job.20261204T000000000Z"), "leader.placement"):
         for attempt in (1, 2, 3):  # a few writes, so that a restart at any small number would be below

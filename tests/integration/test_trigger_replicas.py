@@ -12,7 +12,7 @@ import nats
 from harness import Services, run_cli, wait_for
 from metrics_support import samples
 
-from jetcron.bus.lease import Leases
+from jetcron.bus import lease as lease_store
 from jetcron.bus.registry import Registry
 from jetcron.core.ids import run_id, shard_of
 from jetcron.sdk.client import Client
@@ -33,7 +33,7 @@ async def shard_holders(url: str) -> dict[int, str]:
     """Which replica holds each trigger shard lease right now."""
     nc = await nats.connect(url)
     try:
-        return await Leases(nc.jetstream()).shard_holders(SHARDS)
+        return await lease_store.on_server(nc.jetstream()).shard_holders(SHARDS)
     finally:
         await nc.close()
 
@@ -163,7 +163,7 @@ async def test_the_shard_count_is_fixed_by_the_first_replica_and_a_replica_that_
 async def _held_by(url: str, shards: int, holder: str) -> bool:
     nc = await nats.connect(url)
     try:
-        return set((await Leases(nc.jetstream()).shard_holders(shards)).values()) == {holder}
+        return set((await lease_store.on_server(nc.jetstream()).shard_holders(shards)).values()) == {holder}
     finally:
         await nc.close()
 
