@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -277,3 +277,44 @@ class MemoryLeaseLog:
         """The key's writes lapse, as the server drops them once their TTL has passed."""
         for subject in self._key_subjects(key):
             del self._stored[subject]
+
+
+@dataclass(frozen=True)
+class Published:
+    subject: str
+    data: bytes
+    headers: dict[str, str] | None
+    msg_id: str | None
+    ttl: int | None
+
+
+class MemoryPublisher:
+    """ports.Publisher in a list: every message stored once per message id (the server's duplicate window, here
+    without an end), in order; a subject routed to a MemoryQueue (`route`) is delivered there too, as a stream's
+    consumer would take it. Trace headers are not added: no span crosses a twin."""
+
+    def __init__(self) -> None:
+        self.published: list[Published] = []
+        self._ids: dict[str, int] = {}
+        self._routes: list[tuple[str, MemoryQueue]] = []
+
+    def route(self, pattern: str, queue: MemoryQueue) -> None:
+        self._routes.append((pattern, queue))
+
+    def on(self, pattern: str) -> list[Published]:
+        """What was published on subjects matching `pattern`, in order."""
+        return [p for p in self.published if subject_matches(pattern, p.subject)]
+
+    async def publish(self, subject: str, message: Any, *, msg_id: str | None = None,
+                      headers: dict[str, str] | None = None, ttl: int | None = None) -> int:
+        if msg_id is not None and msg_id in self._ids:
+            return self._ids[msg_id]
+        data = message if isinstance(message, bytes) else encode(message)
+        self.published.append(Published(subject, data, dict(headers) if headers else None, msg_id, ttl))
+        seq = len(self.published)
+        if msg_id is not None:
+            self._ids[msg_id] = seq
+        for pattern, queue in self._routes:
+            if subject_matches(pattern, subject):
+                await queue.publish(subject, data, headers=headers, msg_id=msg_id)
+        return seq

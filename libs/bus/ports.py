@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import nats.errors
@@ -157,4 +157,18 @@ class LeaseLog(Protocol):
 
     async def keys(self, pattern: str) -> list[str]:
         """The stored names of the live lease keys matching a subject pattern (a run lease's include its writer)."""
+        ...
+
+
+class Publisher(Protocol):
+    """Where commands and events go (bus/publish.StreamPublisher on JetStream; twin: memory.MemoryPublisher):
+    stored before the call returns, a message id storing a retry once (the stream's duplicate window).
+
+    Errors are jetcron's: Unavailable (not stored: the storage did not answer or is full), Misconfigured (no
+    stream takes the subject)."""
+
+    async def publish(self, subject: str, message: Any, *, msg_id: str | None = None,
+                      headers: dict[str, str] | None = None, ttl: int | None = None) -> int:
+        """Store `message` (a struct, encoded; or bytes as they are) on `subject`; its sequence in its stream.
+        `ttl`: whole seconds it is kept (a run's event or output: core/retention.stream_ttl)."""
         ...

@@ -1,4 +1,5 @@
-"""Publishing to JetStream: a Nats-Msg-Id on every command, trace context in headers, errors translated."""
+"""Publishing to JetStream (ports.Publisher): a Nats-Msg-Id on every command, trace context in headers, errors
+translated."""
 
 from __future__ import annotations
 
@@ -27,3 +28,14 @@ async def publish(js: JetStreamContext, subject: str, message: Any, *, msg_id: s
         return await publish_acked(js, subject, payload, hdrs or None)
     except Exception as exc:
         raise translate(exc, f"publish {subject}") from exc
+
+
+class StreamPublisher:
+    """ports.Publisher on JetStream."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
+
+    async def publish(self, subject: str, message: Any, *, msg_id: str | None = None,
+                      headers: dict[str, str] | None = None, ttl: int | None = None) -> int:
+        return await publish(self.js, subject, message, msg_id=msg_id, headers=headers, ttl=ttl)

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from jetcron.bus import rpc
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Connection, JetStream, Records
+from jetcron.bus.ports import Connection, Publisher, Records
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
@@ -39,7 +39,7 @@ async def cancel_run(runs: Records[Run], leases: Leases, nc: Connection, run_id:
     return new
 
 
-async def preempt_run(runs: Records[Run], leases: Leases, nc: Connection, js: JetStream, run_id: str,
+async def preempt_run(runs: Records[Run], leases: Leases, nc: Connection, publisher: Publisher, run_id: str,
                       attempt: int, reason: str, now: datetime, lease_ttl: float, grace: float,
                       copy: tuple[Run, int] | None = None) -> Run | None:
     """Stop a running attempt to give its place to a run of higher priority (placement decided it,
@@ -69,5 +69,5 @@ async def preempt_run(runs: Records[Run], leases: Leases, nc: Connection, js: Je
     with contextlib.suppress(JetcronError):
         await leases.revoke(s.run_lease_key(run_id), reason, lease_ttl * 3)
     with contextlib.suppress(JetcronError):
-        await dispatch(js, new)
+        await dispatch(publisher, new)
     return new

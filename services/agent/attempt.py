@@ -14,7 +14,6 @@ from opentelemetry.context import Context as TraceContext
 
 from jetcron import faults
 from jetcron.bus.lease import Lease
-from jetcron.bus.publish import publish
 from jetcron.core import leases
 from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
 from jetcron.core.clock import next_wait
@@ -152,7 +151,7 @@ class Attempt:
         self.seq += 1
         label, step = self._log_label(stream)
         with contextlib.suppress(JetcronError):
-            await publish(self.ctx.js, s.logs_subject(self.cmd.run_id, self.cmd.agent), data,
+            await self.ctx.publisher.publish(s.logs_subject(self.cmd.run_id, self.cmd.agent), data,
                           headers={s.HDR_LOG_STREAM: label}, msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step),
                           ttl=self.ttl)
 
@@ -418,7 +417,7 @@ class Attempt:
         self._start_publishing = True
         assert self.started_at is not None
         async with self.window:
-            await publish(self.ctx.js, s.event_subject("started", self.cmd.agent), RunStarted(
+            await self.ctx.publisher.publish(s.event_subject("started", self.cmd.agent), RunStarted(
                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
                 pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"),
                 ttl=self.ttl)
@@ -443,10 +442,10 @@ class Attempt:
         async with self.window:
             if self.sent:
                 # The end marker lets `runs logs --follow` stop; a run with no output has nothing to follow.
-                await publish(self.ctx.js, s.logs_subject(self.cmd.run_id, self.cmd.agent), b"",
+                await self.ctx.publisher.publish(s.logs_subject(self.cmd.run_id, self.cmd.agent), b"",
                               headers={s.HDR_LOG_END: "1"},
                               msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"), ttl=self.ttl)
-            await publish(self.ctx.js, s.event_subject("finished", self.cmd.agent), finished,
+            await self.ctx.publisher.publish(s.event_subject("finished", self.cmd.agent), finished,
                           msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"), ttl=self.ttl)
         if kind == "succeeded" and self.phase is P.REPORTING:  # not fenced while it reported
             self._apply(E.SUCCEED)
@@ -471,7 +470,7 @@ class Attempt:
         subject = s.event_subject("handed_back", self.cmd.agent)
         with messaging_span(_tracer, "publish", subject, parent=self.parent, run_id=self.cmd.run_id,
                             job=self.cmd.job, attempt=self.cmd.attempt):
-            await publish(self.ctx.js, subject, RunHandedBack(
+            await self.ctx.publisher.publish(subject, RunHandedBack(
                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
                 reason=why, at=self.ctx.clock.now(), started=self.execution is not None or self.started_at is not None),
                 msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "handback"), ttl=self.ttl)

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 from typing import Any
 
-from jetcron.bus.publish import publish
 from jetcron.core.attempt_state import REPORTS, AttemptEvent
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
@@ -122,7 +121,7 @@ class GangMember(_GangWatch):
         if run is None or run.attempt != self.cmd.attempt or run.state not in ACTIVE:
             return
         kind = "cancelled" if outcome.outcome == "killed" else outcome.outcome
-        await publish(self.ctx.js, s.event_subject("finished", self.cmd.agent), RunFinished(
+        await self.ctx.publisher.publish(s.event_subject("finished", self.cmd.agent), RunFinished(
             run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=run.token, agent=self.cmd.agent,
             outcome=kind, exit_code=outcome.exit_code, reason=f"gang member {self.cmd.agent}: {outcome.reason}",
             at=self.ctx.clock.now()), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"finished.{self.cmd.agent}"),
@@ -134,7 +133,7 @@ class GangMember(_GangWatch):
         run = await self._record()
         if run is None or run.attempt != self.cmd.attempt or run.state not in ACTIVE:
             return
-        await publish(self.ctx.js, s.event_subject("handed_back", self.cmd.agent), RunHandedBack(
+        await self.ctx.publisher.publish(s.event_subject("handed_back", self.cmd.agent), RunHandedBack(
             run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=run.token, agent=self.cmd.agent,
             reason=f"gang member {self.cmd.agent}: {why}", at=self.ctx.clock.now()),
             msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, f"handback.{self.cmd.agent}"), ttl=self.ttl)

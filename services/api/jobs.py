@@ -290,7 +290,7 @@ class Jobs(Noun):
             existing, _ = await self.ctx.runs.get(run.run_id)
             return existing
         if run.state is RunState.SCHEDULED:
-            await dispatch(self.ctx.js, run)
+            await dispatch(self.ctx.publisher, run)
         return run
 
     @verb

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 from jetcron.bus.kv import Store
-from jetcron.bus.publish import publish
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
 from jetcron.core.notify import DELIVERED, DELIVERY_ID_RE, PARKED, PENDING, Delivery, job_deliveries
 from jetcron.services.api.call import Call, job_named, visible
@@ -73,7 +72,7 @@ class Notifications(Noun):
             raise Conflict(f"delivery {delivery_id} is {record.state}: only a parked delivery is tried again")
         tenant = record.notice.tenant
         # One request per parked spell: a repeated click before the notifier took it is the same message.
-        await publish(self.ctx.js, s.redeliver_subject(tenant),
+        await self.ctx.publisher.publish(s.redeliver_subject(tenant),
                       Redeliver(delivery_id=delivery_id, tenant=tenant, at=self.ctx.clock.now()),
                       msg_id=f"redeliver-{delivery_id}-{len(record.attempts)}")
         return record

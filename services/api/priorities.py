@@ -4,7 +4,6 @@ A tenant stays within its policy's ceiling (TenantPolicy.max_priority); the admi
 
 from __future__ import annotations
 
-from jetcron.bus.publish import publish
 from jetcron.core.errors import Forbidden, InvalidSpec
 from jetcron.core.ids import QUEUE_RE
 from jetcron.core.models import Priority, Run
@@ -47,7 +46,7 @@ async def move(ctx: Context, run_id: str, priority: Priority, queue: str | None,
     old, new, _ = done
     assert old.spec is not None and new.spec is not None
     if (old.spec.priority, old.spec.queue) != (new.spec.priority, new.spec.queue):
-        await publish(ctx.js, s.event_subject("reprioritized", SOURCE), RunReprioritized(
+        await ctx.publisher.publish(s.event_subject("reprioritized", SOURCE), RunReprioritized(
             run_id=run_id, job=new.job, tenant=new.tenant, priority_from=old.spec.priority,
             priority_to=new.spec.priority, queue_from=old.spec.queue, queue_to=new.spec.queue, by=by(caller),
             at=ctx.clock.now()), ttl=stream_ttl(new.keep_seconds, ctx.settings.history))

@@ -20,8 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from jetcron.bus.ports import JetStream
-from jetcron.bus.publish import publish
+from jetcron.bus.ports import JetStream, Publisher
 from jetcron.config import Settings
 from jetcron.core.clock import Clock
 from jetcron.core.errors import Forbidden, JetcronError, NotFound
@@ -64,9 +63,9 @@ class Unsafe(Forbidden):
 
 
 class Targets:
-    def __init__(self, settings: Settings, js: JetStream, clock: Clock) -> None:
+    def __init__(self, settings: Settings, js: JetStream, publisher: Publisher, clock: Clock) -> None:
         self.settings = settings
-        self.js = js
+        self.publisher = publisher
         self.clock = clock
         self.secrets = Secrets(js, settings.secrets_key_file)
         # One pool, no redirects followed (a 30x to an internal address would dodge the address check).
@@ -89,8 +88,9 @@ class Targets:
             if rule.webhook is not None:
                 status, error = await self._webhook(rule, notice, delivery_id)
             elif rule.subject is not None:
-                await publish(self.js, s.notify_subject(notice.tenant, rule.subject), notice, msg_id=delivery_id,
-                              headers={EVENT_HEADER: notice.event.value, DELIVERY_HEADER: delivery_id})
+                await self.publisher.publish(s.notify_subject(notice.tenant, rule.subject), notice,
+                                             msg_id=delivery_id,
+                                             headers={EVENT_HEADER: notice.event.value, DELIVERY_HEADER: delivery_id})
                 status, error = None, ""
             else:
                 status, error = None, await asyncio.wait_for(asyncio.to_thread(self._email, rule, notice),

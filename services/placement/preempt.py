@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import QueueQuota, RunState, TenantPolicy
 from jetcron.core.placement import Demand, Placement
@@ -163,7 +162,7 @@ class Preemptor:
         assert victim.guards is not None
         grace = victim.guards.grace_seconds
         settings = self.ctx.settings
-        new = await preempt_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, self.ctx.js, victim.run_id,
+        new = await preempt_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, self.ctx.publisher, victim.run_id,
                                 victim.attempt, plan.victim_reason(), now, settings.run_lease_ttl, grace)
         if new is None:
             return  # it ended (or was lost or cancelled) meanwhile: its place is free all the same
@@ -177,7 +176,7 @@ class Preemptor:
                              by_priority=plan.priority, freed=f"{plan.freed_text} on {plan.where}",
                              grace_seconds=grace, reason=plan.victim_reason(), at=now)
         try:
-            await publish(self.ctx.js, s.event_subject("preempted", s.PLACEMENT_SOURCE), event,
+            await self.ctx.publisher.publish(s.event_subject("preempted", s.PLACEMENT_SOURCE), event,
                           msg_id=s.msg_id(victim.run_id, victim.attempt, "preempted"),
                           ttl=stream_ttl(new.keep_seconds, settings.history))
         except JetcronError as exc:  # the record says it already; the audit trail misses one line

@@ -16,7 +16,6 @@ from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, ack_held, pull_loop, touch
 from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
-from jetcron.bus.publish import publish
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
 from jetcron.core.placement import Demand, Placement, Unplaced
@@ -177,7 +176,7 @@ class Placer:
         for tries in range(1, OUTAGE_TRIES + 1):
             try:
                 faults.point("placement.dispatch")
-                await publish(self.ctx.js, s.assign_subject(agent), cmd,
+                await self.ctx.publisher.publish(s.assign_subject(agent), cmd,
                               msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
                 return
             except JetcronError as exc:

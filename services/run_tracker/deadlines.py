@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from jetcron.bus.publish import publish
 from jetcron.core import cron
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.ids import run_id
@@ -129,6 +128,6 @@ async def announce_missed(ctx: Context, run: Run, deadlines: list[str]) -> None:
     for deadline in deadlines:
         metrics.child(metrics.DEADLINES_MISSED, deadline=deadline).inc()
         with contextlib.suppress(JetcronError):
-            await publish(ctx.js, s.event_subject("missed", s.TRACKER_SOURCE), encode(run),
+            await ctx.publisher.publish(s.event_subject("missed", s.TRACKER_SOURCE), encode(run),
                           msg_id=s.msg_id(run.run_id, 0, f"missed-{deadline}"),
                           ttl=stream_ttl(run.keep_seconds, ctx.settings.history))

@@ -11,7 +11,6 @@ from datetime import datetime
 
 import msgspec
 
-from jetcron.bus.publish import publish
 from jetcron.core.dag import join_of
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.ids import run_id, stamp_of
@@ -91,7 +90,7 @@ class Flows:
         except WriteConflict:
             return  # recorded already, by another tracker's release of the same successes
         if state is RunState.SCHEDULED:
-            await dispatch(self.ctx.js, run)
+            await dispatch(self.ctx.publisher, run)
 
     async def maybe_expire_waits(self, active: Mapping[str, Run], now: datetime) -> None:
         if time.monotonic() - self._expired_at < WAIT_SWEEP_EVERY:
@@ -155,14 +154,14 @@ class Flows:
         if state is RunState.WAITING:
             return
         if state is RunState.SCHEDULED:
-            await dispatch(self.ctx.js, run)
+            await dispatch(self.ctx.publisher, run)
             return
         await self._blocked(run)
 
     async def _blocked(self, run: Run) -> None:
         """A blocked run is terminal from birth: say so on the events stream, count it, and block its own
         downstream in turn."""
-        await publish(self.ctx.js, s.event_subject("blocked", s.TRACKER_SOURCE), encode(run),
+        await self.ctx.publisher.publish(s.event_subject("blocked", s.TRACKER_SOURCE), encode(run),
                       msg_id=s.msg_id(run.run_id, 1, "blocked"),
                       ttl=stream_ttl(run.keep_seconds, self.ctx.settings.history))
         metrics.child(metrics.RUNS_FINISHED, outcome=RunState.BLOCKED.value).inc()
@@ -188,6 +187,6 @@ class Flows:
             return
         new = changed[1]
         if new.state is RunState.SCHEDULED:
-            await dispatch(self.ctx.js, new)
+            await dispatch(self.ctx.publisher, new)
         elif new.state is RunState.BLOCKED:
             await self._blocked(new)

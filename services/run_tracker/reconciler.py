@@ -252,7 +252,7 @@ class Reconciler:
             case step.Redrive(times=times):
                 metrics.child(metrics.REDRIVES, step="scheduled").inc()
                 with _span(seen, "redrive"):
-                    await dispatch(self.ctx.js, seen, redrive=times)
+                    await dispatch(self.ctx.publisher, seen, redrive=times)
             case step.Lose(loss=loss, reason=reason):
                 if loss is step.Loss.NOT_STARTED:
                     metrics.child(metrics.REDRIVES, step="assigned").inc()

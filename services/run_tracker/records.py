@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from jetcron.bus.publish import publish
 from jetcron.core import retry
 from jetcron.core.models import Run, RunState
 from jetcron.core.notify import with_missed
@@ -71,12 +70,12 @@ class Records:
             await announce_missed(self.ctx, new, new.missed[len(old.missed):])
         if new.state is RunState.SCHEDULED and new.attempt > old.attempt:
             metrics.RETRIES.inc()
-            await dispatch(self.ctx.js, new)
+            await dispatch(self.ctx.publisher, new)
         elif new.state is RunState.SCHEDULED and old.state is RunState.WAITING:
-            await dispatch(self.ctx.js, new)
+            await dispatch(self.ctx.publisher, new)
         if new.state is RunState.DEAD:
             metrics.DEAD_LETTERED.inc()
-            await publish(self.ctx.js, s.dlq_subject(new.job), DeadLettered(
+            await self.ctx.publisher.publish(s.dlq_subject(new.job), DeadLettered(
                 run_id=new.run_id, job=new.job, reason=new.reason, run=encode(new), at=self.ctx.clock.now()),
                 msg_id=s.msg_id(new.run_id, new.attempt, "dlq"))
         if new.state.terminal and not old.state.terminal:

@@ -133,7 +133,7 @@ class Firer:
         fresh = now - run.created_at < REDISPATCH_WITHIN
         if run.state is RunState.SCHEDULED and run.attempt == 1 and run.assigned_at is None and fresh:
             metrics.child(metrics.REDRIVES, step="trigger").inc()
-            await dispatch(self.ctx.js, run)
+            await dispatch(self.ctx.publisher, run)
 
     async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str, keep: float) -> str:
         spec = record.spec
@@ -176,5 +176,5 @@ class Firer:
             metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))
             if state is RunState.SCHEDULED:
                 await self._supersede(supersede, rid, now)
-                await dispatch(self.ctx.js, run)
+                await dispatch(self.ctx.publisher, run)
             return rid if state is not RunState.SKIPPED else last_run

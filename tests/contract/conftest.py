@@ -8,7 +8,18 @@ from pathlib import Path
 
 import nats
 import pytest
-from contract_support import ACK_WAIT, Item, LeaseSide, Queue, ServerQueue, TwinQueue, names
+from contract_support import (
+    ACK_WAIT,
+    Item,
+    LeaseSide,
+    PublisherSide,
+    Queue,
+    ServerPublisher,
+    ServerQueue,
+    TwinPublisher,
+    TwinQueue,
+    names,
+)
 from nats.js.api import ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
 
 from jetcron.bus import lease as lease_store
@@ -92,5 +103,23 @@ async def lease_side(request: pytest.FixtureRequest) -> AsyncIterator[LeaseSide]
     await ensure_topology(js)
     try:
         yield LeaseSide(lease_store.on_server(js), lapse=None, server=True)
+    finally:
+        await nc.close()
+
+
+@pytest.fixture(params=["twin", "server"])
+async def publisher_side(request: pytest.FixtureRequest) -> AsyncIterator[PublisherSide]:
+    """A publisher onto an empty stream that keeps per-message TTLs and a duplicate window (the server's), or the
+    twin's list."""
+    if request.param == "twin":
+        yield TwinPublisher()
+        return
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    nc = await nats.connect(server.url)
+    js = nc.jetstream(timeout=5)
+    n = next(names)
+    await js.add_stream(StreamConfig(name=f"CP{n}", subjects=[f"cp{n}.>"], allow_msg_ttl=True))
+    try:
+        yield ServerPublisher(js, f"CP{n}", f"cp{n}")
     finally:
         await nc.close()

@@ -11,9 +11,9 @@ import msgspec
 
 from jetcron.bus.consume import PullQueue
 from jetcron.bus.lease import Leases
-from jetcron.bus.memory import MemoryQueue
-from jetcron.bus.ports import Message, WorkQueue
-from jetcron.bus.publish import publish
+from jetcron.bus.memory import MemoryPublisher, MemoryQueue
+from jetcron.bus.ports import Message, Publisher, WorkQueue
+from jetcron.bus.publish import StreamPublisher, publish
 
 ACK_WAIT = 1.0
 names = itertools.count(1)
@@ -67,3 +67,52 @@ class LeaseSide:
     lapse: Callable[[str], None] | None
     """Lets a key's lease lapse at once (the twin); None: the server's TTL must pass."""
     server: bool
+
+
+class PublisherSide(Protocol):
+    """The publisher port, and what a test reads back of what it stored."""
+
+    publisher: Publisher
+    subject: str
+    """Messages go to `subject.<anything>`."""
+
+    async def stored(self, seq: int) -> tuple[str, bytes, dict[str, str]]:
+        """The subject, data and headers stored at `seq`."""
+        ...
+
+    async def count(self) -> int:
+        """How many messages are stored."""
+        ...
+
+
+class ServerPublisher:
+    def __init__(self, js: Any, stream: str, subject: str) -> None:
+        self.js, self.stream, self.subject = js, stream, subject
+        self.publisher: Publisher = StreamPublisher(js)
+
+    async def stored(self, seq: int) -> tuple[str, bytes, dict[str, str]]:
+        msg = await self.js.get_msg(self.stream, seq)
+        return msg.subject, msg.data or b"", dict(msg.headers or {})
+
+    async def count(self) -> int:
+        return int((await self.js.stream_info(self.stream)).state.messages)
+
+
+class TwinPublisher:
+    def __init__(self) -> None:
+        self.twin = MemoryPublisher()
+        self.publisher: Publisher = self.twin
+        self.subject = "cp"
+
+    async def stored(self, seq: int) -> tuple[str, bytes, dict[str, str]]:
+        found = self.twin.published[seq - 1]
+        headers = dict(found.headers or {})
+        # What the server keeps as headers, the twin keeps as fields
+        if found.msg_id is not None:
+            headers["Nats-Msg-Id"] = found.msg_id
+        if found.ttl is not None:
+            headers["Nats-TTL"] = str(found.ttl)
+        return found.subject, found.data, headers
+
+    async def count(self) -> int:
+        return len(self.twin.published)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 from opentelemetry.context import Context as TraceContext
 
@@ -31,9 +31,9 @@ class _Sent:
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> SimpleNamespace:
+    async def publish(self, subject: str, message: Any, **_: Any) -> int:
         self.sent.append(subject)
-        return SimpleNamespace(seq=len(self.sent))
+        return len(self.sent)
 
 
 class _Pool:
@@ -53,7 +53,7 @@ class _Pool:
 async def test_the_next_spare_is_made_after_the_finish_report_not_before() -> None:
     js = _Sent()
     pool = _Pool(js)
-    ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=ManualClock(T0), js=js))
+    ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=ManualClock(T0), publisher=js))
     cmd = AssignRun(run_id="r1", attempt=1, job="j", agent="a", spec=JobSpec(name="j", command=["true"]),
                     scheduled_at=T0, due_at=T0)
     deps = AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None), spares=cast(SparePool, pool))

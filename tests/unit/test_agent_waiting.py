@@ -7,7 +7,7 @@ import gc
 import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from opentelemetry.context import Context as TraceContext
@@ -131,16 +131,16 @@ def test_records_held_in_bulk_are_not_tracked_by_the_cycle_collector() -> None:
 
 
 class _HeldAcks:
-    """JetStream whose publish acks wait until released: the tracker's side of a herd, slow to take reports in."""
+    """A publisher whose acks wait until released: the tracker's side of a herd, slow to take reports in."""
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.sent: list[str] = []
 
-    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> SimpleNamespace:
+    async def publish(self, subject: str, message: Any, **_: Any) -> int:
         self.sent.append(subject)
         await self.release.wait()
-        return SimpleNamespace(seq=len(self.sent))
+        return len(self.sent)
 
 
 HERD = 40
@@ -149,7 +149,7 @@ HERD = 40
 async def test_a_herd_starts_first_and_its_reports_follow_within_the_window() -> None:
     clock = ManualClock(T0)
     js = _HeldAcks()
-    ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=clock, js=js))
+    ctx = cast(Context, SimpleNamespace(settings=Settings(agent_sim=True), clock=clock, publisher=js))
     window = ReportWindow(2, hold=3600)
     spec = JobSpec(name="j", command=["true"])
     deps = AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None), reports=window)

@@ -142,14 +142,14 @@ class _Leases:
 
 
 class _Events:
-    """JetStream that records what was published (and the leases' releases, in one order)."""
+    """A publisher that records what was published (and the leases' releases, in one order)."""
 
     def __init__(self, log: list[str]) -> None:
         self.log = log
 
-    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> SimpleNamespace:
+    async def publish(self, subject: str, message: Any, **_: Any) -> int:
         self.log.append(subject)
-        return SimpleNamespace(seq=len(self.log))
+        return len(self.log)
 
 
 class _Log:
@@ -166,7 +166,7 @@ def _ctx(**settings: Any) -> tuple[Context, _Leases, list[str]]:
     sent: list[str] = []
     leases = _Leases()
     ctx = SimpleNamespace(settings=Settings(agent_sim=True, run_lease_ttl=10.0, agent_job_user="@agent", **settings),
-                          clock=ManualClock(T0), leases=leases, js=_Events(sent), log=_Log())
+                          clock=ManualClock(T0), leases=leases, publisher=_Events(sent), log=_Log())
     return cast(Context, ctx), leases, sent
 
 
