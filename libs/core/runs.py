@@ -185,15 +185,16 @@ _ENDED_AT_BIRTH = {RunState.SKIPPED: "skipped", RunState.BLOCKED: "blocked"}
 
 def new_run(spec: JobSpec, *, run_id: str, state: RunState, scheduled_at: datetime, due_at: datetime,
             now: datetime, reason: str = "", after: str = "", flow_id: str = "", trace_id: str = "",
-            keep_seconds: float | None = None) -> Run:
+            keep_seconds: float | None = None, released_at: datetime | None = None) -> Run:
     """The one way a run record is made (trigger, api, DAG release): its job, tenant and snapshot from the
     spec, its retention (core/retention.keep_seconds); an occurrence recorded skipped or blocked is terminal from
-    birth (a skipped one keeps no snapshot)."""
+    birth (a skipped one keeps no snapshot). `released_at`: when a run joined on its upstreams took their
+    successes, recorded ready (services/joins.took_at)."""
     outcome = _ENDED_AT_BIRTH.get(state, "")
     return Run(run_id=run_id, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=scheduled_at,
                due_at=due_at, created_at=now, spec=None if state is RunState.SKIPPED else spec, reason=reason,
                after=after, flow_id=flow_id, trace_id=trace_id, finished_at=now if outcome else None,
-               outcome=outcome, keep_seconds=keep_seconds)
+               outcome=outcome, keep_seconds=keep_seconds, released_at=released_at)
 
 
 WAITING_STATES = frozenset({RunState.WAITING, RunState.SCHEDULED, RunState.RETRY_WAIT})

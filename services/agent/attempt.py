@@ -152,8 +152,9 @@ class Attempt:
         label, step = self._log_label(stream)
         with contextlib.suppress(JetcronError):
             await self.ctx.publisher.publish(s.logs_subject(self.cmd.run_id, self.cmd.agent), data,
-                          headers={s.HDR_LOG_STREAM: label}, msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step),
-                          ttl=self.ttl)
+                                             headers={s.HDR_LOG_STREAM: label},
+                                             msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, step),
+                                             ttl=self.ttl)
 
     def _log_label(self, stream: str) -> tuple[str, str]:
         """The stream header and the message-id step of the next output chunk."""
@@ -443,10 +444,12 @@ class Attempt:
             if self.sent:
                 # The end marker lets `runs logs --follow` stop; a run with no output has nothing to follow.
                 await self.ctx.publisher.publish(s.logs_subject(self.cmd.run_id, self.cmd.agent), b"",
-                              headers={s.HDR_LOG_END: "1"},
-                              msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"), ttl=self.ttl)
+                                                 headers={s.HDR_LOG_END: "1"},
+                                                 msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "logend"),
+                                                 ttl=self.ttl)
             await self.ctx.publisher.publish(s.event_subject("finished", self.cmd.agent), finished,
-                          msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"), ttl=self.ttl)
+                                             msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "finished"),
+                                             ttl=self.ttl)
         if kind == "succeeded" and self.phase is P.REPORTING:  # not fenced while it reported
             self._apply(E.SUCCEED)
 

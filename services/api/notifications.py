@@ -73,6 +73,6 @@ class Notifications(Noun):
         tenant = record.notice.tenant
         # One request per parked spell: a repeated click before the notifier took it is the same message.
         await self.ctx.publisher.publish(s.redeliver_subject(tenant),
-                      Redeliver(delivery_id=delivery_id, tenant=tenant, at=self.ctx.clock.now()),
-                      msg_id=f"redeliver-{delivery_id}-{len(record.attempts)}")
+                                         Redeliver(delivery_id=delivery_id, tenant=tenant, at=self.ctx.clock.now()),
+                                         msg_id=f"redeliver-{delivery_id}-{len(record.attempts)}")
         return record

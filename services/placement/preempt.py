@@ -177,7 +177,7 @@ class Preemptor:
                              grace_seconds=grace, reason=plan.victim_reason(), at=now)
         try:
             await self.ctx.publisher.publish(s.event_subject("preempted", s.PLACEMENT_SOURCE), event,
-                          msg_id=s.msg_id(victim.run_id, victim.attempt, "preempted"),
-                          ttl=stream_ttl(new.keep_seconds, settings.history))
+                                             msg_id=s.msg_id(victim.run_id, victim.attempt, "preempted"),
+                                             ttl=stream_ttl(new.keep_seconds, settings.history))
         except JetcronError as exc:  # the record says it already; the audit trail misses one line
             self.ctx.log.warning("preemption event not written", run_id=victim.run_id, error=str(exc))

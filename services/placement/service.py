@@ -177,7 +177,7 @@ class Placer:
             try:
                 faults.point("placement.dispatch")
                 await self.ctx.publisher.publish(s.assign_subject(agent), cmd,
-                              msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
+                                                 msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
                 return
             except JetcronError as exc:
                 if not exc.retryable or tries == OUTAGE_TRIES:

@@ -129,5 +129,5 @@ async def announce_missed(ctx: Context, run: Run, deadlines: list[str]) -> None:
         metrics.child(metrics.DEADLINES_MISSED, deadline=deadline).inc()
         with contextlib.suppress(JetcronError):
             await ctx.publisher.publish(s.event_subject("missed", s.TRACKER_SOURCE), encode(run),
-                          msg_id=s.msg_id(run.run_id, 0, f"missed-{deadline}"),
-                          ttl=stream_ttl(run.keep_seconds, ctx.settings.history))
+                                        msg_id=s.msg_id(run.run_id, 0, f"missed-{deadline}"),
+                                        ttl=stream_ttl(run.keep_seconds, ctx.settings.history))

@@ -71,9 +71,9 @@ class Flows:
         spec, now = record.spec, self.ctx.clock.now()
         waiting = await joins.waiting_run(self.ctx.runs, spec.key)
         if waiting is not None:
-            pending, _ = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id)
+            pending, newest = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id)
             if not pending:
-                await joins.release(self.ctx, waiting.run_id, now)
+                await joins.release(self.ctx, waiting.run_id, joins.took_at(now, newest))
             else:
                 await self._move_waiting(waiting.run_id, RunState.WAITING, joins.upstream_wait(pending))
             return
@@ -84,7 +84,8 @@ class Flows:
         rid = run_id(spec.key, named)
         state, reason = (RunState.WAITING, joins.upstream_wait(pending)) if pending else (RunState.SCHEDULED, "")
         run = new_run(spec, run_id=rid, state=state, scheduled_at=named, due_at=now, now=now, reason=reason,
-                      flow_id=rid, trace_id=ended.trace_id, keep_seconds=await self.ctx.history.keep_for(spec))
+                      flow_id=rid, trace_id=ended.trace_id, keep_seconds=await self.ctx.history.keep_for(spec),
+                      released_at=joins.took_at(now, newest) if state is RunState.SCHEDULED else None)
         try:
             await self.ctx.runs.create(rid, run)
         except WriteConflict:
@@ -162,8 +163,8 @@ class Flows:
         """A blocked run is terminal from birth: say so on the events stream, count it, and block its own
         downstream in turn."""
         await self.ctx.publisher.publish(s.event_subject("blocked", s.TRACKER_SOURCE), encode(run),
-                      msg_id=s.msg_id(run.run_id, 1, "blocked"),
-                      ttl=stream_ttl(run.keep_seconds, self.ctx.settings.history))
+                                         msg_id=s.msg_id(run.run_id, 1, "blocked"),
+                                         ttl=stream_ttl(run.keep_seconds, self.ctx.settings.history))
         metrics.child(metrics.RUNS_FINISHED, outcome=RunState.BLOCKED.value).inc()
         await self.on_terminal(run)
 

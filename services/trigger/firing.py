@@ -89,17 +89,19 @@ class Firer:
         except NotFound:
             pass  # removed meanwhile
 
-    async def _join(self, spec: JobSpec, rid: str, now: datetime) -> tuple[RunState, str]:
+    async def _join(self, spec: JobSpec, rid: str, now: datetime) -> tuple[RunState, str, datetime | None]:
         """An occurrence of a job joined on its upstreams' latest successes: ready (scheduled) or waiting for them.
         At most one of the job's runs waits: while one does, a later occurrence is recorded skipped and the waiting
         one is released in its place once the upstreams allow, so that no two runs take the same successes."""
         waiting = await joins.waiting_run(self.ctx.runs, spec.key)
-        pending, _ = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id if waiting else "")
+        pending, newest = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id if waiting else "")
         if waiting is None:
-            return (RunState.WAITING, upstream_wait(pending)) if pending else (RunState.SCHEDULED, "")
+            if pending:
+                return RunState.WAITING, upstream_wait(pending), None
+            return RunState.SCHEDULED, "", joins.took_at(now, newest)
         if not pending:
-            await release(self.ctx, waiting.run_id, now)
-        return RunState.SKIPPED, f"join: {waiting.run_id} still waited on its upstream jobs and runs in its place"
+            await release(self.ctx, waiting.run_id, joins.took_at(now, newest))
+        return RunState.SKIPPED, f"join: {waiting.run_id} still waited on its upstream jobs and runs in its place", None
 
     async def _overlap(self, record: JobRecord, last_run: str) -> tuple[OverlapAction, str]:
         if record.spec.overlap is OverlapPolicy.ALLOW or not last_run:
@@ -144,7 +146,7 @@ class Firer:
         parent = context_from_trace_id(record.trace_id) if one_off else context.Context()
         with messaging_span(_tracer, "publish", s.place_subject(spec.priority), parent=parent, run_id=rid,
                             job=spec.key, links=[] if one_off else link_to(record.trace_id)):
-            state, reason, after, supersede = RunState.SCHEDULED, "", "", ""
+            state, reason, after, supersede, took = RunState.SCHEDULED, "", "", "", None
             if fire.skip_reason is not None:
                 state, reason = RunState.SKIPPED, fire.skip_reason
             else:
@@ -156,10 +158,10 @@ class Firer:
                 elif action is OverlapAction.CANCEL_PREVIOUS:
                     supersede = previous
                 if state is RunState.SCHEDULED and spec.depends_on:  # join: latest (warm.Warm.fireable)
-                    state, reason = await self._join(spec, rid, now)
+                    state, reason, took = await self._join(spec, rid, now)
             run = new_run(spec, run_id=rid, state=state, scheduled_at=fire.nominal, due_at=fire.due_at, now=now,
                           reason=reason, after=after, flow_id=rid, trace_id=current_trace_id(),
-                          keep_seconds=keep)
+                          keep_seconds=keep, released_at=took)
             try:
                 await self.ctx.runs.create(rid, run)
             except WriteConflict:
