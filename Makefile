@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-bench test-fast test-deploy chaos lint typecheck schemas bench bench-longlife screenshots browser tools clean
+.PHONY: up test test-bench test-fuzz test-fast test-deploy chaos lint typecheck schemas bench bench-longlife screenshots browser tools clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,8 +32,13 @@ browser: tools
 # worksteal rebalances the long tests. TEST_WORKERS=0 runs them in this process, one at a time.
 TEST_WORKERS ?= 6
 test: $(STAMP) tools
-	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy and not bench" -p no:cacheprovider \
-	  -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy and not bench and not fuzz" \
+	  -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
+
+# Every verb and every REST operation driven by requests generated from their schemas (hypothesis, schemathesis):
+# a few long, CPU-bound tests of their own (docs/decisions-testing.md).
+test-fuzz: $(STAMP)
+	$(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider -n 3 --dist worksteal
 
 # Every benchmark script at smoke size (tests/integration/test_bench_smoke.py): the harness does not rot.
 test-bench: $(STAMP)

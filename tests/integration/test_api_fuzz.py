@@ -37,6 +37,8 @@ from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.verbs import VERBS
 
+pytestmark = pytest.mark.fuzz
+
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "api"
 TENANT = "acme"
 REPLY_S = 10.0

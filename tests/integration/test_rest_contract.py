@@ -29,7 +29,7 @@ SEED = 20261205
 EXAMPLES = 15
 """Cases per operation and phase: enough to reach every status and link, small enough for make test."""
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.fuzz]
 
 
 @pytest.fixture
