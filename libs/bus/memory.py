@@ -192,6 +192,11 @@ class MemoryQueue:
         self._arrived.set()
         return self._seq
 
+    @property
+    def unsettled(self) -> list[int]:
+        """The sequences of the messages neither acked nor terminated yet."""
+        return sorted(self._due)
+
     async def fetch(self, batch: int, timeout: float) -> list[MemoryMessage]:
         """Up to `batch` deliverable messages, oldest first; waits up to `timeout` for one (TimeoutError)."""
         deadline = self.clock() + timeout

@@ -1,0 +1,81 @@
+"""The placement leader's assignment (services/placement/service.py) on the bus's twins, which tests/contract
+holds to the server: a PlaceRun is held unacked until its run is assigned by a compare-and-set on its record, then
+one AssignRun goes to the agent and the PlaceRun is acked; a run that moved on meanwhile is neither assigned nor
+sent, and a redelivered PlaceRun of an assigned run changes nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from twin_support import twin_context
+
+from jetcron.bus.consume import Hold
+from jetcron.bus.memory import MemoryPublisher, MemoryQueue
+from jetcron.core.models import AgentInfo, JobSpec, Resources, Run, RunState
+from jetcron.core.runs import new_run
+from jetcron.services.placement.service import Placer
+from jetcron.services.placement.view import View
+from jetcron.services.runtime import Context
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode, encode
+from jetcron.wire.messages import AssignRun, place_run_for
+
+SPEC = JobSpec(name="nightly", command=["true"], resources=Resources(cpu=1, memory_mb=256))
+
+
+async def setup() -> tuple[Context, Placer, MemoryQueue, Run]:
+    """A leader on the twins with one agent, and one scheduled run whose PlaceRun waits in the queue."""
+    ctx = twin_context("placement")
+    now = ctx.clock.now()
+    view = View(ctx)
+    view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=4, memory_mb=4096, heartbeat_at=now, started_at=now))
+    run = new_run(SPEC, run_id="nightly.r1", state=RunState.SCHEDULED, scheduled_at=now, due_at=now, now=now)
+    await ctx.runs.create(run.run_id, run)
+    queue = MemoryQueue()
+    await queue.publish(s.place_subject(SPEC.priority), encode(place_run_for(run)), msg_id="nightly.r1/1/place")
+    return ctx, Placer(ctx, view), queue, run
+
+
+def sent(ctx: Context) -> list[AssignRun]:
+    assert isinstance(ctx.publisher, MemoryPublisher)
+    return [decode(p.data, AssignRun) for p in ctx.publisher.on(s.assign_subject("*"))]
+
+
+async def test_a_held_run_is_assigned_by_its_record_then_sent_to_its_agent_and_its_message_acked() -> None:
+    ctx, placer, queue, run = await setup()
+    # When the leader takes the PlaceRun, it holds it unacked
+    (msg,) = await queue.fetch(1, 1)
+    with pytest.raises(Hold):
+        await placer.take(msg)
+    assert sent(ctx) == [] and queue.unsettled == [msg.seq]
+
+    # And its pass assigns the run: the record first, then one AssignRun, then the ack
+    await placer.place_once()
+    stored, _ = await ctx.runs.get(run.run_id)
+    assert (stored.state, stored.agents, stored.attempt) == (RunState.ASSIGNED, ["agent-1"], 1)
+    assert [(a.run_id, a.agent, a.attempt) for a in sent(ctx)] == [("nightly.r1", "agent-1", 1)]
+    assert queue.unsettled == []
+
+    # A redelivery of the same PlaceRun (its ack lost) is acked and changes nothing
+    await placer.take(msg)
+    await placer.place_once()
+    assert len(sent(ctx)) == 1 and (await ctx.runs.get(run.run_id))[0] == stored
+
+
+async def test_a_run_cancelled_while_held_is_neither_assigned_nor_sent() -> None:
+    ctx, placer, queue, run = await setup()
+    (msg,) = await queue.fetch(1, 1)
+    with pytest.raises(Hold):
+        await placer.take(msg)
+    # Given the run was cancelled while it waited (the api's compare-and-set came first)
+    cancelled = Run(**{**{f: getattr(run, f) for f in run.__struct_fields__}, "state": RunState.CANCELLED,
+                       "finished_at": ctx.clock.now() + timedelta(seconds=1)})
+    await ctx.runs.put(run.run_id, cancelled)
+
+    # When the pass reaches it, then the record refuses the assignment: nothing is sent, the message is acked
+    await placer.place_once()
+    assert (await ctx.runs.get(run.run_id))[0].state is RunState.CANCELLED
+    assert sent(ctx) == [] and queue.unsettled == []
+    # and its place is free again for the next run
+    assert placer.view.placed.get(run.run_id) is None
