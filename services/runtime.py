@@ -27,7 +27,7 @@ from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Connection, ConnectionClosed, JetStream, Publisher, Records
+from jetcron.bus.ports import Connection, ConnectionClosed, JetStream, Publisher, Records, Rpc
 from jetcron.bus.publish import StreamPublisher
 from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import ensure_topology, missing_parts
@@ -87,6 +87,8 @@ class Context:
     history: History
     publisher: Publisher
     """Where this service's commands and events go (bus/publish.StreamPublisher; twin: memory.MemoryPublisher)."""
+    rpc: Rpc
+    """Requests, replies and control messages (bus/rpc.NatsRpc; twin: memory.MemoryRpc)."""
     clock: SystemClock = field(default_factory=SystemClock)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     log: structlog.stdlib.BoundLogger = field(default_factory=lambda: structlog.get_logger("jetcron"))
@@ -154,7 +156,7 @@ async def boot(name: str, settings: Settings) -> Context:
         cursors=await Store.open(js, s.BUCKET_CURSORS, Cursor),
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
         tenants=tenants, calendars=await Store.open(js, s.BUCKET_CALENDARS, CalendarRecord),
-        leases=lease_store.on_server(js), publisher=StreamPublisher(js),
+        leases=lease_store.on_server(js), publisher=StreamPublisher(js), rpc=rpc.NatsRpc(nc),
         history=History(tenants, history), clock=clock,
         remake_topology=remake,
     )

@@ -172,3 +172,35 @@ class Publisher(Protocol):
         """Store `message` (a struct, encoded; or bytes as they are) on `subject`; its sequence in its stream.
         `ttl`: whole seconds it is kept (a run's event or output: core/retention.stream_ttl)."""
         ...
+
+
+class Subscribed(Protocol):
+    """A subscription `Rpc.serve` made."""
+
+    async def unsubscribe(self) -> None: ...
+
+
+class Rpc(Protocol):
+    """Core NATS request/reply and one-way messages (bus/rpc.NatsRpc; twin: memory.MemoryRpc): for services that
+    answer or ask without JetStream, and the agents' control messages. Nothing is stored: a message nobody
+    listens to is gone.
+
+    Errors are jetcron's: rpc.NoAnswer (no responder on the subject, or none within the timeout)."""
+
+    async def request(self, subject: str, data: bytes, *, timeout: float,
+                      headers: dict[str, str] | None = None) -> Request:
+        """The reply to one request."""
+        ...
+
+    async def serve(self, subject: str, handler: Handler, *, queue: str = "", flush: bool = False) -> Subscribed:
+        """Call `handler` with every message on `subject` (one member of the queue group `queue`, when given);
+        `flush`: return once the server has the subscription."""
+        ...
+
+    async def notify(self, subject: str, data: bytes) -> None:
+        """A one-way message: whoever serves the subject gets it, if anyone does."""
+        ...
+
+    async def flush(self) -> None:
+        """Wait until everything sent so far has been processed."""
+        ...

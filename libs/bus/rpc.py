@@ -13,7 +13,7 @@ from nats.aio.subscription import Subscription
 from nats.js.api import DeliverPolicy
 
 from jetcron.bus.ordered import in_order
-from jetcron.bus.ports import Connection, Handler, JetStream, Message
+from jetcron.bus.ports import Connection, Handler, JetStream, Message, Request, Subscribed
 from jetcron.core.errors import Unavailable
 
 CANCELS = 3
@@ -131,3 +131,23 @@ def is_connected(nc: Connection) -> bool:
 def jetstream(nc: Connection, *, timeout: float) -> JetStream:
     """A JetStream context whose requests wait at most `timeout` seconds for the server."""
     return nc.jetstream(timeout=timeout)
+
+
+class NatsRpc:
+    """ports.Rpc on a NATS connection."""
+
+    def __init__(self, nc: Connection) -> None:
+        self.nc = nc
+
+    async def request(self, subject: str, data: bytes, *, timeout: float,
+                      headers: dict[str, str] | None = None) -> Request:
+        return await request(self.nc, subject, data, timeout=timeout, headers=headers)
+
+    async def serve(self, subject: str, handler: Handler, *, queue: str = "", flush: bool = False) -> Subscribed:
+        return await serve(self.nc, subject, handler, queue=queue, flush=flush)
+
+    async def notify(self, subject: str, data: bytes) -> None:
+        await notify(self.nc, subject, data)
+
+    async def flush(self) -> None:
+        await flush(self.nc)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime
 
-from jetcron.bus import rpc
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Connection, Publisher, Records
+from jetcron.bus.ports import Publisher, Records, Rpc
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
@@ -19,7 +18,7 @@ from jetcron.wire.codec import encode
 from jetcron.wire.messages import CancelRun
 
 
-async def cancel_run(runs: Records[Run], leases: Leases, nc: Connection, run_id: str, reason: str,
+async def cancel_run(runs: Records[Run], leases: Leases, rpc: Rpc, run_id: str, reason: str,
                      now: datetime, lease_ttl: float) -> Run:
     """CAS the run to cancelled, then revoke its lease so the agent kills the child at its next renewal.
     A run already ended is returned as it is; Contended when it keeps changing under us."""
@@ -34,12 +33,12 @@ async def cancel_run(runs: Records[Run], leases: Leases, nc: Connection, run_id:
     if old.state in (RunState.ASSIGNED, RunState.RUNNING):
         await leases.revoke(s.run_lease_key(run_id), reason, lease_ttl * 3)
         for agent in old.agents:
-            await rpc.notify(nc, s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=old.attempt,
-                                                                          reason=reason)))
+            await rpc.notify(s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=old.attempt,
+                                                                      reason=reason)))
     return new
 
 
-async def preempt_run(runs: Records[Run], leases: Leases, nc: Connection, publisher: Publisher, run_id: str,
+async def preempt_run(runs: Records[Run], leases: Leases, rpc: Rpc, publisher: Publisher, run_id: str,
                       attempt: int, reason: str, now: datetime, lease_ttl: float, grace: float,
                       copy: tuple[Run, int] | None = None) -> Run | None:
     """Stop a running attempt to give its place to a run of higher priority (placement decided it,
@@ -63,9 +62,9 @@ async def preempt_run(runs: Records[Run], leases: Leases, nc: Connection, publis
     # renews nothing more (a renewal that found the lease revoked first would kill it at once, without its grace).
     with contextlib.suppress(Exception):
         for agent in old.agents:
-            await rpc.notify(nc, s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=old.attempt,
-                                                                          reason=reason, grace_seconds=grace)))
-        await rpc.flush(nc)
+            await rpc.notify(s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=old.attempt,
+                                                                      reason=reason, grace_seconds=grace)))
+        await rpc.flush()
     with contextlib.suppress(JetcronError):
         await leases.revoke(s.run_lease_key(run_id), reason, lease_ttl * 3)
     with contextlib.suppress(JetcronError):

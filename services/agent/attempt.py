@@ -344,7 +344,7 @@ class Attempt:
                 return Outcome("start_failed", None, missing)
             env.update(values)
         if settings.nats_creds:  # auth on: the run gets its own credential, never the agent's
-            creds, why = await run_credential(self.ctx.nc, self.cmd)
+            creds, why = await run_credential(self.ctx.rpc, self.cmd)
             if why:
                 self.ctx.log.warning("run starts without a NATS credential", run_id=self.cmd.run_id, reason=why)
             env.update(creds)

@@ -367,7 +367,7 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     if agent.spares is not None:
         agent.spares.refill()
     durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
-    control = await rpc.serve(ctx.nc, s.control_subject(agent.agent_id), agent.on_control)
+    control = await ctx.rpc.serve(s.control_subject(agent.agent_id), agent.on_control)
     consume_stop = asyncio.Event()
     if setup.gpus[0]:
         await agent.gpu_health.check()  # the first heartbeat already carries a result

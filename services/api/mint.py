@@ -8,7 +8,6 @@ from pathlib import Path
 from jetcron.auth import jwt
 from jetcron.auth.authority import mint_job
 from jetcron.auth.roles import job_inbox
-from jetcron.bus import rpc
 from jetcron.bus.ports import Message
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
@@ -68,4 +67,4 @@ async def serve_mint(ctx: Context) -> object | None:
     if not ctx.settings.job_signing_key_file or not ctx.settings.nats_creds:
         return None
     minter = Minter(ctx, ctx.settings.job_signing_key_file)
-    return await rpc.serve(ctx.nc, s.MINT_ALL, minter.handle, queue=s.API_QUEUE)
+    return await ctx.rpc.serve(s.MINT_ALL, minter.handle, queue=s.API_QUEUE)

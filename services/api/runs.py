@@ -117,7 +117,7 @@ class Runs(Noun):
         ready the answer is unavailable (retry), never a scan: among millions of records a scan would take
         minutes and load the store for everyone."""
         try:
-            msg = await rpc.request(self.ctx.nc, s.TRACKER_RUNS, encode(query), timeout=ACTIVE_TIMEOUT)
+            msg = await self.ctx.rpc.request(s.TRACKER_RUNS, encode(query), timeout=ACTIVE_TIMEOUT)
         except rpc.NoAnswer:
             raise Unavailable("no run tracker has its index of active runs ready (starting, or none running); "
                               "retry") from None
@@ -130,7 +130,7 @@ class Runs(Noun):
     async def cancel(self, call: Call) -> Run:
         req = body(call.data, v.RunsCancel)
         run = await visible_run(self.ctx, run_id_of(text(req, "run_id")), call.tenant)
-        return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, run.run_id,
+        return await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.rpc, run.run_id,
                                 text(req, "reason") or "cancelled by user", self.ctx.clock.now(),
                                 self.ctx.settings.run_lease_ttl)
 

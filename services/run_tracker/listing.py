@@ -11,7 +11,6 @@ from collections.abc import Mapping
 
 import msgspec
 
-from jetcron.bus import rpc
 from jetcron.bus.ports import Message
 from jetcron.core.models import Run
 from jetcron.services.runtime import Context
@@ -47,7 +46,7 @@ async def serve_listing(ctx: Context, active: Mapping[str, Run], synced: asyncio
             reply = error_reply(exc)
         await msg.respond(encode(reply))
 
-    sub = await rpc.serve(ctx.nc, s.TRACKER_RUNS, answer, queue=s.TRACKER_RUNS_QUEUE, flush=True)
+    sub = await ctx.rpc.serve(s.TRACKER_RUNS, answer, queue=s.TRACKER_RUNS_QUEUE, flush=True)
     try:
         await ctx.stop.wait()
     finally:

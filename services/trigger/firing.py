@@ -118,7 +118,7 @@ class Firer:
         """cancel_previous: cancel the run before `rid` only once `rid` is recorded, so the ledger never shows
         the job with its last run cancelled and no successor (and a crash in between cannot leave it so)."""
         if previous:
-            await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.nc, previous,
+            await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.rpc, previous,
                              f"overlap: superseded by {rid}", now, self.ctx.settings.run_lease_ttl)
 
     async def _redispatch(self, rid: str, now: datetime) -> None:

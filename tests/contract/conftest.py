@@ -26,8 +26,9 @@ from jetcron.bus import lease as lease_store
 from jetcron.bus.consume import PullQueue
 from jetcron.bus.kv import Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.memory import MemoryLeaseLog, MemoryRecords
-from jetcron.bus.ports import Records
+from jetcron.bus.memory import MemoryLeaseLog, MemoryRecords, MemoryRpc
+from jetcron.bus.ports import Records, Rpc
+from jetcron.bus.rpc import NatsRpc
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
 
@@ -123,3 +124,19 @@ async def publisher_side(request: pytest.FixtureRequest) -> AsyncIterator[Publis
         yield ServerPublisher(js, f"CP{n}", f"cp{n}")
     finally:
         await nc.close()
+
+
+@pytest.fixture(params=["twin", "server"])
+async def rpc_pair(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Rpc, Rpc]]:
+    """Two ends of request/reply: two connections to the server, or the one twin both ends share."""
+    if request.param == "twin":
+        twin = MemoryRpc()
+        yield twin, twin
+        return
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    asker, answerer = await nats.connect(server.url), await nats.connect(server.url)
+    try:
+        yield NatsRpc(asker), NatsRpc(answerer)
+    finally:
+        await asker.close()
+        await answerer.close()

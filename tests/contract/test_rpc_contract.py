@@ -1,0 +1,82 @@
+"""ports.Rpc: request/reply and one-way messages as bus/rpc.NatsRpc gives them on a real server and
+memory.MemoryRpc must give them too: an answer, no responders, no answer in time (each a NoAnswer naming the
+subject and why), one member of a queue group per request, and a notice to whoever serves its subject."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from jetcron.bus.ports import Message, Rpc
+from jetcron.bus.rpc import NoAnswer
+
+subjects = (f"ct.rpc{n}" for n in itertools.count(1))
+
+
+async def test_a_request_gets_the_answer_of_the_one_serving_its_subject(rpc_pair: tuple[Rpc, Rpc]) -> None:
+    asker, answerer = rpc_pair
+    subject = next(subjects)
+
+    async def echo(msg: Message) -> None:
+        await msg.respond(b"re: " + msg.data)
+
+    served = await answerer.serve(f"{subject}.*", echo, flush=True)
+    reply = await asker.request(f"{subject}.a", b"hello", timeout=5)
+    assert reply.data == b"re: hello"
+    # A subject nobody serves has no responders
+    with pytest.raises(NoAnswer, match=rf"^{subject}x\.a: no responders$") as nobody:
+        await asker.request(f"{subject}x.a", b"hello", timeout=5)
+    assert nobody.value.responders is False
+    # Once unsubscribed, it answers no more
+    await served.unsubscribe()
+    await answerer.flush()
+    with pytest.raises(NoAnswer, match=rf"^{subject}\.a: no "):
+        await asker.request(f"{subject}.a", b"hello", timeout=1)
+
+
+async def test_a_served_request_that_gets_no_answer_in_time_says_so(rpc_pair: tuple[Rpc, Rpc]) -> None:
+    asker, answerer = rpc_pair
+    subject = next(subjects)
+
+    async def silent(msg: Message) -> None:
+        return None
+
+    await answerer.serve(subject, silent, flush=True)
+    with pytest.raises(NoAnswer, match=rf"^{subject}: no answer within 0.3s$") as late:
+        await asker.request(subject, b"?", timeout=0.3)
+    assert late.value.responders is True
+
+
+async def test_one_member_of_a_queue_group_answers_each_request(rpc_pair: tuple[Rpc, Rpc]) -> None:
+    asker, answerer = rpc_pair
+    subject = next(subjects)
+    asked: list[str] = []
+
+    def member(name: str) -> object:
+        async def handle(msg: Message) -> None:
+            asked.append(name)
+            await msg.respond(name.encode())
+        return handle
+
+    for name in ("one", "two"):
+        await answerer.serve(subject, member(name), queue="q", flush=True)  # type: ignore[arg-type]
+    replies = [(await asker.request(subject, b"?", timeout=5)).data for _ in range(6)]
+    assert len(asked) == 6 and all(reply in (b"one", b"two") for reply in replies)
+
+
+async def test_a_notice_reaches_whoever_serves_its_subject(rpc_pair: tuple[Rpc, Rpc]) -> None:
+    asker, answerer = rpc_pair
+    subject = next(subjects)
+    got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def take(msg: Message) -> None:
+        await got.put(msg.data)
+
+    await answerer.serve(subject, take, flush=True)
+    await asker.notify(subject, b"cancel r1")
+    await asker.notify(f"{subject}.elsewhere", b"nobody listens")  # gone, and no error
+    await asker.flush()
+    assert await asyncio.wait_for(got.get(), 5) == b"cancel r1"
+    assert got.empty()
