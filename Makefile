@@ -58,7 +58,8 @@ test-fast: $(STAMP)
 CHAOS_TESTS = tests/chaos tests/integration/test_api_bad_input.py tests/integration/test_api_fuzz.py \
 	tests/integration/test_admission.py tests/integration/test_graceful_stop.py
 chaos: $(STAMP)
-	JETCRON_GUARANTEES_REPORT=docs/chaos-report.json $(BIN)/python -m pytest -q $(CHAOS_TESTS) -p no:cacheprovider; \
+	JETCRON_TEST_PRELOAD=0 JETCRON_GUARANTEES_REPORT=docs/chaos-report.json $(BIN)/python -m pytest -q $(CHAOS_TESTS) \
+	  -p no:cacheprovider; \
 	status=$$?; $(BIN)/python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md; exit $$status
 
 lint: $(STAMP)

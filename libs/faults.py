@@ -16,9 +16,19 @@ import time
 
 from jetcron.core.errors import Unavailable
 
-_spec = os.environ.get("JETCRON_FAULT", "")
-_points = dict(item.split("=", 1) for item in _spec.split(",") if "=" in item)
+_points: dict[str, str] = {}
 _hits: dict[str, int] = {}
+
+
+def configure(spec: str) -> None:
+    """Take the fault points from a JETCRON_FAULT value (read from the environment at import)."""
+    _points.clear()
+    _points.update((point, action) for point, _, action in (item.partition("=") for item in spec.split(","))
+                   if action)
+    _hits.clear()
+
+
+configure(os.environ.get("JETCRON_FAULT", ""))
 
 
 def point(name: str) -> None:

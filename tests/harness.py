@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pytest
 
 from jetcron.auth.authority import Authority
@@ -188,11 +189,15 @@ class ServiceProcess:
     argv: list[str]
     env: dict[str, str]
     log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | forkserver.Preloaded | None = None
     seen: dict[int, int] = field(default_factory=dict)
     """Descendants noticed so far (agents spawn reapers and jobs); killed at teardown if they outlive us."""
 
     def start(self) -> ServiceProcess:
+        if forkserver.enabled() and self.argv[:2] == [sys.executable, "-m"]:
+            # The same service in a process of its own, forked from one that has imported it (tests/preloader.py)
+            self.proc = forkserver.ForkServer.get(clean_env()).start(self.argv[2], self.env, self.log_path)
+            return self
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
