@@ -302,3 +302,13 @@ class Store(RecordOps[T]):
         if (data := value_of(msg.data, msg.headers)) is None:
             return None
         return decode(data, self.kind), int(msg.seq or 0)
+
+
+class ServerBuckets:
+    """ports.Buckets on JetStream: each bucket a kv.Store."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
+
+    async def open(self, name: str, kind: type[T]) -> Store[T]:
+        return await Store.open(self.js, name, kind)

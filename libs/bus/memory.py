@@ -386,3 +386,14 @@ class MemoryRpc:
 
     async def flush(self) -> None:
         return None
+
+
+class MemoryBuckets:
+    """ports.Buckets in memory: one MemoryRecords per bucket and type, the same one each time it is opened."""
+
+    def __init__(self) -> None:
+        self.opened: dict[tuple[str, type[Any]], Any] = {}
+
+    async def open(self, name: str, kind: type[T]) -> MemoryRecords[T]:
+        made: MemoryRecords[T] = self.opened.setdefault((name, kind), MemoryRecords(name, kind))
+        return made

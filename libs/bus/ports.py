@@ -204,3 +204,10 @@ class Rpc(Protocol):
     async def flush(self) -> None:
         """Wait until everything sent so far has been processed."""
         ...
+
+
+class Buckets(Protocol):
+    """Opens a bucket of records of one type by its name (bus/kv.ServerBuckets; twin: memory.MemoryBuckets): for the
+    buckets a service reads or writes besides the Context's own (jobs, runs, cursors, agents, tenants, calendars)."""
+
+    async def open(self, name: str, kind: type[T]) -> Records[T]: ...

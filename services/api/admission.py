@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
 
-from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.bus.streams import stream_state
 from jetcron.core import admission
 from jetcron.core.models import TenantPolicy
@@ -61,7 +61,7 @@ class Admission:
         self.ctx = ctx
         self.buckets: dict[str, admission.TokenBucket] = {}
         self.cache = _Cached()
-        self._depths: Store[QueueDepths] | None = None
+        self._depths: Records[QueueDepths] | None = None
 
     async def admit(self, tenant: str) -> None:
         """Raise RateLimited or Unavailable if this tenant's submit must wait; take one submit otherwise."""
@@ -92,6 +92,6 @@ class Admission:
 
     async def _read_depths(self) -> QueueDepths | None:
         if self._depths is None:
-            self._depths = await Store.open(self.ctx.js, s.BUCKET_PLACEMENT, QueueDepths)
+            self._depths = await self.ctx.buckets.open(s.BUCKET_PLACEMENT, QueueDepths)
         found = await self._depths.maybe(s.PENDING_KEY)
         return None if found is None else found[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.core.capacity import CapacitySummary, unsatisfiable
 from jetcron.core.models import JobSpec
 from jetcron.services.runtime import Context
@@ -17,7 +17,7 @@ STALE = 300.0  # the leader rewrites the summary at least every 30 s
 class CapacityCheck:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self._store: Store[CapacitySummary] | None = None
+        self._store: Records[CapacitySummary] | None = None
         self._summary: CapacitySummary | None = None
         self._read_at = float("-inf")
 
@@ -27,7 +27,7 @@ class CapacityCheck:
         self._read_at = time.monotonic()
         try:
             if self._store is None:
-                self._store = await Store.open(self.ctx.js, s.BUCKET_PLACEMENT, CapacitySummary)
+                self._store = await self.ctx.buckets.open(s.BUCKET_PLACEMENT, CapacitySummary)
             found = await self._store.maybe(s.CAPACITY_KEY)
         except Exception:  # a warning is advice: never fail a submit for want of it (e.g. no bucket yet)
             return self._summary

@@ -14,8 +14,7 @@ import re
 import msgspec
 
 from jetcron.bus.consume import Retry, pull_loop
-from jetcron.bus.kv import Store
-from jetcron.bus.ports import Message
+from jetcron.bus.ports import Message, Records
 from jetcron.core.errors import InvalidSpec, JetcronError
 from jetcron.core.validate import parse_json_object
 from jetcron.services.api.call import Call
@@ -39,11 +38,11 @@ class Intake:
     def __init__(self, ctx: Context, jobs: Jobs) -> None:
         self.ctx = ctx
         self.jobs = jobs
-        self.outcomes: Store[Submission] | None = None
+        self.outcomes: Records[Submission] | None = None
 
-    async def _store(self) -> Store[Submission]:
+    async def _store(self) -> Records[Submission]:
         if self.outcomes is None:
-            self.outcomes = await Store.open(self.ctx.js, s.BUCKET_SUBMISSIONS, Submission)
+            self.outcomes = await self.ctx.buckets.open(s.BUCKET_SUBMISSIONS, Submission)
         return self.outcomes
 
     async def serve(self) -> None:
@@ -87,7 +86,7 @@ class Intake:
             parsed["idempotency_key"] = f"submit-{request_id}"
         return msgspec.json.encode(parsed)
 
-    async def _keep(self, store: Store[Submission], tenant: str, request_id: str, exc: Exception) -> None:
+    async def _keep(self, store: Records[Submission], tenant: str, request_id: str, exc: Exception) -> None:
         reply = error_reply(exc)
         await store.put(submission_key(tenant, request_id), Submission(
             request_id=request_id, tenant=tenant, outcome="rejected", error=reply.error, at=self.ctx.clock.now()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
 from jetcron.core.notify import DELIVERED, DELIVERY_ID_RE, PARKED, PENDING, Delivery, job_deliveries
 from jetcron.services.api.call import Call, job_named, visible
@@ -25,11 +25,11 @@ class Notifications(Noun):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.store: Store[Delivery] | None = None
+        self.store: Records[Delivery] | None = None
 
-    async def _log(self) -> Store[Delivery]:
+    async def _log(self) -> Records[Delivery]:
         if self.store is None:
-            self.store = await Store.open(self.ctx.js, s.BUCKET_NOTIFY, Delivery)
+            self.store = await self.ctx.buckets.open(s.BUCKET_NOTIFY, Delivery)
         return self.store
 
     @verb

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.core.errors import InvalidSpec, NotFound
 from jetcron.services.api.call import Call
 from jetcron.services.api.intake import REQUEST_ID_RE, submission_key
@@ -21,11 +21,11 @@ class Submissions(Noun):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.outcomes: Store[Submission] | None = None
+        self.outcomes: Records[Submission] | None = None
 
-    async def _store(self) -> Store[Submission]:
+    async def _store(self) -> Records[Submission]:
         if self.outcomes is None:
-            self.outcomes = await Store.open(self.ctx.js, s.BUCKET_SUBMISSIONS, Submission)
+            self.outcomes = await self.ctx.buckets.open(s.BUCKET_SUBMISSIONS, Submission)
         return self.outcomes
 
     @verb

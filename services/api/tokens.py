@@ -7,7 +7,7 @@ Revoking deletes the record: every gateway replica watches the bucket and refuse
 from __future__ import annotations
 
 from jetcron.auth.tokens import TOKEN_ID_RE, TokenRecord, issue
-from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.core.errors import InvalidSpec, NotFound
 from jetcron.core.ids import TENANT_RE
 from jetcron.services.api.call import Call
@@ -28,11 +28,11 @@ class Tokens(Noun):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.store: Store[TokenRecord] | None = None
+        self.store: Records[TokenRecord] | None = None
 
-    async def _store(self) -> Store[TokenRecord]:
+    async def _store(self) -> Records[TokenRecord]:
         if self.store is None:
-            self.store = await Store.open(self.ctx.js, s.BUCKET_TOKENS, TokenRecord)
+            self.store = await self.ctx.buckets.open(s.BUCKET_TOKENS, TokenRecord)
         return self.store
 
     @verb

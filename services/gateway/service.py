@@ -11,7 +11,7 @@ import uvicorn
 from structlog.stdlib import BoundLogger
 
 from jetcron.auth.tokens import TokenRecord
-from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.core.errors import Misconfigured
 from jetcron.sdk.client import Client
 from jetcron.services.gateway.app import build_app
@@ -33,7 +33,7 @@ class TokenBook:
     def lookup(self, token_id: str) -> TokenRecord | None:
         return self.records.get(token_id)
 
-    async def follow(self, store: Store[TokenRecord], log: BoundLogger) -> None:
+    async def follow(self, store: Records[TokenRecord], log: BoundLogger) -> None:
         """For ever; a watch that fails (the bucket not made yet, NATS away) starts again from the top."""
         while True:
             try:
@@ -80,7 +80,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 async def main(ctx: Context) -> None:
     book = TokenBook()
-    watch = background(ctx, book.follow(await Store.open(ctx.js, s.BUCKET_TOKENS, TokenRecord), ctx.log))
+    watch = background(ctx, book.follow(await ctx.buckets.open(s.BUCKET_TOKENS, TokenRecord), ctx.log))
     timeout = ctx.settings.http_api_timeout
 
     def ready() -> str | None:

@@ -18,8 +18,8 @@ from datetime import datetime
 import msgspec
 
 from jetcron.bus.consume import Drop, Retry, pull_loop
-from jetcron.bus.kv import Store, value_of
-from jetcron.bus.ports import Message
+from jetcron.bus.kv import value_of
+from jetcron.bus.ports import Message, Records
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.models import JobRecord, JobSpec, NotifyRule, RetryPolicy, Run
 from jetcron.core.notify import (
@@ -55,7 +55,7 @@ class _RulesOfRun(msgspec.Struct):
 
 
 class Notifier:
-    def __init__(self, ctx: Context, log: Store[Delivery], targets: Targets) -> None:
+    def __init__(self, ctx: Context, log: Records[Delivery], targets: Targets) -> None:
         self.ctx = ctx
         self.log = log
         self.targets = targets
@@ -177,7 +177,7 @@ def _observe_latency(rule: NotifyRule, notice: Notice, now: datetime) -> None:
 
 
 async def main(ctx: Context) -> None:
-    log = await Store.open(ctx.js, s.BUCKET_NOTIFY, Delivery)
+    log = await ctx.buckets.open(s.BUCKET_NOTIFY, Delivery)
     targets = Targets(ctx.settings, ctx.js, ctx.publisher, ctx.clock)
     notifier = Notifier(ctx, log, targets)
     stop = asyncio.Event()

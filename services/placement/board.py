@@ -8,7 +8,7 @@ from datetime import datetime
 
 import msgspec
 
-from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.core.capacity import CapacitySummary, summarize
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import AgentInfo
@@ -25,8 +25,8 @@ class SuspectMark(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Board:
-    def __init__(self, capacity: Store[CapacitySummary], suspects: Store[SuspectMark],
-                 depths: Store[QueueDepths] | None = None) -> None:
+    def __init__(self, capacity: Records[CapacitySummary], suspects: Records[SuspectMark],
+                 depths: Records[QueueDepths] | None = None) -> None:
         self.capacity = capacity
         self.suspects = suspects
         self.depths = depths

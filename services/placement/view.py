@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jetcron.bus import rpc
-from jetcron.bus.kv import Store
 from jetcron.core.capacity import CapacitySummary
 from jetcron.core.errors import JetcronError
 from jetcron.core.fairness import FairQueue
@@ -323,6 +322,6 @@ def _same(a: AgentInfo, b: AgentInfo) -> bool:
 
 
 async def open_board(ctx: Context) -> Board:
-    return Board(await Store.open(ctx.js, s.BUCKET_PLACEMENT, CapacitySummary),
-                 await Store.open(ctx.js, s.BUCKET_PLACEMENT, SuspectMark),
-                 await Store.open(ctx.js, s.BUCKET_PLACEMENT, QueueDepths))
+    return Board(await ctx.buckets.open(s.BUCKET_PLACEMENT, CapacitySummary),
+                 await ctx.buckets.open(s.BUCKET_PLACEMENT, SuspectMark),
+                 await ctx.buckets.open(s.BUCKET_PLACEMENT, QueueDepths))

@@ -9,7 +9,6 @@ import secrets
 import time
 
 from jetcron.bus.consume import pull_loop
-from jetcron.bus.kv import Store
 from jetcron.bus.lease import HeldLease
 from jetcron.core.errors import JetcronError
 from jetcron.core.finished import FinishedMinute
@@ -89,7 +88,7 @@ async def main(ctx: Context) -> None:
     handler = EventHandler(records)
     reconciler = Reconciler(ctx, records)
     records.known = reconciler.known
-    finished = FinishedCounts(ctx, await Store.open(ctx.js, s.BUCKET_FINISHED, FinishedMinute))
+    finished = FinishedCounts(ctx, await ctx.buckets.open(s.BUCKET_FINISHED, FinishedMinute))
     reconciler.ended = finished.noted
     losses = AgentLosses(ctx)
     stop = asyncio.Event()

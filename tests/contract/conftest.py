@@ -24,10 +24,10 @@ from nats.js.api import ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamC
 
 from jetcron.bus import lease as lease_store
 from jetcron.bus.consume import PullQueue
-from jetcron.bus.kv import Store
+from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.memory import MemoryLeaseLog, MemoryRecords, MemoryRpc
-from jetcron.bus.ports import Records, Rpc
+from jetcron.bus.memory import MemoryBuckets, MemoryLeaseLog, MemoryRecords, MemoryRpc
+from jetcron.bus.ports import Buckets, Records, Rpc
 from jetcron.bus.rpc import NatsRpc
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
@@ -140,3 +140,21 @@ async def rpc_pair(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Rpc, R
     finally:
         await asker.close()
         await answerer.close()
+
+
+@pytest.fixture(params=["twin", "server"])
+async def buckets(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Buckets, str]]:
+    """A bucket opener and the name of an empty bucket it can open (made on the server first, as topology.py
+    makes every bucket of jetcron's)."""
+    name = f"jc_t{next(names)}_open"
+    if request.param == "twin":
+        yield MemoryBuckets(), name
+        return
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    nc = await nats.connect(server.url)
+    js = nc.jetstream(timeout=5)
+    await js.create_key_value(KeyValueConfig(bucket=name, history=1))
+    try:
+        yield ServerBuckets(js), name
+    finally:
+        await nc.close()
