@@ -25,9 +25,10 @@ from jetcron.bus import lease as lease_store
 from jetcron.bus import rpc
 from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
+from jetcron.bus.consume import ServerConsumers
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Buckets, Connection, ConnectionClosed, JetStream, Publisher, Records, Rpc
+from jetcron.bus.ports import Buckets, Connection, ConnectionClosed, Consumers, JetStream, Publisher, Records, Rpc
 from jetcron.bus.publish import StreamPublisher
 from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.topology import ensure_topology, missing_parts
@@ -91,6 +92,8 @@ class Context:
     """Requests, replies and control messages (bus/rpc.NatsRpc; twin: memory.MemoryRpc)."""
     buckets: Buckets
     """The service's other buckets of records (bus/kv.ServerBuckets; twin: memory.MemoryBuckets)."""
+    consumers: Consumers
+    """Its durable consumers, consumed (bus/consume.ServerConsumers; twin: memory.MemoryConsumers)."""
     clock: SystemClock = field(default_factory=SystemClock)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     log: structlog.stdlib.BoundLogger = field(default_factory=lambda: structlog.get_logger("jetcron"))
@@ -159,7 +162,7 @@ async def boot(name: str, settings: Settings) -> Context:
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
         tenants=tenants, calendars=await Store.open(js, s.BUCKET_CALENDARS, CalendarRecord),
         leases=lease_store.on_server(js), publisher=StreamPublisher(js), rpc=rpc.NatsRpc(nc),
-        buckets=ServerBuckets(js),
+        buckets=ServerBuckets(js), consumers=ServerConsumers(js),
         history=History(tenants, history), clock=clock,
         remake_topology=remake,
     )

@@ -15,7 +15,7 @@ from nats.js.api import Header
 from nats.js.errors import NotFoundError
 
 from jetcron.bus.natspy import api_prefix, connection_of
-from jetcron.bus.ports import Handler, JetStream, Message
+from jetcron.bus.ports import Handler, JetStream, Message, WorkQueue
 from jetcron.core.errors import JetcronError, Unavailable
 
 log = structlog.get_logger("jetcron.consume")
@@ -174,14 +174,11 @@ class PullQueue:
                 await self._buffer.popleft().nak()
 
 
-async def pull_loop(js: JetStream, stream: str, durable: str, handler: Handler, *,
-                    batch: int = 256, concurrency: int = 64, stop: asyncio.Event | None = None,
-                    remake: Callable[[], Awaitable[object]] | None = None) -> None:
-    """Fetch batches from a durable pull consumer and settle each message; runs until `stop` is set.
-
-    `remake`: makes the consumer again when the server says it is gone (its stream was deleted and made again
-    by a core service's topology check); without it, fetches fail until someone else makes it."""
-    queue = await PullQueue.bind(js, stream, durable)
+async def work_loop(queue: WorkQueue, handler: Handler, *, batch: int = 256, concurrency: int = 64,
+                    stop: asyncio.Event | None = None,
+                    failed: Callable[[Exception], Awaitable[None]] | None = None) -> None:
+    """Fetch batches from a work queue (the server's durable consumer, or the twin's) and settle each message;
+    runs until `stop` is set. `failed`: what to do when a fetch fails (by default, wait half a second)."""
     gate = asyncio.Semaphore(concurrency)
     pending: set[asyncio.Task[Any]] = set()
 
@@ -199,14 +196,8 @@ async def pull_loop(js: JetStream, stream: str, durable: str, handler: Handler, 
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError from None
             continue
-        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
-            await asyncio.sleep(0.5)
-            continue
         except Exception as exc:
-            log.warning("fetch failed", stream=stream, error=str(exc))
-            if remake is not None:
-                await _remake_if_gone(js, stream, durable, remake)
-            await asyncio.sleep(0.5)
+            await (failed(exc) if failed is not None else asyncio.sleep(0.5))
             continue
         for m in msgs:
             await gate.acquire()
@@ -216,7 +207,39 @@ async def pull_loop(js: JetStream, stream: str, durable: str, handler: Handler, 
             task.add_done_callback(pending.discard)
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def pull_loop(js: JetStream, stream: str, durable: str, handler: Handler, *,
+                    batch: int = 256, concurrency: int = 64, stop: asyncio.Event | None = None,
+                    remake: Callable[[], Awaitable[object]] | None = None) -> None:
+    """work_loop over a durable pull consumer on the server.
+
+    `remake`: makes the consumer again when the server says it is gone (its stream was deleted and made again
+    by a core service's topology check); without it, fetches fail until someone else makes it."""
+    queue = await PullQueue.bind(js, stream, durable)
+
+    async def failed(exc: Exception) -> None:
+        if not isinstance(exc, (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError)):
+            log.warning("fetch failed", stream=stream, error=str(exc))
+            if remake is not None:
+                await _remake_if_gone(js, stream, durable, remake)
+        await asyncio.sleep(0.5)
+
+    await work_loop(queue, handler, batch=batch, concurrency=concurrency, stop=stop, failed=failed)
     await queue.close()
+
+
+class ServerConsumers:
+    """ports.Consumers on JetStream: each durable consumer consumed by pull_loop."""
+
+    def __init__(self, js: JetStream) -> None:
+        self.js = js
+
+    async def consume(self, stream: str, durable: str, handler: Handler, *, batch: int = 256,
+                      concurrency: int = 64, stop: asyncio.Event | None = None,
+                      remake: Callable[[], Awaitable[object]] | None = None) -> None:
+        await pull_loop(self.js, stream, durable, handler, batch=batch, concurrency=concurrency, stop=stop,
+                        remake=remake)
 
 
 async def _remake_if_gone(js: JetStream, stream: str, durable: str,

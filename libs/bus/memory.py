@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from jetcron.bus.consume import work_loop
 from jetcron.bus.ports import Handler, LeaseEntry
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.bus.rpc import NoAnswer
@@ -397,3 +398,19 @@ class MemoryBuckets:
     async def open(self, name: str, kind: type[T]) -> MemoryRecords[T]:
         made: MemoryRecords[T] = self.opened.setdefault((name, kind), MemoryRecords(name, kind))
         return made
+
+
+class MemoryConsumers:
+    """ports.Consumers in memory: one MemoryQueue per stream and durable (`queue`: a test fills it, or routes a
+    MemoryPublisher's subjects to it), consumed by the same work loop as the server's consumers."""
+
+    def __init__(self) -> None:
+        self.queues: dict[tuple[str, str], MemoryQueue] = {}
+
+    def queue(self, stream: str, durable: str) -> MemoryQueue:
+        return self.queues.setdefault((stream, durable), MemoryQueue())
+
+    async def consume(self, stream: str, durable: str, handler: Handler, *, batch: int = 256,
+                      concurrency: int = 64, stop: asyncio.Event | None = None,
+                      remake: Callable[[], Awaitable[object]] | None = None) -> None:
+        await work_loop(self.queue(stream, durable), handler, batch=batch, concurrency=concurrency, stop=stop)

@@ -7,6 +7,7 @@ to bus functions, so bus stays the only package that imports nats (tests/unit/te
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -211,3 +212,12 @@ class Buckets(Protocol):
     buckets a service reads or writes besides the Context's own (jobs, runs, cursors, agents, tenants, calendars)."""
 
     async def open(self, name: str, kind: type[T]) -> Records[T]: ...
+
+
+class Consumers(Protocol):
+    """Consumes a stream's durable consumer (bus/consume.ServerConsumers; twin: memory.MemoryConsumers): each
+    message through `handler` and settled by what it returns or raises (consume.settle), until `stop` is set."""
+
+    async def consume(self, stream: str, durable: str, handler: Handler, *, batch: int = 256,
+                      concurrency: int = 64, stop: asyncio.Event | None = None,
+                      remake: Callable[[], Awaitable[object]] | None = None) -> None: ...

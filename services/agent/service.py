@@ -15,7 +15,7 @@ from typing import TypeVar
 import msgspec
 
 from jetcron.bus import rpc
-from jetcron.bus.consume import Drop, Retry, pull_loop, touch
+from jetcron.bus.consume import Drop, Retry, touch
 from jetcron.bus.ports import Message
 from jetcron.bus.topology import ensure_agent_consumer
 from jetcron.core import leases
@@ -373,9 +373,9 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
         await agent.gpu_health.check()  # the first heartbeat already carries a result
     tasks = [background(ctx, agent.heartbeat()), background(ctx, agent.gpu_health.loop()),
              background(ctx, agent.waiting.run(ctx.stop)),
-             background(ctx, pull_loop(ctx.js, s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
-                                       batch=64, concurrency=ctx.settings.agent_slots,
-                                       remake=partial(ensure_agent_consumer, ctx.js, agent.agent_id)))]
+             background(ctx, ctx.consumers.consume(s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
+                                                   batch=64, concurrency=ctx.settings.agent_slots,
+                                                   remake=partial(ensure_agent_consumer, ctx.js, agent.agent_id)))]
     ctx.ready.set()
     ctx.log.info("agent ready", agent=agent.agent_id, limits=setup.limits.mechanism,
                  capabilities=setup.capabilities, scratch=str(scratches.dir) if scratches else None,

@@ -13,7 +13,7 @@ import re
 
 import msgspec
 
-from jetcron.bus.consume import Retry, pull_loop
+from jetcron.bus.consume import Retry
 from jetcron.bus.ports import Message, Records
 from jetcron.core.errors import InvalidSpec, JetcronError
 from jetcron.core.validate import parse_json_object
@@ -46,8 +46,8 @@ class Intake:
         return self.outcomes
 
     async def serve(self) -> None:
-        await pull_loop(self.ctx.js, s.STREAM_SUBMIT, s.CONSUMER_INTAKE, self.handle, batch=64, concurrency=32,
-                        stop=self.ctx.stop)
+        await self.ctx.consumers.consume(s.STREAM_SUBMIT, s.CONSUMER_INTAKE, self.handle, batch=64, concurrency=32,
+                                         stop=self.ctx.stop)
 
     async def handle(self, msg: Message) -> None:
         tenant = s.parse_submit_subject(msg.subject)

@@ -17,7 +17,7 @@ from datetime import datetime
 
 import msgspec
 
-from jetcron.bus.consume import Drop, Retry, pull_loop
+from jetcron.bus.consume import Drop, Retry
 from jetcron.bus.kv import value_of
 from jetcron.bus.ports import Message, Records
 from jetcron.core.errors import NotFound, WriteConflict
@@ -184,10 +184,10 @@ async def main(ctx: Context) -> None:
     watcher = background(ctx, notifier.watch_jobs())
     await notifier.jobs_loaded.wait()
     loops = [background(ctx, t) for t in (
-        pull_loop(ctx.js, s.kv_stream(s.BUCKET_RUNS), s.CONSUMER_NOTIFIER, notifier.on_run, batch=128, concurrency=64,
-                  stop=stop),
-        pull_loop(ctx.js, s.STREAM_REDELIVER, s.CONSUMER_REDELIVER, notifier.on_redeliver, batch=16,
-                  concurrency=8, stop=stop))]
+        ctx.consumers.consume(s.kv_stream(s.BUCKET_RUNS), s.CONSUMER_NOTIFIER, notifier.on_run, batch=128,
+                              concurrency=64, stop=stop),
+        ctx.consumers.consume(s.STREAM_REDELIVER, s.CONSUMER_REDELIVER, notifier.on_redeliver, batch=16,
+                              concurrency=8, stop=stop))]
     ctx.ready.set()
     ctx.log.info("notifier ready")
     try:

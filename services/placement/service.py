@@ -13,7 +13,7 @@ from functools import partial
 import msgspec
 
 from jetcron import faults
-from jetcron.bus.consume import Drop, Hold, ack_held, pull_loop, touch
+from jetcron.bus.consume import Drop, Hold, ack_held, touch
 from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
 from jetcron.core.errors import JetcronError
@@ -337,7 +337,7 @@ async def lead(ctx: Context, view: View) -> None:
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
                      waiting=taken)
         tasks = [background(ctx, t) for t in (
-            pull_loop(ctx.js, s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
+            ctx.consumers.consume(s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
             placer.loop(), placer.keep_alive(), view.publish_capacity(stop))]
         metrics.child(metrics.TAKEOVER_DURATION, kind="placement_leader").observe(time.monotonic() - started)
         await leader.hold(ctx.stop)

@@ -8,7 +8,6 @@ import random
 import secrets
 import time
 
-from jetcron.bus.consume import pull_loop
 from jetcron.bus.lease import HeldLease
 from jetcron.core.errors import JetcronError
 from jetcron.core.finished import FinishedMinute
@@ -94,7 +93,7 @@ async def main(ctx: Context) -> None:
     stop = asyncio.Event()
     tasks = [background(ctx, t) for t in (
         flows.watch_jobs(), reconciler.watch(), pruner.run(), losses.watch(),
-        pull_loop(ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
+        ctx.consumers.consume(s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
         reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs),
                             StorageKeeper(ctx), flows, losses, finished),
         serve_listing(ctx, reconciler.active, reconciler.synced))]

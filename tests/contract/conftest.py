@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -13,6 +14,7 @@ from contract_support import (
     Item,
     LeaseSide,
     PublisherSide,
+    Put,
     Queue,
     ServerPublisher,
     ServerQueue,
@@ -23,11 +25,11 @@ from contract_support import (
 from nats.js.api import ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
 
 from jetcron.bus import lease as lease_store
-from jetcron.bus.consume import PullQueue
+from jetcron.bus.consume import PullQueue, ServerConsumers
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.memory import MemoryBuckets, MemoryLeaseLog, MemoryRecords, MemoryRpc
-from jetcron.bus.ports import Buckets, Records, Rpc
+from jetcron.bus.memory import MemoryBuckets, MemoryConsumers, MemoryLeaseLog, MemoryRecords, MemoryRpc
+from jetcron.bus.ports import Buckets, Consumers, Records, Rpc
 from jetcron.bus.rpc import NatsRpc
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
@@ -156,5 +158,33 @@ async def buckets(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Buckets
     await js.create_key_value(KeyValueConfig(bucket=name, history=1))
     try:
         yield ServerBuckets(js), name
+    finally:
+        await nc.close()
+
+
+@pytest.fixture(params=["twin", "server"])
+async def consumers(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Consumers, Put]]:
+    """A Consumers port on an empty work-queue stream with its durable `work` (stream CS, subject cs.>), and how
+    a test puts a message on it."""
+    if request.param == "twin":
+        twin = MemoryConsumers()
+        yield twin, lambda data: twin.queue("CS", "work").publish("cs.one", data)
+        return
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    nc = await nats.connect(server.url)
+    js = nc.jetstream(timeout=5)
+    n = next(names)
+    await js.add_stream(StreamConfig(name=f"CS{n}", subjects=[f"cs{n}.>"], retention=RetentionPolicy.WORK_QUEUE))
+    await js.add_consumer(f"CS{n}", ConsumerConfig(durable_name="work", ack_wait=ACK_WAIT, max_deliver=-1))
+
+    class Renamed(ServerConsumers):
+        async def consume(self, stream: str, durable: str, *args: Any, **kwargs: Any) -> None:
+            await super().consume(f"CS{n}" if stream == "CS" else stream, durable, *args, **kwargs)
+
+    async def put(data: bytes) -> int:
+        return (await js.publish(f"cs{n}.one", data)).seq
+
+    try:
+        yield Renamed(js), put
     finally:
         await nc.close()

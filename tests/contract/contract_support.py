@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,6 +16,8 @@ from jetcron.bus.ports import Message, Publisher, WorkQueue
 from jetcron.bus.publish import StreamPublisher, publish
 
 ACK_WAIT = 1.0
+Put = Callable[[bytes], Awaitable[int]]
+"""Puts a message on a consumers' test stream; its sequence."""
 names = itertools.count(1)
 """Unique bucket and stream names within a run."""
 
