@@ -70,14 +70,6 @@ async def readiness(runs: Records[Run], spec: JobSpec, *, besides: str = "") -> 
     return not_since(ups, succeeded, since), max(times) if times else None
 
 
-def took_at(now: datetime, newest: datetime | None) -> datetime:
-    """When a run takes its upstreams' successes (its `released_at`, what `last_ran` reads): now, or the newest
-    success it takes when that is later (a success that ended while this decision read the records, or stamped
-    by another host's clock). Stamped earlier than a success it took, the job's next run would count that
-    success as new and run on it a second time."""
-    return max(now, newest) if newest is not None else now
-
-
 def upstream_wait(pending: list[str]) -> str:
     """A waiting run's reason."""
     return f"waiting on upstream jobs: {', '.join(pending)} (no success since this job last ran)"

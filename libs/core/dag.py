@@ -213,3 +213,11 @@ def not_since(upstreams: Sequence[str], succeeded: Mapping[str, datetime | None]
     instant was the last run's."""
     return [up for up in upstreams
             if (at := succeeded.get(up)) is None or (since is not None and at <= since)]
+
+
+def took_at(now: datetime, newest: datetime | None) -> datetime:
+    """When a run takes its upstreams' successes (its `released_at`, which `not_since` is given as `since` for
+    the job's next run): now, or the newest success it takes when that is later (a success that ended while the
+    decision read the records, or one stamped by another host's clock). Stamped earlier than a success it took,
+    the job's next run would count that success as new and run on it a second time."""
+    return max(now, newest) if newest is not None else now

@@ -189,7 +189,7 @@ def new_run(spec: JobSpec, *, run_id: str, state: RunState, scheduled_at: dateti
     """The one way a run record is made (trigger, api, DAG release): its job, tenant and snapshot from the
     spec, its retention (core/retention.keep_seconds); an occurrence recorded skipped or blocked is terminal from
     birth (a skipped one keeps no snapshot). `released_at`: when a run joined on its upstreams took their
-    successes, recorded ready (services/joins.took_at)."""
+    successes, recorded ready (core/dag.took_at)."""
     outcome = _ENDED_AT_BIRTH.get(state, "")
     return Run(run_id=run_id, job=spec.key, tenant=spec.tenant, state=state, scheduled_at=scheduled_at,
                due_at=due_at, created_at=now, spec=None if state is RunState.SKIPPED else spec, reason=reason,

@@ -18,6 +18,7 @@ from jetcron.core import leases
 from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
 from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.core.launch_plan import HostFacts, container_name, plan
 from jetcron.core.retention import stream_ttl
 from jetcron.services.agent.host import container as containers
 from jetcron.services.agent.host.confine import JobUser, root_refusal
@@ -27,7 +28,6 @@ from jetcron.services.agent.host.offer import HostSetup
 from jetcron.services.agent.host.scratch import NoRoom, Room, Scratches
 from jetcron.services.agent.host.spares import SparePool
 from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.agent.launch_plan import HostFacts, plan
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.run_creds import run_credential
 from jetcron.services.agent.secrets import resolve_secrets
@@ -350,7 +350,8 @@ class Attempt:
             env.update(creds)
         if self.phase is not P.STARTING:  # fenced or handed back while its secrets were read: spawn nothing
             return self._not_started()
-        launch = plan(self.cmd, argv, env, self._host_facts())
+        launch = plan(spec, argv, env, self._host_facts(),
+                      container=container_name(self.cmd.run_id, self.cmd.attempt), gpus=self.cmd.gpu_indices)
         if isinstance(launch, str):
             return Outcome("start_failed", None, launch)
         deps, container, on_kill = self.deps, launch.container, None
@@ -397,7 +398,8 @@ class Attempt:
     def _host_facts(self) -> HostFacts:
         user, scratches, spares = self.deps.user, self.deps.scratches, self.deps.spares
         switch = (user.uid, user.gid) if user is not None and user.uid is not None and user.gid is not None else None
-        return HostFacts(runtime=self.deps.setup.runtime, max_pids=self.ctx.settings.agent_max_pids, user=switch,
+        return HostFacts(agent_id=self.cmd.agent, runtime=self.deps.setup.runtime,
+                         max_pids=self.ctx.settings.agent_max_pids, user=switch,
                          scratch_private_tmp=None if scratches is None
                          else scratches.view(self.cmd.spec.run_as_root).private_tmp,
                          spare_private_tmp=None if spares is None else spares.private_tmp)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import msgspec
 
-from jetcron.core.dag import join_of
+from jetcron.core.dag import join_of, took_at
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.ids import run_id, stamp_of
 from jetcron.core.models import JobRecord, JobStatus, JoinPolicy, Run, RunState, ScheduleKind
@@ -73,7 +73,7 @@ class Flows:
         if waiting is not None:
             pending, newest = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id)
             if not pending:
-                await joins.release(self.ctx, waiting.run_id, joins.took_at(now, newest))
+                await joins.release(self.ctx, waiting.run_id, took_at(now, newest))
             else:
                 await self._move_waiting(waiting.run_id, RunState.WAITING, joins.upstream_wait(pending))
             return
@@ -85,7 +85,7 @@ class Flows:
         state, reason = (RunState.WAITING, joins.upstream_wait(pending)) if pending else (RunState.SCHEDULED, "")
         run = new_run(spec, run_id=rid, state=state, scheduled_at=named, due_at=now, now=now, reason=reason,
                       flow_id=rid, trace_id=ended.trace_id, keep_seconds=await self.ctx.history.keep_for(spec),
-                      released_at=joins.took_at(now, newest) if state is RunState.SCHEDULED else None)
+                      released_at=took_at(now, newest) if state is RunState.SCHEDULED else None)
         try:
             await self.ctx.runs.create(rid, run)
         except WriteConflict:

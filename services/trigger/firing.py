@@ -10,7 +10,7 @@ import structlog
 from opentelemetry import context
 
 from jetcron import faults
-from jetcron.core import exclusions, triggers
+from jetcron.core import dag, exclusions, triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
 from jetcron.core.models import JobRecord, JobSpec, OverlapPolicy, RunState, ScheduleKind
@@ -98,9 +98,9 @@ class Firer:
         if waiting is None:
             if pending:
                 return RunState.WAITING, upstream_wait(pending), None
-            return RunState.SCHEDULED, "", joins.took_at(now, newest)
+            return RunState.SCHEDULED, "", dag.took_at(now, newest)
         if not pending:
-            await release(self.ctx, waiting.run_id, joins.took_at(now, newest))
+            await release(self.ctx, waiting.run_id, dag.took_at(now, newest))
         return RunState.SKIPPED, f"join: {waiting.run_id} still waited on its upstream jobs and runs in its place", None
 
     async def _overlap(self, record: JobRecord, last_run: str) -> tuple[OverlapAction, str]:

@@ -3,18 +3,17 @@ adapter on a real nats-server. A twin that passes here may stand in for the serv
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
 from contract_support import (
     ACK_WAIT,
+    ConsumerSide,
     Item,
     LeaseSide,
     PublisherSide,
-    Put,
     Queue,
     ServerPublisher,
     ServerQueue,
@@ -22,6 +21,7 @@ from contract_support import (
     TwinQueue,
     names,
 )
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
 
 from jetcron.bus import lease as lease_store
@@ -29,7 +29,7 @@ from jetcron.bus.consume import PullQueue, ServerConsumers
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
 from jetcron.bus.memory import MemoryBuckets, MemoryConsumers, MemoryLeaseLog, MemoryRecords, MemoryRpc
-from jetcron.bus.ports import Buckets, Consumers, Records, Rpc
+from jetcron.bus.ports import Buckets, Records, Rpc
 from jetcron.bus.rpc import NatsRpc
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
@@ -46,6 +46,27 @@ def contract_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedd
         server.stop()
 
 
+@contextlib.asynccontextmanager
+async def server_js(request: pytest.FixtureRequest) -> AsyncIterator[JetStreamContext]:
+    """A JetStream context on the module's server, closed after the test."""
+    server: EmbeddedNats = request.getfixturevalue("contract_server")
+    nc = await nats.connect(server.url)
+    try:
+        yield nc.jetstream(timeout=5)
+    finally:
+        await nc.close()
+
+
+async def work_stream(js: JetStreamContext, prefix: str) -> tuple[str, str]:
+    """A new work-queue stream `<PREFIX>n` on subjects `<prefix>n.>` with its durable `work`, whose messages come
+    back ACK_WAIT seconds after a delivery not acked: (stream, subject prefix)."""
+    n = next(names)
+    stream, subject = f"{prefix.upper()}{n}", f"{prefix}{n}"
+    await js.add_stream(StreamConfig(name=stream, subjects=[f"{subject}.>"], retention=RetentionPolicy.WORK_QUEUE))
+    await js.add_consumer(stream, ConsumerConfig(durable_name="work", ack_wait=ACK_WAIT, max_deliver=-1))
+    return stream, subject
+
+
 @pytest.fixture(params=["twin", "server"])
 async def make_records(request: pytest.FixtureRequest
                        ) -> AsyncIterator[Callable[[], Awaitable[Records[Item]]]]:
@@ -56,40 +77,28 @@ async def make_records(request: pytest.FixtureRequest
 
         yield twin
         return
-    server: EmbeddedNats = request.getfixturevalue("contract_server")
-    nc = await nats.connect(server.url)
-    js = nc.jetstream(timeout=5)
+    async with server_js(request) as js:
+        async def real() -> Records[Item]:
+            bucket = f"jc_t{next(names)}_items"
+            await js.create_key_value(KeyValueConfig(bucket=bucket, history=1))
+            return await Store.open(js, bucket, Item)
 
-    async def real() -> Records[Item]:
-        bucket = f"jc_t{next(names)}_items"
-        await js.create_key_value(KeyValueConfig(bucket=bucket, history=1))
-        return await Store.open(js, bucket, Item)
-
-    try:
         yield real
-    finally:
-        await nc.close()
 
 
 @pytest.fixture(params=["twin", "server"])
-async def queue(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Queue]:
+async def queue(request: pytest.FixtureRequest) -> AsyncIterator[Queue]:
     """An empty work queue whose messages are redelivered ACK_WAIT seconds after a delivery not acked."""
     if request.param == "twin":
         yield TwinQueue()
         return
-    server: EmbeddedNats = request.getfixturevalue("contract_server")
-    nc = await nats.connect(server.url)
-    js = nc.jetstream(timeout=5)
-    n = next(names)
-    stream, subject = f"CT{n}", f"ct{n}"
-    await js.add_stream(StreamConfig(name=stream, subjects=[f"{subject}.>"], retention=RetentionPolicy.WORK_QUEUE))
-    await js.add_consumer(stream, ConsumerConfig(durable_name="work", ack_wait=ACK_WAIT, max_deliver=-1))
-    pull = await PullQueue.bind(js, stream, "work")
-    try:
-        yield ServerQueue(js, subject, pull)
-    finally:
-        await pull.close()
-        await nc.close()
+    async with server_js(request) as js:
+        stream, subject = await work_stream(js, "ct")
+        pull = await PullQueue.bind(js, stream, "work")
+        try:
+            yield ServerQueue(js, subject, pull)
+        finally:
+            await pull.close()
 
 
 @pytest.fixture(params=["twin", "server"])
@@ -100,14 +109,9 @@ async def lease_side(request: pytest.FixtureRequest) -> AsyncIterator[LeaseSide]
         log = MemoryLeaseLog()
         yield LeaseSide(Leases(log), lapse=log.expire, server=False)
         return
-    server: EmbeddedNats = request.getfixturevalue("contract_server")
-    nc = await nats.connect(server.url)
-    js = nc.jetstream(timeout=5)
-    await ensure_topology(js)
-    try:
+    async with server_js(request) as js:
+        await ensure_topology(js)
         yield LeaseSide(lease_store.on_server(js), lapse=None, server=True)
-    finally:
-        await nc.close()
 
 
 @pytest.fixture(params=["twin", "server"])
@@ -117,15 +121,10 @@ async def publisher_side(request: pytest.FixtureRequest) -> AsyncIterator[Publis
     if request.param == "twin":
         yield TwinPublisher()
         return
-    server: EmbeddedNats = request.getfixturevalue("contract_server")
-    nc = await nats.connect(server.url)
-    js = nc.jetstream(timeout=5)
-    n = next(names)
-    await js.add_stream(StreamConfig(name=f"CP{n}", subjects=[f"cp{n}.>"], allow_msg_ttl=True))
-    try:
+    async with server_js(request) as js:
+        n = next(names)
+        await js.add_stream(StreamConfig(name=f"CP{n}", subjects=[f"cp{n}.>"], allow_msg_ttl=True))
         yield ServerPublisher(js, f"CP{n}", f"cp{n}")
-    finally:
-        await nc.close()
 
 
 @pytest.fixture(params=["twin", "server"])
@@ -152,39 +151,23 @@ async def buckets(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Buckets
     if request.param == "twin":
         yield MemoryBuckets(), name
         return
-    server: EmbeddedNats = request.getfixturevalue("contract_server")
-    nc = await nats.connect(server.url)
-    js = nc.jetstream(timeout=5)
-    await js.create_key_value(KeyValueConfig(bucket=name, history=1))
-    try:
+    async with server_js(request) as js:
+        await js.create_key_value(KeyValueConfig(bucket=name, history=1))
         yield ServerBuckets(js), name
-    finally:
-        await nc.close()
 
 
 @pytest.fixture(params=["twin", "server"])
-async def consumers(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Consumers, Put]]:
-    """A Consumers port on an empty work-queue stream with its durable `work` (stream CS, subject cs.>), and how
-    a test puts a message on it."""
+async def consumers(request: pytest.FixtureRequest) -> AsyncIterator[ConsumerSide]:
+    """A Consumers port, the name of an empty work-queue stream whose durable `work` it consumes, and how a test
+    puts a message on that stream."""
     if request.param == "twin":
         twin = MemoryConsumers()
-        yield twin, lambda data: twin.queue("CS", "work").publish("cs.one", data)
+        yield ConsumerSide(twin, "CS", lambda data: twin.queue("CS", "work").publish("cs.one", data))
         return
-    server: EmbeddedNats = request.getfixturevalue("contract_server")
-    nc = await nats.connect(server.url)
-    js = nc.jetstream(timeout=5)
-    n = next(names)
-    await js.add_stream(StreamConfig(name=f"CS{n}", subjects=[f"cs{n}.>"], retention=RetentionPolicy.WORK_QUEUE))
-    await js.add_consumer(f"CS{n}", ConsumerConfig(durable_name="work", ack_wait=ACK_WAIT, max_deliver=-1))
+    async with server_js(request) as js:
+        stream, subject = await work_stream(js, "cs")
 
-    class Renamed(ServerConsumers):
-        async def consume(self, stream: str, durable: str, *args: Any, **kwargs: Any) -> None:
-            await super().consume(f"CS{n}" if stream == "CS" else stream, durable, *args, **kwargs)
+        async def put(data: bytes) -> int:
+            return int((await js.publish(f"{subject}.one", data)).seq)
 
-    async def put(data: bytes) -> int:
-        return (await js.publish(f"cs{n}.one", data)).seq
-
-    try:
-        yield Renamed(js), put
-    finally:
-        await nc.close()
+        yield ConsumerSide(ServerConsumers(js), stream, put)

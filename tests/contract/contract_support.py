@@ -12,7 +12,7 @@ import msgspec
 from jetcron.bus.consume import PullQueue
 from jetcron.bus.lease import Leases
 from jetcron.bus.memory import MemoryPublisher, MemoryQueue
-from jetcron.bus.ports import Message, Publisher, WorkQueue
+from jetcron.bus.ports import Consumers, Message, Publisher, WorkQueue
 from jetcron.bus.publish import StreamPublisher, publish
 
 ACK_WAIT = 1.0
@@ -118,3 +118,11 @@ class TwinPublisher:
 
     async def count(self) -> int:
         return len(self.twin.published)
+
+
+@dataclass
+class ConsumerSide:
+    port: Consumers
+    stream: str
+    """The stream whose durable `work` the port consumes."""
+    put: Put

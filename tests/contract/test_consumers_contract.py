@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import asyncio
 
-from contract_support import Put
+from contract_support import ConsumerSide
 from harness import wait_for
 
 from jetcron.bus.consume import Retry
-from jetcron.bus.ports import Consumers, Message
+from jetcron.bus.ports import Message
 
 
-async def test_each_message_is_handled_and_one_asked_again_comes_back(consumers: tuple[Consumers, Put]) -> None:
-    port, put = consumers
+async def test_each_message_is_handled_and_one_asked_again_comes_back(consumers: ConsumerSide) -> None:
+    port, stream, put = consumers.port, consumers.stream, consumers.put
     for data in (b"a", b"b", b"c"):
         await put(data)
     seen: list[bytes] = []
@@ -25,7 +25,7 @@ async def test_each_message_is_handled_and_one_asked_again_comes_back(consumers:
         if msg.data == b"b" and seen.count(b"b") == 1:
             raise Retry(0.1, "not yet")
 
-    loop = asyncio.create_task(port.consume("CS", "work", handle, batch=2, stop=stop))
+    loop = asyncio.create_task(port.consume(stream, "work", handle, batch=2, stop=stop))
     await wait_for(lambda: sorted(seen) == [b"a", b"b", b"b", b"c"], 10, what="every message, b twice")
     stop.set()
     await asyncio.wait_for(loop, 5)
@@ -37,7 +37,7 @@ async def test_each_message_is_handled_and_one_asked_again_comes_back(consumers:
         again.append(msg.data)
 
     stop = asyncio.Event()
-    loop = asyncio.create_task(port.consume("CS", "work", record, stop=stop))
+    loop = asyncio.create_task(port.consume(stream, "work", record, stop=stop))
     await asyncio.sleep(1.5)  # past the server's ack wait (1 s): an unacked message would be delivered again
     stop.set()
     await asyncio.wait_for(loop, 5)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jetcron.services.agent.host.container import container_name, engine_env, gpu_args, run_argv
+from jetcron.core.launch_plan import container_name, gpu_args, run_argv
+from jetcron.services.agent.host.container import engine_env
 
 
 def _argv(runtime: str, gpus: list[int] | None = None) -> list[str]:

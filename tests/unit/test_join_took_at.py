@@ -1,5 +1,6 @@
-"""A `latest` join's runs never take the same upstream success twice (services/joins.py, on the records' twin):
-a success that ended while a run was being decided, after the decider's clock was read, is stamped as taken."""
+"""A `latest` join's runs never take the same upstream success twice (core/dag.took_at, and services/joins.py on
+the records' twin): a success that ended while a run was being decided, after the decider's clock was read, is
+stamped as taken."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from twin_support import twin_context
 
+from jetcron.core import dag
 from jetcron.core.ids import run_id
 from jetcron.core.models import JobSpec, JoinPolicy, Run, RunState
 from jetcron.core.runs import new_run
@@ -24,9 +26,9 @@ def succeeded(job: str, at: datetime) -> Run:
 
 
 def test_a_run_is_stamped_no_earlier_than_the_newest_success_it_takes() -> None:
-    assert joins.took_at(T0, None) == T0
-    assert joins.took_at(T0, T0 - timedelta(seconds=1)) == T0
-    assert joins.took_at(T0, T0 + timedelta(milliseconds=5)) == T0 + timedelta(milliseconds=5)
+    assert dag.took_at(T0, None) == T0
+    assert dag.took_at(T0, T0 - timedelta(seconds=1)) == T0
+    assert dag.took_at(T0, T0 + timedelta(milliseconds=5)) == T0 + timedelta(milliseconds=5)
 
 
 async def test_a_success_that_ended_while_a_run_was_decided_is_not_taken_again_by_the_next() -> None:
@@ -40,7 +42,7 @@ async def test_a_success_that_ended_while_a_run_was_decided_is_not_taken_again_b
     assert (pending, newest) == ([], now + timedelta(milliseconds=5))
 
     # When E's run is recorded ready, stamped as the tracker stamps it
-    took = joins.took_at(now, newest)
+    took = dag.took_at(now, newest)
     e_run = new_run(E, run_id=run_id(E.key, now), state=RunState.SCHEDULED, scheduled_at=now, due_at=now, now=now,
                     released_at=took)
     await ctx.runs.create(e_run.run_id, e_run)

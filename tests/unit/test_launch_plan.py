@@ -1,40 +1,40 @@
-"""How an attempt's child starts (services/agent/launch_plan.py), decided as a value before anything is done."""
+"""How an attempt's child starts (libs/core/launch_plan.py), decided as a value before anything is done."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
+from jetcron.core import launch_plan
+from jetcron.core.launch_plan import HostFacts, Launch, container_name, passed_to_container
 from jetcron.core.models import JobSpec, Resources
-from jetcron.services.agent.launch_plan import HostFacts, Launch, passed_to_container, plan
-from jetcron.wire.messages import AssignRun
 
-T0 = datetime(2026, 12, 5, tzinfo=UTC)
 ENV = ["PATH", "HOME", "LANG", "GREETING", "API_TOKEN", "JETCRON_RUN_ID", "JETCRON_NATS_CREDS",
        "CUDA_VISIBLE_DEVICES"]
 
 
-def cmd(**spec: object) -> AssignRun:
-    job = JobSpec(name="j", command=["echo", "hi"], env={"GREETING": "hello"}, secrets=["API_TOKEN"],
-                  resources=Resources(cpu=1.5, memory_mb=256), **spec)  # type: ignore[arg-type]
-    return AssignRun(run_id="r1", attempt=2, job="j", agent="agent-1", spec=job, scheduled_at=T0, due_at=T0,
-                     gpu_indices=[3])
+def spec(**fields: object) -> JobSpec:
+    return JobSpec(name="j", command=["echo", "hi"], env={"GREETING": "hello"}, secrets=["API_TOKEN"],
+                   resources=Resources(cpu=1.5, memory_mb=256), **fields)  # type: ignore[arg-type]
+
+
+def plan(job: JobSpec, argv: list[str], env: list[str], facts: HostFacts) -> Launch | str:
+    """Attempt 2 of run r1, given GPU 3."""
+    return launch_plan.plan(job, argv, env, facts, container=container_name("r1", 2), gpus=[3])
 
 
 def host(**facts: object) -> HostFacts:
-    given: dict[str, object] = {"runtime": None, "max_pids": 64, "user": (65534, 65534),
+    given: dict[str, object] = {"agent_id": "agent-1", "runtime": None, "max_pids": 64, "user": (65534, 65534),
                                 "scratch_private_tmp": None, "spare_private_tmp": None, **facts}
     return HostFacts(**given)  # type: ignore[arg-type]
 
 
 def test_a_job_runs_as_a_process_under_the_agents_limits_as_the_job_user() -> None:
-    assert plan(cmd(), ["echo", "hi"], ENV, host()) == Launch(
+    assert plan(spec(), ["echo", "hi"], ENV, host()) == Launch(
         argv=["echo", "hi"], container=None, agent_limits=True, user=(65534, 65534), scratch=False, spare=False)
 
 
 def test_a_job_that_runs_as_root_is_not_switched_to_the_job_user() -> None:
-    launch = plan(cmd(run_as_root=True), ["id"], ENV, host())
+    launch = plan(spec(run_as_root=True), ["id"], ENV, host())
     assert isinstance(launch, Launch) and launch.user is None
 
 
@@ -48,13 +48,13 @@ def test_a_job_that_runs_as_root_is_not_switched_to_the_job_user() -> None:
 ])
 def test_a_spare_is_taken_only_with_the_runs_own_view_of_tmp(scratch: bool | None, spare: bool | None,
                                                                takes_spare: bool) -> None:
-    launch = plan(cmd(), ["true"], ENV, host(scratch_private_tmp=scratch, spare_private_tmp=spare))
+    launch = plan(spec(), ["true"], ENV, host(scratch_private_tmp=scratch, spare_private_tmp=spare))
     assert isinstance(launch, Launch)
     assert (launch.scratch, launch.spare) == (scratch is not None, takes_spare)
 
 
 def test_a_job_with_an_image_is_refused_where_no_engine_answers() -> None:
-    assert plan(cmd(image="alpine:3"), ["true"], ENV, host()) == \
+    assert plan(spec(image="alpine:3"), ["true"], ENV, host()) == \
         "image 'alpine:3': no working docker or podman on this agent"
 
 
@@ -62,7 +62,7 @@ def test_a_job_with_an_image_runs_in_a_container_its_engine_limits() -> None:
     # Given an agent with podman, spares and scratches
     facts = host(runtime="/usr/bin/podman", scratch_private_tmp=True, spare_private_tmp=True)
     # When a job with an image is planned
-    launch = plan(cmd(image="alpine:3"), ["echo", "hi"], ENV, facts)
+    launch = plan(spec(image="alpine:3"), ["echo", "hi"], ENV, facts)
     # Then it is the engine's run of the image, limited by the engine, without a spare or a scratch
     assert isinstance(launch, Launch)
     assert (launch.container, launch.agent_limits, launch.scratch, launch.spare) == ("jc-r1-2", False, False, False)
@@ -74,4 +74,4 @@ def test_a_job_with_an_image_runs_in_a_container_its_engine_limits() -> None:
 
 
 def test_a_container_gets_the_jobs_variables_and_secrets_never_the_hosts() -> None:
-    assert passed_to_container(ENV, cmd().spec) == ["API_TOKEN", "GREETING", "JETCRON_NATS_CREDS", "JETCRON_RUN_ID"]
+    assert passed_to_container(ENV, spec()) == ["API_TOKEN", "GREETING", "JETCRON_NATS_CREDS", "JETCRON_RUN_ID"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import subprocess
 
+from jetcron.core.launch_plan import LABEL_AGENT
+
 RUNTIMES = ("docker", "podman")
-LABEL_AGENT = "jetcron.agent"
 
 
 ENGINE_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONTEXT", "DOCKER_CONFIG",
@@ -39,40 +39,6 @@ def detect_runtime(path: str | None = None, timeout: float = 10.0) -> str | None
         if done.returncode == 0:
             return exe
     return None
-
-
-def runtime_name(runtime: str) -> str:
-    """docker or podman, from a full path."""
-    return runtime.rsplit("/", 1)[-1]
-
-
-def container_name(run_id: str, attempt: int) -> str:
-    return "jc-" + re.sub(r"[^A-Za-z0-9_.-]", "_", f"{run_id}-{attempt}")[:200]
-
-
-def gpu_args(runtime: str, gpus: list[int]) -> list[str]:
-    """The host GPUs an attempt was given, handed to its container: docker's `--gpus` (the NVIDIA container
-    toolkit), podman's CDI devices (`nvidia-ctk cdi generate`). Inside, they are numbered from 0."""
-    if not gpus:
-        return []
-    if runtime_name(runtime) == "podman":
-        return [arg for i in gpus for arg in ("--device", f"nvidia.com/gpu={i}")]
-    # docker reads --gpus as CSV: a list of devices must be quoted inside the value
-    return ["--gpus", '"device=' + ",".join(str(i) for i in gpus) + '"']
-
-
-def run_argv(runtime: str, *, name: str, agent_id: str, image: str, command: list[str], env_names: list[str],
-             memory_mb: int, max_pids: int, cpu: float, gpus: list[int] | None = None) -> list[str]:
-    """`docker run` for one attempt. Env values come from the CLI's own environment (`-e NAME`), so they never
-    appear in a process listing; the engine enforces the limits (memory, pids, cpu) itself. No `--rm`: the docker
-    CLI talking to podman's socket (an agent in a container, its jobs beside it) then exits 0 whatever the
-    container's exit code; the agent removes the container once the CLI has exited (`remove`)."""
-    argv = [runtime, "run", "--name", name, "--label", f"{LABEL_AGENT}={agent_id}",
-            "--memory", f"{memory_mb}m", "--pids-limit", str(max_pids), "--cpus", f"{cpu:g}"]
-    argv += gpu_args(runtime, gpus or [])
-    for env_name in sorted(env_names):
-        argv += ["-e", env_name]
-    return [*argv, image, *command]
 
 
 async def remove(runtime: str, *names: str, timeout: float = 15.0) -> None:

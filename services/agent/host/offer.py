@@ -13,10 +13,11 @@ from pathlib import Path
 from jetcron.config import Settings
 from jetcron.core.errors import Misconfigured
 from jetcron.core.ids import AGENT_ID_RE
+from jetcron.core.launch_plan import runtime_name
 from jetcron.core.models import AgentInfo
 from jetcron.core.validate import LABEL_RE
 from jetcron.services.agent.host import capacity
-from jetcron.services.agent.host.container import detect_runtime, runtime_name
+from jetcron.services.agent.host.container import detect_runtime
 from jetcron.services.agent.host.limits import LimitRoot
 from jetcron.services.agent.host.limits import detect as detect_limits
 
