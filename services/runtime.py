@@ -28,9 +28,20 @@ from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.consume import ServerConsumers
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Buckets, Connection, ConnectionClosed, Consumers, JetStream, Publisher, Records, Rpc
+from jetcron.bus.ports import (
+    Buckets,
+    Connection,
+    ConnectionClosed,
+    Consumers,
+    JetStream,
+    Publisher,
+    Records,
+    Rpc,
+    Streams,
+)
 from jetcron.bus.publish import StreamPublisher
 from jetcron.bus.registry import Registry, add_ping_service
+from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import ensure_topology, missing_parts
 from jetcron.config import Settings
 from jetcron.core.calendars import CalendarRecord
@@ -94,6 +105,9 @@ class Context:
     """The service's other buckets of records (bus/kv.ServerBuckets; twin: memory.MemoryBuckets)."""
     consumers: Consumers
     """Its durable consumers, consumed (bus/consume.ServerConsumers; twin: memory.MemoryConsumers)."""
+    streams: Streams
+    """What streams and consumers hold, new events followed, history let go (bus/streams.ServerStreams; twin:
+    memory.MemoryStreams)."""
     clock: SystemClock = field(default_factory=SystemClock)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     log: structlog.stdlib.BoundLogger = field(default_factory=lambda: structlog.get_logger("jetcron"))
@@ -162,7 +176,7 @@ async def boot(name: str, settings: Settings) -> Context:
         agents=await Store.open(js, s.BUCKET_AGENTS, AgentInfo),
         tenants=tenants, calendars=await Store.open(js, s.BUCKET_CALENDARS, CalendarRecord),
         leases=lease_store.on_server(js), publisher=StreamPublisher(js), rpc=rpc.NatsRpc(nc),
-        buckets=ServerBuckets(js), consumers=ServerConsumers(js),
+        buckets=ServerBuckets(js), consumers=ServerConsumers(js), streams=ServerStreams(js),
         history=History(tenants, history), clock=clock,
         remake_topology=remake,
     )

@@ -8,15 +8,15 @@ from nats.js import JetStreamContext
 
 from jetcron.bus.connect import StorageVerdict
 from jetcron.bus.kv import Store
+from jetcron.bus.ports import Records
 from jetcron.core.errors import Misconfigured, WriteConflict
 from jetcron.core.models import ShardLayout
 from jetcron.wire import subjects as s
 
 
-async def shard_layout(js: JetStreamContext, *, wanted: int, by: str, now: datetime) -> ShardLayout:
-    """The cluster's trigger shard count, set by the first replica ever started (a KV create); Misconfigured if
-    `wanted` differs. Replicas with different counts would map jobs to shards that nobody holds."""
-    store = await Store.open(js, s.BUCKET_CLUSTER, ShardLayout)
+async def shard_layout(store: Records[ShardLayout], *, wanted: int, by: str, now: datetime) -> ShardLayout:
+    """The cluster's trigger shard count, set by the first replica ever started (a create in jc_cluster);
+    Misconfigured if `wanted` differs. Replicas with different counts would map jobs to shards that nobody holds."""
     try:
         await store.create(s.SHARDS_KEY, ShardLayout(shards=wanted, set_at=now, set_by=by))
     except WriteConflict:
@@ -30,9 +30,8 @@ async def shard_layout(js: JetStreamContext, *, wanted: int, by: str, now: datet
     return layout
 
 
-async def pinned_shards(js: JetStreamContext) -> int | None:
-    """The cluster's trigger shard count, or None before any trigger replica started."""
-    store = await Store.open(js, s.BUCKET_CLUSTER, ShardLayout)
+async def pinned_shards(store: Records[ShardLayout]) -> int | None:
+    """The cluster's trigger shard count (from jc_cluster), or None before any trigger replica started."""
     found = await store.maybe(s.SHARDS_KEY)
     return None if found is None else found[0].shards
 

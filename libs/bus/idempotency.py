@@ -6,11 +6,11 @@ import math
 from datetime import datetime
 
 import msgspec
-from nats.js import JetStreamContext
 
-from jetcron.bus.acks import publish_acked
-from jetcron.bus.kv import read_value, translate
-from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec, Unavailable, WriteConflict
+from jetcron.bus.ports import JetStream, Publisher, Streams
+from jetcron.bus.publish import StreamPublisher
+from jetcron.bus.streams import ServerStreams
+from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec, StorageFull, WriteConflict
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
@@ -25,32 +25,30 @@ class KeyRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class IdempotencyKeys:
-    """Keys in the idempotency bucket; each write carries its own TTL."""
+    """Keys in the idempotency bucket, written through a Publisher (each write carries its own TTL and the revision
+    it expects) and read through Streams: the server's or the twins'."""
 
-    def __init__(self, js: JetStreamContext) -> None:
-        self.js = js
+    def __init__(self, publisher: Publisher, streams: Streams) -> None:
+        self.publisher = publisher
+        self.streams = streams
         self.stream = s.kv_stream(s.BUCKET_IDEMPOTENCY)
         self.prefix = s.kv_subject(s.BUCKET_IDEMPOTENCY, "")
 
+    @classmethod
+    def on_server(cls, js: JetStream) -> IdempotencyKeys:
+        return cls(StreamPublisher(js), ServerStreams(js))
+
     async def get(self, key: str) -> tuple[KeyRecord, int] | None:
-        found = await read_value(self.js, self.stream, self.prefix + key, f"idempotency key {key}")
-        if found is None:
-            return None
-        data, msg = found
-        return decode(data, KeyRecord), int(msg.seq or 0)
+        found = await self.streams.last(self.stream, self.prefix + key)
+        return None if found is None else (decode(found.data, KeyRecord), found.seq)
 
     async def _write(self, key: str, record: KeyRecord, ttl: float, expected: int) -> int:
-        headers = {s.HDR_TTL: str(max(1, math.ceil(ttl))), s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(expected)}
         try:
-            seq = await publish_acked(self.js, self.prefix + key, encode(record), headers)
-        except Exception as exc:
-            err = translate(exc, f"idempotency key {key}")
-            if isinstance(err, Unavailable) and "full" in str(err):
-                raise IdempotencyStoreFull(
-                    f"idempotency store is full: refusing new key {key!r} rather than forgetting old ones"
-                ) from exc
-            raise err from exc
-        return seq
+            return await self.publisher.publish(self.prefix + key, encode(record), ttl=max(1, math.ceil(ttl)),
+                                                headers={s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(expected)})
+        except StorageFull as exc:
+            raise IdempotencyStoreFull(
+                f"idempotency store is full: refusing new key {key!r} rather than forgetting old ones") from exc
 
     async def claim(self, key: str, record: KeyRecord, ttl: float) -> int | None:
         """Create the key; None if it already exists (read it to see who has it)."""
@@ -76,18 +74,15 @@ class IdempotencyKeys:
         So new keys stop at max_bytes minus a reserve (1 %, at least 1 KiB), leaving room for the commits of
         claims already taken.
         """
-        try:
-            info = await self.js.stream_info(self.stream)
-        except Exception as exc:
-            raise translate(exc, "idempotency store status") from exc
-        longest = float(info.config.max_age or 0)
+        state = await self.streams.state(self.stream)
+        longest = state.max_age
         if ttl is not None and longest > 0 and ttl > longest:
             raise InvalidSpec("ttl", ttl, f"is longer than the idempotency store keeps a key ({longest:.0f} s, "
                               "JETCRON_IDEMPOTENCY_MAX_SECONDS): the key would be forgotten early")
-        limit = info.config.max_bytes or 0
-        if limit > 0 and info.state.bytes + max(limit // 100, 1024) > limit:
+        limit = state.max_bytes
+        if limit > 0 and state.bytes + max(limit // 100, 1024) > limit:
             raise IdempotencyStoreFull(
-                f"idempotency store is full ({info.state.bytes} of {limit} bytes): refusing new keys rather than "
+                f"idempotency store is full ({state.bytes} of {limit} bytes): refusing new keys rather than "
                 "forgetting old ones; raise its max_bytes or shorten key lifetimes")
 
     async def commit(self, key: str, record: KeyRecord, ttl: float, revision: int) -> int:

@@ -1,5 +1,5 @@
 """Reading an ordered consumer's push deliveries with less work per message than nats-py's iterators: the KV
-watch and `rpc.tail` take every message through here."""
+watch and `ServerStreams.tail` take every message through here."""
 
 from __future__ import annotations
 

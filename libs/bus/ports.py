@@ -214,6 +214,73 @@ class Buckets(Protocol):
     async def open(self, name: str, kind: type[T]) -> Records[T]: ...
 
 
+class StreamState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a stream holds now, by the server's own counts, and its limits (0: none)."""
+
+    messages: int
+    bytes: int
+    first_seq: int
+    last_seq: int
+    max_msgs: int = 0
+    max_bytes: int = 0
+    max_age: float = 0.0
+    """Seconds a message is kept at most."""
+
+
+class ConsumerState(msgspec.Struct, frozen=True, kw_only=True):
+    pending: int
+    """Messages not delivered yet."""
+    ack_pending: int
+    """Delivered, neither acked nor terminated."""
+    ack_floor: int
+    """The stream sequence up to which every message is acked."""
+
+
+class Stored(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored message's value, as Streams.last reads it."""
+
+    data: bytes
+    seq: int
+    time: datetime | None = None
+    """The storage's own time of the write."""
+    headers: dict[str, str] | None = None
+
+
+class Streams(Protocol):
+    """Streams and durable consumers as their storage counts them, their messages read without a durable consumer,
+    and history let go early (bus/streams.ServerStreams; twin: memory.MemoryStreams): for the services that size a
+    queue, judge whether a consumer is behind, watch new events, or shed history under storage pressure.
+
+    Errors are jetcron's: NotFound (a stream or consumer that does not exist), Unavailable (no answer)."""
+
+    async def state(self, stream: str) -> StreamState: ...
+
+    async def consumer(self, stream: str, durable: str) -> ConsumerState: ...
+
+    async def counts(self, stream: str, subjects: str) -> dict[str, int]:
+        """Messages held per subject matching `subjects` (a filter with wildcards); subjects with none left out."""
+        ...
+
+    async def last(self, stream: str, subject: str) -> Stored | None:
+        """The last message on `subject` when it gives a value; None when there is none, or it is a delete marker
+        or a purge (kv.value_of)."""
+        ...
+
+    async def purge(self, stream: str, *, subject: str | None = None, below: int | None = None) -> None:
+        """Let go of the stream's messages on `subject` (a filter), or of those below sequence `below`, or both;
+        nothing is left of them, no marker."""
+        ...
+
+    def oldest(self, bucket: str, kind: type[T], after: int = 0) -> AsyncIterator[tuple[str, T, int, int]]:
+        """(key, value, stored size, sequence) of a bucket's values the longest unwritten first, from just after
+        sequence `after`; deletes and undecodable values passed over. For a bucket that keeps one value per key."""
+        ...
+
+    def tail(self, subject: str) -> AsyncIterator[Request]:
+        """The messages stored on `subject` from now on, in order, for as long as the iterator lives."""
+        ...
+
+
 class Consumers(Protocol):
     """Consumes a stream's durable consumer (bus/consume.ServerConsumers; twin: memory.MemoryConsumers): each
     message through `handler` and settled by what it returns or raises (consume.settle), until `stop` is set."""

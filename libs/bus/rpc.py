@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import nats.errors
 from nats.aio.subscription import Subscription
-from nats.js.api import DeliverPolicy
 
-from jetcron.bus.ordered import in_order
 from jetcron.bus.ports import Connection, Handler, JetStream, Message, Request, Subscribed
 from jetcron.core.errors import Unavailable
 
@@ -85,17 +83,6 @@ async def replies(nc: Connection, subject: str, *, window: float, enough: Callab
 async def flush(nc: Connection) -> None:
     """Wait until the server has processed everything sent on this connection so far."""
     await nc.flush()
-
-
-async def tail(js: JetStream, subject: str) -> AsyncIterator[Message]:
-    """Messages stored on `subject` from now on, in order (an ordered consumer: no acks, no durable state);
-    gone with the iterator."""
-    sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
-    try:
-        async for msg in in_order(sub):
-            yield msg
-    finally:
-        await sub.unsubscribe()
 
 
 async def close(nc: Connection, *, drain: float | None = 2.0, timeout: float = 1.0) -> None:

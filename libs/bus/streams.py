@@ -1,45 +1,44 @@
 """What a stream or a durable consumer holds now, from the server's own counts: for services that size a queue
 or judge whether a consumer is idle; and a stream's newest messages, or those since a time, read without a
-durable consumer. Errors are jetcron's (NotFound for a consumer that does not exist)."""
+durable consumer (ports.Streams on the server: ServerStreams). Errors are jetcron's (NotFound for a stream or a
+consumer that does not exist)."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from datetime import datetime
+from typing import TypeVar
 
 import msgspec
 import nats.errors
 import nats.js.errors as jse
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from jetcron.bus.kv import drop_subscription, translate
-from jetcron.bus.ports import JetStream
+from jetcron.bus.kv import drop_subscription, read_value, translate, value_of
+from jetcron.bus.ordered import in_order
+from jetcron.bus.ports import ConsumerState, JetStream, Request, Stored, StreamState
 from jetcron.core.errors import NotFound
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
 
+T = TypeVar("T", bound=msgspec.Struct)
 
-class StreamState(msgspec.Struct, frozen=True):
-    messages: int
-    last_seq: int
-    max_msgs: int
-    """The stream's message limit; 0 when it has none."""
-
-
-class ConsumerState(msgspec.Struct, frozen=True):
-    pending: int
-    """Messages not delivered yet."""
-    ack_pending: int
-    """Delivered, neither acked nor terminated."""
-    ack_floor: int
-    """The stream sequence up to which every message is acked."""
+OLDEST_BATCH = 256
 
 
 async def stream_state(js: JetStream, stream: str) -> StreamState:
     try:
         info = await js.stream_info(stream)
+    except jse.NotFoundError:
+        raise NotFound("stream", stream) from None
     except Exception as exc:
         raise translate(exc, f"state of stream {stream}") from exc
-    return StreamState(messages=int(info.state.messages), last_seq=int(info.state.last_seq or 0),
-                       max_msgs=max(int(info.config.max_msgs or 0), 0))
+    return StreamState(messages=int(info.state.messages or 0), bytes=int(info.state.bytes or 0),
+                       first_seq=int(info.state.first_seq or 0), last_seq=int(info.state.last_seq or 0),
+                       max_msgs=max(int(info.config.max_msgs or 0), 0),
+                       max_bytes=max(int(info.config.max_bytes or 0), 0),
+                       max_age=max(float(info.config.max_age or 0), 0.0))
 
 
 async def consumer_state(js: JetStream, stream: str, consumer: str) -> ConsumerState:
@@ -112,4 +111,79 @@ async def written_since(js: JetStream, stream: str, subject: str, since: datetim
         return payloads, pending > cap
     finally:
         with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+class ServerStreams:
+    """ports.Streams on JetStream."""
+
+    def __init__(self, js: JetStream) -> None:
+        self.js = js
+
+    async def state(self, stream: str) -> StreamState:
+        return await stream_state(self.js, stream)
+
+    async def consumer(self, stream: str, durable: str) -> ConsumerState:
+        return await consumer_state(self.js, stream, durable)
+
+    async def counts(self, stream: str, subjects: str) -> dict[str, int]:
+        return await subject_counts(self.js, stream, subjects)
+
+    async def last(self, stream: str, subject: str) -> Stored | None:
+        found = await read_value(self.js, stream, subject, f"{stream} {subject}")
+        if found is None:
+            return None
+        data, msg = found
+        return Stored(data=data, seq=int(msg.seq or 0), time=msg.time, headers=msg.headers)
+
+    async def purge(self, stream: str, *, subject: str | None = None, below: int | None = None) -> None:
+        if subject is None and below is None:
+            raise ValueError(f"purge of {stream} names neither a subject nor a sequence: it would empty the stream")
+        if subject is None and below is not None and below <= 1:
+            return  # nothing is below the first sequence (and the server reads seq 0 as "all")
+        try:
+            await self.js.purge_stream(stream, subject=subject, seq=below)
+        except Exception as exc:
+            raise translate(exc, f"purge {stream}" + (f" {subject}" if subject else "")
+                            + (f" below {below}" if below is not None else "")) from exc
+
+    async def oldest(self, bucket: str, kind: type[T], after: int = 0) -> AsyncIterator[tuple[str, T, int, int]]:
+        # Each stored message of a history=1 bucket is its key's only one, so stream order is write order.
+        subject = s.kv_subject(bucket, ">")
+        prefix = s.kv_subject(bucket, "")
+        start = (dict(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1) if after
+                 else dict(deliver_policy=DeliverPolicy.ALL))
+        config = ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=60.0, filter_subject=subject,
+                                **start)
+        try:
+            sub = await self.js.pull_subscribe(subject, stream=s.kv_stream(bucket), config=config)
+        except Exception as exc:
+            raise translate(exc, f"read {bucket} from its oldest") from exc
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(OLDEST_BATCH, timeout=2)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    return
+                for msg in msgs:
+                    if (data := value_of(msg.data, msg.headers)) is None:
+                        continue
+                    with contextlib.suppress(msgspec.DecodeError):
+                        yield (msg.subject[len(prefix):], decode(data, kind), len(data) + len(msg.subject),
+                               int(msg.metadata.sequence.stream))
+                if msgs and msgs[-1].metadata.num_pending == 0:
+                    return
+        finally:
+            await drop_subscription(self.js, sub)
+
+    async def tail(self, subject: str) -> AsyncIterator[Request]:
+        # An ordered consumer: no acks, no durable state, gone with the iterator.
+        try:
+            sub = await self.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
+        except Exception as exc:
+            raise translate(exc, f"follow {subject}") from exc
+        try:
+            async for msg in in_order(sub):
+                yield msg
+        finally:
             await sub.unsubscribe()

@@ -12,14 +12,14 @@ import msgspec
 from jetcron.bus import lease as lease_store
 from jetcron.bus import rpc
 from jetcron.bus.cluster import pinned_shards
-from jetcron.bus.kv import Store
+from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Connection, JetStream
+from jetcron.bus.ports import Buckets, Connection, JetStream, Streams
 from jetcron.bus.registry import Registry
 from jetcron.bus.storage import Usage, server_usage, stream_usages
-from jetcron.bus.streams import stream_state, subject_counts, written_since
+from jetcron.bus.streams import ServerStreams, stream_state, written_since
 from jetcron.bus.topology import stream_names
-from jetcron.core.models import AgentInfo, Priority, Run, RunState
+from jetcron.core.models import AgentInfo, Priority, Run, RunState, ShardLayout
 from jetcron.wire import subjects as s
 from jetcron.wire.api import ClusterStatus
 from jetcron.wire.codec import decode
@@ -100,9 +100,9 @@ async def _pings(nc: Connection, expected: int) -> set[str]:
                                         enough=lambda got: len(_instances(got)) >= expected))
 
 
-async def _queue_depth(js: JetStream) -> dict[str, int]:
+async def _queue_depth(streams: Streams) -> dict[str, int]:
     # A work queue keeps every message until placement acks it: what is in the stream is what waits.
-    by_subject = await subject_counts(js, s.STREAM_PLACE, s.PLACE_ALL)
+    by_subject = await streams.counts(s.STREAM_PLACE, s.PLACE_ALL)
     return {p.value: by_subject.get(s.place_subject(p), 0) for p in Priority}
 
 
@@ -121,10 +121,9 @@ async def _recent_runs(js: JetStream, now: datetime) -> tuple[dict[str, int], bo
     return {state.value: counts.get(state.value, 0) for state in RunState}, truncated
 
 
-async def cluster_status(js: JetStream) -> ClusterStatus:
+async def cluster_status(leases: Leases, buckets: Buckets, streams: Streams) -> ClusterStatus:
     """Leaders, shard holders and the placement queue: what the API's cluster.status answers (the dashboard's
     overview) and part of `jetcron status`."""
-    leases = lease_store.on_server(js)
     shards: dict[str, str] = {}
     for key in await leases.keys(s.SHARD_LEASES):
         holder = await _holder(leases, key)
@@ -133,12 +132,13 @@ async def cluster_status(js: JetStream) -> ClusterStatus:
     return ClusterStatus(placement_leader=await _holder(leases, s.PLACEMENT_LEADER_KEY),
                          tracker_leader=await _holder(leases, s.TRACKER_LEADER_KEY),
                          shard_holders=dict(sorted(shards.items(), key=lambda kv: int(kv[0]))),
-                         trigger_shards=await pinned_shards(js), queue_depth=await _queue_depth(js))
+                         trigger_shards=await pinned_shards(await buckets.open(s.BUCKET_CLUSTER, ShardLayout)),
+                         queue_depth=await _queue_depth(streams))
 
 
 async def storage_view(js: JetStream, nats_url: str, monitor_url: str | None) -> list[Usage]:
     """The fullest first (by share of a limit, then by bytes), the server's store first of all."""
-    usages = await stream_usages(js, stream_names())
+    usages = await stream_usages(ServerStreams(js), stream_names())
     server = await server_usage(nats_url, monitor_url, usages)
     ranked = sorted(usages, key=lambda u: (-u.ratio, -u.used))
     return ([server] if server is not None else []) + ranked
@@ -156,7 +156,7 @@ async def gather(nc: Connection, now: datetime, monitor_url: str | None = None) 
             agents.append(AgentView(agent_id=a.agent_id, host=a.host, cpu=a.cpu, memory_mb=a.memory_mb, gpus=a.gpus,
                                     free_cpu=a.free_cpu, free_memory_mb=a.free_memory_mb, free_gpus=a.free_gpus,
                                     running=a.running, draining=a.draining, heartbeat_at=a.heartbeat_at))
-    status = await cluster_status(js)
+    status = await cluster_status(lease_store.on_server(js), ServerBuckets(js), ServerStreams(js))
     pinged = await _pings(nc, len(instances))
     runs, truncated = await _recent_runs(js, now)
     dlq = await stream_state(js, s.STREAM_DLQ)

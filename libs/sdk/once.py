@@ -49,7 +49,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
     url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
     nc = (await connect(url, name="jetcron-once", check=False, identity=Identity.from_env(os.environ))).nc
     try:
-        keys = IdempotencyKeys(rpc.jetstream(nc, timeout=5))
+        keys = IdempotencyKeys.on_server(rpc.jetstream(nc, timeout=5))
         now = datetime.now(UTC)
         claim = KeyRecord(state="claimed", at=now)
         existing = await keys.get(safe)

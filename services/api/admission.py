@@ -15,7 +15,6 @@ from functools import partial
 from typing import TypeVar
 
 from jetcron.bus.ports import Records
-from jetcron.bus.streams import stream_state
 from jetcron.core import admission
 from jetcron.core.models import TenantPolicy
 from jetcron.services.runtime import Context
@@ -83,7 +82,7 @@ class Admission:
             admission.check_rate(tenant, bucket.take(now))
 
     async def _size(self, stream: str) -> tuple[int, int]:
-        state = await stream_state(self.ctx.js, stream)
+        state = await self.ctx.streams.state(stream)
         return state.messages, state.max_msgs
 
     async def _policy(self, tenant: str) -> TenantPolicy | None:

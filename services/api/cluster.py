@@ -20,4 +20,4 @@ class Cluster(Noun):
     @verb
     async def status(self, call: Call) -> ClusterStatus:
         body(call.data, v.Empty)
-        return await cluster_status(self.ctx.js)
+        return await cluster_status(self.ctx.leases, self.ctx.buckets, self.ctx.streams)

@@ -37,7 +37,7 @@ class Jobs(Noun):
 
     def __init__(self, ctx: Context, admission: Admission) -> None:
         self.ctx = ctx
-        self.keys = IdempotencyKeys(ctx.js)
+        self.keys = IdempotencyKeys(ctx.publisher, ctx.streams)
         self.capacity = CapacityCheck(ctx)
         self.admission = admission
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from jetcron.bus import rpc
 from jetcron.core.capacity import CapacitySummary
 from jetcron.core.errors import JetcronError
 from jetcron.core.fairness import FairQueue
@@ -276,7 +275,7 @@ class View:
 
     async def watch_endings(self) -> None:
         """Release reservations as runs end, from the events stream (new events only): sooner than the record."""
-        async for msg in rpc.tail(self.ctx.js, s.EVENTS_ALL):
+        async for msg in self.ctx.streams.tail(s.EVENTS_ALL):
             kind, _source = s.parse_event_subject(msg.subject)
             ended: RunFinished | RunHandedBack
             if kind == "finished":

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from jetcron.bus import storage
-from jetcron.bus.streams import consumer_state
 from jetcron.bus.topology import stream_names
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.ids import job_of
@@ -89,8 +88,7 @@ class Pruner:
             spec = found_job[0].spec
         let_go = over_count(runs, await self.ctx.history.policy(spec), now)
         for run_id in let_go:
-            await storage.remove_key(self.ctx.js, s.BUCKET_RUNS, run_id)
-            await storage.remove_output(self.ctx.js, run_id)
+            await storage.remove_run(self.ctx.streams, run_id)
             self._ended.pop(run_id, None)
             metrics.HISTORY_PRUNED.inc()
         present = set(keys)
@@ -130,7 +128,7 @@ class StorageKeeper:
 
     async def check(self, now: datetime) -> dict[str, int]:
         """Export the headroom, shed what pressure asks; bytes (or messages) let go, by stream."""
-        usages = await storage.stream_usages(self.ctx.js, self.streams)
+        usages = await storage.stream_usages(self.ctx.streams, self.streams)
         server = await storage.server_usage(self.ctx.settings.nats_url, self.ctx.settings.nats_monitor_url, usages)
         for usage in [*usages, *([server] if server is not None else [])]:
             metrics.child(metrics.STORAGE_USED, stream=usage.stream).set(usage.used)
@@ -151,7 +149,7 @@ class StorageKeeper:
         if logs is not None and server_free:  # full on its own, the output stream drops its oldest itself
             cut = logs.first_seq + int(logs.messages * EVENTS_SHARE)
             if cut > logs.first_seq:
-                await storage.purge_before(self.ctx.js, s.STREAM_LOGS, cut)
+                await self.ctx.streams.purge(s.STREAM_LOGS, below=cut)
                 shed[s.STREAM_LOGS] = cut - logs.first_seq
         for stream, amount in shed.items():
             if amount:
@@ -165,12 +163,11 @@ class StorageKeeper:
         freed = removed = walked = 0
         cluster = self.ctx.history.cluster
         reached, start = 0, self.walked_to
-        async for key, run, size, seq in storage.oldest(self.ctx.js, s.BUCKET_RUNS, Run, after=start):
+        async for key, run, size, seq in self.ctx.streams.oldest(s.BUCKET_RUNS, Run, after=start):
             walked, reached = walked + 1, seq
             if may_shed(run, now, cluster):
                 try:
-                    await storage.remove_key(self.ctx.js, s.BUCKET_RUNS, key)
-                    await storage.remove_output(self.ctx.js, key)
+                    await storage.remove_run(self.ctx.streams, key)
                 except NotFound:
                     pass
                 freed += size
@@ -183,9 +180,9 @@ class StorageKeeper:
 
     async def _shed_events(self, events: storage.Usage) -> int:
         """The oldest share of the events stream that the tracker has consumed; the count."""
-        floor = (await consumer_state(self.ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER)).ack_floor
+        floor = (await self.ctx.streams.consumer(s.STREAM_EVENTS, s.CONSUMER_TRACKER)).ack_floor
         cut = min(floor + 1, events.first_seq + int(events.messages * EVENTS_SHARE))
         if cut <= events.first_seq:
             return 0
-        await storage.purge_before(self.ctx.js, s.STREAM_EVENTS, cut)
+        await self.ctx.streams.purge(s.STREAM_EVENTS, below=cut)
         return cut - events.first_seq

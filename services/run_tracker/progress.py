@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from jetcron.bus.streams import consumer_state, stream_state
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.reconcile import Beat, beat_seen, may_still_report
 from jetcron.services.runtime import Context
@@ -40,13 +39,13 @@ class Progress:
         self._agents.clear()
         self._reporting.clear()
         try:
-            self.read_up_to = (await consumer_state(self.ctx.js, s.STREAM_EVENTS, s.CONSUMER_TRACKER)).ack_floor
+            self.read_up_to = (await self.ctx.streams.consumer(s.STREAM_EVENTS, s.CONSUMER_TRACKER)).ack_floor
         except Exception:
             self.read_up_to = -1
 
     async def horizon(self) -> int:
         """The events stream's last sequence now (read after the lease looks it bounds)."""
-        return (await stream_state(self.ctx.js, s.STREAM_EVENTS)).last_seq
+        return (await self.ctx.streams.state(s.STREAM_EVENTS)).last_seq
 
     async def agent_idle_or_gone(self, agent: str) -> bool:
         """An assignment not started is stalled only if its agent is gone (no heartbeat) or has nothing
@@ -58,7 +57,7 @@ class Progress:
             idle = True
             if alive:
                 try:
-                    state = await consumer_state(self.ctx.js, s.STREAM_ASSIGN, s.assign_consumer(agent))
+                    state = await self.ctx.streams.consumer(s.STREAM_ASSIGN, s.assign_consumer(agent))
                     idle = not (state.pending or state.ack_pending)
                 except NotFound:
                     idle = True

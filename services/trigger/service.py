@@ -13,11 +13,13 @@ from jetcron.bus.cluster import shard_layout
 from jetcron.core import triggers
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.herds import Herds
+from jetcron.core.models import ShardLayout
 from jetcron.services.runtime import Context, background
 from jetcron.services.trigger.calendars import CalendarView
 from jetcron.services.trigger.firing import Firer
 from jetcron.services.trigger.shards import ShardOwner
 from jetcron.services.trigger.warm import Warm
+from jetcron.wire.subjects import BUCKET_CLUSTER
 
 FIRES_IN_FLIGHT = 1024
 """Jobs planned and recorded concurrently: enough to keep the server's pipeline full during a herd."""
@@ -204,7 +206,8 @@ async def _sleep_or(event: asyncio.Event, seconds: float) -> None:
 
 async def main(ctx: Context) -> None:
     replica = ctx.settings.agent_id or f"trigger-{secrets.token_hex(4)}"
-    await shard_layout(ctx.js, wanted=ctx.settings.trigger_shards, by=replica, now=ctx.clock.now())
+    cluster = await ctx.buckets.open(BUCKET_CLUSTER, ShardLayout)
+    await shard_layout(cluster, wanted=ctx.settings.trigger_shards, by=replica, now=ctx.clock.now())
     trigger = Trigger(ctx, replica)
     tasks = [background(ctx, c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
                                               trigger.fire_loop(), trigger.watch_calendars())]

@@ -14,11 +14,14 @@ from contract_support import (
     Item,
     LeaseSide,
     PublisherSide,
+    ServerStreamsSide,
     Queue,
     ServerPublisher,
     ServerQueue,
+    StreamsSide,
     TwinPublisher,
     TwinQueue,
+    TwinStreams,
     names,
 )
 from nats.js import JetStreamContext
@@ -171,3 +174,13 @@ async def consumers(request: pytest.FixtureRequest) -> AsyncIterator[ConsumerSid
             return int((await js.publish(f"{subject}.one", data)).seq)
 
         yield ConsumerSide(ServerConsumers(js), stream, put)
+
+
+@pytest.fixture(params=["twin", "server"])
+async def streams_side(request: pytest.FixtureRequest) -> AsyncIterator[StreamsSide]:
+    """Streams over the twin's streams or the server's, with nothing declared yet."""
+    if request.param == "twin":
+        yield TwinStreams()
+        return
+    async with server_js(request) as js:
+        yield ServerStreamsSide(js)

@@ -11,9 +11,12 @@ import msgspec
 
 from jetcron.bus.consume import PullQueue
 from jetcron.bus.lease import Leases
-from jetcron.bus.memory import MemoryPublisher, MemoryQueue
-from jetcron.bus.ports import Consumers, Message, Publisher, WorkQueue
+from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, StreamConfig
+
+from jetcron.bus.memory import MemoryPublisher, MemoryQueue, MemoryStreams
+from jetcron.bus.ports import Consumers, Message, Publisher, Streams, WorkQueue
 from jetcron.bus.publish import StreamPublisher, publish
+from jetcron.bus.streams import ServerStreams
 
 ACK_WAIT = 1.0
 Put = Callable[[bytes], Awaitable[int]]
@@ -126,3 +129,78 @@ class ConsumerSide:
     stream: str
     """The stream whose durable `work` the port consumes."""
     put: Put
+
+
+class StreamsSide(Protocol):
+    """The Streams port, a Publisher storing onto its streams, and what a test does to the storage behind them:
+    declare a stream, store a message, move a durable consumer."""
+
+    streams: Streams
+    publisher: Publisher
+
+    async def make(self, name: str, subjects: list[str], *, max_msgs: int = 0, max_bytes: int = 0,
+                   max_age: float = 0.0, per_subject: int = 0) -> None: ...
+
+    async def put(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> int: ...
+
+    async def durable(self, stream: str, name: str, filter_subject: str) -> None: ...
+
+    async def deliver(self, stream: str, name: str, batch: int) -> list[int]: ...
+
+    async def ack(self, stream: str, name: str, seq: int) -> None: ...
+
+
+class TwinStreams:
+    def __init__(self) -> None:
+        self.twin = MemoryStreams()
+        self.streams: Streams = self.twin
+        self.publisher: Publisher = MemoryPublisher(self.twin)
+
+    async def make(self, name: str, subjects: list[str], *, max_msgs: int = 0, max_bytes: int = 0,
+                   max_age: float = 0.0, per_subject: int = 0) -> None:
+        self.twin.add(name, subjects, max_msgs=max_msgs, max_bytes=max_bytes, max_age=max_age,
+                      per_subject=per_subject)
+
+    async def put(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> int:
+        return self.twin.store(subject, data, headers)
+
+    async def durable(self, stream: str, name: str, filter_subject: str) -> None:
+        self.twin.add_consumer(stream, name, filter_subject)
+
+    async def deliver(self, stream: str, name: str, batch: int) -> list[int]:
+        return self.twin.deliver(stream, name, batch)
+
+    async def ack(self, stream: str, name: str, seq: int) -> None:
+        self.twin.ack(stream, name, seq)
+
+
+class ServerStreamsSide:
+    def __init__(self, js: Any) -> None:
+        self.js = js
+        self.streams: Streams = ServerStreams(js)
+        self.publisher: Publisher = StreamPublisher(js)
+        self._subs: dict[tuple[str, str], Any] = {}
+        self._held: dict[int, Any] = {}
+
+    async def make(self, name: str, subjects: list[str], *, max_msgs: int = 0, max_bytes: int = 0,
+                   max_age: float = 0.0, per_subject: int = 0) -> None:
+        await self.js.add_stream(StreamConfig(
+            name=name, subjects=subjects, max_msgs=max_msgs or -1, max_bytes=max_bytes or -1, max_age=max_age,
+            max_msgs_per_subject=per_subject or -1, discard=DiscardPolicy.NEW if max_bytes else DiscardPolicy.OLD))
+
+    async def put(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> int:
+        return int((await self.js.publish(subject, data, headers=headers)).seq)
+
+    async def durable(self, stream: str, name: str, filter_subject: str) -> None:
+        await self.js.add_consumer(stream, ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT,
+                                                          filter_subject=filter_subject))
+        self._subs[stream, name] = await self.js.pull_subscribe_bind(name, stream=stream)
+
+    async def deliver(self, stream: str, name: str, batch: int) -> list[int]:
+        msgs = await self._subs[stream, name].fetch(batch, timeout=5)
+        for msg in msgs:
+            self._held[int(msg.metadata.sequence.stream)] = msg
+        return [int(msg.metadata.sequence.stream) for msg in msgs]
+
+    async def ack(self, stream: str, name: str, seq: int) -> None:
+        await self._held.pop(seq).ack_sync()

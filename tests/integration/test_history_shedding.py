@@ -13,6 +13,7 @@ import pytest
 import structlog
 
 from jetcron.bus.server import EmbeddedNats
+from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import ensure_topology
 from jetcron.config import Settings
 from jetcron.core.ids import run_id
@@ -46,7 +47,7 @@ async def test_each_walk_goes_on_past_records_that_may_not_go(nats_server: Embed
         recent = [_run(60 + i, RunState.FAILED, timedelta(minutes=1)) for i in range(5)]
         for run in [*kept, *old, *recent]:
             await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
-        ctx: Any = SimpleNamespace(js=js, settings=Settings(), log=structlog.get_logger("test"),
+        ctx: Any = SimpleNamespace(streams=ServerStreams(js), settings=Settings(), log=structlog.get_logger("test"),
                                    history=SimpleNamespace(cluster=Settings().history))
         keeper = StorageKeeper(cast(Any, ctx))
         # When pressure asks for more than can be freed, walk after walk (20 records each at most)

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from jetcron.bus.memory import BeforeWrite, MemoryBuckets, MemoryConsumers, MemoryPublisher, MemoryRecords, MemoryRpc
+from jetcron.bus.memory import (
+    BeforeWrite,
+    MemoryBuckets,
+    MemoryConsumers,
+    MemoryPublisher,
+    MemoryRecords,
+    MemoryRpc,
+    MemoryStreams,
+)
 from jetcron.config import Settings
 from jetcron.core.calendars import CalendarRecord
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
@@ -40,5 +48,5 @@ def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
         cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
         tenants=tenants, calendars=MemoryRecords(s.BUCKET_CALENDARS, CalendarRecord),
         leases=cast(Any, _Absent("leases")), history=History(tenants, settings.history), publisher=MemoryPublisher(),
-        rpc=MemoryRpc(), buckets=MemoryBuckets(), consumers=MemoryConsumers(),
+        rpc=MemoryRpc(), buckets=MemoryBuckets(), consumers=MemoryConsumers(), streams=MemoryStreams(),
         clock=clock)

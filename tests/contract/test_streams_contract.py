@@ -1,0 +1,158 @@
+"""ports.Streams, on the twin (memory.MemoryStreams) and on the server (streams.ServerStreams): what a stream and a
+durable consumer hold, the last value on a subject, purges, a bucket read from its oldest, and new messages
+followed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from contract_support import Item, StreamsSide, names
+
+from jetcron.core.errors import NotFound, StorageFull, WriteConflict
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+
+
+async def _stream(side: StreamsSide, **limits: int | float) -> tuple[str, str]:
+    n = next(names)
+    name, subject = f"ST{n}", f"st{n}"
+    await side.make(name, [f"{subject}.>"], **limits)  # type: ignore[arg-type]
+    return name, subject
+
+
+async def test_a_stream_counts_its_messages_and_reports_its_limits(streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side, max_msgs=100, max_bytes=1 << 20, max_age=3600.0)
+    empty = await streams_side.streams.state(name)
+    assert (empty.messages, empty.bytes, empty.first_seq, empty.last_seq) == (0, 0, 0, 0)
+    assert (empty.max_msgs, empty.max_bytes, empty.max_age) == (100, 1 << 20, 3600.0)
+    seqs = [await streams_side.put(f"{subject}.a", b"x" * 100) for _ in range(3)]
+    state = await streams_side.streams.state(name)
+    assert seqs == [1, 2, 3]
+    assert (state.messages, state.first_seq, state.last_seq) == (3, 1, 3)
+    assert state.bytes >= 300
+
+
+async def test_a_stream_that_does_not_exist_is_not_found(streams_side: StreamsSide) -> None:
+    with pytest.raises(NotFound, match="NOPE"):
+        await streams_side.streams.state("NOPE")
+
+
+async def test_a_durable_consumer_counts_what_waits_what_is_unacked_and_its_ack_floor(
+        streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side)
+    await streams_side.durable(name, "work", f"{subject}.>")
+    for i in range(5):
+        await streams_side.put(f"{subject}.{i}", b"m")
+    first = await streams_side.deliver(name, "work", 3)
+    assert first == [1, 2, 3]
+    for seq in first[:2]:
+        await streams_side.ack(name, "work", seq)
+    state = await streams_side.streams.consumer(name, "work")
+    assert (state.pending, state.ack_pending, state.ack_floor) == (2, 1, 2)
+    with pytest.raises(NotFound, match=f"consumer '{name}/other' not found"):
+        await streams_side.streams.consumer(name, "other")
+
+
+async def test_counts_are_per_subject_within_a_filter(streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side)
+    for leaf in ("a.1", "a.1", "a.2", "b.1"):
+        await streams_side.put(f"{subject}.{leaf}", b"m")
+    assert await streams_side.streams.counts(name, f"{subject}.a.>") == {f"{subject}.a.1": 2, f"{subject}.a.2": 1}
+    assert await streams_side.streams.counts(name, f"{subject}.c.>") == {}
+
+
+async def test_last_is_the_newest_value_on_a_subject_and_none_after_a_delete_marker(
+        streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side)
+    assert await streams_side.streams.last(name, f"{subject}.k") is None
+    await streams_side.put(f"{subject}.k", b"one")
+    second = await streams_side.put(f"{subject}.k", b"two", {"X-Kind": "note"})
+    await streams_side.put(f"{subject}.other", b"three")
+    found = await streams_side.streams.last(name, f"{subject}.k")
+    assert found is not None
+    assert (found.data, found.seq, (found.headers or {}).get("X-Kind")) == (b"two", second, "note")
+    assert found.time is not None
+    await streams_side.put(f"{subject}.k", b"", {"KV-Operation": "DEL"})
+    assert await streams_side.streams.last(name, f"{subject}.k") is None
+
+
+async def test_a_write_expecting_a_subjects_last_sequence_is_refused_when_another_came_first(
+        streams_side: StreamsSide) -> None:
+    _, subject = await _stream(streams_side)
+    expect = s.HDR_EXPECTED_LAST_SUBJECT_SEQ
+    first = await streams_side.publisher.publish(f"{subject}.k", b"a", headers={expect: "0"})
+    await streams_side.publisher.publish(f"{subject}.k", b"b", headers={expect: str(first)})
+    with pytest.raises(WriteConflict, match="written by someone else first"):
+        await streams_side.publisher.publish(f"{subject}.k", b"c", headers={expect: str(first)})
+    with pytest.raises(WriteConflict):
+        await streams_side.publisher.publish(f"{subject}.k", b"d", headers={expect: "0"})
+
+
+async def test_a_full_stream_that_discards_new_refuses_with_storage_full(streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side, max_bytes=4096)
+    await streams_side.publisher.publish(f"{subject}.a", b"x" * 1000)
+    with pytest.raises(StorageFull, match="storage full"):
+        for _ in range(10):
+            await streams_side.publisher.publish(f"{subject}.a", b"x" * 1000)
+    held = await streams_side.streams.state(name)
+    assert 1 <= held.messages < 5 and held.bytes <= 4096
+
+
+async def test_a_purge_lets_go_of_a_subject_or_of_what_is_below_a_sequence(streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side)
+    for leaf in ("a", "b", "a", "b", "c"):
+        await streams_side.put(f"{subject}.{leaf}", b"m")
+    await streams_side.streams.purge(name, subject=f"{subject}.a")
+    assert await streams_side.streams.counts(name, f"{subject}.>") == {f"{subject}.b": 2, f"{subject}.c": 1}
+    await streams_side.streams.purge(name, below=4)
+    state = await streams_side.streams.state(name)
+    assert (state.messages, state.first_seq, state.last_seq) == (2, 4, 5)
+    await streams_side.streams.purge(name, below=1)  # nothing is below the first: nothing goes
+    assert (await streams_side.streams.state(name)).messages == 2
+    with pytest.raises(ValueError, match="neither a subject nor a sequence"):
+        await streams_side.streams.purge(name)
+    assert (await streams_side.streams.state(name)).messages == 2
+
+
+async def test_oldest_reads_a_bucket_the_longest_unwritten_first(streams_side: StreamsSide) -> None:
+    bucket = f"jc_t{next(names)}_old"
+    await streams_side.make(s.kv_stream(bucket), [s.kv_subject(bucket, ">")], per_subject=1)
+
+    async def put(key: str, data: bytes, headers: dict[str, str] | None = None) -> int:
+        return await streams_side.put(s.kv_subject(bucket, key), data, headers)
+
+    await put("a", encode(Item("a", 1)))
+    b = await put("b", encode(Item("b")))
+    await put("c", encode(Item("c")))
+    await put("a", encode(Item("a", 2)))  # rewritten: now the newest
+    await put("junk", b"not an item")
+    await put("c", b"", {"KV-Operation": "DEL"})
+    read = [(key, value, seq) async for key, value, _size, seq in streams_side.streams.oldest(bucket, Item)]
+    assert [(key, value) for key, value, _ in read] == [("b", Item("b")), ("a", Item("a", 2))]
+    after_b = [key async for key, *_ in streams_side.streams.oldest(bucket, Item, after=b)]
+    assert after_b == ["a"]
+    sizes = [size async for _key, _value, size, _seq in streams_side.streams.oldest(bucket, Item)]
+    assert sizes[0] == len(encode(Item("b"))) + len(s.kv_subject(bucket, "b"))
+
+
+async def test_tail_follows_the_messages_stored_from_now_on_in_order(streams_side: StreamsSide) -> None:
+    _, subject = await _stream(streams_side)
+    await streams_side.put(f"{subject}.ev.x", b"before")
+    tail = streams_side.streams.tail(f"{subject}.ev.>")
+    first = asyncio.ensure_future(anext(tail))
+    # The tail starts following when it is first asked; until then nothing here is its, so put until it sees one.
+    sent = 0
+    while not first.done():
+        await streams_side.put(f"{subject}.ev.x", str(sent).encode())
+        sent += 1
+        await asyncio.wait({first}, timeout=0.05)
+    got = [(await first).data]
+    await streams_side.put(f"{subject}.other", b"not followed")
+    await streams_side.put(f"{subject}.ev.y", b"last")
+    while got[-1] != b"last":
+        got.append((await asyncio.wait_for(anext(tail), 5)).data)
+    await tail.aclose()
+    assert b"before" not in got
+    numbered = [int(d) for d in got[:-1]]
+    assert numbered == list(range(numbered[0], sent)) and got[-1] == b"last"
