@@ -132,9 +132,13 @@ class Settings(BaseSettings):
     """A range of uids, FIRST-LAST (e.g. 60578-61183: systemd leaves it unused), from which an agent running as
     root gives each attempt a uid of its own (its gid the same number, HOME its scratch), so that no two running
     jobs share a user: jobs sharing one can read each other's scratch and /tmp through /proc, signal and trace
-    each other. Uids a user or group of the host has are skipped; agents sharing a data dir share the range (a
-    lock per uid); agents with different data dirs need ranges of their own. Empty: every job runs as
-    agent_job_user."""
+    each other. Uids a user or group of the host has are skipped; agents on one host share the range through a lock
+    per uid (agent_job_uid_locks). Empty: every job runs as agent_job_user (`jetcron up` run as root sets a range
+    of its own unless this is set, even to empty)."""
+    agent_job_uid_locks: str = "/run/jetcron/job-uids"
+    """The folder of the locks on agent_job_uids, one file per uid held while an attempt runs as it (the kernel
+    releases it when the agent dies). Every agent of one host must use the same folder, whatever its data dir: an
+    agent at its start kills what runs under a uid of its range that no lock holds, and would kill another's jobs."""
     agent_private_tmp: bool = True
     """Where the agent runs as root and jobs as another user: each child in a mount namespace of its own in which
     /tmp is its scratch (if the host allows it: the agent checks at start and logs why not)."""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import grp
 import ipaddress
 import os
+import pwd
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import typer
@@ -17,6 +20,8 @@ from jetcron.auth.certs import DEFAULT_HOSTS, ensure_local_tls
 from jetcron.auth.local import LocalCreds
 from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
+from jetcron.config import Settings
+from jetcron.core.uid_pool import LOCAL_RANGES, format_uid_range, local_range
 
 SERVICES = ("api", "trigger", "placement", "run_tracker", "gateway", "notifier")
 
@@ -118,6 +123,8 @@ def up(
         env["JETCRON_NATS_TLS_CA"] = str(certs.ca)
     if sim:
         env["JETCRON_AGENT_SIM"] = "true"
+    job_uids, job_uids_said = local_job_uids(os.geteuid(), os.environ, agents, {p.pw_uid for p in pwd.getpwall()},
+                                             {g.gr_gid for g in grp.getgrall()})
     sup = Supervisor(env, data_dir / "logs")
     context = write_context(server.url, creds.admin if creds else None, certs.ca if certs else None,
                             creds.root if creds else None)
@@ -134,11 +141,13 @@ def up(
         for i in range(1, agents + 1):
             agent_id = f"agent-{i}"
             sup.start(agent_id, [sys.executable, "-m", "jetcron.services.agent"],
-                      {"JETCRON_AGENT_ID": agent_id, **(creds.env(agent_id) if creds else {})})
+                      {"JETCRON_AGENT_ID": agent_id, **job_uids, **(creds.env(agent_id) if creds else {})})
         typer.echo(
             f"jetcron up: NATS at {server.url} (monitor {server.monitor_url}), "
             f"{len(SERVICES)} services and {agents} agents; logs in {data_dir / 'logs'}; Ctrl-C stops all"
         )
+        if job_uids_said:
+            typer.echo(f"jetcron up: {job_uids_said}")
         if shared:
             typer.echo(f"jetcron up: NATS takes clients from other hosts on {listen}:{port}, each with a credential "
                        f"of this system: `jetcron agents add ID --creds-out FILE` makes one for an agent"
@@ -157,6 +166,37 @@ def up(
         typer.echo("jetcron up: stopping", err=True)
         sup.stop()
         server.stop()
+
+
+def local_job_uids(euid: int, environ: Mapping[str, str], agents: int, named_users: Collection[int],
+                   named_groups: Collection[int]) -> tuple[dict[str, str], str | None]:
+    """The uid range `up` gives its local agents (as JETCRON_AGENT_JOB_UIDS), and what to say of it.
+
+    On one machine every tenant's jobs run on the same agents; as one user (`nobody`) any of them could read another's
+    running job's scratch and environment through /proc/PID/cwd and /proc/PID/environ. So, run as root and with no
+    range set, `up` gives each attempt a uid of its own from a range no user or group of this host reaches into
+    (core/uid_pool.local_range), room for every slot of every agent at once. A set JETCRON_AGENT_JOB_UIDS, even
+    empty (off), is the agents' own to read; a non-root `up` switches no user, nor does JETCRON_AGENT_JOB_USER=@agent.
+    A deployed agent stays opt-in (docs/security.md): its host's uids are its operator's to give out."""
+    if euid != 0 or agents < 1 or "JETCRON_AGENT_JOB_UIDS" in environ \
+            or environ.get("JETCRON_AGENT_JOB_USER") == "@agent":
+        return {}, None
+    try:
+        slots = max(1, int(environ.get("JETCRON_AGENT_SLOTS", "")))
+    except ValueError:  # unset (or malformed: the agent refuses that itself, naming it)
+        slots = int(Settings.model_fields["agent_slots"].default)
+    uids = local_range(agents * slots, named_users, named_groups)
+    if uids is None:
+        tried = ", ".join(format_uid_range(r) for r in LOCAL_RANGES)
+        return {}, (f"every job runs as {environ.get('JETCRON_AGENT_JOB_USER', 'nobody')}, so a running job can read "
+                    f"another's scratch and environment: no uid range free of this host's users and groups ({tried}) "
+                    f"holds {agents} agents x {slots} slots; JETCRON_AGENT_JOB_UIDS=FIRST-LAST gives each attempt a "
+                    "uid of its own")
+    text = format_uid_range(uids)
+    return {"JETCRON_AGENT_JOB_UIDS": text}, (
+        f"each job runs as a uid of its own from {text} (no user or group of this host has one), so no running job "
+        "reads another's scratch or environment; JETCRON_AGENT_JOB_UIDS=FIRST-LAST picks another range, "
+        "JETCRON_AGENT_JOB_UIDS= (empty) runs every job as one user")
 
 
 def close_data_dir(data_dir: Path) -> None:

@@ -4,7 +4,8 @@ Jobs that share a user share everything that user owns: a running job's working 
 any other process of its user (`/proc/PID/cwd`, `/proc/PID/root`), and so are its signals, its memory (ptrace)
 and its environment, secrets included. A mode of 0700 separates users, not jobs; so each attempt runs as a uid
 no other running attempt has. The agent locks each uid it gives out (services/agent/host/scratch.py) so that agents
-sharing a data dir never give out the same one; this module is the choice.
+of one host never give out the same one; this module is the choice, and that of the range `jetcron up` gives its
+local agents when none is set (local_range).
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from collections.abc import Collection, Iterable
 
 MAX_UID = 2**32 - 2
 """The largest uid Linux takes ((uid_t)-1 means "unchanged")."""
+
+LOCAL_RANGES = (range(60578, 61184), range(65536, 100000))
+"""The ranges `jetcron up` may give its local agents when it runs as root and no range is set, in this order:
+60578-61183, which systemd's allocation table leaves unused, then 65536-99999, which it leaves unused too and which
+lies below 100000, where useradd starts the subordinate uids of rootless containers (/etc/subuid)."""
 
 
 def parse_uid_range(text: str) -> range:
@@ -35,6 +41,22 @@ def usable_uids(uids: range, named_users: Collection[int], named_groups: Collect
     """The uids of the range that no user or group of this host has: a run's uid (and its gid, the same number)
     must hold nothing, or the job would hold what that user or group may do."""
     return [u for u in uids if u not in named_users and u not in named_groups]
+
+
+def format_uid_range(uids: range) -> str:
+    """The range as JETCRON_AGENT_JOB_UIDS spells it (parse_uid_range's inverse)."""
+    return f"{uids.start}-{uids.stop - 1}"
+
+
+def local_range(needed: int, named_users: Collection[int], named_groups: Collection[int],
+                candidates: Iterable[range] = LOCAL_RANGES) -> range | None:
+    """The first candidate that no user or group of this host reaches into, with room for `needed` attempts at once;
+    None if there is none. A whole range free of names, not one with its named uids skipped: a host that gave out a
+    uid in it may give out more (a range is somebody's), and jobs would then hold what its users may do."""
+    for uids in candidates:
+        if len(uids) >= needed and not any(u in uids for u in (*named_users, *named_groups)):
+            return uids
+    return None
 
 
 class UidPool:

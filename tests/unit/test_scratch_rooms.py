@@ -53,8 +53,8 @@ def test_a_job_allowed_root_or_an_agent_that_does_not_switch_keeps_the_agents_us
 
 
 @root_only
-def test_agents_sharing_a_data_dir_never_give_out_the_same_uid(tmp_path: Path) -> None:
-    # Given two agents with the same range and lock folder (jetcron up's agents share one data dir)
+def test_agents_sharing_a_lock_folder_never_give_out_the_same_uid(tmp_path: Path) -> None:
+    # Given two agents with the same range and lock folder (every agent of a host shares one, whatever its data dir)
     locks = tmp_path / "job-uids"
     locks.mkdir()
     one = scratches(tmp_path / "1", uids=UidPool(range(60600, 60603)), lock_dir=locks)
@@ -92,7 +92,8 @@ def test_setup_makes_the_folders_the_agents_and_closes_the_data_dir(tmp_path: Pa
     data = tmp_path / "data"
     data.mkdir(mode=0o755)
     os.chmod(data, 0o755)
-    settings = Settings(data_dir=str(data), agent_slots=2, agent_job_uids="60600-60609")
+    settings = Settings(data_dir=str(data), agent_slots=2, agent_job_uids="60600-60609",
+                        agent_job_uid_locks=str(tmp_path / "locks" / "job-uids"))
 
     made, notes = Scratches.setup(settings, "agent-1", NOBODY)
 
@@ -101,7 +102,8 @@ def test_setup_makes_the_folders_the_agents_and_closes_the_data_dir(tmp_path: Pa
     assert mode(data / "scratch") == mode(made.dir) == 0o711
     # And the data dir is closed to others (searchable only if jobs must pass through it: no private /tmp)
     assert mode(data) == (0o700 if made.private_tmp else 0o711), notes
-    assert made.uids is not None and len(made.uids) == 10 and mode(data / "job-uids") == 0o700
+    assert made.uids is not None and len(made.uids) == 10 and made.lock_dir == tmp_path / "locks" / "job-uids"
+    assert mode(made.lock_dir) == 0o700 and not (data / "job-uids").exists()
 
 
 def test_a_uid_range_smaller_than_the_slots_refuses_the_start(tmp_path: Path) -> None:

@@ -199,10 +199,10 @@ class Scratches:
                 self.uids.claim(uid)
                 return uid, fd
         raise NoRoom(f"no free uid in JETCRON_AGENT_JOB_UIDS ({len(self.uids)} uids, {len(self.uids.in_use)} in use "
-                     "by this agent, the rest by others sharing its data dir)")
+                     "by this agent, the rest by other agents of this host)")
 
     def _lock(self, uid: int) -> int | None:
-        """The uid's lock, held by the descriptor returned; None if another agent of this data dir holds it."""
+        """The uid's lock, held by the descriptor returned; None if another agent of this host holds it."""
         assert self.lock_dir is not None
         fd = os.open(self.lock_dir / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -235,7 +235,9 @@ class Scratches:
             if len(uids) < settings.agent_slots:
                 raise Misconfigured(f"JETCRON_AGENT_JOB_UIDS={settings.agent_job_uids}: {len(uids)} uids no user or "
                                     f"group of this host has, fewer than the agent's {settings.agent_slots} slots")
-            lock_dir = data_dir / "job-uids"
+            # host-wide, not the data dir's: agents of two systems on one host (two `jetcron up`s, a test beside a
+            # system) give out the same range, and each kills at its start what runs under a uid no lock holds
+            lock_dir = Path(settings.agent_job_uid_locks)
             _make_private_dir(lock_dir, 0o700)
         _make_private_dir(root, SCRATCH_PARENT_MODE)
         scratches = cls(root, agent_id=agent_id, job_user=job_user, private_tmp=False,
