@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from opentelemetry.context import Context as TraceContext
+from twin_support import twin_context
 
 from jetcron.bus.consume import Retry
-from jetcron.bus.lease import Lease, LeaseValue
+from jetcron.bus.lease import LeaseValue
+from jetcron.bus.memory import MemoryLeaseLog, MemoryMessage, MemoryPublisher
 from jetcron.config import Settings
 from jetcron.core.attempt_state import (
     TRANSITIONS,
@@ -32,7 +35,7 @@ from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.service import Agent
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
-from jetcron.wire.codec import encode
+from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, CancelRun
 
 P, E = AttemptPhase, AttemptEvent
@@ -119,37 +122,42 @@ def test_every_phase_leads_to_ended_and_ended_to_nothing() -> None:
 
 
 # --- one attempt ---------------------------------------------------------------------------------------------------
+# On the bus's twins (bus/memory.py): the leases are the real ones (bus/lease.Leases) over the lease log's twin, so
+# a release that would not land on the server (a stale token) does not land here either; what was published is
+# the publisher twin's record.
 
-class _Leases:
-    """Leases granted at once (or held elsewhere), renewed and released as asked."""
+class Log(MemoryLeaseLog):
+    """The lease log's twin, keeping every write's key and what it said, in order; `on_write` is called while a
+    write is in flight (sent, not stored yet): a test acts at that moment."""
 
     def __init__(self) -> None:
-        self.taken: list[str] = []
-        self.released: list[str] = []
-        self.on_take: Any = None
+        super().__init__()
+        self.written: list[tuple[str, LeaseValue]] = []
+        self.on_write: Callable[[], None] | None = None
 
-    async def take(self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None) -> Lease:
-        self.taken.append(key)
-        if self.on_take is not None:
-            self.on_take()
-        return Lease(key=key, token=len(self.taken), value=LeaseValue(holder=holder, attempt=attempt))
-
-    async def renew(self, lease: Lease, ttl: float) -> Lease:
-        return lease
-
-    async def release(self, lease: Lease) -> None:
-        self.released.append(lease.key)
+    async def write(self, key: str, writer: str, data: bytes, ttl: float, expected: int | None) -> int:
+        if self.on_write is not None:
+            self.on_write()
+        revision = await super().write(key, writer, data, ttl, expected)
+        self.written.append((key, decode(data, LeaseValue)))
+        return revision
 
 
-class _Events:
-    """A publisher that records what was published (and the leases' releases, in one order)."""
+def taken(log: Log) -> list[str]:
+    """The lease keys a holder wrote its claim to, in the order first taken."""
+    return list(dict.fromkeys(key for key, value in log.written if value.holder))
 
-    def __init__(self, log: list[str]) -> None:
-        self.log = log
 
-    async def publish(self, subject: str, message: Any, **_: Any) -> int:
-        self.log.append(subject)
-        return len(self.log)
+async def released(ctx: Context, log: Log) -> list[str]:
+    """Of those, the keys whose stored lease is now a release marker (no holder, not revoked): given up by their
+    holder, not left to expire."""
+    found = [(key, await ctx.leases.read(key)) for key in taken(log)]
+    return [key for key, lease in found if lease is not None and not lease.value.holder and not lease.value.revoked]
+
+
+def sent(ctx: Context) -> list[str]:
+    """The subjects published, in order."""
+    return [p.subject for p in cast(MemoryPublisher, ctx.publisher).published]
 
 
 class _Log:
@@ -162,12 +170,12 @@ class _Log:
     warning = exception = info
 
 
-def _ctx(**settings: Any) -> tuple[Context, _Leases, list[str]]:
-    sent: list[str] = []
-    leases = _Leases()
-    ctx = SimpleNamespace(settings=Settings(agent_sim=True, run_lease_ttl=10.0, agent_job_user="@agent", **settings),
-                          clock=ManualClock(T0), leases=leases, publisher=_Events(sent), log=_Log())
-    return cast(Context, ctx), leases, sent
+def _ctx(**settings: Any) -> tuple[Context, Log]:
+    log = Log()
+    ctx = twin_context("agent", settings=Settings(agent_sim=True, run_lease_ttl=10.0, agent_job_user="@agent",
+                                                  **settings), clock=ManualClock(T0), lease_log=log)
+    ctx.log = cast(Any, _Log())  # the lines an operator reads ("attempt fenced") are part of what is tested
+    return ctx, log
 
 
 def _cmd(run_id: str = "r", *, due: datetime = T0, gang: list[str] | None = None) -> AssignRun:
@@ -175,54 +183,59 @@ def _cmd(run_id: str = "r", *, due: datetime = T0, gang: list[str] | None = None
                      scheduled_at=due, due_at=due, gang=gang or [])
 
 
-def _attempt(ctx: Context, kind: type[Attempt] = Attempt, *, due: datetime = T0) -> Attempt:
+async def _attempt(ctx: Context, kind: type[Attempt] = Attempt, *, due: datetime = T0) -> Attempt:
+    """An attempt of run r on agent a, holding the run lease it has just taken."""
+    lease = await ctx.leases.take(s.run_lease_key("r"), "a", ctx.settings.run_lease_ttl, attempt=1)
+    assert lease is not None
     return kind(ctx, AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None)),
-                _cmd(due=due, gang=["a", "b"] if kind is not Attempt else None),
-                Lease(key="run.r", token=7, value=LeaseValue(holder="a")), dict, TraceContext())
+                _cmd(due=due, gang=["a", "b"] if kind is not Attempt else None), lease, dict, TraceContext())
 
 
 async def test_an_attempt_that_runs_and_succeeds_reports_and_leaves_its_lease_to_expire() -> None:
-    ctx, leases, sent = _ctx()
-    attempt = _attempt(ctx)
+    ctx, log = _ctx()
+    attempt = await _attempt(ctx)
     settled: list[int] = []
     await asyncio.wait_for(attempt.run(lambda: settled.append(1)), 5)
-    assert (attempt.phase, sent, leases.released) == (P.ENDED, [s.event_subject("finished", "a")], [])
+    assert (attempt.phase, sent(ctx), await released(ctx, log)) == (P.ENDED, [s.event_subject("finished", "a")], [])
+    stored = await ctx.leases.read(s.run_lease_key("r"))  # still as taken: it lapses by its TTL
+    assert stored is not None and (stored.token, stored.value.holder) == (attempt.first_token, "a")
     assert settled  # the herd's burst was told it started
 
 
 async def test_an_attempt_fenced_while_staged_ends_without_starting_reporting_or_releasing() -> None:
-    ctx, leases, sent = _ctx()
-    attempt = _attempt(ctx, due=T0 + timedelta(hours=1))
+    ctx, log = _ctx()
+    attempt = await _attempt(ctx, due=T0 + timedelta(hours=1))
     attempt.fence("cancelled")
     attempt.fence("cancelled again")  # fencing again changes nothing
     await asyncio.wait_for(attempt.run(), 5)  # and it does not wait for its due time
-    assert (attempt.phase, attempt.started_at, sent, leases.released) == (P.ENDED, None, [], [])
-    log = cast(_Log, ctx.log)
-    assert [(e, kw["reason"], kw["phase"]) for e, kw in log.lines] == [("attempt fenced", "cancelled", "staged")]
+    assert (attempt.phase, attempt.started_at, sent(ctx), await released(ctx, log)) == (P.ENDED, None, [], [])
+    assert [key for key, _ in log.written] == [s.run_lease_key("r")]  # the take, and nothing written since
+    lines = cast(_Log, ctx.log).lines
+    assert [(e, kw["reason"], kw["phase"]) for e, kw in lines] == [("attempt fenced", "cancelled", "staged")]
 
 
 async def test_an_attempt_handed_back_while_staged_releases_its_lease_then_gives_the_run_back() -> None:
-    ctx, leases, sent = _ctx()
-    attempt = _attempt(ctx, due=T0 + timedelta(hours=1))
+    ctx, log = _ctx()
+    attempt = await _attempt(ctx, due=T0 + timedelta(hours=1))
     await attempt.hand_back("agent draining")
     await asyncio.wait_for(attempt.run(), 5)
-    assert (attempt.phase, attempt.started_at, leases.released) == (P.ENDED, None, ["run.r"])
-    assert sent == [s.event_subject("handed_back", "a")]
+    assert (attempt.phase, attempt.started_at, await released(ctx, log)) == (P.ENDED, None, ["run.r"])
+    assert sent(ctx) == [s.event_subject("handed_back", "a")]
 
 
 async def test_a_drain_does_not_hand_back_an_attempt_whose_child_has_ended() -> None:
-    ctx, _, sent = _ctx()
-    attempt = _attempt(ctx)
+    ctx, _ = _ctx()
+    attempt = await _attempt(ctx)
     for event in (E.LAUNCH, E.SPAWN, E.EXIT):
         attempt._apply(event)
     await attempt.hand_back("agent draining")  # refused: its report says how it ended
-    assert (attempt.phase, attempt.why, sent) == (P.REPORTING, None, [])
+    assert (attempt.phase, attempt.why, sent(ctx)) == (P.REPORTING, None, [])
 
 
 async def test_a_gang_member_holding_its_lease_stops_holding_it_when_fenced() -> None:
     # Given a member whose child exited 0: it holds its member lease while the gang runs on
-    ctx, leases, sent = _ctx()
-    member = _attempt(ctx, GangMember)
+    ctx, log = _ctx()
+    member = await _attempt(ctx, GangMember)
     task = asyncio.create_task(member.run())
     for _ in range(20):
         await asyncio.sleep(0)
@@ -231,21 +244,19 @@ async def test_a_gang_member_holding_its_lease_stops_holding_it_when_fenced() ->
     member.fence("superseded by attempt 2")
     # Then it ends, reporting nothing and leaving the lease to its new holder
     await asyncio.wait_for(task, 5)
-    assert (member.phase, sent, leases.released) == (P.ENDED, [], [])
+    assert (member.phase, sent(ctx), await released(ctx, log)) == (P.ENDED, [], [])
 
 
 # --- the agent: every attempt starts through Agent.start --------------------------------------------------------
 
-def _agent(**settings: Any) -> tuple[Agent, _Leases, list[str]]:
-    ctx, leases, sent = _ctx(**settings)
+def _agent(**settings: Any) -> tuple[Agent, Log]:
+    ctx, log = _ctx(**settings)
     setup = cast(HostSetup, SimpleNamespace(gpus=(0, None, []), runtime=None))
-    return Agent(ctx, "a", setup), leases, sent
+    return Agent(ctx, "a", setup), log
 
 
 def _msg(message: Any) -> Any:
-    async def in_progress() -> None:
-        pass
-    return SimpleNamespace(data=encode(message), headers=None, in_progress=in_progress)
+    return MemoryMessage(s.assign_subject("a"), encode(message))
 
 
 def _spy_on_start(agent: Agent, held: list[bool] | None = None) -> list[Attempt]:
@@ -271,7 +282,7 @@ async def _settle(agent: Agent) -> None:
 
 async def test_a_gang_member_waits_for_a_free_slot_and_starts_through_agent_start() -> None:
     # Given an agent with one slot, taken by an attempt staged an hour ahead
-    agent, leases, sent = _agent(agent_slots=1)
+    agent, log = _agent(agent_slots=1)
     held: list[bool] = []
     started = _spy_on_start(agent, held)
     await agent.take(_msg(_cmd("staged", due=T0 + timedelta(hours=1))))
@@ -279,42 +290,44 @@ async def test_a_gang_member_waits_for_a_free_slot_and_starts_through_agent_star
 
     # When a gang's assignment comes, this agent its leader
     gang = asyncio.create_task(agent.take(_msg(_cmd("g", gang=["a", "b"]))))
-    await asyncio.sleep(0.05)
+    for _ in range(20):
+        await asyncio.sleep(0)
 
     # Then it waits for the slot, its lease not taken yet
-    assert not gang.done() and leases.taken == ["run.staged"]
+    assert not gang.done() and taken(log) == ["run.staged"]
 
     # And once the staged attempt is cancelled (its slot freed), the gang's leader takes the run lease and starts
     await agent.on_control(_msg(CancelRun(run_id="staged", attempt=1, reason="cancelled")))
     await asyncio.wait_for(gang, 5)
-    assert leases.taken == ["run.staged", "run.g"]
+    assert taken(log) == ["run.staged", "run.g"]
     assert [type(a) for a in started] == [Attempt, GangLeader]
     assert held == [True, True]
 
     # And it runs (sim) and reports for the gang; every slot is free again once both have ended
     await _settle(agent)
     assert [a.phase for a in started] == [P.ENDED, P.ENDED]
-    assert sent == [s.event_subject("finished", "a")]
+    assert sent(agent.ctx) == [s.event_subject("finished", "a")]
     assert (agent.attempts, agent.slots._value) == ({}, 1)
 
 
 async def test_a_draining_agent_takes_no_gang_member() -> None:
-    agent, leases, _ = _agent()
+    agent, log = _agent()
     agent.draining = True
     with pytest.raises(Retry, match="agent draining"):
         await agent.take(_msg(_cmd("g", gang=["b", "a"])))
-    assert (leases.taken, agent.attempts, agent.slots._value) == ([], {}, agent.ctx.settings.agent_slots)
+    assert (log.written, agent.attempts, agent.slots._value) == ([], {}, agent.ctx.settings.agent_slots)
 
 
 async def test_a_gang_member_whose_lease_was_taken_as_the_drain_began_is_handed_back_at_once() -> None:
     # Given the agent starts draining while a gang member's lease write is in flight
-    agent, leases, sent = _agent()
+    agent, log = _agent()
     started = _spy_on_start(agent)
-    leases.on_take = lambda: setattr(agent, "draining", True)
+    log.on_write = lambda: setattr(agent, "draining", True)
     await agent.take(_msg(_cmd("g", gang=["a", "b"])))
+    log.on_write = None
 
     # Then the member, started through Agent.start, is handed back without starting: lease released, run given back
     await _settle(agent)
     assert [(type(a), a.phase, a.started_at) for a in started] == [(GangLeader, P.ENDED, None)]
-    assert (leases.released, sent) == (["run.g"], [s.event_subject("handed_back", "a")])
+    assert (await released(agent.ctx, log), sent(agent.ctx)) == (["run.g"], [s.event_subject("handed_back", "a")])
     assert agent.slots._value == agent.ctx.settings.agent_slots

@@ -1,242 +1,249 @@
 """The reconciler's sweep looks at a run only when something could have happened to it: a live lease is read
-once per grant (its own TTL, which for a staged run covers the wait), not every sweep."""
+once per grant (its own TTL, which for a staged run covers the wait), not every sweep.
+
+On the bus's twins (bus/memory.py, twin_support.py): the leases are the real ones (bus/lease.Leases) over the lease
+log's twin; the run records and the agents' heartbeats are the records' twin; what the tracker has read of the
+agents' reports is the streams' twin; and a run called lost is written by the tracker's own Records (the record
+moves on to its next attempt, re-dispatched on the publisher's twin) and comes back to the reconciler by its runs
+watch, as in the service."""
 
 from __future__ import annotations
 
+import asyncio
+import random
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import msgspec
+import pytest
+from twin_support import twin_context
 
-from jetcron.bus.lease import Lease, LeaseValue
+from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher, MemoryStreams
+from jetcron.bus.ports import LeaseEntry
 from jetcron.config import Settings
+from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, JobSpec, Run, RunState
 from jetcron.services.run_tracker.progress import Progress
 from jetcron.services.run_tracker.reconciler import Reconciler
 from jetcron.services.run_tracker.records import Records
 from jetcron.services.runtime import Context
+from jetcron.wire import subjects as s
 
 DUE = datetime(2027, 1, 1, tzinfo=UTC)
 ASSIGNED_AT = DUE - timedelta(seconds=500)  # a herd staged ahead: assigned 500 s before its instant
 GRANTED = 620.0  # its first lease: the wait, the TTL, its place in the agent's queue (core/leases.first_grant)
-HERD = 1_000
-
-
-class _Leases:
-    """Every run's lease is live, written at assignment for GRANTED seconds; reads are counted."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    async def read(self, key: str) -> Lease:
-        self.reads += 1
-        return Lease(key=key, token=7, value=LeaseValue(holder="agent-1", attempt=1), written_at=ASSIGNED_AT,
-                     ttl=GRANTED)
-
-
-class _Progress:
-    """The agent has nothing queued (its assignments were all taken before the instant), reports are read."""
-
-    read_up_to = 10**6
-
-    async def refresh(self) -> None:
-        pass
-
-    async def agent_idle_or_gone(self, agent: str) -> bool:
-        return True
-
-    async def horizon(self) -> int:
-        return 0
+HERD = 200
+"""More runs than a sweep checks at once (reconciler.SWEEP_CONCURRENCY). Not thousands: the lease log's twin finds
+a key's writes by matching every stored subject, so each read costs the whole herd."""
 
 
 def at(seconds: float) -> datetime:
     return DUE + timedelta(seconds=seconds)
 
 
-def staged_herd() -> tuple[Reconciler, _Leases]:
-    leases = _Leases()
-    ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0, assign_stall=30.0), leases=leases))
-    reconciler = Reconciler(ctx, cast(Records, None))
-    reconciler.progress = _Progress()  # type: ignore[assignment]
-    spec = JobSpec(name="j", command=["true"])
+class Log(MemoryLeaseLog):
+    """The lease log's twin, each write stamped with the test's clock as the server stamps it with its own (the
+    twin stamps the machine's, which knows nothing of the instants these runs are due at), and its reads counted."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.reads = 0
+        self._written_at: dict[int, datetime] = {}
+
+    async def write(self, key: str, writer: str, data: bytes, ttl: float, expected: int | None) -> int:
+        revision = await super().write(key, writer, data, ttl, expected)
+        self._written_at[revision] = self.clock.now()
+        return revision
+
+    async def last(self, key: str) -> LeaseEntry | None:
+        self.reads += 1
+        entry = await super().last(key)
+        if entry is None:
+            return None
+        return msgspec.structs.replace(entry, written_at=self._written_at.get(entry.revision, entry.written_at))
+
+
+def _streams(ctx: Context) -> None:
+    """The events stream, every report on it read and acked by the tracker's consumer, and agent-1's assignments,
+    none queued: nothing the tracker could still learn from them."""
+    streams = cast(MemoryStreams, ctx.streams)
+    streams.add(s.STREAM_EVENTS, [s.EVENTS_ALL])
+    streams.add_consumer(s.STREAM_EVENTS, s.CONSUMER_TRACKER)
+    streams.store(s.event_subject("finished", "agent-1"), b"{}")  # an earlier run's report
+    for seq in streams.deliver(s.STREAM_EVENTS, s.CONSUMER_TRACKER, 10):
+        streams.ack(s.STREAM_EVENTS, s.CONSUMER_TRACKER, seq)
+    streams.add(s.STREAM_ASSIGN, [s.ASSIGN_ALL])
+    streams.add_consumer(s.STREAM_ASSIGN, s.assign_consumer("agent-1"), s.assign_subject("agent-1"))
+
+
+class Tracker:
+    """A reconciler on twins, as the tracker's main wires it (its Records, the runs watch), and the test's clock."""
+
+    def __init__(self) -> None:
+        self.clock = ManualClock(ASSIGNED_AT)
+        self.log = Log(self.clock)
+        self.ctx: Context = twin_context("run_tracker", clock=self.clock, lease_log=self.log,
+                                         settings=Settings(run_lease_ttl=10.0, assign_stall=30.0, heartbeat=2.0))
+        _streams(self.ctx)
+        self.records = Records(self.ctx, random.Random(0))
+        self.reconciler = Reconciler(self.ctx, self.records)
+        self.records.known = self.reconciler.known
+        self.monotonic = 0.0
+        """The tracker's own clock, by which it judges how long an agent's heartbeat has stood still."""
+        self.reconciler.progress = Progress(self.ctx, clock=lambda: self.monotonic)
+        self.pending = 0
+        """What agent-1's heartbeats say of its reports still queued."""
+        self.watching: asyncio.Task[None] | None = None
+
+    async def assign(self, run_id: str, *, agent: str = "agent-1") -> Run:
+        """The run's attempt 1 assigned to `agent`, stored."""
+        run = Run(run_id=run_id, job=run_id.split(".")[0], state=RunState.ASSIGNED, attempt=1,
+                  scheduled_at=DUE, due_at=DUE, created_at=ASSIGNED_AT, assigned_at=ASSIGNED_AT, agent=agent,
+                  agents=[agent], spec=JobSpec(name="j", command=["true"]))
+        await self.ctx.runs.put(run_id, run)
+        return run
+
+    async def beat(self, pending: int | None = None) -> None:
+        """agent-1's heartbeat (a new revision of its record): `pending` reports still queued, or as it last said."""
+        self.pending = self.pending if pending is None else pending
+        await self.ctx.agents.put("agent-1", AgentInfo(agent_id="agent-1", cpu=1, memory_mb=1, heartbeat_at=DUE,
+                                                       started_at=DUE, pending_reports=self.pending))
+
+    async def sweep(self, seconds: float) -> None:
+        """A sweep at `seconds` past the due time; then what it wrote comes back by the runs watch."""
+        self.clock.set(at(seconds))
+        await self.reconciler.sweep(at(seconds))
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    async def lost(self) -> list[str]:
+        """The runs called lost: their record closed attempt 1 and moved on to attempt 2 (called lost twice, one
+        would be further on)."""
+        runs = [(await self.ctx.runs.get(key))[0] for key in await self.ctx.runs.keys()]
+        assert all(run.attempt <= 2 for run in runs)
+        return sorted(run.run_id for run in runs if run.attempt == 2)
+
+
+@pytest.fixture
+async def tracker() -> AsyncIterator[Tracker]:
+    tracker = Tracker()
+    yield tracker
+    if tracker.watching is not None:
+        tracker.watching.cancel()
+        await asyncio.gather(tracker.watching, return_exceptions=True)
+
+
+async def a_herd(tracker: Tracker, *, lapsed: bool) -> None:
+    """HERD runs assigned to agent-1 ahead of their due time, each with its first lease written at assignment
+    for GRANTED seconds; `lapsed`: those leases have gone since (a herd's finished attempts no longer renew).
+    The reconciler knows them from its runs watch; from here on every lease read is the reconciler's."""
     for i in range(HERD):
-        run = Run(run_id=f"j{i}.x", job=f"j{i}", state=RunState.ASSIGNED, attempt=1, scheduled_at=DUE, due_at=DUE,
-                  created_at=ASSIGNED_AT, assigned_at=ASSIGNED_AT, agent="agent-1", agents=["agent-1"], spec=spec)
-        reconciler.on_record(run.run_id, run, i + 1)
-    return reconciler, leases
+        await tracker.assign(f"j{i}.x")
+        await tracker.ctx.leases.take(s.run_lease_key(f"j{i}.x"), "agent-1", GRANTED, attempt=1)
+        if lapsed:
+            tracker.log.expire(s.run_lease_key(f"j{i}.x"))
+    tracker.watching = asyncio.create_task(tracker.reconciler.watch())
+    await asyncio.wait_for(tracker.reconciler.synced.wait(), 5)
+    assert len(tracker.reconciler.tracked) == HERD
+    tracker.log.reads = 0
 
 
-async def test_a_staged_herd_is_not_looked_at_before_its_stall() -> None:
-    reconciler, leases = staged_herd()
-    await reconciler.sweep(at(29))
-    assert (leases.reads, len(reconciler.looked_at)) == (0, 0)
+async def test_a_staged_herd_is_not_looked_at_before_its_stall(tracker: Tracker) -> None:
+    await a_herd(tracker, lapsed=False)
+    await tracker.sweep(29)
+    assert (tracker.log.reads, len(tracker.reconciler.looked_at)) == (0, 0)
 
 
-async def test_a_live_lease_is_read_once_per_grant_and_its_run_leaves_the_sweeps_until_then() -> None:
-    reconciler, leases = staged_herd()
+async def test_a_live_lease_is_read_once_per_grant_and_its_run_leaves_the_sweeps_until_then(tracker: Tracker) -> None:
+    await a_herd(tracker, lapsed=False)
     # Given the herd past its stall (due + 30 s): each lease is read once, and found live
-    await reconciler.sweep(at(31))
-    assert leases.reads == HERD
+    await tracker.sweep(31)
+    assert tracker.log.reads == HERD
     # Then no run is walked again while its lease cannot have lapsed (written 500 s before the due time for 620 s):
     # judged by the run lease TTL alone (10 s) it had lapsed long ago, and every run was read every second
     for second in (31.25, 33, 60, 119.5):
-        await reconciler.sweep(at(second))
-    assert (leases.reads, len(reconciler.looked_at)) == (HERD, 0)
+        await tracker.sweep(second)
+    assert (tracker.log.reads, len(tracker.reconciler.looked_at)) == (HERD, 0)
     # When the grant could have run out, each is read again
-    await reconciler.sweep(at(120.5))
-    assert leases.reads == 2 * HERD
+    await tracker.sweep(120.5)
+    assert tracker.log.reads == 2 * HERD
+    assert await tracker.lost() == []  # live leases: nothing was called lost meanwhile
 
 
-class _Gone:
-    """Every run's lease has lapsed (a herd's finished attempts no longer renew); reads are counted."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    async def read(self, key: str) -> None:
-        self.reads += 1
-
-
-class _Agent:
-    """agent-1's heartbeat record: `pending` reports queued, a new revision each time `beat()` is called."""
-
-    def __init__(self, pending: int) -> None:
-        self.pending, self.revision = pending, 1
-
-    def beat(self, pending: int | None = None) -> None:
-        self.revision += 1
-        self.pending = self.pending if pending is None else pending
-
-    async def maybe(self, agent: str) -> tuple[AgentInfo, int]:
-        return AgentInfo(agent_id=agent, cpu=1, memory_mb=1, heartbeat_at=DUE, started_at=DUE,
-                         pending_reports=self.pending), self.revision
-
-
-class _Server:
-    """The events stream and its consumers: everything published has been read by the tracker, nothing queued."""
-
-    async def consumer_info(self, stream: str, consumer: str) -> SimpleNamespace:
-        return SimpleNamespace(ack_floor=SimpleNamespace(stream_seq=10**6), num_pending=0, num_ack_pending=0)
-
-    async def stream_info(self, stream: str) -> SimpleNamespace:
-        return SimpleNamespace(state=SimpleNamespace(last_seq=10**6, messages=0), config=SimpleNamespace(max_msgs=-1))
-
-
-class _Lost:
-    """The run changes the reconciler decides (here: only ever a loss); the record then moves on, as the watch
-    would deliver it (re-dispatched: no longer this attempt)."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-        self.reconciler: Reconciler | None = None
-
-    async def change(self, run_id: str, make: object) -> None:
-        self.runs.append(run_id)
-        assert self.reconciler is not None
-        self.reconciler.on_record(run_id, None, 0)
-
-
-def herd_past_its_leases(agent: _Agent) -> tuple[Reconciler, _Gone, _Lost, list[float]]:
-    leases, lost, clock = _Gone(), _Lost(), [0.0]
-    ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0, assign_stall=30.0, heartbeat=2.0),
-                                        leases=leases, agents=agent, js=_Server(),
-                                        log=SimpleNamespace(info=lambda *a, **k: None)))
-    reconciler = lost.reconciler = Reconciler(ctx, cast(Records, lost))
-    reconciler.progress = Progress(ctx, clock=lambda: clock[0])
-    spec = JobSpec(name="j", command=["true"])
-    for i in range(HERD):
-        run = Run(run_id=f"j{i}.x", job=f"j{i}", state=RunState.ASSIGNED, attempt=1, scheduled_at=DUE, due_at=DUE,
-                  created_at=ASSIGNED_AT, assigned_at=ASSIGNED_AT, agent="agent-1", agents=["agent-1"], spec=spec)
-        reconciler.on_record(run.run_id, run, i + 1)
-    return reconciler, leases, lost, clock
-
-
-async def sweeps(reconciler: Reconciler, clock: list[float], start: float, seconds: float, agent: _Agent,
-                 beating: bool = True) -> None:
-    """Sweep every 0.25 s for `seconds` from `start`; the agent heartbeats every 2 s if `beating`."""
+async def sweeps(tracker: Tracker, start: float, seconds: float, beating: bool = True) -> None:
+    """Sweep every 0.25 s for `seconds` from `start`; agent-1 heartbeats every 2 s if `beating`, saying its reports
+    are still queued as it last said."""
     for step in range(int(seconds / 0.25)):
         at_s = start + step * 0.25
-        clock[0] = at_s
+        tracker.monotonic = at_s
         if beating and step % 8 == 0:
-            agent.beat()
-        await reconciler.sweep(at(at_s))
+            await tracker.beat()
+        await tracker.sweep(at_s)
 
 
-async def test_runs_whose_agent_still_has_reports_queued_wait_for_them_and_cost_nothing_meanwhile() -> None:
+async def a_herd_past_its_leases(tracker: Tracker, pending: int) -> None:
+    await tracker.beat(pending)
+    await a_herd(tracker, lapsed=True)
+
+
+async def test_runs_whose_agent_still_has_reports_queued_wait_for_them_and_cost_nothing_meanwhile(
+        tracker: Tracker) -> None:
     # Given a herd past its stall whose leases have lapsed while their reports wait on their live agent
-    agent = _Agent(pending=40_000)
-    reconciler, leases, lost, clock = herd_past_its_leases(agent)
+    await a_herd_past_its_leases(tracker, pending=40_000)
     # When the tracker sweeps for a minute while the agent keeps saying reports are left
-    await sweeps(reconciler, clock, 31, 60, agent)
+    await sweeps(tracker, 31, 60)
     # Then no run is called lost, each lease was read twice (the look and its confirmation), and then the runs
     # wait out of the sweeps for their agent
-    assert (lost.runs, leases.reads) == ([], 2 * HERD)
-    assert (len(reconciler.looked_at), len(reconciler.awaiting["agent-1"])) == (0, HERD)
+    assert (await tracker.lost(), tracker.log.reads) == ([], 2 * HERD)
+    assert (len(tracker.reconciler.looked_at), len(tracker.reconciler.awaiting["agent-1"])) == (0, HERD)
     # When a heartbeat says every report has gone (and none of these came: they really were lost)
-    agent.beat(pending=0)
-    await sweeps(reconciler, clock, 91.25, 2, agent, beating=False)
-    # Then each is judged, after an events horizon read behind that heartbeat, and called lost once
-    assert sorted(lost.runs) == sorted(f"j{i}.x" for i in range(HERD))
+    await tracker.beat(0)
+    await sweeps(tracker, 91.25, 2, beating=False)
+    # Then each is judged, after an events horizon read behind that heartbeat, and called lost once: re-dispatched
+    assert await tracker.lost() == sorted(f"j{i}.x" for i in range(HERD))
+    placed = cast(MemoryPublisher, tracker.ctx.publisher).on(s.PLACE_ALL)
+    assert sorted(str(p.msg_id) for p in placed) == sorted(s.msg_id(f"j{i}.x", 2, "place") for i in range(HERD))
 
 
-async def test_an_agent_whose_heartbeat_stands_still_no_longer_holds_its_runs_back() -> None:
+async def test_an_agent_whose_heartbeat_stands_still_no_longer_holds_its_runs_back(tracker: Tracker) -> None:
     # Given runs waiting on an agent that said it had reports queued, then stopped heartbeating (killed)
-    agent = _Agent(pending=40_000)
-    reconciler, _, lost, clock = herd_past_its_leases(agent)
-    await sweeps(reconciler, clock, 31, 2, agent)
-    assert lost.runs == []
+    await a_herd_past_its_leases(tracker, pending=40_000)
+    await sweeps(tracker, 31, 2)
+    assert await tracker.lost() == []
     # Then, its record unchanged for three heartbeats (6 s, by the tracker's clock), the runs are judged lost
-    await sweeps(reconciler, clock, 33, 8, agent, beating=False)
-    assert len(lost.runs) == HERD
+    await sweeps(tracker, 33, 8, beating=False)
+    assert len(await tracker.lost()) == HERD
 
 
-async def test_runs_on_an_agent_with_no_reports_queued_are_lost_as_before() -> None:
-    agent = _Agent(pending=0)
-    reconciler, _, lost, clock = herd_past_its_leases(agent)
-    await sweeps(reconciler, clock, 31, 1.5, agent)
-    assert (len(lost.runs), reconciler.awaiting) == (HERD, {})
+async def test_runs_on_an_agent_with_no_reports_queued_are_lost_as_before(tracker: Tracker) -> None:
+    await a_herd_past_its_leases(tracker, pending=0)
+    await sweeps(tracker, 31, 1.5)
+    assert (len(await tracker.lost()), tracker.reconciler.awaiting) == (HERD, {})
 
 
-class _Claimed:
-    """A live claim on attempt 2 by agent-1; revokes are recorded."""
-
-    def __init__(self) -> None:
-        self.revoked: list[str] = []
-
-    async def read(self, key: str) -> Lease:
-        return Lease(key=key, token=9, value=LeaseValue(holder="agent-1", attempt=2), written_at=at(0), ttl=10.0,
-                     writer="agent-1")
-
-    async def revoke(self, key: str, why: str, ttl: float) -> int:
-        self.revoked.append(why)
-        return 1
-
-
-async def _sweep_with_a_stale_copy(stored_attempt: int, stored_agent: str) -> _Claimed:
-    """Our copy of the run says attempt 1 on agent-2; the claim is attempt 2 by agent-1; the stored record is
-    as given."""
-    from jetcron.bus.memory import MemoryRecords
-    from jetcron.wire import subjects as s
-
-    leases, runs = _Claimed(), MemoryRecords(s.BUCKET_RUNS, Run)
-    ctx = cast(Context, SimpleNamespace(settings=Settings(run_lease_ttl=10.0, assign_stall=30.0), leases=leases,
-                                        runs=runs, log=SimpleNamespace(warning=lambda *a, **k: None,
-                                                                       info=lambda *a, **k: None)))
-    reconciler = Reconciler(ctx, cast(Records, None))
-    reconciler.progress = _Progress()  # type: ignore[assignment]
-    copy = Run(run_id="j.x", job="j", state=RunState.RUNNING, attempt=1, scheduled_at=DUE, due_at=DUE,
-               created_at=DUE, assigned_at=DUE, agent="agent-2", agents=["agent-2"], spec=JobSpec(name="j",
-                                                                                                 command=["true"]))
-    await runs.put("j.x", msgspec.structs.replace(copy, attempt=stored_attempt, agent=stored_agent,
-                                                  agents=[stored_agent]))
-    reconciler.on_record(copy.run_id, copy, 1)
-    await reconciler.sweep(at(1))
-    return leases
+async def _sweep_with_a_stale_copy(stored_attempt: int, stored_agent: str) -> Any:
+    """Our copy of the run says attempt 1 on agent-2; agent-1 has claimed the lease for attempt 2; the stored
+    record is as given. What is stored of the lease once the reconciler has swept."""
+    tracker = Tracker()
+    tracker.clock.set(at(0))
+    key = s.run_lease_key("j.x")
+    assert await tracker.ctx.leases.take(key, "agent-1", 10.0, attempt=2) is not None
+    copy = await tracker.assign("j.x", agent="agent-2")
+    copy = msgspec.structs.replace(copy, state=RunState.RUNNING, created_at=DUE, assigned_at=DUE)
+    await tracker.ctx.runs.put("j.x", msgspec.structs.replace(copy, attempt=stored_attempt, agent=stored_agent,
+                                                               agents=[stored_agent]))
+    tracker.reconciler.on_record(copy.run_id, copy, 1)
+    await tracker.sweep(1)
+    return await tracker.ctx.leases.read(key)
 
 
 async def test_a_claim_ahead_of_our_copy_of_the_run_is_judged_on_the_stored_record() -> None:
     # The run moved on to attempt 2 on agent-1 (our copy lags): agent-1's claim is honest, left alone
-    assert (await _sweep_with_a_stale_copy(2, "agent-1")).revoked == []
+    honest = await _sweep_with_a_stale_copy(2, "agent-1")
+    assert (honest.writer, honest.value.holder, honest.value.attempt, honest.value.revoked) == (
+        "agent-1", "agent-1", 2, "")
     # The stored record agrees with our copy: a claim on a later attempt by another agent is taken away
-    assert (await _sweep_with_a_stale_copy(1, "agent-2")).revoked == ["claimed by agent-1, not placed there"]
+    foreign = await _sweep_with_a_stale_copy(1, "agent-2")
+    assert (foreign.value.holder, foreign.value.revoked) == ("", "claimed by agent-1, not placed there")

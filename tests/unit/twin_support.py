@@ -1,10 +1,12 @@
 """A service Context on the bus's in-memory twins (bus/memory.py): for tests of a verb's logic that need no
-server. Anything that would reach NATS itself (nc, js, leases) is absent, so a test that strays there fails."""
+server. Anything that would reach NATS itself (nc, js) is absent, so a test that strays there fails; so are the
+leases unless the test gives them a lease log (`twin_context(lease_log=...)`)."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
+from jetcron.bus.lease import Leases
 from jetcron.bus.memory import (
     BeforeWrite,
     MemoryBuckets,
@@ -14,8 +16,10 @@ from jetcron.bus.memory import (
     MemoryRpc,
     MemoryStreams,
 )
+from jetcron.bus.ports import LeaseLog
 from jetcron.config import Settings
 from jetcron.core.calendars import CalendarRecord
+from jetcron.core.clock import Clock
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.retention import record_ttl
 from jetcron.services.retention import History
@@ -35,10 +39,17 @@ class _Absent:
 
 
 def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
-                 settings: Settings | None = None) -> Context:
-    """A Context whose run records carry their TTLs as kv.Store would write them (MemoryRecords.ttls)."""
+                 settings: Settings | None = None, clock: Clock | None = None,
+                 lease_log: LeaseLog | None = None) -> Context:
+    """A Context whose run records carry their TTLs as kv.Store would write them (MemoryRecords.ttls).
+
+    `clock`: what the services read the time from (a ManualClock the test moves), and what stamps the messages
+    stored on the streams' twin; the wall clock otherwise.
+    `lease_log`: the leases are the real ones (bus/lease.Leases: revision-checked takes, renewals, releases and
+    revokes) over this log, which the test keeps to read what was written or let a lease lapse (a MemoryLeaseLog,
+    `expire`); it is `ctx.leases.log` too. Without one the Context has no leases."""
     settings = settings or Settings()
-    clock = SystemClock()
+    clock = clock or SystemClock()
     tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)
     return Context(
         name=name, settings=settings, nc=cast(Any, _Absent("NATS connection")), js=cast(Any, _Absent("JetStream")),
@@ -47,6 +58,8 @@ def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
                            ttl_of=lambda run: record_ttl(run, clock.now(), settings.history)),
         cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
         tenants=tenants, calendars=MemoryRecords(s.BUCKET_CALENDARS, CalendarRecord),
-        leases=cast(Any, _Absent("leases")), history=History(tenants, settings.history), publisher=MemoryPublisher(),
-        rpc=MemoryRpc(), buckets=MemoryBuckets(), consumers=MemoryConsumers(), streams=MemoryStreams(),
-        clock=clock)
+        leases=Leases(lease_log) if lease_log is not None else cast(Any, _Absent("leases")),
+        history=History(tenants, settings.history), publisher=MemoryPublisher(),
+        rpc=MemoryRpc(), buckets=MemoryBuckets(), consumers=MemoryConsumers(), streams=MemoryStreams(clock.now),
+        # Context names the system clock's type; the services only ever call its now(), which any Clock has.
+        clock=cast(SystemClock, clock))
