@@ -49,14 +49,19 @@ MORE_EXAMPLES = {"jobs.create": 30, "jobs.update": 30, "tenants.set": 20, "runs.
 INTAKE_EXAMPLES = 30
 
 
+NEVER = frozenset({errors.JetcronError.code, errors.Internal.code})
+"""Codes no reply may carry: the root's `error` names nothing, and `internal` is what the api answers when its code
+failed in a way it did not foresee (an exception turned into a reply), the very thing the fuzzing looks for."""
+
+
 def _named_codes() -> frozenset[str]:
-    """Every code of libs/core/errors.py: a reply's error must be one of them (the root's `error` names nothing)."""
+    """Every code of libs/core/errors.py but NEVER: a reply's error must be one of them."""
     codes, todo = set(), [errors.JetcronError]
     while todo:
         kind = todo.pop()
         codes.add(kind.code)
         todo += kind.__subclasses__()
-    return frozenset(codes - {"error"})
+    return frozenset(codes - NEVER)
 
 
 NAMED = _named_codes()
@@ -292,6 +297,8 @@ def check_reply(data: bytes) -> dict[str, Any]:
     if reply["ok"]:
         return reply
     error = reply.get("error") or {}
+    if error.get("code") in NEVER:
+        raise Found(f"the reply's error is `{error['code']}`, never a fuzzed request's: {error}")
     if error.get("code") not in NAMED:
         raise Found(f"the reply's error is not a named one: {error}")
     if error["code"] == "invalid" and not error.get("field"):
@@ -425,6 +432,24 @@ def subjects_of(verb: str) -> dict[str, str]:
 
 
 @pytest.mark.timeout(400)
+def test_a_reply_passes_only_as_ok_or_a_named_error_never_internal() -> None:
+    # the verbs' replies and the intake's settled outcomes both go through check_reply
+    assert check_reply(b'{"ok": true, "job": {}}') == {"ok": True, "job": {}}
+    refused = {"ok": False, "error": {"code": "not_found", "message": "no job acme.x"}}
+    assert check_reply(json.dumps(refused).encode()) == refused
+    assert "internal" not in NAMED and {"invalid", "not_found", "conflict", "forbidden", "storage_full"} <= NAMED
+    internal = {"code": "internal", "message": "KeyError: 'spec'"}
+    with pytest.raises(Found, match=r"^the reply's error is `internal`, never a fuzzed request's: "
+                                    r"\{'code': 'internal', 'message': \"KeyError: 'spec'\"\}$"):
+        check_reply(json.dumps({"ok": False, "error": internal}).encode())
+    with pytest.raises(Found, match=r"^the reply's error is `error`, never a fuzzed request's"):
+        check_reply(b'{"ok": false, "error": {"code": "error", "message": "?"}}')
+    with pytest.raises(Found, match=r"^the reply's error is not a named one: \{'code': 'oops'\}$"):
+        check_reply(b'{"ok": false, "error": {"code": "oops"}}')
+    with pytest.raises(Found, match=r"^an `invalid` reply names no field"):
+        check_reply(b'{"ok": false, "error": {"code": "invalid", "message": "bad"}}')
+
+
 async def test_every_verb_fuzzed_from_its_schema(secure_services: Services, authority: Authority, tmp_path: Path,
                                                  record_property: Callable[[str, object], None]) -> None:
     tenant, admin = await connect(secure_services, authority, tmp_path)
