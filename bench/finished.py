@@ -36,6 +36,7 @@ from bench.common import emit, percentile
 from jetcron.bus.finished import read_minutes
 from jetcron.bus.kv import Store
 from jetcron.bus.server import EmbeddedNats
+from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import ensure_topology
 from jetcron.core.clock import ManualClock
 from jetcron.core.finished import MINUTE, FinishedMinute, Tally, first_minute, minute_of, stamp
@@ -140,7 +141,7 @@ async def reads(js: JetStreamContext, tenants: int, days: float, reps: int) -> d
         times, got = [], 0
         for _ in range(reps):
             t0 = time.perf_counter()
-            got = len(await read_minutes(js, tenant, hour, written_since=mark))
+            got = len(await read_minutes(ServerStreams(js), tenant, hour, written_since=mark))
             times.append(time.perf_counter() - t0)
         assert got == 60, got
         out[f"read_hour_{who}_ms_median"] = round(statistics.median(times) * 1000, 2)

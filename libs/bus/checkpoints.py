@@ -19,11 +19,10 @@ from nats.js import JetStreamContext
 from nats.js.object_store import ObjectStore
 
 from jetcron.bus.kv import translate
+from jetcron.bus.ports import Streams
+from jetcron.bus.streams import ServerStreams
 from jetcron.core.errors import Conflict, JetcronError
 from jetcron.wire import subjects as s
-
-LIST_WAIT = 5.0
-"""Seconds a listing waits for its next entry before it counts as unanswered."""
 
 
 class StaleCheckpoint(Conflict):
@@ -117,50 +116,62 @@ class Checkpoints:
         return saved
 
     async def names(self) -> AsyncIterator[str]:
-        """Every live object name in the bucket (records and files).
-
-        Not nats-py's list(): it reads the last meta message, then watches for it, and waits for ever for the
-        end-of-data marker when the last object is removed between the two (the watch then delivers nothing;
-        a tracker sweeping checkpoints while another removes them hung so). Each wait here is bounded: a
-        listing that stalls is Unavailable, and the caller tries again."""
-        obj = await self._obj()
-        names: list[str] = []
-        try:
-            watcher: Any = await obj.watch(ignore_deletes=True)  # nats-py leaves its watcher untyped
-            try:
-                while (info := await watcher.updates(timeout=LIST_WAIT)) is not None:
-                    if not info.deleted:
-                        names.append(info.name)
-            finally:
-                await watcher.stop()
-        except Exception as exc:
-            raise translate(exc, "list checkpoints") from exc
-        for name in names:
+        """Every live object name in the bucket (records and files): stored_names."""
+        for name in await stored_names(ServerStreams(self.js), self.bucket):
             yield name
 
     async def remove_run(self, run_id: str) -> int:
         """Remove every object of the run; how many there were."""
-        removed = 0
-        async for name in self.names():
-            if run_of(name) == run_id:
-                await self._remove(name)
-                removed += 1
-        return removed
+        return await remove_run(ServerStreams(self.js), run_id, self.bucket)
 
     async def _remove(self, name: str) -> None:
-        """Purge the object's chunks and its meta entry (nats-py's delete() leaves a marker per name forever)."""
-        obj = await self._obj()
-        try:
-            info = await obj.get_info(name)
-        except jse.NotFoundError:
-            return
-        except Exception as exc:
-            raise translate(exc, f"remove checkpoint object {name}") from exc
-        stream = s.obj_stream(self.bucket)
-        meta = f"$O.{self.bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
-        try:
-            if info.nuid:
-                await self.js.purge_stream(stream, subject=f"$O.{self.bucket}.C.{info.nuid}")
-            await self.js.purge_stream(stream, subject=meta)
-        except Exception as exc:
-            raise translate(exc, f"remove checkpoint object {name}") from exc
+        await remove_object(ServerStreams(self.js), self.bucket, name)
+
+
+def meta_subject(bucket: str, name: str) -> str:
+    """The subject of an object's meta entry in its bucket's stream."""
+    return f"$O.{bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
+
+
+async def stored_names(streams: Streams, bucket: str = s.OBJECT_CHECKPOINTS) -> list[str]:
+    """Every live object name in the bucket (records and files), from the meta entries its stream holds: one read
+    of the subjects' counts, then each meta entry's last value (a deleted object's says so). Not nats-py's list(),
+    which watches for the end-of-data marker and waits for ever when the last object is removed meanwhile."""
+    stream, prefix = s.obj_stream(bucket), f"$O.{bucket}.M."
+    names: list[str] = []
+    for subject in await streams.counts(stream, prefix + ">"):
+        found = await streams.last(stream, subject)
+        if found is None:
+            continue
+        meta = msgspec.json.decode(found.data, type=_Meta)
+        if not meta.deleted:
+            names.append(meta.name)
+    return sorted(names)
+
+
+async def remove_object(streams: Streams, bucket: str, name: str) -> None:
+    """Purge the object's chunks and its meta entry (nats-py's delete() leaves a marker per name forever)."""
+    stream, meta_at = s.obj_stream(bucket), meta_subject(bucket, name)
+    found = await streams.last(stream, meta_at)
+    if found is None:
+        return
+    meta = msgspec.json.decode(found.data, type=_Meta)
+    if meta.nuid:
+        await streams.purge(stream, subject=f"$O.{bucket}.C.{meta.nuid}")
+    await streams.purge(stream, subject=meta_at)
+
+
+async def remove_run(streams: Streams, run_id: str, bucket: str = s.OBJECT_CHECKPOINTS) -> int:
+    """Remove every object of the run; how many there were."""
+    mine = [name for name in await stored_names(streams, bucket) if run_of(name) == run_id]
+    for name in mine:
+        await remove_object(streams, bucket, name)
+    return len(mine)
+
+
+class _Meta(msgspec.Struct):
+    """What of an object's meta entry (the object store's JSON) is read here."""
+
+    name: str
+    nuid: str = ""
+    deleted: bool = False

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import secrets
 from datetime import datetime, timedelta
 
 import msgspec
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from jetcron.bus.kv import translate
+from jetcron.bus.ports import Streams
 from jetcron.core.finished import FinishedMinute, minute_of, parse_stamp
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
@@ -23,37 +20,16 @@ MAX_RECORDS = 20_000
 """At most this many records are read (a day of minutes is 1,440 per scope)."""
 
 
-async def read_minutes(js: JetStreamContext, tenant: str | None, since: datetime, *,
+async def read_minutes(streams: Streams, tenant: str | None, since: datetime, *,
                        written_since: datetime | None = None) -> list[FinishedMinute]:
     """The records of the minutes from `since` on, the cluster's (tenant None) or one tenant's, oldest first.
     `written_since`: the server time the read starts from (default READ_SLACK before `since`); a benchmark that
-    wrote days of minutes in a few seconds names its own.
-
-    Two requests whatever the bucket keeps: an ephemeral consumer from a time (a record's one message is its last
-    write, so the minutes before `since` are skipped by the server, not read), whose answer says how many it
-    holds, and one pull of them all. It is left to lapse (inactive_threshold) rather than deleted: a third
-    request the reader would wait for.
-    """
+    wrote days of minutes in a few seconds names its own. A record's one message is its last write, so the
+    minutes written before are skipped by the server, not read."""
     first = minute_of(since)
-    stream = s.kv_stream(s.BUCKET_FINISHED)
-    name = f"finished_{secrets.token_hex(6)}"
-    config = ConsumerConfig(name=name, filter_subject=s.kv_subject(s.BUCKET_FINISHED, s.finished_filter(tenant)),
-                            deliver_policy=DeliverPolicy.BY_START_TIME,
-                            opt_start_time=written_since or first - READ_SLACK,
-                            ack_policy=AckPolicy.NONE, inactive_threshold=5.0, mem_storage=True)
-    try:
-        info = await js.add_consumer(stream, config)
-        pending = min(int(info.num_pending or 0), MAX_RECORDS)
-        if not pending:
-            return []
-        sub = await js.pull_subscribe_bind(name, stream=stream)
-        try:
-            msgs = await sub.fetch(pending, timeout=5)
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-    except Exception as exc:
-        raise translate(exc, f"read {s.BUCKET_FINISHED}") from exc
+    msgs, _more = await streams.written_since(
+        s.kv_stream(s.BUCKET_FINISHED), s.kv_subject(s.BUCKET_FINISHED, s.finished_filter(tenant)),
+        written_since or first - READ_SLACK, MAX_RECORDS)
     by_minute: dict[datetime, FinishedMinute] = {}
     prefix = s.kv_subject(s.BUCKET_FINISHED, "")
     for msg in msgs:

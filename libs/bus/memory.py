@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -582,7 +582,43 @@ class MemoryStreams:
                 continue
             yield msg.subject[len(prefix):], value, len(data) + len(msg.subject), seq
 
-    async def tail(self, subject: str) -> AsyncIterator[MemoryMessage]:
+    def _matching(self, subject: str) -> list[tuple[datetime, MemoryMessage]]:
+        """Every stored message on `subject`, in the order stored (streams apart: by time, then sequence)."""
+        found = [(st.times[q], q, m) for st in self._streams.values() for q, m in st.messages.items()
+                 if subject_matches(subject, m.subject)]
+        return [(at, m) for at, _q, m in sorted(found, key=lambda f: (f[0], f[1]))]
+
+    async def read(self, subject: str, *, idle: float) -> AsyncGenerator[tuple[MemoryMessage, int] | None, None]:
+        queue: asyncio.Queue[MemoryMessage] = asyncio.Queue()
+        entry = (subject, queue)
+        self._tails.append(entry)
+        try:
+            stored = [m for _at, m in self._matching(subject)]
+            for i, msg in enumerate(stored):
+                yield msg, len(stored) - i - 1 + queue.qsize()
+            while True:
+                try:
+                    msg = await asyncio.wait_for(queue.get(), timeout=idle)
+                except TimeoutError:
+                    yield None
+                    continue
+                yield msg, queue.qsize()
+        finally:
+            self._tails.remove(entry)
+
+    async def newest(self, stream: str, subject: str, limit: int) -> list[bytes]:
+        st = self._stream(stream)
+        window = sorted(st.messages)[-limit:] if limit > 0 else []
+        return [st.messages[q].data for q in window if subject_matches(subject, st.messages[q].subject)]
+
+    async def written_since(self, stream: str, subject: str, since: datetime,
+                            cap: int) -> tuple[list[MemoryMessage], bool]:
+        st = self._stream(stream)
+        found = [st.messages[q] for q in sorted(st.messages)
+                 if st.times[q] >= since and subject_matches(subject, st.messages[q].subject)]
+        return found[:cap], len(found) > cap
+
+    async def tail(self, subject: str) -> AsyncGenerator[MemoryMessage, None]:
         queue: asyncio.Queue[MemoryMessage] = asyncio.Queue()
         entry = (subject, queue)
         self._tails.append(entry)

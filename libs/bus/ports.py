@@ -8,7 +8,7 @@ to bus functions, so bus stays the only package that imports nats (tests/unit/te
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -276,8 +276,24 @@ class Streams(Protocol):
         sequence `after`; deletes and undecodable values passed over. For a bucket that keeps one value per key."""
         ...
 
-    def tail(self, subject: str) -> AsyncIterator[Request]:
+    def tail(self, subject: str) -> AsyncGenerator[Request, None]:
         """The messages stored on `subject` from now on, in order, for as long as the iterator lives."""
+        ...
+
+    def read(self, subject: str, *, idle: float) -> AsyncGenerator[tuple[Request, int] | None, None]:
+        """Every message stored on `subject`, oldest first, then those stored later, for as long as the iterator
+        lives: each with how many more were stored when it was read (0: caught up), and None after each `idle`
+        seconds with nothing new."""
+        ...
+
+    async def newest(self, stream: str, subject: str, limit: int) -> list[bytes]:
+        """The bodies of those of the stream's newest `limit` messages that are on `subject`, oldest first."""
+        ...
+
+    async def written_since(self, stream: str, subject: str, since: datetime,
+                            cap: int) -> tuple[list[Request], bool]:
+        """The messages on `subject` stored since `since` (the storage's clock), oldest first, at most `cap` of
+        them, and whether more were there."""
         ...
 
 

@@ -6,7 +6,8 @@ consumer that does not exist)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from typing import TypeVar
 
@@ -25,6 +26,8 @@ from jetcron.wire.codec import decode
 T = TypeVar("T", bound=msgspec.Struct)
 
 OLDEST_BATCH = 256
+NEWEST_IDLE = 0.5
+"""Seconds `newest` waits for a message it was promised before it returns what it has."""
 
 
 async def stream_state(js: JetStream, stream: str) -> StreamState:
@@ -60,58 +63,6 @@ async def subject_counts(js: JetStream, stream: str, subjects: str) -> dict[str,
     except Exception as exc:
         raise translate(exc, f"subjects of stream {stream}") from exc
     return {subject: int(count) for subject, count in (info.state.subjects or {}).items()}
-
-
-async def newest(js: JetStream, stream: str, subject: str, limit: int, *, idle: float = 0.5) -> list[bytes]:
-    """The payloads of those of the stream's newest `limit` messages that are on `subject`, oldest first, read by an
-    ephemeral ordered consumer from the sequence that many before the last."""
-    state = await stream_state(js, stream)
-    if not state.messages:
-        return []
-    start = max(1, state.last_seq - limit + 1)
-    config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
-    try:
-        sub = await js.subscribe(subject, ordered_consumer=True, config=config, inactive_threshold=30)
-    except Exception as exc:
-        raise translate(exc, f"read stream {stream}") from exc
-    payloads: list[bytes] = []
-    try:
-        while True:
-            try:
-                msg = await sub.next_msg(timeout=idle)
-            except (TimeoutError, nats.errors.TimeoutError):
-                break
-            payloads.append(msg.data)
-            if msg.metadata.num_pending == 0:
-                break
-    finally:
-        await drop_subscription(js, sub)
-    return payloads[-limit:]
-
-
-async def written_since(js: JetStream, stream: str, subject: str, since: datetime,
-                        cap: int) -> tuple[list[bytes], bool]:
-    """The payloads of the messages on `subject` stored since `since`, at most `cap` of them (oldest first), and
-    whether more were there. Read by an ephemeral pull consumer in memory, no acks."""
-    config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since,
-                            ack_policy=AckPolicy.NONE, inactive_threshold=30.0, mem_storage=True)
-    try:
-        sub = await js.pull_subscribe(subject, stream=stream, config=config)
-    except Exception as exc:
-        raise translate(exc, f"read stream {stream}") from exc
-    payloads: list[bytes] = []
-    try:
-        pending = (await sub.consumer_info()).num_pending or 0
-        while len(payloads) < min(pending, cap):
-            try:
-                batch = await sub.fetch(min(256, min(pending, cap) - len(payloads)), timeout=3)
-            except (TimeoutError, nats.errors.TimeoutError):
-                break
-            payloads.extend(msg.data for msg in batch)
-        return payloads, pending > cap
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
 
 
 class ServerStreams:
@@ -176,7 +127,73 @@ class ServerStreams:
         finally:
             await drop_subscription(self.js, sub)
 
-    async def tail(self, subject: str) -> AsyncIterator[Request]:
+    async def read(self, subject: str, *, idle: float) -> AsyncGenerator[tuple[Request, int] | None, None]:
+        try:
+            sub = await self.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
+                                          inactive_threshold=30)
+        except Exception as exc:
+            raise translate(exc, f"read {subject}") from exc
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=idle)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    yield None
+                    continue
+                yield msg, int(msg.metadata.num_pending or 0)
+        finally:
+            await drop_subscription(self.js, sub)
+
+    async def newest(self, stream: str, subject: str, limit: int) -> list[bytes]:
+        # An ephemeral ordered consumer from the sequence `limit` before the last: never a scan of the stream.
+        state = await self.state(stream)
+        if not state.messages:
+            return []
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                opt_start_seq=max(1, state.last_seq - limit + 1))
+        try:
+            sub = await self.js.subscribe(subject, ordered_consumer=True, config=config, inactive_threshold=30)
+        except Exception as exc:
+            raise translate(exc, f"read stream {stream}") from exc
+        payloads: list[bytes] = []
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=NEWEST_IDLE)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    break
+                payloads.append(msg.data)
+                if msg.metadata.num_pending == 0:
+                    break
+        finally:
+            await drop_subscription(self.js, sub)
+        return payloads[-limit:]
+
+    async def written_since(self, stream: str, subject: str, since: datetime,
+                            cap: int) -> tuple[list[Request], bool]:
+        # Two requests whatever the stream keeps: an ephemeral consumer from a time (the server skips what is
+        # older), whose answer says how many it holds, and one pull of them all. It is left to lapse
+        # (inactive_threshold) rather than deleted: a third request the reader would wait for.
+        name = f"since_{secrets.token_hex(6)}"
+        config = ConsumerConfig(name=name, filter_subject=subject, deliver_policy=DeliverPolicy.BY_START_TIME,
+                                opt_start_time=since, ack_policy=AckPolicy.NONE, inactive_threshold=5.0,
+                                mem_storage=True)
+        try:
+            info = await self.js.add_consumer(stream, config)
+            pending = int(info.num_pending or 0)
+            if not pending:
+                return [], False
+            sub = await self.js.pull_subscribe_bind(name, stream=stream)
+            try:
+                msgs = await sub.fetch(min(pending, cap), timeout=5)
+            finally:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        except Exception as exc:
+            raise translate(exc, f"read stream {stream}") from exc
+        return list(msgs), pending > cap
+
+    async def tail(self, subject: str) -> AsyncGenerator[Request, None]:
         # An ordered consumer: no acks, no durable state, gone with the iterator.
         try:
             sub = await self.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from jetcron.bus.ports import JetStream
-from jetcron.bus.streams import newest
+from jetcron.bus.ports import Streams
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import DeadLettered
 
 
-async def dead_lettered(js: JetStream, limit: int, *, idle: float = 0.5) -> list[DeadLettered]:
+async def dead_lettered(streams: Streams, limit: int) -> list[DeadLettered]:
     """Up to `limit` of the newest entries of JC_DLQ, oldest first."""
-    return [decode(data, DeadLettered) for data in await newest(js, s.STREAM_DLQ, s.DLQ_ALL, limit, idle=idle)]
+    return [decode(data, DeadLettered) for data in await streams.newest(s.STREAM_DLQ, s.DLQ_ALL, limit)]

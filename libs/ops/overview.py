@@ -14,10 +14,10 @@ from jetcron.bus import rpc
 from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Buckets, Connection, JetStream, Streams
+from jetcron.bus.ports import Buckets, Connection, Streams
 from jetcron.bus.registry import Registry
 from jetcron.bus.storage import Usage, server_usage, stream_usages
-from jetcron.bus.streams import ServerStreams, stream_state, written_since
+from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import stream_names
 from jetcron.core.models import AgentInfo, Priority, Run, RunState, ShardLayout
 from jetcron.wire import subjects as s
@@ -106,13 +106,13 @@ async def _queue_depth(streams: Streams) -> dict[str, int]:
     return {p.value: by_subject.get(s.place_subject(p), 0) for p in Priority}
 
 
-async def _recent_runs(js: JetStream, now: datetime) -> tuple[dict[str, int], bool]:
+async def _recent_runs(streams: Streams, now: datetime) -> tuple[dict[str, int], bool]:
     """Runs by state among those written in the last hour and created in it (bounded by RUNS_CAP)."""
     since = now - RECENT
-    written, truncated = await written_since(js, s.kv_stream(s.BUCKET_RUNS), s.RUN_CHANGES, since, RUNS_CAP)
+    written, truncated = await streams.written_since(s.kv_stream(s.BUCKET_RUNS), s.RUN_CHANGES, since, RUNS_CAP)
     counts: Counter[str] = Counter()
-    for data in written:
-        if not data:  # a delete marker
+    for msg in written:
+        if not (data := msg.data):  # a delete marker
             continue
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             run = decode(data, Run)
@@ -136,9 +136,9 @@ async def cluster_status(leases: Leases, buckets: Buckets, streams: Streams) -> 
                          queue_depth=await _queue_depth(streams))
 
 
-async def storage_view(js: JetStream, nats_url: str, monitor_url: str | None) -> list[Usage]:
+async def storage_view(streams: Streams, nats_url: str, monitor_url: str | None) -> list[Usage]:
     """The fullest first (by share of a limit, then by bytes), the server's store first of all."""
-    usages = await stream_usages(ServerStreams(js), stream_names())
+    usages = await stream_usages(streams, stream_names())
     server = await server_usage(nats_url, monitor_url, usages)
     ranked = sorted(usages, key=lambda u: (-u.ratio, -u.used))
     return ([server] if server is not None else []) + ranked
@@ -156,10 +156,11 @@ async def gather(nc: Connection, now: datetime, monitor_url: str | None = None) 
             agents.append(AgentView(agent_id=a.agent_id, host=a.host, cpu=a.cpu, memory_mb=a.memory_mb, gpus=a.gpus,
                                     free_cpu=a.free_cpu, free_memory_mb=a.free_memory_mb, free_gpus=a.free_gpus,
                                     running=a.running, draining=a.draining, heartbeat_at=a.heartbeat_at))
-    status = await cluster_status(lease_store.on_server(js), ServerBuckets(js), ServerStreams(js))
+    streams = ServerStreams(js)
+    status = await cluster_status(lease_store.on_server(js), ServerBuckets(js), streams)
     pinged = await _pings(nc, len(instances))
-    runs, truncated = await _recent_runs(js, now)
-    dlq = await stream_state(js, s.STREAM_DLQ)
+    runs, truncated = await _recent_runs(streams, now)
+    dlq = await streams.state(s.STREAM_DLQ)
     return Overview(
         at=now,
         services=[InstanceView(service=i.service, instance=i.instance, host=i.host, pid=i.pid,
@@ -175,5 +176,5 @@ async def gather(nc: Connection, now: datetime, monitor_url: str | None = None) 
         runs_last_hour=runs,
         runs_truncated=truncated,
         dlq=dlq.messages,
-        storage=await storage_view(js, nc.connected_url.geturl() if nc.connected_url else "", monitor_url),
+        storage=await storage_view(streams, nc.connected_url.geturl() if nc.connected_url else "", monitor_url),
     )

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from jetcron.bus.kv import bind, scan_keys, translate
-from jetcron.bus.ports import JetStream
+from jetcron.bus.ports import Publisher, Streams
 from jetcron.core.errors import Misconfigured, NotFound
 from jetcron.wire import subjects as s
 
@@ -28,38 +27,37 @@ def secret_key(tenant: str, name: str) -> str:
 
 
 class Secrets:
-    def __init__(self, js: JetStream, key_file: str | None) -> None:
-        self.js = js
-        self.kv = bind(js, s.BUCKET_SECRETS)
+    """The store of tenants' secrets over the ports: a value is a KV put of its token into the secrets bucket (a
+    publish onto the bucket's stream), read back as the key's last message; a delete purges every revision."""
+
+    def __init__(self, publisher: Publisher, streams: Streams, key_file: str | None) -> None:
+        self.publisher = publisher
+        self.streams = streams
         self.key_file = key_file
+        self.stream = s.kv_stream(s.BUCKET_SECRETS)
 
     async def put(self, tenant: str, name: str, value: str) -> None:
         token = _fernet(self.key_file).encrypt(value.encode())
-        try:
-            await self.kv.put(secret_key(tenant, name), token)
-        except Exception as exc:
-            raise translate(exc, f"secret {name}") from exc
+        await self.publisher.publish(s.kv_subject(s.BUCKET_SECRETS, secret_key(tenant, name)), token)
 
     async def get(self, tenant: str, name: str) -> str:
-        try:
-            entry = await self.kv.get(secret_key(tenant, name))
-        except Exception as exc:
-            if type(exc).__name__ in ("KeyNotFoundError", "KeyDeletedError"):
-                raise NotFound("secret", name) from None
-            raise translate(exc, f"secret {name}") from exc
-        if not entry.value:
+        found = await self.streams.last(self.stream, s.kv_subject(s.BUCKET_SECRETS, secret_key(tenant, name)))
+        if found is None:
             raise NotFound("secret", name)
         try:
-            return _fernet(self.key_file).decrypt(entry.value).decode()
+            return _fernet(self.key_file).decrypt(found.data).decode()
         except InvalidToken:
             raise Misconfigured(f"secret {name} of {tenant} was encrypted under another key") from None
 
     async def delete(self, tenant: str, name: str) -> None:
         await self.get(tenant, name)  # NotFound for a name that is not there
-        await self.kv.purge(secret_key(tenant, name))  # no history of the ciphertext kept either
+        # every revision purged, no marker: no history of the ciphertext is kept either
+        await self.streams.purge(self.stream, subject=s.kv_subject(s.BUCKET_SECRETS, secret_key(tenant, name)))
 
     async def names(self, tenant: str) -> list[str]:
-        return sorted(key.split(".", 1)[1] for key in await scan_keys(self.js, s.BUCKET_SECRETS, f"{tenant}.*"))
+        prefix = s.kv_subject(s.BUCKET_SECRETS, f"{tenant}.")
+        held = await self.streams.counts(self.stream, prefix + "*")
+        return sorted(subject[len(prefix):] for subject in held)
 
 
 def from_file(directory: str | None, tenant: str, name: str) -> str | None:

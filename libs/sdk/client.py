@@ -14,6 +14,7 @@ from jetcron.bus.caller import Denials, ask, connect_client
 from jetcron.bus.connect import Identity
 from jetcron.bus.logs import read_chunks
 from jetcron.bus.ports import Connection
+from jetcron.bus.streams import ServerStreams
 from jetcron.core.models import RunState
 from jetcron.sdk.errors import ApiError, api_error
 from jetcron.sdk.verbs import Blocking, Verbs
@@ -96,7 +97,7 @@ class Client(Verbs):
                 yield chunk
             return
         js = rpc.jetstream(self.nc, timeout=5)
-        async for _stream, chunk, end in read_chunks(js, run_id, follow=True, until=ended):
+        async for _stream, chunk, end in read_chunks(ServerStreams(js), run_id, follow=True, until=ended):
             if not end:
                 yield chunk
 

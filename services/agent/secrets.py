@@ -10,7 +10,7 @@ from jetcron.services.runtime import Context
 
 async def resolve_secrets(ctx: Context, spec: JobSpec) -> tuple[dict[str, str], str]:
     """The values by name, or ({}, why not): the reason names the secret, never a value."""
-    store = Secrets(ctx.js, ctx.settings.secrets_key_file)
+    store = Secrets(ctx.publisher, ctx.streams, ctx.settings.secrets_key_file)
     values: dict[str, str] = {}
     for name in spec.secrets:
         found = from_file(ctx.settings.agent_secrets_dir, spec.tenant, name)

@@ -32,7 +32,7 @@ class Dlq(Noun):
         req = body(call.data, v.DlqList)
         limit = integer(req, "limit", 100, 1, 1000)
         # From the dead-letter stream, newest last; not a scan of every run record.
-        latest = {e.run_id: e for e in await dead_lettered(self.ctx.js, limit)}
+        latest = {e.run_id: e for e in await dead_lettered(self.ctx.streams, limit)}
         items: list[Run] = []
         for run_id, entry in latest.items():
             found = await self.ctx.runs.maybe(run_id)

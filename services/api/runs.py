@@ -150,7 +150,7 @@ class Runs(Noun):
         out: list[str] = []
         size = 0
         done = False
-        async for _stream, chunk, end in read_chunks(self.ctx.js, run_id):
+        async for _stream, chunk, end in read_chunks(self.ctx.streams, run_id):
             if end:
                 done = True
                 break
@@ -166,4 +166,4 @@ class Runs(Noun):
         admin, the caller's own tenant's for a tenant. Two requests, whatever the span."""
         req = body(call.data, v.RunsFinished)
         since = first_minute(self.ctx.clock.now(), integer(req, "minutes", 60, 1, 1440))
-        return v.FinishedRuns(since=since, items=await read_minutes(self.ctx.js, call.tenant, since))
+        return v.FinishedRuns(since=since, items=await read_minutes(self.ctx.streams, call.tenant, since))

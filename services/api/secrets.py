@@ -45,7 +45,7 @@ class Secrets(Noun):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.store = Store(ctx.js, ctx.settings.secrets_key_file)
+        self.store = Store(ctx.publisher, ctx.streams, ctx.settings.secrets_key_file)
 
     @verb
     async def set(self, call: Call) -> v.SecretRef:

@@ -178,7 +178,7 @@ def _observe_latency(rule: NotifyRule, notice: Notice, now: datetime) -> None:
 
 async def main(ctx: Context) -> None:
     log = await ctx.buckets.open(s.BUCKET_NOTIFY, Delivery)
-    targets = Targets(ctx.settings, ctx.js, ctx.publisher, ctx.clock)
+    targets = Targets(ctx.settings, ctx.publisher, ctx.streams, ctx.clock)
     notifier = Notifier(ctx, log, targets)
     stop = asyncio.Event()
     watcher = background(ctx, notifier.watch_jobs())

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from jetcron.bus.ports import JetStream, Publisher
+from jetcron.bus.ports import Publisher, Streams
 from jetcron.config import Settings
 from jetcron.core.clock import Clock
 from jetcron.core.errors import Forbidden, JetcronError, NotFound
@@ -63,11 +63,11 @@ class Unsafe(Forbidden):
 
 
 class Targets:
-    def __init__(self, settings: Settings, js: JetStream, publisher: Publisher, clock: Clock) -> None:
+    def __init__(self, settings: Settings, publisher: Publisher, streams: Streams, clock: Clock) -> None:
         self.settings = settings
         self.publisher = publisher
         self.clock = clock
-        self.secrets = Secrets(js, settings.secrets_key_file)
+        self.secrets = Secrets(publisher, streams, settings.secrets_key_file)
         # One pool, no redirects followed (a 30x to an internal address would dodge the address check).
         self.http = httpx.AsyncClient(timeout=settings.notify_timeout, follow_redirects=False,
                                       headers={"User-Agent": USER_AGENT}, trust_env=False)

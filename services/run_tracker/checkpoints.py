@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from jetcron.bus.checkpoints import Checkpoints, run_of
+from jetcron.bus.checkpoints import remove_run, run_of, stored_names
 from jetcron.core.errors import JetcronError
 from jetcron.services.runtime import Context
 
@@ -17,7 +17,6 @@ class CheckpointJanitor:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.store = Checkpoints(ctx.js)
         self.retention = timedelta(seconds=ctx.settings.checkpoint_retention)
         self.every = timedelta(seconds=min(MAX_EVERY, max(0.5, ctx.settings.checkpoint_retention / 2)))
         self.last: datetime | None = None
@@ -33,7 +32,7 @@ class CheckpointJanitor:
             self.ctx.log.warning("checkpoint sweep failed; next time", error=str(exc))
 
     async def sweep(self, now: datetime) -> int:
-        runs = {run_of(name) async for name in self.store.names()}
+        runs = {run_of(name) for name in await stored_names(self.ctx.streams)}
         removed = 0
         for run_id in sorted(runs):
             found = await self.ctx.runs.maybe(run_id)
@@ -41,6 +40,6 @@ class CheckpointJanitor:
                 run = found[0]
                 if not run.state.terminal or (run.finished_at or now) + self.retention > now:
                     continue
-            removed += await self.store.remove_run(run_id)
+            removed += await remove_run(self.ctx.streams, run_id)
         self.removed += removed
         return removed

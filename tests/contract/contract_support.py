@@ -5,14 +5,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import msgspec
+from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, StreamConfig
 
 from jetcron.bus.consume import PullQueue
 from jetcron.bus.lease import Leases
-from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, StreamConfig
-
 from jetcron.bus.memory import MemoryPublisher, MemoryQueue, MemoryStreams
 from jetcron.bus.ports import Consumers, Message, Publisher, Streams, WorkQueue
 from jetcron.bus.publish import StreamPublisher, publish
@@ -22,6 +22,7 @@ ACK_WAIT = 1.0
 Put = Callable[[bytes], Awaitable[int]]
 """Puts a message on a consumers' test stream; its sequence."""
 names = itertools.count(1)
+START = datetime.now(UTC)
 """Unique bucket and stream names within a run."""
 
 
@@ -152,7 +153,9 @@ class StreamsSide(Protocol):
 
 class TwinStreams:
     def __init__(self) -> None:
-        self.twin = MemoryStreams()
+        # Each write a millisecond after the last, as the server's nanosecond stamps never tie.
+        ticks = itertools.count()
+        self.twin = MemoryStreams(clock=lambda: START + timedelta(milliseconds=next(ticks)))
         self.streams: Streams = self.twin
         self.publisher: Publisher = MemoryPublisher(self.twin)
 

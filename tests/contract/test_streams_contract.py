@@ -5,6 +5,7 @@ followed."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 from contract_support import Item, StreamsSide, names
@@ -156,3 +157,44 @@ async def test_tail_follows_the_messages_stored_from_now_on_in_order(streams_sid
     assert b"before" not in got
     numbered = [int(d) for d in got[:-1]]
     assert numbered == list(range(numbered[0], sent)) and got[-1] == b"last"
+
+
+async def test_read_gives_what_is_stored_then_what_comes_with_how_many_more_and_a_none_when_quiet(
+        streams_side: StreamsSide) -> None:
+    _, subject = await _stream(streams_side)
+    await streams_side.put(f"{subject}.r.1", b"one")
+    await streams_side.put(f"{subject}.other", b"not read")
+    await streams_side.put(f"{subject}.r.2", b"two")
+    reader = streams_side.streams.read(f"{subject}.r.>", idle=0.2)
+    try:
+        got = [await anext(reader) for _ in range(3)]
+        assert [(r[0].data, r[1]) if r else None for r in got] == [(b"one", 1), (b"two", 0), None]
+        await streams_side.put(f"{subject}.r.3", b"three")
+        later = await anext(reader)
+        assert later is not None and (later[0].data, later[0].subject, later[1]) == (b"three", f"{subject}.r.3", 0)
+    finally:
+        await reader.aclose()
+
+
+async def test_newest_reads_the_last_messages_of_the_stream_that_are_on_the_subject(
+        streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side)
+    assert await streams_side.streams.newest(name, f"{subject}.a", 3) == []
+    for body, leaf in ((b"a1", "a"), (b"b1", "b"), (b"a2", "a"), (b"b2", "b"), (b"a3", "a")):
+        await streams_side.put(f"{subject}.{leaf}", body)
+    assert await streams_side.streams.newest(name, f"{subject}.a", 3) == [b"a2", b"a3"]
+    assert await streams_side.streams.newest(name, f"{subject}.>", 10) == [b"a1", b"b1", b"a2", b"b2", b"a3"]
+
+
+async def test_written_since_reads_by_the_storages_own_time_up_to_a_cap(streams_side: StreamsSide) -> None:
+    name, subject = await _stream(streams_side)
+    assert await streams_side.streams.written_since(name, f"{subject}.>", datetime.now(UTC), 10) == ([], False)
+    for i in range(5):
+        await streams_side.put(f"{subject}.w.{i}", str(i).encode())
+    third = await streams_side.streams.last(name, f"{subject}.w.2")
+    assert third is not None and third.time is not None
+    msgs, more = await streams_side.streams.written_since(name, f"{subject}.w.>", third.time, 10)
+    assert [m.data for m in msgs] == [b"2", b"3", b"4"] and not more
+    assert [m.subject for m in msgs] == [f"{subject}.w.{m.data.decode()}" for m in msgs]
+    capped, more = await streams_side.streams.written_since(name, f"{subject}.w.>", third.time, 1)
+    assert [m.data for m in capped] == [b"2"] and more

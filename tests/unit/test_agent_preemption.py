@@ -34,9 +34,9 @@ class _Child:
         self.calls.append(("kill", reason, None))
 
 
-def _running_attempt(**kw: Any) -> tuple[Attempt, _Child]:
-    ctx, _, _ = _ctx()
-    attempt = _attempt(ctx, **kw)
+async def _running_attempt(**kw: Any) -> tuple[Attempt, _Child]:
+    ctx, _ = _ctx()
+    attempt = await _attempt(ctx, **kw)
     for event in (E.LAUNCH, E.SPAWN):
         attempt._apply(event)
     child = _Child()
@@ -44,9 +44,9 @@ def _running_attempt(**kw: Any) -> tuple[Attempt, _Child]:
     return attempt, child
 
 
-def test_a_graceful_stop_is_not_cut_short_by_a_later_fence() -> None:
+async def test_a_graceful_stop_is_not_cut_short_by_a_later_fence() -> None:
     # Given an attempt preempted with a 30 s grace
-    attempt, child = _running_attempt()
+    attempt, child = await _running_attempt()
     attempt.fence("preempted by run u (high)", grace=True, grace_seconds=30)
     # When its lease renewal would find the lease revoked, or the run's next attempt supersedes it here
     attempt.fence("lease taken (cancelled or re-dispatched)")
@@ -58,8 +58,8 @@ def test_a_graceful_stop_is_not_cut_short_by_a_later_fence() -> None:
     assert attempt._renewals_over
 
 
-def test_a_fence_without_grace_kills_at_once_and_again() -> None:
-    attempt, child = _running_attempt()
+async def test_a_fence_without_grace_kills_at_once_and_again() -> None:
+    attempt, child = await _running_attempt()
     attempt.fence("lease taken (cancelled or re-dispatched)")
     attempt.fence("lease not renewed")
     assert child.calls == [("kill", "lease taken (cancelled or re-dispatched)", None), ("kill", "lease not renewed",
@@ -67,8 +67,8 @@ def test_a_fence_without_grace_kills_at_once_and_again() -> None:
 
 
 async def test_the_control_message_carries_the_preemptions_grace() -> None:
-    agent, _, _ = _agent()
-    attempt, child = _running_attempt()
+    agent, _ = _agent()
+    attempt, child = await _running_attempt()
     agent.attempts["r"] = attempt
     await agent.on_control(_msg(CancelRun(run_id="r", attempt=1, reason="preempted", grace_seconds=12.5)))
     assert child.calls == [("stop", "preempted", 12.5)]
@@ -87,7 +87,7 @@ def _on(agent: Any, run_id: str, gpus: list[int], attempt: int = 1) -> Attempt:
 
 async def test_an_attempt_on_the_devices_of_a_stopping_one_spawns_once_that_one_has_ended() -> None:
     # Given a preempted attempt on GPUs 0-3 still in its grace, and a run on GPUs 4-7 going on
-    agent, _, _ = _agent()
+    agent, _ = _agent()
     stopping = _on(agent, "low", [0, 1, 2, 3])
     for event in (E.LAUNCH, E.SPAWN, E.FENCE):
         stopping._apply(event)
@@ -107,7 +107,7 @@ async def test_an_attempt_on_the_devices_of_a_stopping_one_spawns_once_that_one_
 
 
 async def test_a_runs_next_attempt_here_waits_for_its_stopping_one() -> None:
-    agent, _, _ = _agent()
+    agent, _ = _agent()
     old = _on(agent, "r", [])
     for event in (E.LAUNCH, E.SPAWN, E.FENCE):
         old._apply(event)
