@@ -10,8 +10,7 @@ import nats
 import nats.errors
 
 from jetcron.bus.connect import Identity
-from jetcron.bus.ports import Connection, Message
-from jetcron.bus.rpc import answered
+from jetcron.bus.ports import Connection, Request, Rpc
 from jetcron.core.errors import Unauthorized, Unavailable, Untrusted
 
 CONNECT_SECONDS = 8.0
@@ -68,12 +67,12 @@ async def connect_client(url: str, identity: Identity, *, name: str = "jetcron-c
     return nc, denials
 
 
-async def ask(nc: Connection, denials: Denials, subject: str, data: bytes, *, timeout: float,
-              headers: dict[str, str] | None = None) -> Message | None:
+async def ask(rpc: Rpc, denials: Denials, subject: str, data: bytes, *, timeout: float,
+              headers: dict[str, str] | None = None) -> Request | None:
     """The reply, or None when the server refused the subject to this credential (no reply would come);
     NoAnswer when nobody answered."""
     denials.seen.clear()
-    request = asyncio.ensure_future(nc.request(subject, data, timeout=timeout, headers=headers))
+    request = asyncio.ensure_future(rpc.request(subject, data, timeout=timeout, headers=headers))
     denied = asyncio.ensure_future(denials.seen.wait())
     try:
         await asyncio.wait({request, denied}, return_when=asyncio.FIRST_COMPLETED)
@@ -82,4 +81,4 @@ async def ask(nc: Connection, denials: Denials, subject: str, data: bytes, *, ti
     if not request.done() and subject in (denials.last or ""):
         request.cancel()
         return None
-    return await answered(request, subject, timeout)
+    return await request

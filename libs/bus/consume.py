@@ -15,7 +15,8 @@ from nats.js.api import Header
 from nats.js.errors import NotFoundError
 
 from jetcron.bus.natspy import api_prefix, connection_of
-from jetcron.bus.ports import Handler, JetStream, Message, WorkQueue
+from jetcron.bus.ports import Durable, Handler, JetStream, Message, WorkQueue
+from jetcron.bus.topology import ensure_durable
 from jetcron.core.errors import JetcronError, Unavailable
 
 log = structlog.get_logger("jetcron.consume")
@@ -240,6 +241,9 @@ class ServerConsumers:
                       remake: Callable[[], Awaitable[object]] | None = None) -> None:
         await pull_loop(self.js, stream, durable, handler, batch=batch, concurrency=concurrency, stop=stop,
                         remake=remake)
+
+    async def ensure(self, stream: str, durable: Durable) -> str:
+        return await ensure_durable(self.js, stream, durable)
 
 
 async def _remake_if_gone(js: JetStream, stream: str, durable: str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -16,7 +16,7 @@ import msgspec
 
 from jetcron.bus.consume import work_loop
 from jetcron.bus.kv import value_of
-from jetcron.bus.ports import ConsumerState, Handler, LeaseEntry, Stored, StreamState
+from jetcron.bus.ports import ConsumerState, Durable, Endpoint, Handler, LeaseEntry, Stored, StreamState
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.bus.rpc import NoAnswer
 from jetcron.core.errors import NotFound, StorageFull, WriteConflict
@@ -353,6 +353,7 @@ class MemoryRpc:
         """What is served now, in the order it was served."""
         self.notices: list[tuple[str, bytes]] = []
         """Every one-way message sent, in order (delivered or not)."""
+        self.up = True
 
     def _takers(self, subject: str) -> list[_Served]:
         takers: list[_Served] = []
@@ -394,6 +395,24 @@ class MemoryRpc:
     async def flush(self) -> None:
         return None
 
+    @property
+    def connected(self) -> bool:
+        """The twin has no connection to lose: a test sets this to play one that is down."""
+        return self.up
+
+    async def endpoints(self, *, name: str, version: str, description: str, queue: str,
+                        endpoints: Sequence[Endpoint]) -> _Endpoints:
+        return _Endpoints([await self.serve(subject, handler, queue=queue) for _name, subject, handler in endpoints])
+
+
+class _Endpoints:
+    def __init__(self, served: list[_Served]) -> None:
+        self.served = served
+
+    async def stop(self) -> None:
+        for served in self.served:
+            await served.unsubscribe()
+
 
 class MemoryBuckets:
     """ports.Buckets in memory: one MemoryRecords per bucket and type, the same one each time it is opened."""
@@ -412,6 +431,8 @@ class MemoryConsumers:
 
     def __init__(self) -> None:
         self.queues: dict[tuple[str, str], MemoryQueue] = {}
+        self.made: dict[tuple[str, str], Durable] = {}
+        """The durable consumers made through `ensure`, as asked."""
 
     def queue(self, stream: str, durable: str) -> MemoryQueue:
         return self.queues.setdefault((stream, durable), MemoryQueue())
@@ -420,6 +441,11 @@ class MemoryConsumers:
                       concurrency: int = 64, stop: asyncio.Event | None = None,
                       remake: Callable[[], Awaitable[object]] | None = None) -> None:
         await work_loop(self.queue(stream, durable), handler, batch=batch, concurrency=concurrency, stop=stop)
+
+    async def ensure(self, stream: str, durable: Durable) -> str:
+        self.made[stream, durable.name] = durable
+        self.queue(stream, durable.name)
+        return durable.name
 
 
 @dataclass

@@ -181,6 +181,16 @@ class Subscribed(Protocol):
     async def unsubscribe(self) -> None: ...
 
 
+Endpoint = tuple[str, str, Callable[[Request], Awaitable[None]]]
+"""(name, subject, handler): one endpoint of a service Rpc.endpoints serves."""
+
+
+class Endpoints(Protocol):
+    """What Rpc.endpoints serves, until stopped."""
+
+    async def stop(self) -> None: ...
+
+
 class Rpc(Protocol):
     """Core NATS request/reply and one-way messages (bus/rpc.NatsRpc; twin: memory.MemoryRpc): for services that
     answer or ask without JetStream, and the agents' control messages. Nothing is stored: a message nobody
@@ -204,6 +214,17 @@ class Rpc(Protocol):
 
     async def flush(self) -> None:
         """Wait until everything sent so far has been processed."""
+        ...
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection to the server is up now."""
+        ...
+
+    async def endpoints(self, *, name: str, version: str, description: str, queue: str,
+                        endpoints: Sequence[Endpoint]) -> Endpoints:
+        """A named service answering each endpoint's subject in the queue group `queue` (on the server a nats.micro
+        service, which answers `$SRV.*` with its counts too); returns once every subscription is in place."""
         ...
 
 
@@ -297,6 +318,18 @@ class Streams(Protocol):
         ...
 
 
+class Durable(msgspec.Struct, frozen=True, kw_only=True):
+    """A durable consumer to make: explicit acks, what it takes, how long a delivery may stay unacked, how many
+    may, and how long it outlives its last reader."""
+
+    name: str
+    filter_subject: str
+    ack_wait: float = 30.0
+    max_ack_pending: int = 1000
+    inactive_threshold: float = 0.0
+    """Seconds without a reader before the server removes it; 0: never."""
+
+
 class Consumers(Protocol):
     """Consumes a stream's durable consumer (bus/consume.ServerConsumers; twin: memory.MemoryConsumers): each
     message through `handler` and settled by what it returns or raises (consume.settle), until `stop` is set."""
@@ -304,3 +337,8 @@ class Consumers(Protocol):
     async def consume(self, stream: str, durable: str, handler: Handler, *, batch: int = 256,
                       concurrency: int = 64, stop: asyncio.Event | None = None,
                       remake: Callable[[], Awaitable[object]] | None = None) -> None: ...
+
+    async def ensure(self, stream: str, durable: Durable) -> str:
+        """Make the durable consumer unless it is there as asked; its name. A stream not made yet (by whoever makes
+        the topology) is waited for, within a deadline."""
+        ...

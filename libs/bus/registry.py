@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
 
 from nats import micro
 from nats.js import JetStreamContext
 from nats.micro.service import Service
 
 from jetcron.bus.kv import Store
-from jetcron.bus.ports import Connection, Request
+from jetcron.bus.ports import Connection
 from jetcron.core.errors import JetcronError
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import ServiceInstance
@@ -51,18 +50,3 @@ async def add_ping_service(nc: Connection, instance: ServiceInstance, version: s
         nc, name=s.health_service_name(instance.service), version=version,
         description=f"jetcron {instance.service} instance {instance.instance}",
         metadata={"instance": instance.instance, "host": instance.host, "metrics_url": instance.metrics_url})
-
-
-Endpoint = tuple[str, str, Callable[[Request], Awaitable[None]]]
-"""(name, subject, handler)."""
-
-
-async def add_endpoints(nc: Connection, *, name: str, version: str, description: str, queue: str,
-                        endpoints: list[Endpoint]) -> Service:
-    """A nats.micro service in a queue group, serving each endpoint; it answers `$SRV.*` for them (request
-    counts, errors, latency) too. Returns once the server has every endpoint's subscription."""
-    service = await micro.add_service(nc, name=name, version=version, description=description, queue_group=queue)
-    for endpoint, subject, handler in endpoints:
-        await service.add_endpoint(name=endpoint, subject=subject, handler=handler)
-    await nc.flush()
-    return service

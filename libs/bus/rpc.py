@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import nats.errors
+from nats import micro
 from nats.aio.subscription import Subscription
+from nats.micro.service import Service
 
-from jetcron.bus.ports import Connection, Handler, JetStream, Message, Request, Subscribed
+from jetcron.bus.ports import Connection, Endpoint, Endpoints, Handler, JetStream, Message, Request, Subscribed
 from jetcron.core.errors import Unavailable
 
 CANCELS = 3
@@ -120,6 +122,17 @@ def jetstream(nc: Connection, *, timeout: float) -> JetStream:
     return nc.jetstream(timeout=timeout)
 
 
+async def add_endpoints(nc: Connection, *, name: str, version: str, description: str, queue: str,
+                        endpoints: Sequence[Endpoint]) -> Service:
+    """A nats.micro service in a queue group, serving each endpoint; it answers `$SRV.*` for them (request
+    counts, errors, latency) too. Returns once the server has every endpoint's subscription."""
+    service = await micro.add_service(nc, name=name, version=version, description=description, queue_group=queue)
+    for endpoint, subject, handler in endpoints:
+        await service.add_endpoint(name=endpoint, subject=subject, handler=handler)
+    await nc.flush()
+    return service
+
+
 class NatsRpc:
     """ports.Rpc on a NATS connection."""
 
@@ -138,3 +151,12 @@ class NatsRpc:
 
     async def flush(self) -> None:
         await flush(self.nc)
+
+    @property
+    def connected(self) -> bool:
+        return is_connected(self.nc)
+
+    async def endpoints(self, *, name: str, version: str, description: str, queue: str,
+                        endpoints: Sequence[Endpoint]) -> Endpoints:
+        return await add_endpoints(self.nc, name=name, version=version, description=description, queue=queue,
+                                   endpoints=endpoints)

@@ -26,7 +26,9 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 
-from jetcron.core.errors import Unavailable
+from jetcron.bus.kv import translate
+from jetcron.bus.ports import Durable
+from jetcron.core.errors import JetcronError, Unavailable
 from jetcron.core.leases import fencing_floor
 from jetcron.wire import subjects as s
 
@@ -434,19 +436,29 @@ async def missing_parts(nc: Client, js: JetStreamContext) -> list[str]:
     return missing
 
 
-async def ensure_agent_consumer(js: JetStreamContext, agent_id: str) -> str:
-    """The agent's own durable consumer. Agents do not make the topology: on a fresh server this waits (at most
-    SETUP_DEADLINE) for a core service or `jetcron up` to make the assignment stream."""
-    name = s.assign_consumer(agent_id)
-    config = ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=1000,
-                            filter_subject=s.assign_subject(agent_id), inactive_threshold=7 * DAY)
+def agent_durable(agent_id: str) -> Durable:
+    """The agent's own durable consumer of its assignments."""
+    return Durable(name=s.assign_consumer(agent_id), filter_subject=s.assign_subject(agent_id), ack_wait=30.0,
+                   max_ack_pending=1000, inactive_threshold=7 * DAY)
+
+
+async def ensure_durable(js: JetStreamContext, stream: str, durable: Durable) -> str:
+    """Make a durable consumer (the same config again changes nothing). Agents do not make the topology: on a fresh
+    server this waits (at most SETUP_DEADLINE) for a core service or `jetcron up` to make the stream."""
+    config = ConsumerConfig(durable_name=durable.name, ack_policy=AckPolicy.EXPLICIT, ack_wait=durable.ack_wait,
+                            max_ack_pending=durable.max_ack_pending, filter_subject=durable.filter_subject,
+                            inactive_threshold=durable.inactive_threshold or None)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETUP_DEADLINE
     while True:
         try:
-            await _until_answered(partial(js.add_consumer, s.STREAM_ASSIGN, config), deadline)
-            return name
-        except NotFoundError:
+            await _until_answered(partial(js.add_consumer, stream, config), deadline)
+            return durable.name
+        except NotFoundError as exc:
             if loop.time() > deadline:
-                raise
+                raise translate(exc, f"make consumer {stream}/{durable.name}") from exc
             await asyncio.sleep(0.5)
+        except JetcronError:
+            raise
+        except Exception as exc:
+            raise translate(exc, f"make consumer {stream}/{durable.name}") from exc

@@ -23,6 +23,7 @@ from jetcron.sdk.client import Client
 
 async def _collect(where: Target) -> Overview:
     client = await Client.connect(where.url, timeout=5, identity=where.identity)
+    assert client.nc is not None  # Client.connect makes a connection of its own
     try:
         return await gather(client.nc, datetime.now(UTC), os.environ.get("JETCRON_NATS_MONITOR_URL"))
     finally:

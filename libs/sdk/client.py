@@ -9,11 +9,12 @@ from typing import Any
 
 import msgspec
 
-from jetcron.bus import rpc
 from jetcron.bus.caller import Denials, ask, connect_client
 from jetcron.bus.connect import Identity
 from jetcron.bus.logs import read_chunks
-from jetcron.bus.ports import Connection
+from jetcron.bus.ports import Connection, Rpc
+from jetcron.bus.rpc import NatsRpc, NoAnswer, jetstream
+from jetcron.bus.rpc import close as close_connection
 from jetcron.bus.streams import ServerStreams
 from jetcron.core.models import RunState
 from jetcron.sdk.errors import ApiError, api_error
@@ -36,10 +37,17 @@ class Client(Verbs):
     """Every API verb: typed (`client.jobs.create(spec) -> JobRecord`, `client.runs.list(job=...) ->
     Page[Run]`; errors as sdk.errors classes), or by name with `call(verb, payload)`."""
 
-    def __init__(self, nc: Connection, timeout: float = 10.0, *, tenant: str | None = None,
-                 denials: Denials | None = None) -> None:
+    def __init__(self, nc: Connection | None = None, timeout: float = 10.0, *, tenant: str | None = None,
+                 denials: Denials | None = None, rpc: Rpc | None = None) -> None:
+        """Over a connection of its own (`nc`), or over a service's request port (`rpc`: the gateway's calls
+        share its connection, and it closes nothing)."""
         super().__init__(self)
+        if rpc is None:
+            if nc is None:
+                raise TypeError("Client needs a connection (nc) or a request port (rpc)")
+            rpc = NatsRpc(nc)
         self.nc = nc
+        self.rpc = rpc
         self.timeout = timeout
         self.tenant = tenant
         """The tenant every call is made for; None: the admin subject (an admin credential, or no auth)."""
@@ -55,16 +63,17 @@ class Client(Verbs):
         return cls(nc, timeout, tenant=identity.tenant, denials=denials)
 
     async def close(self) -> None:
-        await rpc.close(self.nc, drain=None)
+        if self.nc is not None:
+            await close_connection(self.nc, drain=None)
 
     async def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
         data = msgspec.json.encode(payload or {})
         subject = s.api_subject(verb, self.tenant)
         try:
             # The caller's own trace, if it has one, continues into the api and every run it starts.
-            reply = await ask(self.nc, self._denials, subject, data, timeout=self.timeout,
+            reply = await ask(self.rpc, self._denials, subject, data, timeout=self.timeout,
                               headers=inject_headers({}) or None)
-        except rpc.NoAnswer as exc:
+        except NoAnswer as exc:
             message = f"api did not answer {verb} within {self.timeout}s" if exc.responders else \
                 "no api service is answering (is `jetcron up` running?)"
             raise api_error(ErrorBody(code="unavailable", retryable=True, message=message)) from None
@@ -91,12 +100,12 @@ class Client(Verbs):
                 raise
             return RunState(run["state"]).terminal
 
-        if self.tenant is not None or through_api:
+        if self.tenant is not None or through_api or self.nc is None:
             # A tenant's credential reads no stream: its run's output comes through the API, polled.
             async for chunk in self._poll_logs(run_id, ended):
                 yield chunk
             return
-        js = rpc.jetstream(self.nc, timeout=5)
+        js = jetstream(self.nc, timeout=5)
         async for _stream, chunk, end in read_chunks(ServerStreams(js), run_id, follow=True, until=ended):
             if not end:
                 yield chunk

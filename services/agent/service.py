@@ -14,10 +14,9 @@ from typing import TypeVar
 
 import msgspec
 
-from jetcron.bus import rpc
 from jetcron.bus.consume import Drop, Retry, touch
 from jetcron.bus.ports import Message
-from jetcron.bus.topology import ensure_agent_consumer
+from jetcron.bus.topology import agent_durable
 from jetcron.core import leases
 from jetcron.core.agents_index import Used
 from jetcron.core.ended import Ended
@@ -366,7 +365,8 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     """Take assignments until asked to stop, then drain."""
     if agent.spares is not None:
         agent.spares.refill()
-    durable = await ensure_agent_consumer(ctx.js, agent.agent_id)
+    remake = partial(ctx.consumers.ensure, s.STREAM_ASSIGN, agent_durable(agent.agent_id))
+    durable = await remake()
     control = await ctx.rpc.serve(s.control_subject(agent.agent_id), agent.on_control)
     consume_stop = asyncio.Event()
     if setup.gpus[0]:
@@ -375,7 +375,7 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
              background(ctx, agent.waiting.run(ctx.stop)),
              background(ctx, ctx.consumers.consume(s.STREAM_ASSIGN, durable, agent.take, stop=consume_stop,
                                                    batch=64, concurrency=ctx.settings.agent_slots,
-                                                   remake=partial(ensure_agent_consumer, ctx.js, agent.agent_id)))]
+                                                   remake=remake))]
     ctx.ready.set()
     ctx.log.info("agent ready", agent=agent.agent_id, limits=setup.limits.mechanism,
                  capabilities=setup.capabilities, scratch=str(scratches.dir) if scratches else None,
@@ -393,6 +393,6 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
         for task in tasks:
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    if rpc.is_connected(ctx.nc):
+    if ctx.rpc.connected:
         with contextlib.suppress(JetcronError, TimeoutError):
             await asyncio.wait_for(ctx.agents.delete(agent.agent_id), timeout=STOP_WRITE_TIMEOUT)

@@ -9,9 +9,7 @@ import structlog
 from opentelemetry.trace import SpanKind
 
 from jetcron import __version__
-from jetcron.bus import rpc
-from jetcron.bus.ports import Request
-from jetcron.bus.registry import Endpoint, add_endpoints
+from jetcron.bus.ports import Endpoint, Request
 from jetcron.services.api.admission import Admission
 from jetcron.services.api.agents import Agents
 from jetcron.services.api.calendars import Calendars
@@ -98,11 +96,11 @@ async def main(ctx: Context) -> None:
         endpoints += [(name, for_tenants, endpoint(verb, op)), (f"{name}_admin", for_admin, endpoint(verb, op))]
     # The server has every endpoint's subscription before this says ready (a request sent on "api ready" must
     # not find no responders).
-    service = await add_endpoints(ctx.nc, name=s.API_SERVICE, version=__version__, queue=s.API_QUEUE,
-                                  description="jetcron job scheduler API", endpoints=endpoints)
+    service = await ctx.rpc.endpoints(name=s.API_SERVICE, version=__version__, queue=s.API_QUEUE,
+                                      description="jetcron job scheduler API", endpoints=endpoints)
     mint = await serve_mint(ctx)
     intake_loop = background(ctx, intake.serve())
-    await rpc.flush(ctx.nc)
+    await ctx.rpc.flush()
     ctx.ready.set()
     ctx.log.info("api ready", verbs=len(verbs), run_credentials=mint is not None)
     await ctx.stop.wait()

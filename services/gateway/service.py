@@ -86,7 +86,8 @@ async def main(ctx: Context) -> None:
     def ready() -> str | None:
         return ctx.readiness() or (None if book.loaded.is_set() else "starting: tokens not loaded yet")
 
-    gate = Gate(lookup=book.lookup, client=lambda tenant: Client(ctx.nc, timeout, tenant=tenant), ready=ready)
+    gate = Gate(lookup=book.lookup, client=lambda tenant: Client(timeout=timeout, tenant=tenant, rpc=ctx.rpc),
+                ready=ready)
     sock = _listen(ctx.settings.http_host, ctx.settings.http_port)
     host, port = sock.getsockname()[:2]
     app = build_app(gate, trace_url=ctx.settings.ui_trace_url, public_url=ctx.settings.http_public_url)

@@ -32,7 +32,7 @@ from jetcron.bus.consume import PullQueue, ServerConsumers
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
 from jetcron.bus.memory import MemoryBuckets, MemoryConsumers, MemoryLeaseLog, MemoryRecords, MemoryRpc
-from jetcron.bus.ports import Buckets, Records, Rpc
+from jetcron.bus.ports import Buckets, Consumers, Records, Rpc
 from jetcron.bus.rpc import NatsRpc
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
@@ -184,3 +184,15 @@ async def streams_side(request: pytest.FixtureRequest) -> AsyncIterator[StreamsS
         return
     async with server_js(request) as js:
         yield ServerStreamsSide(js)
+
+
+@pytest.fixture(params=["twin", "server"])
+async def consumers_to_make(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Consumers, str]]:
+    """A Consumers port and a stream (of limits, not a work queue) with no consumer yet."""
+    if request.param == "twin":
+        yield MemoryConsumers(), "CE"
+        return
+    async with server_js(request) as js:
+        n = next(names)
+        await js.add_stream(StreamConfig(name=f"CE{n}", subjects=[f"ce{n}.>"]))
+        yield ServerConsumers(js), f"CE{n}"

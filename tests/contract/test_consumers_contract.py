@@ -10,7 +10,7 @@ from contract_support import ConsumerSide
 from harness import wait_for
 
 from jetcron.bus.consume import Retry
-from jetcron.bus.ports import Message
+from jetcron.bus.ports import Consumers, Durable, Message
 
 
 async def test_each_message_is_handled_and_one_asked_again_comes_back(consumers: ConsumerSide) -> None:
@@ -42,3 +42,17 @@ async def test_each_message_is_handled_and_one_asked_again_comes_back(consumers:
     stop.set()
     await asyncio.wait_for(loop, 5)
     assert again == []
+
+
+async def test_ensure_makes_a_durable_consumer_once_and_it_can_be_consumed(
+        consumers_to_make: tuple[Consumers, str]) -> None:
+    port, stream = consumers_to_make
+    durable = Durable(name="mine", filter_subject=">", ack_wait=5.0, max_ack_pending=10, inactive_threshold=60.0)
+    assert await port.ensure(stream, durable) == "mine"
+    assert await port.ensure(stream, durable) == "mine"  # the same again changes nothing and is no error
+    stop = asyncio.Event()
+    loop = asyncio.create_task(port.consume(stream, "mine", lambda msg: asyncio.sleep(0), stop=stop))
+    await asyncio.sleep(0.1)
+    assert not loop.done()  # consuming it found it there
+    stop.set()
+    await asyncio.wait_for(loop, 5)

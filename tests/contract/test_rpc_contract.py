@@ -10,7 +10,7 @@ import itertools
 import pytest
 from harness import wait_for
 
-from jetcron.bus.ports import Message, Request, Rpc
+from jetcron.bus.ports import Handler, Message, Request, Rpc
 from jetcron.bus.rpc import NoAnswer
 
 subjects = (f"ct.rpc{n}" for n in itertools.count(1))
@@ -110,3 +110,24 @@ async def test_a_notice_reaches_whoever_serves_its_subject(rpc_pair: tuple[Rpc, 
             continue
     else:
         raise AssertionError("no notice reached the subscriber in 20 tries")
+
+
+async def test_a_service_answers_each_of_its_endpoints_until_stopped(rpc_pair: tuple[Rpc, Rpc]) -> None:
+    asker, answerer = rpc_pair
+    subject = next(subjects)
+
+    def answer(word: bytes) -> Handler:
+        async def handle(msg: Request) -> None:
+            await msg.respond(word + b": " + msg.data)
+        return handle
+
+    service = await answerer.endpoints(name="ct_service", version="1.0.0", description="a test", queue="ct_q",
+                                       endpoints=[("one", f"{subject}.one", answer(b"one")),
+                                                  ("two", f"{subject}.two", answer(b"two"))])
+    assert answerer.connected and asker.connected
+    assert (await first_answer(asker, f"{subject}.one", b"a")).data == b"one: a"
+    assert (await first_answer(asker, f"{subject}.two", b"b")).data == b"two: b"
+    await service.stop()
+    await answerer.flush()
+    with pytest.raises(NoAnswer, match=rf"^{subject}\.one: no "):
+        await asker.request(f"{subject}.one", b"a", timeout=1)

@@ -175,3 +175,35 @@ def test_the_guard_sees_a_cycle_behind_type_checking() -> None:
     edges = {"a.placement": {"a.reasons"}, "a.reasons": {"a.placement"}, "a.solo": {"a.placement"}}
     assert cycles(edges) == [["a.placement", "a.reasons"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+RAW_HANDLES = {"js", "nc"}
+"""A Context's NATS connection and JetStream context: runtime.py builds the ports from them."""
+RAW_TYPES = {"Connection", "JetStream"}
+
+
+def raw_reaches(path: Path) -> list[str]:
+    """Where a module reads a context's raw NATS handles (`ctx.js`, `self.ctx.nc`) or names their types."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Attribute) and node.attr in RAW_HANDLES
+                and ((isinstance(node.value, ast.Name) and node.value.id == "ctx")
+                     or (isinstance(node.value, ast.Attribute) and node.value.attr == "ctx"))):
+            found.append(f"{path.name}:{node.lineno} reads ctx.{node.attr}")
+        if isinstance(node, ast.ImportFrom) and node.module == "jetcron.bus.ports":
+            found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name in RAW_TYPES]
+    return sorted(found, key=lambda line: int(line.split(":")[1].split()[0]))
+
+
+def test_services_reach_nats_only_through_the_ports_of_their_context() -> None:
+    runtime = ROOT / "services" / "runtime.py"
+    assert [line for path in sorted((ROOT / "services").rglob("*.py")) if path != runtime
+            for line in raw_reaches(path)] == []
+
+
+def test_the_ports_guard_sees_a_raw_handle(tmp_path: Path) -> None:
+    path = tmp_path / "sample.py"
+    path.write_text("from jetcron.bus.ports import JetStream, Publisher\n"
+                    "async def f(ctx):\n    await g(ctx.js)\n    return self.ctx.nc, ctx.publisher\n")
+    assert raw_reaches(path) == ["sample.py:1 imports JetStream", "sample.py:3 reads ctx.js",
+                                 "sample.py:4 reads ctx.nc"]
