@@ -9,11 +9,12 @@ import inspect
 import re
 import typing
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
 
+from jetcron.bus.memory import MemoryRpc
 from jetcron.sdk.client import Client, SyncClient
 from jetcron.sdk.verbs import Blocking, Verbs, _Group
 from jetcron.wire.verbs import VERBS
@@ -78,7 +79,7 @@ def test_every_other_public_method_is_a_helper_named_here() -> None:
 
 def test_the_sync_client_has_every_group(monkeypatch: pytest.MonkeyPatch) -> None:
     async def connect(*_: Any, **__: Any) -> Client:
-        return Client(cast(Any, None))
+        return Client(rpc=MemoryRpc())
 
     monkeypatch.setattr(Client, "connect", connect)
     sync = SyncClient("nats://127.0.0.1:1")

@@ -8,13 +8,14 @@ import re
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
 from typer.testing import CliRunner
 
 from jetcron.auth.tokens import TokenRecord, issue
+from jetcron.bus.memory import MemoryRpc
 from jetcron.cli.main import app as cli
 from jetcron.core.calendars import CalendarRecord, CalendarSpec
 from jetcron.core.models import JobRecord, JobSpec, Run, RunState
@@ -104,7 +105,7 @@ class Recording(Client):
     """A Client whose verbs are answered here: the reads a door makes first from CANNED, the rest not found."""
 
     def __init__(self) -> None:
-        super().__init__(cast(Any, None))
+        super().__init__(rpc=MemoryRpc())
         self.called: list[str] = []
 
     async def call(self, verb: str, payload: dict[str, Any] | None = None) -> Any:
