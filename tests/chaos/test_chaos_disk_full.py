@@ -13,13 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import nats.errors
+import nats.js.errors
 import pytest
 from chaos_checks import loaded, start_system
 from chaos_figures import Figures
@@ -31,6 +35,7 @@ from jetcron.sdk.errors import ApiError
 from jetcron.wire import subjects as s
 
 ROOM = "8GB"
+T = TypeVar("T")
 
 
 def _jsz(node: ServerNode) -> dict[str, Any]:
@@ -132,6 +137,50 @@ async def test_one_node_out_of_store_the_others_go_on_and_it_catches_up(
         figures["fault"], figures["catch_up_s"] = "one node's store full", time.monotonic() - started
 
 
+async def _runs_of(client: Client, job: str) -> set[str]:
+    """The keys of the job's run records in the runs bucket, read from the stream itself (not through the api)."""
+    info = await client.nc.jetstream().stream_info(s.kv_stream(s.BUCKET_RUNS), subjects_filter=s.RUN_CHANGES)
+    return {subject for subject in (info.state.subjects or {}) if f".{job}." in subject}
+
+
+async def _answers(client: Client) -> bool:
+    try:
+        await client.call("jobs.get", {"name": "manual"})
+    except ApiError:
+        return False
+    return True
+
+
+async def _fill(client: Client) -> tuple[int, str]:
+    """The headroom every node has left filled by a stream of another's, which jetcron may not let go, until the
+    server refuses a publish: the bytes that went in, and the server's refusal (its error code and description)."""
+    js = client.nc.jetstream()
+    await js.add_stream(name="FILLER", subjects=["filler.>"], num_replicas=3)
+    chunk, stored = b"x" * (512 << 10), 0
+    while True:
+        try:
+            await js.publish("filler.x", chunk, timeout=10)
+        except nats.js.errors.APIError as exc:
+            return stored, f"{exc.err_code} {exc.description}"
+        stored += len(chunk)
+
+
+async def _unless_unavailable(read: Awaitable[T]) -> tuple[T] | None:
+    """A read of a full cluster, None while it answers `unavailable` (a full store's raft groups answer 10008,
+    JetStream temporarily unavailable, now and then): the caller asks again."""
+    try:
+        return (await read,)
+    except (ApiError, nats.errors.TimeoutError) as exc:
+        if isinstance(exc, ApiError) and exc.code != "unavailable":
+            raise
+        return None
+
+
+async def _succeeded_since(client: Client, job: str, since: datetime) -> int:
+    items = (await client.call("runs.list", {"job": job}))["items"]
+    return sum(r["state"] == "succeeded" and datetime.fromisoformat(r["scheduled_at"]) >= since for r in items)
+
+
 async def _succeeded_at_least(client: Client, job: str, count: int) -> bool:
     return await _succeeded(client, job) >= count
 
@@ -146,36 +195,56 @@ async def test_every_node_out_of_store_refuses_by_name_loses_nothing_and_fires_a
                                                "schedule": {"kind": "at", "at": "2099-01-01T00:00:00Z"}}})
     async with loaded(services, tmp_path, "all", figures) as settle:
         await wait_for(lambda: _succeeded_at_least(client, "tick", 2), 30, what="tick to run")
+        assert await _runs_of(client, "manual") == set()
         # When every node is left a store smaller than the space jetcron's streams reserve (each has its
         # max_bytes): a rolling restart with the smaller limit, as disks replaced by smaller ones leave them
         for node in nodes:
             await _shrink(nodes, node, int((await asyncio.to_thread(_jsz, node)).get("storage") or 0) + (16 << 20))
         full_at = time.monotonic()
+        # And what is left filled by another stream, as a disk shared with something else fills: the server says so
+        await wait_for(lambda: _answers(client), 60, what="the cluster to answer after the restarts")
+        filled, server_said = await _fill(client)
+        assert server_said == "10023 insufficient resources", server_said
+        figures["filled_mb"] = filled / (1 << 20)
 
-        # Then a run asked for now is refused with a named, retryable error, and nothing is half-stored
+        # Then a run asked for now is refused as storage_full, retryable, naming what it could not write (a
+        # trigger answered `unavailable` meanwhile, a read of the settling cluster, is asked again: it stores nothing)
         async def refused() -> ApiError | None:
             try:
                 await client.call("jobs.trigger", {"name": "manual", "key": "k1"})
             except ApiError as exc:
-                return exc
+                return None if exc.code == "unavailable" else exc
             return None
 
-        error = await wait_for(refused, 60, what="a trigger to be refused")
-        assert error.code in ("storage_full", "unavailable"), error
-        assert error.retryable, error
+        error = await wait_for(refused, 60, what="a trigger to be refused for storage")
+        assert (error.code, error.retryable) == ("storage_full", True), error
+        assert re.fullmatch(
+            r"create jc_runs/manual\.\d{8}T\d{9}Z-m[0-9a-f]{12}: storage full \(insufficient resources\)\. The run "
+            r"tracker lets the oldest finished runs go near a limit; if this lasts, raise the limit "
+            r"\(JETCRON_\*_MAX_BYTES, or the server's max_file_store\) or shorten JETCRON_HISTORY_KEEP_SECONDS "
+            r"\(docs/operations\.md, \"Storage pressure\"\); retry later", str(error)), str(error)
         figures["refused_with"] = error.code
-        stuck = await _succeeded(client, "tick")
+        # And it stored nothing: no run record of `manual` in the runs bucket, read from the stream itself
+        (stored,) = await wait_for(lambda: _unless_unavailable(_runs_of(client, "manual")), 30,
+                                   what="the runs bucket to answer")
+        assert stored == set(), stored
         # When space returns (each node's limit raised by a reload)
         for node in nodes:
             await _grow(nodes, node)
-        freed = time.monotonic()
+        freed, freed_at = time.monotonic(), datetime.now(UTC)
         figures["full_s"] = freed - full_at
         # Then firing resumes by itself, the refused request can be made again, every job is still there
-        await wait_for(lambda: _succeeded_at_least(client, "tick", stuck + 3), 90, what="tick to run again")
+        # (counted from runs due after the limits were raised: while every node is full a list of runs answers
+        # `unavailable`, 10008 from the runs stream, so no count is taken then)
+        async def resumed() -> bool:
+            done = await _unless_unavailable(_succeeded_since(client, "tick", freed_at))
+            return done is not None and done[0] >= 3
+
+        await wait_for(resumed, 90, what="tick to run again")
         figures["firing_resumed_s"] = time.monotonic() - freed
         run = await client.call("jobs.trigger", {"name": "manual", "key": "k1"})
         assert run["state"] in ("scheduled", "assigned", "running", "succeeded")
         assert {"tick", "manual"} <= {j["spec"]["name"] for j in (await client.call("jobs.list", {}))["items"]}
-        figures["fault"] = "every node's store below what jetcron reserves"
+        figures["fault"] = "every node's store full (its limit lowered, the rest filled by another stream)"
         # And every acknowledged run ran once
         await settle()
