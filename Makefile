@@ -53,10 +53,10 @@ test-deploy: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit -p no:cacheprovider
 
-# The fault catalogue, the bad-input table and the fuzzed verbs; their outcomes and figures regenerate
-# docs/guarantees.md.
+# The fault catalogue (a job's view on jetcron up among it), the bad-input table and the fuzzed verbs; their
+# outcomes and figures regenerate docs/guarantees.md.
 CHAOS_TESTS = tests/chaos tests/integration/test_api_bad_input.py tests/integration/test_api_fuzz.py \
-	tests/integration/test_admission.py tests/integration/test_graceful_stop.py
+	tests/integration/test_admission.py tests/integration/test_graceful_stop.py tests/e2e/test_up_job_view.py
 chaos: $(STAMP)
 	JETCRON_TEST_PRELOAD=0 JETCRON_GUARANTEES_REPORT=docs/chaos-report.json $(BIN)/python -m pytest -q $(CHAOS_TESTS) \
 	  -p no:cacheprovider; \

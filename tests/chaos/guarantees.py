@@ -116,12 +116,13 @@ CATALOGUE = [
           CHAOS + "test_chaos_disk_full.py::test_one_node_out_of_store_the_others_go_on_and_it_catches_up",
           INVARIANTS + "; firing goes on on the other two; the full node catches up once space returns",
           "catch_up_s"),
-    Fault("every node's JetStream store below what jetcron's streams reserve (a rolling restart with a smaller "
-          "limit), under load",
+    Fault("every node's JetStream store full (a rolling restart with a smaller limit, the rest filled by another "
+          "stream until the server answers 10023 insufficient resources), under load",
           CHAOS + "test_chaos_disk_full.py::"
           "test_every_node_out_of_store_refuses_by_name_loses_nothing_and_fires_again_by_itself",
-          INVARIANTS + "; refused by name and retryable, nothing half-stored; firing resumes by itself once the "
-          "limits are raised (a reload), no service restarted", "firing_resumed_s"),
+          INVARIANTS + "; a trigger refused as `storage_full` (retryable, naming the run it could not write) and "
+          "no run of it stored; firing resumes by itself once the limits are raised (a reload), no service "
+          "restarted", "firing_resumed_s"),
     Fault("a slow server: every write 200 ms, then 2 s, slower for a minute each, under load",
           CHAOS + "test_chaos_slow.py::test_a_slow_server_under_load_doubles_nothing_and_loses_no_live_lease",
           INVARIANTS + "; no attempt lost to its lease, no request retried into a second job; throughput and "
@@ -133,6 +134,13 @@ CATALOGUE = [
             f"test_a_stream_deleted_under_load_is_made_again_loudly_and_no_run_is_lost[{part}]",
             INVARIANTS + "; made again within a topology check, and logged as an error naming it")
       for part in ("JC_PLACE", "JC_ASSIGN", "JC_EVENTS", "KV_jc_leases")),
+    Fault("on `jetcron up`'s defaults, a job of tenant beta reaching for a running job of tenant acme: its scratch "
+          "by path, `/proc/PID/cwd`, `/proc/PID/root/tmp`, `/proc/PID/environ`, the agents' log",
+          "tests/e2e/test_up_job_view.py::"
+          "test_on_jetcron_up_a_job_of_one_tenant_reaches_nothing_of_another_tenants_running_job",
+          "the two jobs on uids of their own, acme's scratch 0700 and its uid's; every try refused (Permission "
+          "denied), nothing of acme's note or environment in beta's output; acme's scratch and process gone once "
+          "its run is cancelled", "scratch_gone_s"),
     Fault("the placement, run-event and intake consumers at a max_ack_pending of 1",
           CHAOS + "test_chaos_topology.py::test_consumers_at_their_max_ack_pending_slow_the_flow_and_lose_nothing",
           INVARIANTS + "; each held at most one message"),
