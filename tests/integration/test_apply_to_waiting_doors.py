@@ -6,32 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import httpx
 import nats
-from harness import wait_for
 from rest_support import Rest
+from test_reprioritize_doors import _priority as _run_priority
+from test_reprioritize_doors import _waiting
 
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
-
-
-async def _waiting(client: Client, name: str) -> str:
-    """A run of a new low job that no agent can take (it asks for a label none has), so it stays waiting."""
-    await client.call("jobs.create", {"spec": {"name": name, "command": ["true"], "priority": "low",
-                                               "require": {"zone": "nowhere"}}})
-
-    async def scheduled() -> str | None:
-        items: list[dict[str, Any]] = (await client.call("runs.list", {"job": name}))["items"]
-        return next((r["run_id"] for r in items if r["state"] == "scheduled"), None)
-
-    found: str = await wait_for(scheduled, 30, what=f"{name}'s run to wait")
-    return found
-
-
-async def _run_priority(client: Client, run_id: str) -> str:
-    return str((await client.call("runs.get", {"run_id": run_id}))["spec"]["priority"])
 
 
 async def _moves(client: Client) -> list[tuple[object, ...]]:
