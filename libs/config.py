@@ -155,6 +155,10 @@ class Settings(BaseSettings):
     """HTTP port for /metrics, /livez and /readyz; unset or 0 picks a free one (published in jc_services)."""
     metrics_host: str = "0.0.0.0"
     """Address the HTTP port binds to; 127.0.0.1 keeps it on this host."""
+    agents_max: int = Field(default=20_000, ge=1)
+    """Agents the cluster takes at most: each has a durable consumer of its own on the assignment stream, whose
+    max_consumers this is (left unset, nats-server takes 1,000 and refuses the next agent). An existing stream is
+    raised in place at start."""
     place_queue_max: int = Field(default=2_000_000, ge=10)
     """Messages the placement and assignment queue streams hold at most; submits are refused (unavailable,
     retry) once either is 90 % full."""
@@ -328,7 +332,8 @@ class Settings(BaseSettings):
                       notify_bytes=self.notify_max_bytes, notify_age=self.notify_keep_seconds,
                       deliveries_age=self.deliveries_keep_seconds, redeliver_msgs=self.redeliver_queue_max,
                       agents_ttl=self.agent_entry_seconds, services_ttl=self.service_entry_seconds,
-                      finished_age=self.finished_counts_keep_seconds, calendars_bytes=self.calendars_max_bytes)
+                      finished_age=self.finished_counts_keep_seconds, calendars_bytes=self.calendars_max_bytes,
+                      agents_max=self.agents_max)
 
     @property
     def history(self) -> ClusterHistory:

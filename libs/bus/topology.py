@@ -28,7 +28,7 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnav
 
 from jetcron.bus.kv import translate
 from jetcron.bus.ports import Durable
-from jetcron.core.errors import JetcronError, Unavailable
+from jetcron.core.errors import JetcronError, Misconfigured, Unavailable
 from jetcron.core.leases import fencing_floor
 from jetcron.wire import subjects as s
 
@@ -78,10 +78,13 @@ class Limits:
     deliveries_age: float = 30 * DAY
     """How long the delivery log keeps each delivery and its tries (jc_notify)."""
     finished_age: float = 7 * DAY
-    calendars_bytes: int = 64 * MiB
-    """The named calendars' bucket (jc_calendars, 16 revisions kept per calendar)."""
     """How long the finished runs per minute are kept (jc_finished's max_age: each minute's record ages out this
     long after its last write)."""
+    calendars_bytes: int = 64 * MiB
+    """The named calendars' bucket (jc_calendars, 16 revisions kept per calendar)."""
+    agents_max: int = 20_000
+    """The assignment stream's max_consumers: every agent has a durable consumer of its own there. Left unset, a
+    stream takes 1,000 (nats-server 2.15.1 refuses the next: docs/decisions-nats.md)."""
 
 
 def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
@@ -91,7 +94,8 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
         StreamConfig(name=s.STREAM_PLACE, subjects=[s.PLACE_ALL], retention=RetentionPolicy.WORK_QUEUE,
                      max_msgs=limits.place_msgs, description="runs waiting for placement", **common),  # type: ignore[arg-type]
         StreamConfig(name=s.STREAM_ASSIGN, subjects=[s.ASSIGN_ALL], retention=RetentionPolicy.WORK_QUEUE,
-                     max_msgs=limits.place_msgs, description="assignments, one subject per agent", **common),  # type: ignore[arg-type]
+                     max_msgs=limits.place_msgs, max_consumers=limits.agents_max,
+                     description="assignments, one subject and one durable consumer per agent", **common),  # type: ignore[arg-type]
         # Each event and output chunk carries its run's retention as a per-message TTL (core/retention.stream_ttl);
         # max_age is the ceiling of every retention.
         StreamConfig(name=s.STREAM_EVENTS, subjects=[s.EVENTS_ALL], retention=RetentionPolicy.LIMITS,
@@ -208,7 +212,7 @@ def consumer_configs(limits: Limits | None = None) -> list[tuple[str, ConsumerCo
 
 
 _LIMITS = ("max_bytes", "max_msgs", "max_age", "max_msg_size", "max_msgs_per_subject", "allow_msg_ttl",
-           "description", "discard", "duplicate_window")
+           "description", "discard", "duplicate_window", "max_consumers")
 """What ensure_topology keeps current on a stream that exists: its limits and what they mean. Retention and
 storage cannot change in place; subjects and replicas are the operator's."""
 _BUCKET_LIMITS = ("max_bytes", "max_age", "max_msg_size", "max_msgs_per_subject", "allow_msg_ttl", "description",
@@ -291,6 +295,7 @@ deleted and made again, which would otherwise start its sequence at 1 again unde
 tokens of the one before."""
 _ALREADY_IN_USE = 10058  # "stream name already in use with a different configuration"
 _NO_STORAGE = 10047  # "insufficient storage resources available": max_bytes beyond the server's store
+_MAX_CONSUMERS = 10026  # "maximum consumers limit reached"
 
 
 def fenced_stream(config: KeyValueConfig, first_seq: int) -> StreamConfig:
@@ -460,5 +465,11 @@ async def ensure_durable(js: JetStreamContext, stream: str, durable: Durable) ->
             await asyncio.sleep(0.5)
         except JetcronError:
             raise
+        except APIError as exc:
+            if exc.err_code == _MAX_CONSUMERS:
+                raise Misconfigured(
+                    f"make consumer {stream}/{durable.name}: {stream} takes no more consumers (its max_consumers; "
+                    "each agent has one on the assignment stream: raise JETCRON_AGENTS_MAX)") from None
+            raise translate(exc, f"make consumer {stream}/{durable.name}") from exc
         except Exception as exc:
             raise translate(exc, f"make consumer {stream}/{durable.name}") from exc

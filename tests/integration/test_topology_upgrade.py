@@ -36,6 +36,10 @@ async def _earlier_cluster(url: str) -> None:
             await jobs.put(f"job{i}", b'{"spec": {}}')
         await js.create_key_value(KeyValueConfig(bucket=s.BUCKET_RUNS, history=1, max_bytes=GiB,
                                                  storage=StorageType.FILE))
+        await js.add_stream(StreamConfig(
+            name=s.STREAM_ASSIGN, subjects=[s.ASSIGN_ALL], retention=RetentionPolicy.WORK_QUEUE, max_msgs=2_000_000,
+            discard=DiscardPolicy.NEW, storage=StorageType.FILE, duplicate_window=120,
+            description="assignments, one subject per agent"))
     finally:
         await nc.close()
 
@@ -56,6 +60,7 @@ async def test_an_earlier_clusters_limits_are_raised_in_place_and_nothing_it_hel
         assert f"KV_{s.BUCKET_IDEMPOTENCY}: max_age {DAY} -> {30 * DAY}" in notes
         assert f"KV_{s.BUCKET_JOBS}: subject_delete_marker_ttl None -> 3600.0" in notes
         assert f"KV_{s.BUCKET_RUNS}: max_bytes {GiB} -> -1" in notes
+        assert f"{s.STREAM_ASSIGN}: max_consumers -1 -> 20000" in notes
         # and the streams carry them
         events = await js.stream_info(s.STREAM_EVENTS)
         assert (events.config.max_age, events.config.max_bytes, events.config.allow_msg_ttl) == (90 * DAY, -1, True)
@@ -68,6 +73,7 @@ async def test_an_earlier_clusters_limits_are_raised_in_place_and_nothing_it_hel
                                       s.kv_subject(s.BUCKET_IDEMPOTENCY, "once.k"))).data == b'{"state":"done"}'
         # and an event can now carry its run's retention
         await js.publish(s.event_subject("finished", "agent-1"), b"{}", headers={s.HDR_TTL: "60"})
+        assert (await js.stream_info(s.STREAM_ASSIGN)).config.max_consumers == 20_000
         # A second start finds nothing to change
         assert [n.text for n in await ensure_topology(js)] == []
     finally:
