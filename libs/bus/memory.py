@@ -244,16 +244,15 @@ class MemoryLeaseLog:
     (`ttl_of`), and a test lets a lease lapse by saying so (`expire`), as the server would once that TTL had
     passed on its own clock. Liveness judged by time is for the tests against a real server."""
 
-    def __init__(self) -> None:
-        self._stored: dict[str, LeaseEntry] = {}
-        """By subject: its last write."""
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.clock = clock
+        """Stamps each write, as the server stamps it with its own clock (a test's clock where its runs are due at
+        instants of its own)."""
+        self._groups: dict[str, dict[str, LeaseEntry]] = {}
+        """By key (subjects.lease_filter: every writer's claim on a run is the run's): each subject's last write."""
         self._seq = 0
         self.writes = 0
         """Writes stored so far (a test counts a protocol's writes)."""
-
-    def _key_subjects(self, key: str) -> list[str]:
-        group = s.lease_filter(key)
-        return [subject for subject in self._stored if subject_matches(group, subject)]
 
     async def write(self, key: str, writer: str, data: bytes, ttl: float, expected: int | None) -> int:
         last = await self.last(key)
@@ -262,29 +261,28 @@ class MemoryLeaseLog:
         self._seq += 1
         self.writes += 1
         subject = s.lease_subject(key, writer)
-        self._stored[subject] = LeaseEntry(data=data, revision=self._seq, written_at=datetime.now(UTC),
-                                           ttl=float(max(1, math.ceil(ttl))), writer=s.lease_writer(subject))
+        self._groups.setdefault(s.lease_filter(key), {})[subject] = LeaseEntry(
+            data=data, revision=self._seq, written_at=self.clock(), ttl=float(max(1, math.ceil(ttl))),
+            writer=s.lease_writer(subject))
         return self._seq
 
     async def last(self, key: str) -> LeaseEntry | None:
-        entries = [self._stored[subject] for subject in self._key_subjects(key)]
-        return max(entries, key=lambda entry: entry.revision) if entries else None
+        return max(self._groups.get(s.lease_filter(key), {}).values(), key=lambda entry: entry.revision,
+                   default=None)
 
     async def keys(self, pattern: str) -> list[str]:
         prefix = s.kv_subject(s.lease_bucket(pattern), "")
-        return [subject[len(prefix):] for subject in self._stored
+        return [subject[len(prefix):] for group in self._groups.values() for subject in group
                 if subject.startswith(prefix) and subject_matches(pattern, subject[len(prefix):])]
 
     def ttl_of(self, key: str) -> float | None:
         """The TTL the key's last write carried."""
-        last = max((self._stored[subject] for subject in self._key_subjects(key)), key=lambda e: e.revision,
-                   default=None)
+        last = max(self._groups.get(s.lease_filter(key), {}).values(), key=lambda e: e.revision, default=None)
         return None if last is None else last.ttl
 
     def expire(self, key: str) -> None:
         """The key's writes lapse, as the server drops them once their TTL has passed."""
-        for subject in self._key_subjects(key):
-            del self._stored[subject]
+        self._groups.pop(s.lease_filter(key), None)
 
 
 @dataclass(frozen=True)

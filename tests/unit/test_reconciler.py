@@ -33,7 +33,7 @@ from jetcron.wire import subjects as s
 DUE = datetime(2027, 1, 1, tzinfo=UTC)
 ASSIGNED_AT = DUE - timedelta(seconds=500)  # a herd staged ahead: assigned 500 s before its instant
 GRANTED = 620.0  # its first lease: the wait, the TTL, its place in the agent's queue (core/leases.first_grant)
-HERD = 200
+HERD = 1000
 """More runs than a sweep checks at once (reconciler.SWEEP_CONCURRENCY). Not thousands: the lease log's twin finds
 a key's writes by matching every stored subject, so each read costs the whole herd."""
 
@@ -43,26 +43,16 @@ def at(seconds: float) -> datetime:
 
 
 class Log(MemoryLeaseLog):
-    """The lease log's twin, each write stamped with the test's clock as the server stamps it with its own (the
-    twin stamps the machine's, which knows nothing of the instants these runs are due at), and its reads counted."""
+    """The lease log's twin, each write stamped with the test's clock (as the server stamps it with its own: the
+    machine's knows nothing of the instants these runs are due at), and its reads counted."""
 
     def __init__(self, clock: ManualClock) -> None:
-        super().__init__()
-        self.clock = clock
+        super().__init__(clock=clock.now)
         self.reads = 0
-        self._written_at: dict[int, datetime] = {}
-
-    async def write(self, key: str, writer: str, data: bytes, ttl: float, expected: int | None) -> int:
-        revision = await super().write(key, writer, data, ttl, expected)
-        self._written_at[revision] = self.clock.now()
-        return revision
 
     async def last(self, key: str) -> LeaseEntry | None:
         self.reads += 1
-        entry = await super().last(key)
-        if entry is None:
-            return None
-        return msgspec.structs.replace(entry, written_at=self._written_at.get(entry.revision, entry.written_at))
+        return await super().last(key)
 
 
 def _streams(ctx: Context) -> None:
