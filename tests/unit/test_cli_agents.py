@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import stat
 from pathlib import Path
 
@@ -29,6 +31,9 @@ def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "auth"
     LocalCreds.ensure(root, 2)
     return root
+
+
+README = Path(__file__).parents[2] / "README.md"
 
 
 def cli(*args: str) -> Result:
@@ -74,6 +79,32 @@ def test_without_the_secrets_key_and_with_a_url_of_ones_own(keys: Path, tmp_path
     assert "JETCRON_NATS_URL=tls://nats.example.internal:4222 JETCRON_NATS_CREDS=host-c.creds " \
            "JETCRON_AGENT_ID=host-c jetcron agent" in out
     assert "SECRETS_KEY" not in out and "--listen" not in out
+
+
+def readme_second_host() -> list[str]:
+    """The command lines of the README's "A second host" section, without their comments."""
+    section = README.read_text().split("\n## A second host\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```\n(.*?)```", section, re.S)
+    return [line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_readmes_second_host_joins_with_the_url_and_one_file(keys: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = readme_second_host()
+    (add,) = [line for line in lines if line.startswith("jetcron agents add ")]
+    (agent,) = [line for line in lines if line.endswith(" jetcron agent")]
+    # The README's command, run where it writes its file; the README calls the first host host-a, which
+    # `agents add` prints only when told (otherwise it prints this machine's name)
+    monkeypatch.chdir(tmp_path)
+    added = cli(*shlex.split(add)[1:], "--url", "nats://host-a:4222", "--auth-dir", str(keys))
+    assert added.exit_code == 0, added.output
+    assert agent in said(added)
+    # The line host-b runs names the URL and that one file, and that file is all `agents add` wrote
+    env = dict(word.split("=", 1) for word in shlex.split(agent)[:-2])
+    assert env == {"JETCRON_NATS_URL": "nats://host-a:4222", "JETCRON_NATS_CREDS": "host-b.creds",
+                   "JETCRON_AGENT_ID": "host-b"}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["host-b.creds"]
+    assert identity_of((tmp_path / "host-b.creds").read_text())["agent"] == "host-b"
 
 
 @pytest.mark.parametrize("command", ["add", "revoke"])

@@ -49,8 +49,37 @@ def test_parts_that_cannot_work_together_are_refused_by_name(spec: JobSpec, fiel
     assert refused.value.field == field
 
 
+CALENDAR_REFUSED = ("a calendar skips occurrences of a job's own schedule; this job runs when its upstreams "
+                    "allow: give the calendar to the job its flow starts from")
+
+
+@pytest.mark.parametrize(("spec", "field", "value"), [
+    pytest.param(_spec(depends_on=["c"], exclude_calendars=["holidays"]), "exclude_calendars", ["holidays"],
+                 id="exclude_no_schedule"),
+    pytest.param(_spec(depends_on=["c"], only_calendars=["weekdays"]), "only_calendars", ["weekdays"],
+                 id="only_no_schedule"),
+    # joined on the latest but without a schedule of its own: its runs still come from its upstreams' successes
+    pytest.param(_spec(depends_on=["c"], join=JoinPolicy.LATEST, exclude_calendars=["holidays"]),
+                 "exclude_calendars", ["holidays"], id="latest_no_schedule"),
+    # refused for the calendar first: dropping the schedule alone would still leave the calendar without occurrences
+    pytest.param(_spec(HOURLY, depends_on=["c"], join=JoinPolicy.SAME_OCCURRENCE, only_calendars=["weekdays"]),
+                 "only_calendars", ["weekdays"], id="same_occurrence_with_schedule"),
+    pytest.param(_spec(depends_on=["c"], exclude_calendars=["holidays"], only_calendars=["weekdays"]),
+                 "exclude_calendars", ["holidays"], id="both_names_exclude"),
+])
+def test_a_calendar_on_a_job_that_runs_when_its_upstreams_allow_is_refused_by_name(
+        spec: JobSpec, field: str, value: list[str]) -> None:
+    with pytest.raises(InvalidSpec) as refused:
+        check_join(spec)
+    assert (refused.value.field, refused.value.value, refused.value.problem) == (field, value, CALENDAR_REFUSED)
+    assert str(refused.value) == f"{field}: {CALENDAR_REFUSED} (got {value!r})"
+
+
 def test_parts_that_work_together_pass() -> None:
     check_join(_spec(HOURLY, depends_on=["c"], wait_timeout_seconds=3600))  # the design's body: schedule + deps
+    # a calendar skips occurrences of the job's own schedule, on which a latest join fires
+    check_join(_spec(HOURLY, depends_on=["c"], exclude_calendars=["holidays"], only_calendars=["weekdays"]))
+    check_join(_spec(HOURLY, exclude_calendars=["holidays"]))
     check_join(_spec(depends_on=["c"], join=JoinPolicy.SAME_OCCURRENCE))
     check_join(_spec())
 
