@@ -1,8 +1,9 @@
 """What services may ask of the bus, as small Protocols: the real adapters (kv.Store, nats-py's messages) and
 the in-memory twins (bus/memory.py) both satisfy them, and tests/contract runs one suite against both.
 
-Services name these, never nats-py's classes: `Connection` and `JetStream` are opaque handles they pass back
-to bus functions, so bus stays the only package that imports nats (tests/unit/test_core_purity.py checks it).
+Services name these, never nats-py's classes, and reach them through their Context; `Connection` and `JetStream`
+are opaque handles that services/runtime.py builds the ports from and the clients (SDK, CLI) hold, so bus stays
+the only package that imports nats (tests/unit/test_core_purity.py and tests/unit/test_layers.py check it).
 """
 
 from __future__ import annotations
