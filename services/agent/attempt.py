@@ -31,6 +31,7 @@ from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.run_creds import run_credential
 from jetcron.services.agent.secrets import resolve_secrets
+from jetcron.services.agent.sim import SimExecution
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import messaging_span, tracer
@@ -78,6 +79,8 @@ class AttemptDeps:
     scratches: Scratches | None = None
     """Where a child gets its scratch, uid and private /tmp (host/scratch.py); None: it starts in the agent's
     working directory, with the agent's view of the host (tests of the lifecycle alone)."""
+    sim: SimExecution = field(default_factory=SimExecution)
+    """How long a simulated attempt runs and how it exits (agent_sim only; sim.py)."""
 
 
 class Attempt:
@@ -113,6 +116,8 @@ class Attempt:
         self.parent = parent
         """The trace context the assignment carried: every span and report of this attempt continues it."""
         self.execution: Execution | None = None
+        self._sim_end: asyncio.Event | None = None
+        """Set when a simulated attempt's "child" is stopped (fenced, handed back): it has none to kill."""
         self.started_at: datetime | None = None
         self.pid = 0
         self.start_report: asyncio.Task[None] | None = None
@@ -251,6 +256,8 @@ class Attempt:
                 self.execution.stop(why, seconds)
             else:
                 self.execution.kill_now(why)
+        elif self._sim_end is not None:
+            self._sim_end.set()
 
     def _fenced(self) -> None:
         """Just fenced (gangs: a member holding its lease stops holding it)."""
@@ -329,11 +336,7 @@ class Attempt:
         if self.phase is not P.STARTING:
             return self._not_started()
         if self.ctx.settings.agent_sim:
-            await self._started(0)
-            # Yield before reporting: the rest of a herd due at this instant starts before this one's report
-            # (encode, publish) takes its turn on the loop, as a real child's exit would come later anyway.
-            await asyncio.sleep(0)
-            return Outcome("succeeded", 0)
+            return await self._simulate()
         spec, settings, env = self.cmd.spec, self.ctx.settings, self.env()
         refused = root_refusal(spec.run_as_root, settings.agent_allow_root)
         if refused:
@@ -394,6 +397,26 @@ class Attempt:
             if container is not None and deps.setup.runtime is not None:
                 await containers.remove(deps.setup.runtime, container)
                 deps.strays.remove_container(container)
+
+    async def _simulate(self) -> Outcome:
+        """Run nothing for the drawn time and exit with the drawn code (deps.sim); stopped as a child is."""
+        seconds, code = self.deps.sim.draw(self.cmd.run_id, self.cmd.attempt)
+        limit = self.cmd.spec.timeout_seconds
+        if seconds > 0:
+            self._sim_end = asyncio.Event()
+        await self._started(0)
+        if self._sim_end is None:
+            # Yield before reporting: the rest of a herd due at this instant starts before this one's report
+            # (encode, publish) takes its turn on the loop, as a real child's exit would come later anyway.
+            await asyncio.sleep(0)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sim_end.wait(), min(seconds, limit) if limit else seconds)
+            if self._sim_end.is_set():
+                return Outcome("killed", None, self.why or "stopped")
+            if limit and seconds > limit:
+                return Outcome("timed_out", None, f"timed out after {limit}s")
+        return Outcome("succeeded", 0) if code == 0 else Outcome("failed", code, f"exit code {code}")
 
     def _host_facts(self) -> HostFacts:
         user, scratches, spares = self.deps.user, self.deps.scratches, self.deps.spares

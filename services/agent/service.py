@@ -31,6 +31,7 @@ from jetcron.services.agent.host.scratch import Scratches
 from jetcron.services.agent.host.spares import SparePool
 from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.reports import ReportWindow
+from jetcron.services.agent.sim import SimExecution
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context, background, ends_within
 from jetcron.telemetry import metrics
@@ -50,7 +51,8 @@ trigger lost their leases at the instant); the same bound as placement's assignm
 
 
 class Agent:
-    def __init__(self, ctx: Context, agent_id: str, setup: HostSetup, scratches: Scratches | None = None) -> None:
+    def __init__(self, ctx: Context, agent_id: str, setup: HostSetup, scratches: Scratches | None = None,
+                 sim: SimExecution | None = None) -> None:
         self.ctx = ctx
         self.scratches = scratches
         """Each attempt's scratch, uid and private /tmp (scratch.py); None in a simulation, which runs nothing."""
@@ -87,7 +89,7 @@ class Agent:
                                 agent_id=agent_id, scratches=scratches) \
             if ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits) else None
         self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
-                                spares=self.spares, scratches=scratches)
+                                spares=self.spares, scratches=scratches, sim=sim or SimExecution())
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
         run_vars = {
