@@ -43,6 +43,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.placement_fairness", [], ["--reps", "1"]),
     ("bench.placement_gang", [], ["--reps", "1"]),
     ("bench.placement_e2e", ["--reps", "3", "--runs", "3000"], ["--reps", "1", "--runs", "100", "--agents", "50"]),
+    # the virtual fleet's cost by size (docs/fleet.md): one process carries ~500 agents on this machine
+    ("bench.fleet", ["--sizes", "50,200,500", "--runs", "1000", "--faults"],
+     ["--sizes", "5", "--runs", "10", "--faults", "--window", "2", "--heartbeat", "1"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
     ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
      ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),

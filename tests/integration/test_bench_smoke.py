@@ -30,7 +30,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_start_delay-second": {"trigger_start_delay_second_20"},
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
-    "longlife": {"longlife"}, "sizing": {"sizing"},
+    "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
 }
 
@@ -66,6 +66,18 @@ def _check(result: dict[str, Any]) -> None:
         assert result["read_hour_admin_records"] == result["read_hour_tenant_records"] == 60
     elif name == "finished_per_run":  # the server keeps each counter's running total (12 subjects, in turn)
         assert json.loads(result["counter_value"]) == {"val": str(result["reps"] * math.ceil(result["writes"] / 12))}
+    elif name == "fleet":  # every run through the virtual agents once, at its first attempt; each fault seen
+        for size in result["sizes"]:
+            assert size["succeeded_first_attempt"] == size["reported_once"] == size["ended"] == size["runs"] > 0
+            assert size["reported_twice_or_more"] == 0
+            assert size["connections"] == size["assign_consumers"] == size["agents"]
+            faults = size["faults"]
+            assert faults["states_during"] == {"agent-1": "killed", "agent-2": "frozen", "agent-3": "cut off"}
+            assert faults["states_after"] == {"agent-1": "killed", "agent-2": "running", "agent-3": "running"}
+            assert faults["heartbeat_while_silent"] == [] and size["not_stopped"] == []
+            assert set(faults["resumed_after_s"]) == {"agent-2", "agent-3"}, faults
+            assert all(seconds is not None for seconds in faults["resumed_after_s"].values()), faults
+            assert size["states_at_end"] == {"killed": 1, "running": size["agents"] - 1}
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit
