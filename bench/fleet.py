@@ -48,11 +48,11 @@ from jetcron.auth.local import LocalCreds
 from jetcron.bus import rpc
 from jetcron.config import Settings
 from jetcron.core.models import Run
+from jetcron.core.sim import SimExecution
 from jetcron.sdk.client import Client
 from jetcron.services.agent.host.limits import RLIMIT, LimitRoot
 from jetcron.services.agent.host.offer import HostSetup
 from jetcron.services.agent.service import Agent, _serve
-from jetcron.services.agent.sim import SimExecution
 from jetcron.services.runtime import Context, boot
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
@@ -496,7 +496,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="50,200,500", help="comma-separated fleet sizes, one system each")
     parser.add_argument("--runs", type=int, default=1000, help="runs submitted `now` at each size")
     parser.add_argument("--slots", type=int, default=5)
-    parser.add_argument("--seconds", default="uniform:0.5,2", help="simulated duration (services/agent/sim.py)")
+    parser.add_argument("--seconds", default="uniform:0.5,2", help="simulated duration (core/sim.py)")
     parser.add_argument("--exit-codes", default="0", help="simulated exit codes with weights, e.g. 0:95,1:5")
     parser.add_argument("--heartbeat", type=float, default=2.0)
     parser.add_argument("--window", type=float, default=10.0, help="seconds of the idle fleet's write rate")

@@ -9,7 +9,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jetcron.bus.connect import Identity
 from jetcron.bus.topology import Limits
+from jetcron.core.errors import Misconfigured
 from jetcron.core.retention import ClusterHistory
+from jetcron.core.sim import SimExecution
 from jetcron.core.uid_pool import parse_uid_range
 
 _Count = Annotated[int, Field(ge=0)]
@@ -104,7 +106,12 @@ class Settings(BaseSettings):
     agent_report_hold: float = Field(default=10.0, ge=0)
     """Seconds an agent's reports may wait while it starts a herd's due attempts (services/agent/reports.py)."""
     agent_sim: bool = False
-    """Execute nothing and report success (scale tests only)."""
+    """Execute nothing and report how the simulated run ended (scale tests and the virtual fleet only)."""
+    agent_sim_seconds: str = "0"
+    """How long a simulated attempt runs: `S`, `fixed:S`, `uniform:A,B` or `exp:MEAN[,CAP]` seconds, drawn per
+    attempt from its run id (core/sim.py)."""
+    agent_sim_exit_codes: str = "0"
+    """How a simulated attempt exits: `CODE[:WEIGHT],...`, e.g. `0:95,1:5`."""
     gpu_health_check: str | None = None
     """A command (split like a shell line, run without a shell) whose exit 0 says this host's GPUs are healthy,
     e.g. "nvidia-smi -L"; default: NVML still sees as many GPUs as at start. A GPU host that missed heartbeats
@@ -288,6 +295,20 @@ class Settings(BaseSettings):
     that decides who holds a lease or whether it expired reads this clock (the NATS server judges that)."""
     fault: str | None = None
     """Fault point for chaos tests: POINT=ACTION, e.g. agent.after_exit=exit."""
+
+    @property
+    def agent_sim_execution(self) -> SimExecution:
+        """How a simulated attempt runs and exits (agent_sim)."""
+        return SimExecution.parse(self.agent_sim_seconds, self.agent_sim_exit_codes)
+
+    @model_validator(mode="after")
+    def _sim_execution(self) -> Settings:
+        try:
+            self.agent_sim_execution  # noqa: B018 - parsed here so that a malformed one stops the start, named
+        except Misconfigured as exc:
+            raise ValueError(f"JETCRON_AGENT_SIM_SECONDS={self.agent_sim_seconds!r}, JETCRON_AGENT_SIM_EXIT_CODES="
+                             f"{self.agent_sim_exit_codes!r}: {exc}") from None
+        return self
 
     @field_validator("agent_job_uids")
     @classmethod

@@ -20,6 +20,7 @@ from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.core.launch_plan import HostFacts, container_name, plan
 from jetcron.core.retention import stream_ttl
+from jetcron.core.sim import SimExecution
 from jetcron.services.agent.host import container as containers
 from jetcron.services.agent.host.confine import JobUser, root_refusal
 from jetcron.services.agent.host.executor import Execution, Outcome
@@ -31,7 +32,6 @@ from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.run_creds import run_credential
 from jetcron.services.agent.secrets import resolve_secrets
-from jetcron.services.agent.sim import SimExecution
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import messaging_span, tracer

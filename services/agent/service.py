@@ -21,6 +21,7 @@ from jetcron.core import leases
 from jetcron.core.agents_index import Used
 from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
+from jetcron.core.sim import SimExecution
 from jetcron.services.agent import gang
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
 from jetcron.services.agent.host.confine import job_env, job_user
@@ -31,7 +32,6 @@ from jetcron.services.agent.host.scratch import Scratches
 from jetcron.services.agent.host.spares import SparePool
 from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.reports import ReportWindow
-from jetcron.services.agent.sim import SimExecution
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context, background, ends_within
 from jetcron.telemetry import metrics
@@ -338,7 +338,7 @@ async def main(ctx: Context) -> None:
                                                    job_user(ctx.settings.agent_job_user, os.getuid()))
         for note in notes:
             ctx.log.warning(note)
-    agent = Agent(ctx, agent_id, setup, scratches)
+    agent = Agent(ctx, agent_id, setup, scratches, sim=ctx.settings.agent_sim_execution)
     strays: list[int | str] = [*agent.strays.kill_leftovers(), *setup.limits.sweep()]
     if setup.runtime is not None:
         strays += await asyncio.to_thread(remove_leftovers, setup.runtime, agent_id)

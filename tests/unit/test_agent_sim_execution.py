@@ -9,6 +9,7 @@ from typing import cast
 
 import pytest
 from opentelemetry.context import Context as TraceContext
+from pydantic import ValidationError
 from twin_support import twin_context
 
 from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher
@@ -16,10 +17,10 @@ from jetcron.config import Settings
 from jetcron.core.attempt_state import AttemptPhase
 from jetcron.core.errors import Misconfigured
 from jetcron.core.models import JobSpec
+from jetcron.core.sim import SimExecution
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
 from jetcron.services.agent.host.offer import HostSetup
 from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.agent.sim import SimExecution
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
@@ -107,3 +108,21 @@ async def test_a_simulated_attempt_longer_than_its_timeout_is_reported_timed_out
     await asyncio.wait_for(attempt.run(), 5)
     [report] = _finished(ctx)
     assert (report.outcome, report.exit_code, report.reason) == ("timed_out", None, "timed out after 0.01s")
+
+
+def test_a_real_agent_takes_its_simulation_from_its_settings() -> None:
+    settings = Settings(agent_sim=True, agent_sim_seconds="uniform:1,2", agent_sim_exit_codes="0:9,1:1")
+    assert settings.agent_sim_execution == SimExecution("uniform", 1.0, 2.0, ((0, 9.0), (1, 1.0)))
+    assert Settings().agent_sim_execution == SimExecution()  # no time, exit 0: as agent_sim always did
+
+
+@pytest.mark.parametrize(("seconds", "codes", "why"), [
+    ("nope:1", "0", "simulated duration 'nope': one of fixed, uniform, exp"),
+    ("uniform:2,1", "0", "simulated duration uniform:2.0,1.0: seconds >= 0, a <= b"),
+    ("1", "zero", "simulated execution '1' / 'zero': invalid literal for int() with base 10: 'zero'"),
+])
+def test_a_malformed_simulation_stops_the_start_naming_both_settings(seconds: str, codes: str, why: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(agent_sim_seconds=seconds, agent_sim_exit_codes=codes)
+    assert (f"JETCRON_AGENT_SIM_SECONDS={seconds!r}, JETCRON_AGENT_SIM_EXIT_CODES={codes!r}: {why}"
+            in str(refused.value))
