@@ -27,6 +27,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
+import multiprocessing
 import os
 import socket
 import sys
@@ -38,6 +40,8 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -219,16 +223,16 @@ class VirtualAgent:
 
 
 class Fleet:
-    """N virtual agents `<prefix>-1` .. `<prefix>-N` of one process; `creds(agent_id)` names each one's own
-    credential file when the server runs with auth (None: connect without)."""
+    """N virtual agents `<prefix>-<first>` .. `<prefix>-<first + N - 1>` of one process; `creds(agent_id)` names
+    each one's own credential file when the server runs with auth (None: connect without)."""
 
     def __init__(self, base: Settings, agents: int, *, slots: int, sim: SimExecution, prefix: str = "agent",
-                 creds: Callable[[str], str | None] = lambda _: None) -> None:
+                 creds: Callable[[str], str | None] = lambda _: None, first: int = 1) -> None:
         setup = HostSetup(gpus=(0, None, []), runtime=None, limits=LimitRoot(RLIMIT),
                           capacity=(float(slots), 1024 * slots))
         self.executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fleet-io")
         self.agents: dict[str, VirtualAgent] = {}
-        for i in range(1, agents + 1):
+        for i in range(first, first + agents):
             agent_id = f"{prefix}-{i}"
             settings = base.model_copy(update={"agent_id": agent_id, "nats_creds": creds(agent_id),
                                                "agent_sim": True, "agent_slots": slots})
@@ -275,6 +279,136 @@ class Fleet:
             member.thread.join(max(0.0, deadline - time.monotonic()))
         self.executor.shutdown(wait=False)
         return [m.agent_id for m in living if m.thread.is_alive()]
+
+
+class ProcessFleet:
+    """N virtual agents `<prefix>-1` .. `<prefix>-N` spread over `processes` child processes, each a `Fleet` of
+    its own share, driven from this one: one interpreter's GIL carries ~500 agents on a 2 s heartbeat, so past
+    that an agent waits its turn long enough for its heartbeats to be late. The methods are `Fleet`'s; each
+    reaches the child that hosts the agent over a pipe and returns once that child has done it (or raises what
+    it raised there). `creds` maps an agent id to its credential file (missing: connect without)."""
+
+    def __init__(self, base: Settings, agents: int, *, processes: int, slots: int, seconds: str, exit_codes: str,
+                 log: Path, prefix: str = "agent", creds: dict[str, str] | None = None) -> None:
+        # spawn, not fork: the parent holds threads (its clients, the system's log pumps) that a fork would copy
+        # mid-state; each child imports afresh.
+        mp = multiprocessing.get_context("spawn")
+        self.agents: dict[str, int] = {}
+        """Agent id -> the index of the child hosting it."""
+        self.children: list[tuple[BaseProcess, Connection]] = []
+        first = 1
+        for k in range(processes):
+            count = agents // processes + (1 if k < agents % processes else 0)
+            ids = [f"{prefix}-{i}" for i in range(first, first + count)]
+            own = {a: creds[a] for a in ids if a in creds} if creds else {}
+            mine, theirs = mp.Pipe()
+            proc = mp.Process(target=_host, name=f"fleet-{k}", daemon=True,
+                              args=(theirs, base, first, count, slots, seconds, exit_codes, own, prefix,
+                                    str(log.with_name(f"{log.stem}.{k}{log.suffix}"))))
+            proc.start()
+            theirs.close()
+            self.children.append((proc, mine))
+            self.agents.update(dict.fromkeys(ids, k))
+            first += count
+        for k in range(processes):
+            self._answer(k, 120.0)  # each child has imported and built its agents (none started)
+
+    def pids(self) -> list[int]:
+        return [proc.pid for proc, _ in self.children if proc.pid is not None]
+
+    def _answer(self, k: int, timeout: float) -> Any:
+        proc, conn = self.children[k]
+        if not conn.poll(timeout):
+            raise TimeoutError(f"fleet process {k} (pid {proc.pid}) did not answer within {timeout}s")
+        status, value = conn.recv()
+        if status != "ok":
+            raise RuntimeError(f"fleet process {k}: {value}")
+        return value
+
+    def _each(self, method: str, arg: Any, timeout: float) -> list[Any]:
+        """Ask every child at once (they work in parallel), then collect each one's answer."""
+        for _, conn in self.children:
+            conn.send((method, arg))
+        return [self._answer(k, timeout) for k in range(len(self.children))]
+
+    def _one(self, method: str, agent_id: str) -> None:
+        k = self.agents[agent_id]
+        self.children[k][1].send((method, agent_id))
+        self._answer(k, 30.0)
+
+    def start(self, timeout: float = 120.0) -> None:
+        self._each("start", timeout, timeout + 30.0)
+
+    def kill(self, agent_id: str) -> None:
+        self._one("kill", agent_id)
+
+    def freeze(self, agent_id: str) -> None:
+        self._one("freeze", agent_id)
+
+    def thaw(self, agent_id: str) -> None:
+        self._one("thaw", agent_id)
+
+    def cut_off(self, agent_id: str) -> None:
+        self._one("cut_off", agent_id)
+
+    def reconnect(self, agent_id: str) -> None:
+        self._one("reconnect", agent_id)
+
+    def states(self) -> dict[str, str]:
+        states: dict[str, str] = {}
+        for part in self._each("states", None, 60.0):
+            states.update(part)
+        return states
+
+    def stop(self, timeout: float = 30.0) -> list[str]:
+        """Each child stops its living agents as `Fleet.stop` does, then exits; the ids still running after
+        `timeout` (every agent of a child that did not answer)."""
+        left: list[str] = []
+        for _, conn in self.children:
+            with contextlib.suppress(OSError):
+                conn.send(("stop", timeout))
+        for k, (proc, _) in enumerate(self.children):
+            try:
+                left += self._answer(k, timeout + 30.0)
+            except (OSError, EOFError, TimeoutError, RuntimeError):
+                left += [a for a, host in self.agents.items() if host == k]
+            proc.join(10.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        return left
+
+
+def _host(conn: Connection, base: Settings, first: int, count: int, slots: int, seconds: str, exit_codes: str,
+          creds: dict[str, str], prefix: str, log: str) -> None:
+    """A child of a ProcessFleet: its Fleet of `count` agents from `first`, doing what the parent asks."""
+    # The agents' JSON logs go to stdout (structlog binds it at boot): to this child's log file, not the parent's.
+    sys.stdout = open(log, "w", buffering=1)  # noqa: SIM115 - the child's stdout until it exits
+    fleet = Fleet(base, count, slots=slots, sim=SimExecution.parse(seconds, exit_codes), prefix=prefix,
+                  creds=creds.get, first=first)
+    conn.send(("ok", None))
+    while True:
+        try:
+            method, arg = conn.recv()
+        except (EOFError, OSError):
+            os._exit(1)  # the parent is gone: nobody to drive or stop this fleet
+        try:
+            value: Any = None
+            if method == "start":
+                fleet.start(timeout=arg)
+            elif method == "states":
+                value = fleet.states()
+            elif method == "stop":
+                conn.send(("ok", fleet.stop(timeout=arg)))
+                os._exit(0)  # as main(): killed agents' loops hold sockets and tasks never run again
+            elif method in ("kill", "freeze", "thaw", "cut_off", "reconnect"):
+                getattr(fleet, method)(arg)
+            else:
+                raise ValueError(f"no such fleet call: {method}")
+        except Exception as exc:  # the parent raises it, naming this child
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            continue
+        conn.send(("ok", value))
 
 
 # --- the measurement ---------------------------------------------------------------------------------------------
@@ -414,7 +548,7 @@ def _resumed(jc: System, ids: list[str], limit: float, heartbeat: float) -> dict
     return seen
 
 
-def _faults(jc: System, fleet: Fleet, heartbeat: float) -> dict[str, Any]:
+def _faults(jc: System, fleet: Fleet | ProcessFleet, heartbeat: float) -> dict[str, Any]:
     """Kill one agent, freeze one, cut one off: each stops heartbeating, and the frozen and cut ones resume."""
     ids = list(fleet.agents)
     killed, frozen, cut = ids[0], ids[1], ids[2]
@@ -434,9 +568,66 @@ def _faults(jc: System, fleet: Fleet, heartbeat: float) -> dict[str, Any]:
             "heartbeat_while_silent": heartbeat_while_silent, "resumed_after_s": resumed}
 
 
+def _proc_rss(pid: int) -> int:
+    """A process's resident memory in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def _proc_cpu(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes have spent, all their threads together."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            # after the command's closing parenthesis: state is field 3, utime and stime fields 14 and 15
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def _registered_count(jc: System) -> int:
+    """Agents with a live entry in jc_agents (a withdrawn or aged-out one is not among the keys)."""
+    nc = await nats.connect(jc.url, **jc.identity.options())
+    try:
+        kv = await nc.jetstream().key_value(s.BUCKET_AGENTS)
+        try:
+            keys: list[str] = await kv.keys()
+            return len(keys)
+        except nats.js.errors.NoKeysError:
+            return 0
+    finally:
+        await nc.close()
+
+
+def _await_registered(jc: System, agents: int, timeout: float) -> int:
+    """Poll jc_agents until all `agents` have an entry or `timeout` passes; the count last seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        count = asyncio.run(_registered_count(jc))
+        if count >= agents or time.monotonic() > deadline:
+            return count
+        time.sleep(1.0)
+
+
+def _lost(jc: System) -> int:
+    """How many times the run tracker saw an agent's entry age out (a heartbeat late past its entry's age)."""
+    path = jc.base / "run_tracker.log"
+    return path.read_text(errors="replace").count("agent lost") if path.exists() else 0
+
+
+def processes_for(args: argparse.Namespace, agents: int) -> int:
+    """--per-process M: as many processes as M agents each need; else --processes."""
+    if args.per_process:
+        return max(1, math.ceil(agents / int(args.per_process)))
+    return max(1, int(args.processes))
+
+
 def measure(jc: System, args: argparse.Namespace, agents: int, log: Any) -> dict[str, Any]:
     base = Settings(nats_url=jc.url, nats_monitor_url=jc.server.monitor_url, data_dir=str(jc.base),
                     allow_unsafe_storage=not jc.server.sync_always, heartbeat=args.heartbeat,
+                    agent_entry_seconds=args.entry,
                     agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots)
     sim = SimExecution.parse(args.seconds, args.exit_codes)
     local = LocalCreds.ensure(jc.base / "auth", agents) if jc.creds is not None else None
@@ -445,22 +636,42 @@ def measure(jc: System, args: argparse.Namespace, agents: int, log: Any) -> dict
         """Each virtual agent its own credential, minted as `jetcron up` mints a host's (auth on)."""
         return str(local.path(agent_id)) if local is not None else None
 
+    processes = processes_for(args, agents)
+    server_pids, service_pids = jc.server.pids(), {name: proc.pid for name, proc in jc.procs.items()}
     server_before = _server_view(jc, 0)["server_mem_bytes"]
-    rss_before = _rss()
-    fleet = Fleet(base, agents, slots=args.slots, sim=sim, creds=creds)
+    fleet: Fleet | ProcessFleet
+    if processes == 1:
+        fleet_pids = [os.getpid()]
+        rss_before = _rss()
+        fleet = Fleet(base, agents, slots=args.slots, sim=sim, creds=creds)
+    else:
+        ids = [f"agent-{i}" for i in range(1, agents + 1)]
+        fleet = ProcessFleet(base, agents, processes=processes, slots=args.slots, seconds=args.seconds,
+                             exit_codes=args.exit_codes, log=args.log,
+                             creds={a: c for a in ids if (c := creds(a)) is not None})
+        fleet_pids = fleet.pids()
+        # the children's interpreters and imports, before any agent boots: not a cost per agent
+        rss_before = sum(_proc_rss(pid) for pid in fleet_pids)
     started = time.perf_counter()
-    with contextlib.redirect_stdout(log):  # the agents' JSON logs (structlog's, bound to stdout at boot): not results
-        fleet.start()
-    boot_s = time.perf_counter() - started
     try:
-        time.sleep(2 * args.heartbeat)  # every agent's first heartbeats are in
-        rss_after = _rss()
+        with contextlib.redirect_stdout(log):  # the agents' JSON logs (structlog's, bound to stdout at boot)
+            fleet.start(timeout=max(120.0, agents / 20))
+        boot_s = time.perf_counter() - started
+        registered = _await_registered(jc, agents, timeout=2 * args.entry)
+        register_s = time.perf_counter() - started
+        time.sleep(args.settle if args.settle is not None else 2 * args.heartbeat)  # every agent has beaten again
+        rss_after = sum(_proc_rss(pid) for pid in fleet_pids)
         view = _server_view(jc, agents)
-        cpu0, seq0, stored0, t0 = time.process_time(), _stream_seq(jc, f"KV_{s.BUCKET_AGENTS}"), \
-            _total_stored(jc), time.monotonic()
+        cpu0, server0 = _proc_cpu(fleet_pids), _proc_cpu(server_pids)
+        services0 = {name: _proc_cpu([pid]) for name, pid in service_pids.items()}
+        seq0, stored0, lost0, t0 = _stream_seq(jc, f"KV_{s.BUCKET_AGENTS}"), _total_stored(jc), _lost(jc), \
+            time.monotonic()
         time.sleep(args.window)  # an idle fleet: only heartbeats (and the services' own upkeep)
-        cpu1, seq1, stored1, t1 = time.process_time(), _stream_seq(jc, f"KV_{s.BUCKET_AGENTS}"), \
-            _total_stored(jc), time.monotonic()
+        cpu1, server1 = _proc_cpu(fleet_pids), _proc_cpu(server_pids)
+        services1 = {name: _proc_cpu([pid]) for name, pid in service_pids.items()}
+        seq1, stored1, lost1, t1 = _stream_seq(jc, f"KV_{s.BUCKET_AGENTS}"), _total_stored(jc), _lost(jc), \
+            time.monotonic()
+        registered_after_window = asyncio.run(_registered_count(jc))
         runs = asyncio.run(_runs(jc, args.runs, f"f{agents}x", timeout=max(60.0, args.runs / 10)))
         faults = _faults(jc, fleet, args.heartbeat) if args.faults else None
         states = Counter(fleet.states().values())
@@ -468,14 +679,22 @@ def measure(jc: System, args: argparse.Namespace, agents: int, log: Any) -> dict
         left = fleet.stop()
     span = t1 - t0
     result = {
-        "agents": agents, "boot_s": round(boot_s, 2),
+        "agents": agents, "processes": processes, "boot_s": round(boot_s, 2),
+        "registered": registered, "register_all_s": round(register_s, 2),
+        "registered_after_window": registered_after_window,
         "rss_per_agent_kib": round((rss_after - rss_before) / agents / 1024, 1),
-        "server_mem_per_agent_kib": round((view.pop("server_mem_bytes") - server_before) / agents / 1024, 1),
+        "fleet_rss_mib": round(rss_after / 2**20, 1),
+        "server_mem_per_agent_kib": round((view["server_mem_bytes"] - server_before) / agents / 1024, 1),
+        "server_mem_mib": round(view.pop("server_mem_bytes") / 2**20, 1),
         **view,
         "heartbeat_writes_per_s": round((seq1 - seq0) / span, 1),
         "heartbeat_writes_expected_per_s": round(agents / args.heartbeat, 1),
         "all_writes_idle_per_s": round((stored1 - stored0) / span, 1),
         "fleet_cpu_idle_pct": round(100 * (cpu1 - cpu0) / span, 1),
+        "server_cpu_idle_pct": round(100 * (server1 - server0) / span, 1),
+        "services_cpu_idle_pct": {name: round(100 * (services1[name] - services0[name]) / span, 1)
+                                  for name in service_pids},
+        "agents_lost_in_window": lost1 - lost0, "agents_lost_total": _lost(jc),
         "states_at_end": dict(states), "not_stopped": left, **runs,
     }
     if faults is not None:
@@ -499,6 +718,14 @@ def main() -> None:
     parser.add_argument("--seconds", default="uniform:0.5,2", help="simulated duration (core/sim.py)")
     parser.add_argument("--exit-codes", default="0", help="simulated exit codes with weights, e.g. 0:95,1:5")
     parser.add_argument("--heartbeat", type=float, default=2.0)
+    parser.add_argument("--entry", type=float, default=30.0,
+                        help="seconds an agent's entry in jc_agents outlives its last heartbeat (agent_entry_seconds)")
+    parser.add_argument("--settle", type=float, default=None,
+                        help="seconds after all registered before measuring (default: two heartbeats)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="fleet processes; 1 hosts the agents in the bench's own process")
+    parser.add_argument("--per-process", type=int, default=0,
+                        help="agents per fleet process: as many processes as each size needs (overrides --processes)")
     parser.add_argument("--window", type=float, default=10.0, help="seconds of the idle fleet's write rate")
     parser.add_argument("--faults", action="store_true", help="kill one, freeze one, cut one off, and check")
     parser.add_argument("--auth", action="store_true", help="operator-mode auth: each agent its own credential")
@@ -509,10 +736,13 @@ def main() -> None:
     results = []
     log = args.log.open("w")
     for agents in sizes:
-        with system(sync_always=True, auth=args.auth, services=("api", "trigger", "placement", "run_tracker")) as jc:
+        # the services judge heartbeats and entries by the same settings as the agents
+        with system(sync_always=True, auth=args.auth, services=("api", "trigger", "placement", "run_tracker"),
+                    JETCRON_HEARTBEAT=str(args.heartbeat), JETCRON_AGENT_ENTRY_SECONDS=str(args.entry)) as jc:
             results.append(measure(jc, args, agents, log))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # progress, one size at a time
     emit({"bench": "fleet", "sync_always": True, "slots": args.slots, "heartbeat_s": args.heartbeat,
+          "entry_s": args.entry, "processes": args.processes, "per_process": args.per_process,
           "sim": {"seconds": args.seconds, "exit_codes": args.exit_codes}, "runs_per_size": args.runs,
           "auth": args.auth, "sizes": results, "commit": _commit(),
           "date": time.strftime("%Y-%m-%d", time.gmtime())})
