@@ -657,10 +657,22 @@ def measure(jc: System, args: argparse.Namespace, agents: int, log: Any) -> dict
         fleet_pids = fleet.pids()
         # the children's interpreters and imports, before any agent boots: not a cost per agent
         rss_before = sum(_proc_rss(pid) for pid in fleet_pids)
-    started = time.perf_counter()
+    started, cpu_started, server_started = time.perf_counter(), _proc_cpu(fleet_pids), _proc_cpu(server_pids)
     try:
-        with contextlib.redirect_stdout(log):  # the agents' JSON logs (structlog's, bound to stdout at boot)
-            fleet.start(timeout=max(120.0, agents / 20))
+        try:
+            with contextlib.redirect_stdout(log):  # the agents' JSON logs (structlog's, bound to stdout at boot)
+                fleet.start(timeout=max(120.0, agents / 20))
+        except (RuntimeError, TimeoutError) as exc:
+            # This size does not fit: say what was seen (how far the boot got, the CPU it took), not a crash.
+            span = time.perf_counter() - started
+            return {"agents": agents, "processes": processes, "did_not_fit": f"{exc}", "boot_gave_up_after_s":
+                    round(span, 1), "states_when_given_up": dict(Counter(fleet.states().values())),
+                    "registered_when_given_up": asyncio.run(_registered_count(jc)),
+                    "fleet_cpu_during_boot_pct": round(100 * (_proc_cpu(fleet_pids) - cpu_started) / span, 1),
+                    "server_cpu_during_boot_pct": round(100 * (_proc_cpu(server_pids) - server_started) / span, 1),
+                    "fleet_rss_mib": round(sum(_proc_rss(pid) for pid in fleet_pids) / 2**20, 1),
+                    "server_mem_mib": round(_server_view(jc, agents)["server_mem_bytes"] / 2**20, 1),
+                    "agents_lost_total": _lost(jc)}
         boot_s = time.perf_counter() - started
         registered = _await_registered(jc, agents, timeout=2 * args.entry)
         register_s = time.perf_counter() - started
@@ -746,6 +758,8 @@ def main() -> None:
                     JETCRON_HEARTBEAT=str(args.heartbeat), JETCRON_AGENT_ENTRY_SECONDS=str(args.entry)) as jc:
             results.append(measure(jc, args, agents, log))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # progress, one size at a time
+        if "did_not_fit" in results[-1]:
+            break  # a larger size fits no better
     emit({"bench": "fleet", "sync_always": True, "slots": args.slots, "heartbeat_s": args.heartbeat,
           "entry_s": args.entry, "processes": args.processes, "per_process": args.per_process,
           "sim": {"seconds": args.seconds, "exit_codes": args.exit_codes}, "runs_per_size": args.runs,
