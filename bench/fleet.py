@@ -18,7 +18,8 @@ What a virtual agent does not share with a real one is in docs/fleet.md.
 before ack, and the core services as processes): memory per virtual agent, server consumers and subscriptions per
 agent, heartbeat writes per second, and runs submitted `now` that must all succeed, each exactly once. With
 --faults one agent is killed, one frozen and thawed, one cut off and reconnected, and each is seen to stop (and
-resume) its heartbeat. Prints one JSON line.
+resume) its heartbeat. With --processes P (or --per-process M) the agents are spread over child processes, each
+a Fleet of its share (ProcessFleet), for sizes one interpreter cannot carry. Prints one JSON line.
 """
 
 from __future__ import annotations
