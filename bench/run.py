@@ -30,6 +30,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1", "--sync", "always"]),
     ("bench.hops", ["--runs", "100", "--reps", "3", "--spare", "both"], ["--runs", "5", "--reps", "1"]),
     ("bench.floor", ["--reps", "3"], ["--runs", "50", "--idle-runs", "5", "--reps", "1", "--sync", "always"]),
+    # atomic batches against plain publishes, R1 and R3 (docs/decisions-protocol.md): about 7 minutes
+    ("bench.batch_publish", [], ["--sizes", "1,4", "--in-flight", "2", "--seconds", "0.3", "--reps", "1",
+                                 "--nodes", "1"]),
     ("bench.failover", ["--reps", "3"], ["--reps", "1"]),
     ("bench.security", ["--reps", "3"], ["--latency-runs", "5", "--throughput-runs", "30", "--reps", "1"]),
     ("bench.rest", ["--reps", "3"], ["--latency-runs", "3", "--throughput-jobs", "50", "--reps", "1"]),

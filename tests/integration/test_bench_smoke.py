@@ -32,6 +32,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
+    "batch_publish": {"batch_publish_r1"},
 }
 
 
@@ -66,6 +67,12 @@ def _check(result: dict[str, Any]) -> None:
         assert result["read_hour_admin_records"] == result["read_hour_tenant_records"] == 60
     elif name == "finished_per_run":  # the server keeps each counter's running total (12 subjects, in turn)
         assert json.loads(result["counter_value"]) == {"val": str(result["reps"] * math.ceil(result["writes"] / 12))}
+    elif name == "batch_publish_r1":  # every case committed or published something, each batch whole
+        assert set(result["cases"]) == {"batch1_x2", "batch4_x2", "plain1_x2", "plain4_x2"}
+        for case, figures in result["cases"].items():
+            assert figures["steps_per_s"]["median"] > 0, case
+            size = int(case.removeprefix("batch").removeprefix("plain").split("_")[0])
+            assert figures["msgs_per_s"]["median"] == pytest.approx(size * figures["steps_per_s"]["median"])
     elif name == "fleet":  # every run through the virtual agents once, at its first attempt; each fault seen
         for size in result["sizes"]:
             assert size["succeeded_first_attempt"] == size["reported_once"] == size["ended"] == size["runs"] > 0
