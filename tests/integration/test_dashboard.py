@@ -117,10 +117,12 @@ async def test_a_tenant_sees_only_its_own_jobs_and_runs(rest: Rest) -> None:
 async def test_every_page_loads_without_a_console_error_or_failed_request(rest: Rest) -> None:
     admin = await rest.token(None)
     client = Client(rest.admin.nc, tenant="acme")
+    await client.calendars.create({"name": "holidays", "dates": ["2026-12-25"], "rules": ["weekends"]})
     await client.call("jobs.create", {"spec": {"name": "extract", "command": ["true"],
                                                "schedule": {"kind": "cron", "cron": "0 3 * * *",
                                                             "tz": "Europe/Berlin"},
-                                               "env": {"API_KEY": "s3cr3t-value"}}})
+                                               "env": {"API_KEY": "s3cr3t-value"},
+                                               "exclude_calendars": ["holidays"]}})
     await client.call("jobs.create", {"spec": {"name": "load", "command": ["true"], "depends_on": ["extract"],
                                                "schedule": {"kind": "cron", "cron": "0 3 * * *",
                                                             "tz": "Europe/Berlin"}}})
@@ -133,7 +135,8 @@ async def test_every_page_loads_without_a_console_error_or_failed_request(rest: 
         watched.attach(page)
         await log_in(page, rest.url, admin)
         pages = ["/ui", "/ui/jobs", "/ui/jobs?q=ext", "/ui/jobs/acme.extract", "/ui/flows/acme.load",
-                 f"/ui/runs/{dead['run_id']}", "/ui/agents", "/ui/dlq", "/ui/tenants"]
+                 f"/ui/runs/{dead['run_id']}", "/ui/agents", "/ui/dlq", "/ui/tenants", "/ui/calendars",
+                 "/ui/calendars/acme.holidays"]
         for path in pages:
             response = await page.goto(f"{rest.url}{path}")
             assert response is not None and response.status == 200, (path, response and response.status)
@@ -207,8 +210,9 @@ async def test_sessions_cookies_and_csrf(rest: Rest) -> None:
     acme = await rest.token("acme")
     async with rest.http(None) as http:
         # No session: pages redirect to the login form, actions are refused
-        got = await http.get("/ui/jobs", follow_redirects=False)
-        assert got.status_code == 302 and got.headers["location"] == "/ui/login?next=/ui/jobs"
+        for path in ("/ui/jobs", "/ui/calendars", "/ui/calendars/holidays"):
+            got = await http.get(path, follow_redirects=False)
+            assert got.status_code == 302 and got.headers["location"] == f"/ui/login?next={path}", path
         assert (await http.post("/ui/jobs/x/pause")).status_code == 401
 
         # A bad token is refused with a message that says what a token is

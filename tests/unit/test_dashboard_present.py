@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
+from jetcron.core.calendars import CalendarSpec
 from jetcron.core.finished import FinishedMinute, dense
 from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
 from jetcron.core.run_state import RunState
@@ -77,6 +78,21 @@ def test_the_chart_has_a_bar_per_minute_stacked_by_outcome_and_its_figures_as_te
     assert present.finished_totals(minutes) == [("succeeded", 7), ("failed", 1), ("dead", 2), ("timed_out", 1)]
     assert present.finished_totals(dense([], now, 60)) == []
     assert present.stacked_bars(dense([], now, 60)).count('class="tone-none"') == 60
+
+
+def test_a_calendars_users_are_its_own_tenants_jobs_that_name_it_and_where() -> None:
+    def job(tenant: str, name: str, exclude: list[str], only: list[str]) -> JobRecord:
+        return JobRecord(spec=JobSpec(name=name, tenant=tenant, command=["true"], exclude_calendars=exclude,
+                                      only_calendars=only), created_at=T0, updated_at=T0)
+
+    jobs = [job("acme", "report", ["holidays"], ["workdays"]), job("acme", "payroll", ["holidays"], []),
+            job("acme", "plain", [], []), job("globex", "theirs", ["holidays"], []),
+            job("acme", "both", ["holidays"], ["holidays"])]
+    uses = present.calendar_uses(CalendarSpec(name="holidays", tenant="acme"), jobs)
+    assert [(record.spec.name, where) for record, where in uses] == [
+        ("both", ["exclude", "only"]), ("payroll", ["exclude"]), ("report", ["exclude"])]
+    assert [r.spec.name for r, _ in present.calendar_uses(CalendarSpec(name="holidays", tenant="globex"), jobs)] \
+        == ["theirs"]
 
 
 def test_wait_and_percentiles() -> None:

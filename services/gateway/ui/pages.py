@@ -22,8 +22,10 @@ from litestar.response import Redirect, ServerSentEvent, Template
 from litestar.response.sse import ServerSentEventMessage
 
 from jetcron.auth.tokens import TokenRecord
+from jetcron.core.calendars import CalendarSpec
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.finished import dense
+from jetcron.core.ids import job_key
 from jetcron.core.models import JobRecord, JobSpec, Run
 from jetcron.core.run_state import RunState
 from jetcron.core.validate import decode_as
@@ -67,9 +69,13 @@ class Context:
             "who": self.who, "admin": self.who.tenant is None, "csrf": self.csrf, "csrf_field": CSRF_FIELD,
             "error": self.message, "done": self.notice, "tone": present.tone, "now": datetime.now(UTC), **values})
 
-    def ref(self, spec: JobSpec) -> str:
-        """How the viewer names a job to the API: a tenant by its name, the admin by its key."""
+    def ref(self, spec: JobSpec | CalendarSpec) -> str:
+        """How the viewer names a job or a calendar to the API: a tenant by its name, the admin by its key."""
         return spec.key if self.who.tenant is None else spec.name
+
+    def calendar_ref(self, tenant: str, name: str) -> str:
+        """A calendar a job names (by its name, within the job's tenant), as the viewer names it to the API."""
+        return job_key(tenant, name) if self.who.tenant is None else name
 
     def job_of_run(self, run: Run) -> str:
         if run.spec is not None:
@@ -278,7 +284,10 @@ async def job_page(request: Request[Any, Any, Any], name: str, cursor: str | Non
     shown = msgspec.to_builtins(spec)
     # Values of `env` are not shown (they may be credentials a job was given before secrets existed).
     shown["env"] = {k: "••••" for k in spec.env}
-    return ctx.page("job.html", record=view.job, ref=name, spec=spec, fires=view.next_fires,
+    calendars = [(field, n, ctx.calendar_ref(spec.tenant, n))
+                 for field, names in (("exclude", spec.exclude_calendars), ("only", spec.only_calendars))
+                 for n in names]
+    return ctx.page("job.html", record=view.job, ref=name, spec=spec, fires=view.next_fires, calendars=calendars,
                     words=present.schedule_words(spec.schedule), spec_json=json.dumps(shown, indent=2),
                     runs=runs.items, next_cursor=runs.next_cursor, command=_command_text(spec),
                     has_flow=bool(spec.depends_on))
@@ -374,6 +383,40 @@ async def set_run_priority(request: Request[Any, Any, Any], run_id: str) -> Resp
         return f"priority {run.spec.priority if run.spec else ''}"
 
     return await _act(request, f"{UI}/runs/{quote(run_id)}", move)
+
+
+# --- calendars -----------------------------------------------------------------------------------------------
+
+
+@get(f"{UI}/calendars", include_in_schema=False)
+async def calendars_page(request: Request[Any, Any, Any], cursor: str | None = None) -> Template:
+    """The viewer's calendars (the admin: every tenant's), a cursor page of them."""
+    ctx = _context(request)
+    page = await ctx.client.calendars.list(cursor=cursor or None, limit=PAGE)
+    rows = [{"record": r, "ref": ctx.ref(r.spec)} for r in page.items]
+    return ctx.page("calendars.html", rows=rows, next_cursor=page.next_cursor)
+
+
+@get(f"{UI}/calendars/{{name:str}}", include_in_schema=False)
+async def calendar_page(request: Request[Any, Any, Any], name: str) -> Template:
+    """One calendar in full, and the viewer's jobs that name it (another tenant's calendar: the API's 404)."""
+    ctx = _context(request)
+    c = ctx.client
+    record = await c.calendars.get(name)
+    jobs: list[JobRecord] = []
+    cursor: str | None = None
+    # The jobs the viewer can see, read in pages as the jobs page's search reads them and bounded the same way
+    # (a job's record does not index its calendars, so finding its users is a scan of the list).
+    for _ in range(SEARCH_PAGES):
+        page = await c.jobs.list(cursor=cursor, limit=500)
+        jobs.extend(page.items)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    uses = [{"job": job, "ref": ctx.ref(job.spec), "where": where}
+            for job, where in present.calendar_uses(record.spec, jobs)]
+    return ctx.page("calendar.html", record=record, spec=record.spec, uses=uses, read=len(jobs),
+                    partial=cursor is not None)
 
 
 # --- flows, agents, dead letters, tenants --------------------------------------------------------------------
@@ -489,7 +532,7 @@ async def tenants_page(request: Request[Any, Any, Any]) -> Template:
 
 
 ROUTES: list[Any] = [login_page, login, logout, overview, jobs_page, create_job, job_page, job_action, run_page,
-                     run_state, run_log, cancel_run, set_run_priority, flow_page, agents_page, dlq_page, replay,
-                     tenants_page]
+                     run_state, run_log, cancel_run, set_run_priority, calendars_page, calendar_page, flow_page,
+                     agents_page, dlq_page, replay, tenants_page]
 
 __all__ = ["ROUTES"]

@@ -17,6 +17,7 @@ from cron_descriptor import get_description
 from markupsafe import Markup, escape
 
 from jetcron.core import cron
+from jetcron.core.calendars import CalendarSpec
 from jetcron.core.dag import Graph
 from jetcron.core.finished import FinishedMinute
 from jetcron.core.models import JobRecord, Run, Schedule, ScheduleKind
@@ -95,6 +96,22 @@ def next_fire(record: JobRecord, now: datetime) -> NextFire | None:
         _NEXT.clear()
     _NEXT[key] = (now, fire)
     return fire
+
+
+def calendar_uses(calendar: CalendarSpec, jobs: Iterable[JobRecord]) -> list[tuple[JobRecord, list[str]]]:
+    """The jobs that name `calendar`, each with where (`exclude`, `only`, or both), by name. Only its own
+    tenant's jobs count: names are per tenant, so the admin's list of every job can hold another tenant's job
+    naming a calendar of the same name, which is not this one."""
+    found: list[tuple[JobRecord, list[str]]] = []
+    for record in jobs:
+        spec = record.spec
+        if spec.tenant != calendar.tenant:
+            continue
+        where = [field for field, names in (("exclude", spec.exclude_calendars), ("only", spec.only_calendars))
+                 if calendar.name in names]
+        if where:
+            found.append((record, where))
+    return sorted(found, key=lambda pair: pair[0].spec.name)
 
 
 def duration(seconds: float | None) -> str:
