@@ -120,6 +120,8 @@ class Context:
     remake_topology: Callable[[], Awaitable[None]] | None = None
     """Makes every stream, bucket and consumer again (ensure_topology with this service's settings); None for
     the processes that never make it (agents, the gateway)."""
+    stopping_without_nats: bool = False
+    """Said already (stopping_without_nats()): a stop says it once."""
 
     @property
     def instance(self) -> str:
@@ -261,6 +263,18 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
         flush_tracing()
 
 
+WITHOUT_NATS = "stopping without NATS: the server does not answer (gone, frozen or unreachable)"
+ACKNOWLEDGED = "what was acknowledged is in JetStream"
+
+
+def stopping_without_nats(ctx: Context, then: str) -> None:
+    """The line a stop writes, once, when its server did not answer: whatever noticed it first (the connection
+    lost, work cut short, the last flush unanswered) and `then`, what follows for what the process held."""
+    if not ctx.stopping_without_nats:
+        ctx.stopping_without_nats = True
+        ctx.log.warning(f"{WITHOUT_NATS}; {then}")
+
+
 def background(ctx: Context, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
     """A long-lived task of a service. One that ends by raising says so in the log at once: the services await
     these only when they stop, and a placement loop that had died in silence left a leader placing nothing."""
@@ -314,8 +328,7 @@ async def _stops_within(ctx: Context, serving: asyncio.Future[None], grace: floa
     timeout, and what it acknowledged is in JetStream already."""
     ended = await ends_within(ctx, {serving}, grace, cut_off=lambda: not ctx.busy())
     if ended == "cut off":
-        ctx.log.warning("stopping without NATS: the server does not answer (gone, frozen or unreachable); "
-                        "what was acknowledged is in JetStream")
+        stopping_without_nats(ctx, ACKNOWLEDGED)
     elif ended == "late":
         ctx.log.error("not stopped within the grace period: cutting it short", grace_seconds=grace)
     return ended == "ended"
@@ -350,8 +363,11 @@ async def _end_tasks(ctx: Context, timeout: float = 1.0) -> bool:
 
 
 async def _disconnect(ctx: Context) -> None:
-    """Drain what is buffered, briefly: a server that is gone or frozen gets a close, not a wait."""
-    await rpc.close(ctx.nc, drain=1.0 if rpc.is_connected(ctx.nc) else None, timeout=TEARDOWN_STEP)
+    """Drain what is buffered, briefly: a server that is gone or frozen gets a close, not a wait. A server that
+    does not answer the flush is said to be so: a stop that ended before its client noticed (a frozen server is
+    noticed within 8 s, a stop takes less) would otherwise say nothing of it."""
+    if not await rpc.close(ctx.nc, drain=1.0 if rpc.is_connected(ctx.nc) else None, timeout=TEARDOWN_STEP):
+        stopping_without_nats(ctx, ACKNOWLEDGED)
 
 
 def _watch_children_by_pidfd(loop: asyncio.AbstractEventLoop) -> None:

@@ -87,16 +87,20 @@ async def flush(nc: Connection) -> None:
     await nc.flush()
 
 
-async def close(nc: Connection, *, drain: float | None = 2.0, timeout: float = 1.0) -> None:
+async def close(nc: Connection, *, drain: float | None = 2.0, timeout: float = 1.0) -> bool:
     """Drain what is buffered, briefly (`drain` seconds): a server that is gone gets a close, not a wait.
     `drain=None`: close at once (a client with nothing in flight), waiting at most `timeout` seconds (a frozen
-    server never answers the flush a close ends with)."""
+    server never answers the flush a close ends with). True if the server answered the flush that comes before
+    the drain (False with `drain=None`: none was asked)."""
     # The server must answer a flush first: nats-py's drain, cut short, leaves a failed future of its own
     # unread (a traceback in the log at exit).
-    if drain is not None and await _within(nc.flush(timeout=max(1, round(drain / 2))), drain / 2) \
-            and await _within(nc.drain(), drain / 2):
-        return
+    answered = False
+    if drain is not None:
+        answered = await _within(nc.flush(timeout=max(1, round(drain / 2))), drain / 2)
+        if answered and await _within(nc.drain(), drain / 2):
+            return True
     await _within(nc.close(), timeout)
+    return answered
 
 
 async def _within(step: Coroutine[Any, Any, None], limit: float) -> bool:

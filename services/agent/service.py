@@ -33,7 +33,7 @@ from jetcron.services.agent.host.spares import SparePool
 from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.waiting import Settled, Waiting
-from jetcron.services.runtime import Context, background, ends_within
+from jetcron.services.runtime import Context, background, ends_within, stopping_without_nats
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
@@ -390,8 +390,7 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     # A heartbeat or a pull waiting on a server that does not answer would hold the stop for the JetStream
     # timeout: cut short once the connection is lost (an assignment not acknowledged yet is redelivered).
     if await ends_within(ctx, set(tasks), STOP_TASKS_TIMEOUT) != "ended":
-        ctx.log.warning("stopping without NATS: the server does not answer (gone, frozen or unreachable); "
-                        "this agent's entry expires by itself")
+        stopping_without_nats(ctx, "this agent's entry expires by itself")
         for task in tasks:
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -14,9 +14,13 @@ from jetcron.services.runtime import background, ends_within
 class Log:
     def __init__(self) -> None:
         self.errors: list[str] = []
+        self.warnings: list[str] = []
 
     def error(self, event: str, **fields: Any) -> None:
         self.errors.append(event)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.warnings.append(event)
 
 
 class Conn:
@@ -28,6 +32,7 @@ class Ctx:
         self.nc = Conn()
         self.log = Log()
         self.stop = asyncio.Event()
+        self.stopping_without_nats = False
 
 
 async def _forever() -> None:
@@ -110,7 +115,7 @@ async def test_closing_a_connection_to_a_frozen_server_ends_within_its_bounds() 
 
     conn = Frozen()
     started = asyncio.get_running_loop().time()
-    await asyncio.wait_for(rpc.close(conn, drain=1.0, timeout=0.5), timeout=5)  # type: ignore[arg-type]
+    assert await asyncio.wait_for(rpc.close(conn, drain=1.0, timeout=0.5), timeout=5) is False  # type: ignore[arg-type]
     # the flush went unanswered: no drain (its cut-short end is a traceback at exit), a bounded close
     assert conn.calls == ["flush", "close"]
     assert asyncio.get_running_loop().time() - started < 0.5 + 0.5 + 3 * 0.1 + 0.3
@@ -121,3 +126,50 @@ async def test_a_step_that_swallows_a_cancel_is_cancelled_again() -> None:
 
     conn = Frozen()
     assert await asyncio.wait_for(rpc._within(conn.drain(), 0.1), timeout=2) is False
+
+
+class Answering:
+    """A client on a server that answers: its flush, drain and close end at once."""
+
+    is_connected = True
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def flush(self, timeout: int = 10) -> None:
+        self.calls.append("flush")
+
+    async def drain(self) -> None:
+        self.calls.append("drain")
+
+    async def close(self) -> None:
+        self.calls.append("close")
+
+
+class FrozenConnected(Frozen):
+    is_connected = True  # (a frozen server is still connected until the pings go unanswered)
+
+
+async def test_a_stop_says_once_that_its_server_did_not_answer_and_nothing_when_it_did() -> None:
+    from jetcron.services import runtime
+
+    answering = Ctx()
+    answering.nc = Answering()  # type: ignore[assignment]
+    await runtime._disconnect(answering)  # type: ignore[arg-type]
+    assert (answering.nc.calls, answering.log.warnings) == (["flush", "drain"], [])  # type: ignore[attr-defined]
+
+    # The stop ended before the client noticed the frozen server: the unanswered flush says it
+    frozen = Ctx()
+    frozen.nc = FrozenConnected()  # type: ignore[assignment]
+    await asyncio.wait_for(runtime._disconnect(frozen), timeout=5)  # type: ignore[arg-type]
+    said = ["stopping without NATS: the server does not answer (gone, frozen or unreachable); "
+            "what was acknowledged is in JetStream"]
+    assert frozen.log.warnings == said
+
+    # What said it first (the connection lost, an agent's tasks cut short) is not repeated by the flush
+    first = Ctx()
+    first.nc = FrozenConnected()  # type: ignore[assignment]
+    runtime.stopping_without_nats(first, "this agent's entry expires by itself")  # type: ignore[arg-type]
+    await asyncio.wait_for(runtime._disconnect(first), timeout=5)  # type: ignore[arg-type]
+    assert first.log.warnings == ["stopping without NATS: the server does not answer (gone, frozen or "
+                                  "unreachable); this agent's entry expires by itself"]
