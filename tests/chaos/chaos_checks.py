@@ -31,7 +31,8 @@ JOB = Path(__file__).with_name("chaos_job.py")
 # R3 for every stream and bucket, whatever the services count from the server's INFO.
 CHAOS_ENV = {"JETCRON_REPLICAS": "3"}
 READY = {"api": "api ready", "placement": "placement ready", "run_tracker": "run tracker ready",
-         "trigger": "trigger ready", "agent": "agent ready"}
+         "trigger": "trigger ready", "agent": "agent ready", "notifier": "notifier ready",
+         "gateway": "gateway ready"}
 
 
 def chaos_job(name: str, out: Path, *, first_sleep: float = 0.0, later_sleep: float = 0.0,

@@ -38,6 +38,8 @@ class Fault:
 
 
 CHAOS = "tests/chaos/"
+ACTS_AGAIN = ("; afterwards a job made through the gateway's REST API runs, and the notifier delivers a run's "
+              "notification")
 CATALOGUE = [
     Fault("kill -9 of the node leading the runs bucket, mid-load",
           CHAOS + "test_chaos_cluster.py::test_kill_the_runs_leader_node_mid_load", INVARIANTS),
@@ -96,22 +98,27 @@ CATALOGUE = [
           "each exits within its grace period"),
     Fault("SIGTERM to every service and an agent with NATS frozen (SIGSTOP)",
           CHAOS + "test_chaos_hung.py::test_sigterm_with_the_server_hung_stops_every_process_within_10s[frozen]",
-          "each exits within 10 s, exit code 0, no traceback", "stop_max_s"),
+          "each exits within 10 s saying it stops without NATS, exit code 0, no traceback", "stop_max_s"),
     Fault("SIGTERM to every service and an agent behind a silent link (packets dropped, no reset)",
           CHAOS + "test_chaos_hung.py::test_sigterm_with_the_server_hung_stops_every_process_within_10s[silent]",
           "each notices (/readyz 503) then exits within 10 s saying why, no traceback", "stop_max_s"),
+    Fault("SIGTERM to every service and an agent with one node of three frozen (SIGSTOP)",
+          CHAOS + "test_chaos_hung.py::test_sigterm_with_one_node_of_three_frozen_stops_every_process_within_10s",
+          "each exits within 10 s, exit code 0, no traceback; each client of the frozen node says it stops "
+          "without NATS or left the node", "stop_max_s"),
     Fault("one node of three frozen (SIGSTOP) under load",
           CHAOS + "test_chaos_hung.py::test_a_hung_server_is_noticed_and_left_or_waited_out_without_a_restart"
-          "[one_node_frozen]", INVARIANTS + "; its clients notice and reconnect to another node by themselves",
+          "[one_node_frozen]", INVARIANTS + "; its clients notice and reconnect to another node by themselves, "
+          "every process (the notifier and the gateway too) ready again with the node still frozen" + ACTS_AGAIN,
           "moved_max_s"),
     Fault("every node frozen (SIGSTOP) for the time to notice and 8 s, under load",
           CHAOS + "test_chaos_hung.py::test_a_hung_server_is_noticed_and_left_or_waited_out_without_a_restart"
-          "[every_node_frozen]", INVARIANTS + "; each process says so on /readyz and jetcron_nats_connected, "
-          "then recovers without a restart", "recovered_max_s"),
+          "[every_node_frozen]", INVARIANTS + "; each process (the notifier and the gateway too) says so on /readyz "
+          "and jetcron_nats_connected, then recovers without a restart" + ACTS_AGAIN, "recovered_max_s"),
     Fault("every process's link silent (packets dropped both ways, no reset), under load",
           CHAOS + "test_chaos_hung.py::test_a_hung_server_is_noticed_and_left_or_waited_out_without_a_restart"
-          "[every_link_silent]", INVARIANTS + "; each process says so on /readyz and jetcron_nats_connected, "
-          "then recovers without a restart", "recovered_max_s"),
+          "[every_link_silent]", INVARIANTS + "; each process (the notifier and the gateway too) says so on "
+          "/readyz and jetcron_nats_connected, then recovers without a restart" + ACTS_AGAIN, "recovered_max_s"),
     Fault("one node's JetStream store full (restarted with a limit below what it holds) under load",
           CHAOS + "test_chaos_disk_full.py::test_one_node_out_of_store_the_others_go_on_and_it_catches_up",
           INVARIANTS + "; firing goes on on the other two; the full node catches up once space returns",
