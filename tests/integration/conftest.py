@@ -10,6 +10,7 @@ import pytest
 from harness import Services, mint
 from rest_support import Rest
 
+from bench.webhook import Receiver
 from jetcron.auth.authority import Authority
 from jetcron.auth.roles import Role
 from jetcron.bus.connect import Identity
@@ -26,6 +27,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(120))
 
 
+async def _admin_client(services: Services, authority: Authority, tmp_path: Path) -> Client:
+    return await Client.connect(services.server.url, identity=Identity(
+        creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
+
+
+@pytest.fixture
+async def admin(secure_services: Services, authority: Authority, tmp_path: Path) -> AsyncIterator[Client]:
+    """A client of the secured system with the admin's credential."""
+    client = await _admin_client(secure_services, authority, tmp_path)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A webhook receiver on a loopback port, for notification targets."""
+    started = await Receiver().start()
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
 @pytest.fixture
 async def rest(secure_services: Services, authority: Authority, tmp_path: Path) -> AsyncIterator[Rest]:
     await secure_services.start_system(agents=1)
@@ -33,8 +59,7 @@ async def rest(secure_services: Services, authority: Authority, tmp_path: Path) 
     await gateway.wait_logged("gateway ready", 30)
     found = re.search(r"http://127\.0\.0\.1:(\d+)/api/v1", gateway.output())
     assert found, gateway.output()
-    admin = await Client.connect(secure_services.server.url, identity=Identity(
-        creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
+    admin = await _admin_client(secure_services, authority, tmp_path)
     try:
         yield Rest(f"http://127.0.0.1:{found.group(1)}", admin)
     finally:

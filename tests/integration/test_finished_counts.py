@@ -7,33 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Services, mint, run_cli, wait_for
+from harness import Services, run_cli, wait_for
 
-from jetcron.auth.authority import Authority
-from jetcron.auth.roles import Role
-from jetcron.bus.connect import Identity
 from jetcron.core.finished import minute_of
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 
 Counts = dict[datetime, dict[str, int]]
 TERMINAL = {"succeeded", "failed", "dead", "cancelled"}
-
-
-@pytest.fixture
-async def admin(secure_services: Services, authority: Authority, tmp_path: Path) -> AsyncIterator[Client]:
-    c = await Client.connect(secure_services.server.url, identity=Identity(
-        creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 def _job(name: str, command: list[str], **spec: Any) -> dict[str, Any]:

@@ -29,15 +29,6 @@ NOTIFY_ENV = {"JETCRON_NOTIFY_ALLOW_PRIVATE": "true", "JETCRON_NOTIFY_BACKOFF": 
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    try:
-        yield r
-    finally:
-        await r.close()
-
-
-@pytest.fixture
 def admin_creds(authority: Authority, tmp_path: Path) -> str:
     return mint(authority, tmp_path / "admin.creds", Role.ADMIN)
 

@@ -4,42 +4,17 @@ upstream's failure is told in test_notifications.py; the block itself is checked
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import msgspec
-import pytest
-from harness import Services, mint, wait_for
+from harness import Services, wait_for
 from test_flow_joins import FAR, _job, _runs
 from test_notifications import _deliveries, start
 
 from bench.webhook import Receiver
-from jetcron.auth.authority import Authority
-from jetcron.auth.roles import Role
-from jetcron.bus.connect import Identity
 from jetcron.core.notify import Notice
 from jetcron.sdk.client import Client
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    try:
-        yield r
-    finally:
-        await r.close()
-
-
-@pytest.fixture
-async def admin(secure_services: Services, authority: Authority, tmp_path: Path) -> AsyncIterator[Client]:
-    c = await Client.connect(secure_services.server.url, identity=Identity(
-        creds=mint(authority, tmp_path / "admin.creds", Role.ADMIN)))
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 async def test_a_run_blocked_by_its_wait_timeout_notifies_its_owner_once(
