@@ -28,6 +28,10 @@ T = TypeVar("T", bound=msgspec.Struct)
 OLDEST_BATCH = 256
 NEWEST_IDLE = 0.5
 """Seconds `newest` waits for a message it was promised before it returns what it has."""
+WRITTEN_BATCH = 1024
+WRITTEN_WAIT = 3.0
+"""Seconds a pull of `written_since` waits before the read ends with what came."""
+"""Seconds `newest` waits for a message it was promised before it returns what it has."""
 
 
 async def stream_state(js: JetStream, stream: str) -> StreamState:
@@ -171,12 +175,14 @@ class ServerStreams:
 
     async def written_since(self, stream: str, subject: str, since: datetime,
                             cap: int) -> tuple[list[Request], bool]:
-        # Two requests whatever the stream keeps: an ephemeral consumer from a time (the server skips what is
-        # older), whose answer says how many it holds, and one pull of them all. It is left to lapse
-        # (inactive_threshold) rather than deleted: a third request the reader would wait for.
+        # An ephemeral consumer from a time (the server skips what is older), whose answer says how many it holds,
+        # then pulls of them. It is left to lapse (inactive_threshold) rather than deleted: one more request the
+        # reader would wait for. A pull that brings nothing within its wait ends the read with what came: what it
+        # counted may have gone since (a bucket keeps one value per key), or a new consumer on a cluster may not
+        # answer yet; `more` then says the read is short.
         name = f"since_{secrets.token_hex(6)}"
         config = ConsumerConfig(name=name, filter_subject=subject, deliver_policy=DeliverPolicy.BY_START_TIME,
-                                opt_start_time=since, ack_policy=AckPolicy.NONE, inactive_threshold=5.0,
+                                opt_start_time=since, ack_policy=AckPolicy.NONE, inactive_threshold=30.0,
                                 mem_storage=True)
         try:
             info = await self.js.add_consumer(stream, config)
@@ -184,14 +190,22 @@ class ServerStreams:
             if not pending:
                 return [], False
             sub = await self.js.pull_subscribe_bind(name, stream=stream)
-            try:
-                msgs = await sub.fetch(min(pending, cap), timeout=5)
-            finally:
-                with contextlib.suppress(Exception):
-                    await sub.unsubscribe()
         except Exception as exc:
             raise translate(exc, f"read stream {stream}") from exc
-        return list(msgs), pending > cap
+        want = min(pending, cap)
+        msgs: list[Request] = []
+        try:
+            while len(msgs) < want:
+                try:
+                    msgs.extend(await sub.fetch(min(WRITTEN_BATCH, want - len(msgs)), timeout=WRITTEN_WAIT))
+                except (TimeoutError, nats.errors.TimeoutError):
+                    break
+        except Exception as exc:
+            raise translate(exc, f"read stream {stream}") from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        return msgs, pending > len(msgs)
 
     async def tail(self, subject: str) -> AsyncGenerator[Request, None]:
         # An ordered consumer: no acks, no durable state, gone with the iterator.
