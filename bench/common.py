@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -186,3 +187,16 @@ def emit(result: dict[str, Any]) -> None:
     # This machine is shared: say how busy it was (the figures are only as good as this).
     result.setdefault("machine", {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 1)})
     print(json.dumps(result, sort_keys=True), flush=True)
+
+
+async def submit_now_jobs(client: Any, prefix: str, count: int, command: list[str], *, concurrency: int) -> None:
+    """`count` one-shot jobs named `<prefix><i>`, due now, each asking almost nothing of its agent, through the API,
+    at most `concurrency` requests at once."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def submit(i: int) -> None:
+        async with gate:
+            await client.call("jobs.create", {"spec": {"name": f"{prefix}{i}", "command": command,
+                                                       "resources": {"cpu": 0.001, "memory_mb": 1}}})
+
+    await asyncio.gather(*(submit(i) for i in range(count)))

@@ -48,7 +48,7 @@ from typing import Any
 
 import nats
 
-from bench.common import System, emit, system
+from bench.common import System, emit, submit_now_jobs, system
 from jetcron.auth.local import LocalCreds
 from jetcron.bus import rpc
 from jetcron.config import Settings
@@ -498,15 +498,8 @@ async def _runs(jc: System, count: int, prefix: str, timeout: float) -> dict[str
                     return
 
     watching = asyncio.create_task(watch())
-    gate = asyncio.Semaphore(SUBMIT_CONCURRENCY)
-
-    async def submit(i: int) -> None:
-        async with gate:
-            await client.call("jobs.create", {"spec": {"name": f"{prefix}{i}", "command": ["true"],
-                                                       "resources": {"cpu": 0.001, "memory_mb": 1}}})
-
     started = time.perf_counter()
-    await asyncio.gather(*(submit(i) for i in range(count)))
+    await submit_now_jobs(client, prefix, count, ["true"], concurrency=SUBMIT_CONCURRENCY)
     timed_out = False
     try:
         await asyncio.wait_for(all_ended.wait(), timeout=timeout)

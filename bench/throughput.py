@@ -9,7 +9,7 @@ import time
 import nats
 
 from bench import raw_js
-from bench.common import emit, stored_messages, summary, system
+from bench.common import emit, stored_messages, submit_now_jobs, summary, system
 from jetcron.bus.connect import Identity
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
@@ -40,15 +40,8 @@ async def _submit_and_wait(url: str, runs: int, command: list[str], prefix: str,
                     return
 
     watching = asyncio.create_task(watch())
-    gate = asyncio.Semaphore(SUBMIT_CONCURRENCY)
-
-    async def submit(i: int) -> None:
-        async with gate:
-            await client.call("jobs.create", {"spec": {"name": f"{prefix}{i}", "command": command,
-                                                       "resources": {"cpu": 0.001, "memory_mb": 1}}})
-
     start = time.perf_counter()
-    await asyncio.gather(*(submit(i) for i in range(runs)))
+    await submit_now_jobs(client, prefix, runs, command, concurrency=SUBMIT_CONCURRENCY)
     await asyncio.wait_for(finished.wait(), timeout=max(120, runs / 20))
     elapsed = time.perf_counter() - start
     watching.cancel()
