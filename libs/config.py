@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,7 +44,17 @@ class Settings(BaseSettings):
     """Stream and bucket replicas; default 1 on one node, 3 on a cluster."""
 
     run_lease_ttl: float = Field(default=10.0, gt=1)
-    """Seconds a run lease lives without renewal (judged by the server); agents renew at a third of it."""
+    """Seconds a run lease lives without renewal (judged by the server); agents renew at a third of it. With
+    liveness per agent, the TTL of each agent's own lease, which fences every attempt it holds."""
+    liveness: Literal["agent", "run"] = "agent"
+    """What an agent renews to keep its runs alive: `agent`, one lease of its own (every `run_lease_ttl`/3) to
+    which each run claim is bound, so that runs in flight cost no renewals; `run`, each run's own claim (the
+    protocol before: a renewal per run every `run_lease_ttl`/3). A tracker judges each claim by what it says, so
+    agents of both kinds may share a cluster (docs/deploy.md, upgrading)."""
+    run_claim_ttl: float = Field(default=600.0, gt=1)
+    """Seconds a run claim bound to its agent's lease lives without renewal (liveness `agent`): the agent renews
+    it at a third of this, so that it outlives no run by much once the run has ended; its liveness is the agent
+    lease's, not this."""
     leader_lease_ttl: float = Field(default=5.0, gt=1)
     """Seconds a placement or tracker leader lease lives without renewal."""
     trigger_shards: int = Field(default=16, ge=1, le=4096)

@@ -25,6 +25,17 @@ RELEASED_TTL = 1  # seconds a release marker lives; then the key is empty and cr
 _TAKE_TRIES = 3
 
 
+class Stop(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One attempt an agent is told to stop (a cancel, a preemption), carried by a stop notice on its agent lease."""
+
+    run_id: str
+    attempt: int
+    reason: str
+    grace_seconds: float | None = None
+    at: float = 0.0
+    """When the notice was written (the writer's wall clock, epoch seconds): a notice keeps only recent stops."""
+
+
 class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     holder: str
     """Who holds it; empty once released or revoked."""
@@ -39,6 +50,13 @@ class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A leader or shard lease: the holder's last real action (a placement pass, a sweep, a fire pass), by its
     wall clock, carried by each renewal and by its release marker; the next holder measures the takeover gap
     from it (core/takeover.py). None on run leases, and until the holder has acted."""
+    bound: str = ""
+    """A run claim bound to its agent's lease (liveness per agent): that lease's nonce. The claim is alive while the
+    agent's lease still carries this nonce, whatever the claim's own (long) TTL says; "" for a claim that is its
+    own liveness (renewed every TTL/3), a gang member's and every other lease."""
+    stops: tuple[Stop, ...] = ()
+    """A stop notice on an agent lease (written by a revoker): attempts that agent must stop. Its next renewal
+    fails its revision check, finds the notice and stops them, so a lost control message still stops them."""
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -101,7 +119,13 @@ class ServerLeaseLog:
             raise translate(exc, f"lease {key}") from exc
 
     async def last(self, key: str) -> LeaseEntry | None:
-        found = await read_value(self.js, s.kv_stream(s.lease_bucket(key)), s.lease_filter(key), f"lease {key}")
+        return await self._entry(key, s.lease_filter(key))
+
+    async def own(self, key: str, writer: str) -> LeaseEntry | None:
+        return await self._entry(key, s.lease_subject(key, writer))
+
+    async def _entry(self, key: str, subject: str) -> LeaseEntry | None:
+        found = await read_value(self.js, s.kv_stream(s.lease_bucket(key)), subject, f"lease {key}")
         if found is None:
             return None
         data, msg = found
@@ -155,7 +179,14 @@ class Leases:
 
     async def read(self, key: str) -> Lease | None:
         """The live lease, or None when expired, released or never taken."""
-        entry = await self.log.last(key)
+        return self._lease(key, await self.log.last(key))
+
+    async def own(self, key: str, writer: str) -> Lease | None:
+        """`writer`'s own live claim on a lease stored as claims, whatever was written after it."""
+        return self._lease(key, await self.log.own(key, writer))
+
+    @staticmethod
+    def _lease(key: str, entry: LeaseEntry | None) -> Lease | None:
         if entry is None:
             return None
         # A released or revoked marker comes back with an empty holder: callers read that as free.
@@ -163,7 +194,7 @@ class Leases:
                      ttl=entry.ttl, writer=entry.writer)
 
     async def acquire(
-        self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None
+        self, key: str, holder: str, ttl: float, *, attempt: int = 0, now: datetime | None = None, bound: str = ""
     ) -> Lease | None:
         """Take the lease if nobody holds it, or if it is already ours; None if somebody else holds it.
 
@@ -173,7 +204,7 @@ class Leases:
         is known. Leader and shard leases (attempt 0) are never adopted: their holder names a process only by
         convention (a replica named by configuration), and two processes must not both come to hold one.
         """
-        return (await self._acquire(key, holder, ttl, attempt, now))[0]
+        return (await self._acquire(key, holder, ttl, attempt, now, bound))[0]
 
     async def contend(self, key: str, holder: str, ttl: float) -> tuple[Lease | None, Lease | None]:
         """A leader or shard lease: acquire() it, and say what was in the way: (ours or None, the lease found
@@ -181,9 +212,9 @@ class Leases:
         lease's `acted_at` is what the takeover gap is measured from (HeldLease)."""
         return await self._acquire(key, holder, ttl, 0, None)
 
-    async def _acquire(self, key: str, holder: str, ttl: float, attempt: int, now: datetime | None
+    async def _acquire(self, key: str, holder: str, ttl: float, attempt: int, now: datetime | None, bound: str = ""
                        ) -> tuple[Lease | None, Lease | None]:
-        value = LeaseValue(holder=holder, attempt=attempt, at=now, nonce=secrets.token_hex(8))
+        value = LeaseValue(holder=holder, attempt=attempt, at=now, nonce=secrets.token_hex(8), bound=bound)
         try:
             return Lease(key=key, token=await self._write(key, value, ttl, expected=0, writer=holder), value=value,
                          writer=_writer(key, holder)), None
@@ -268,8 +299,8 @@ class Leases:
                 continue
         return await self._write(key, value, ttl, expected=None, writer=s.LEASE_REVOKER, outlast=outlast)
 
-    async def take(self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None
-                   ) -> Lease | None:
+    async def take(self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None,
+                   bound: str = "") -> Lease | None:
         """A run lease for `attempt`: acquired, or taken over from an older attempt (supersede); None if it is
         held for this attempt by someone else, or for a newer one.
 
@@ -279,11 +310,12 @@ class Leases:
         timeout and then ran it a third time (the chaos suite's storm of failing runs).
 
         The older holder's release can land between our reads and writes (both come at once in a storm):
-        whatever moved under us, we look again, a few times."""
+        whatever moved under us, we look again, a few times. `bound`: the claim lives as long as the agent lease
+        of that nonce (LeaseValue.bound)."""
         for _ in range(_TAKE_TRIES):
-            lease = await self.acquire(key, holder, ttl, attempt=attempt, now=now)
+            lease = await self.acquire(key, holder, ttl, attempt=attempt, now=now, bound=bound)
             if lease is None:
-                lease = await self.supersede(key, holder, ttl, attempt=attempt, now=now)
+                lease = await self.supersede(key, holder, ttl, attempt=attempt, now=now, bound=bound)
             if lease is not None:
                 return lease
             current = await self.read(key)
@@ -292,7 +324,7 @@ class Leases:
         return None
 
     async def supersede(
-        self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None
+        self, key: str, holder: str, ttl: float, *, attempt: int, now: datetime | None = None, bound: str = ""
     ) -> Lease | None:
         """Take a run lease still held for an older attempt: the record already moved on, so that holder is
         fenced by its next renewal. None if it is free to acquire, held for this or a newer attempt, or raced."""
@@ -301,7 +333,78 @@ class Leases:
         if current is None or not current.value.holder or current.value.attempt >= attempt:
             return None
         return await self._claim(key, LeaseValue(holder=holder, attempt=attempt, at=now,
-                                                 nonce=secrets.token_hex(8)), ttl, current, read_at)
+                                                 nonce=secrets.token_hex(8), bound=bound), ttl, current, read_at)
+
+    # Liveness per agent: one lease per agent (subjects.agent_lease_key) fences every attempt it holds.
+
+    async def hold_agent(self, agent_id: str, ttl: float) -> Lease | None:
+        """Take this agent's own lease; None while a claim of its own is still live (an earlier life of the
+        agent, or a second process under its name: it expires within its TTL, and then this one takes it).
+
+        Written over whatever else is last (a stop notice, a release marker, another writer's claim) by its
+        revision, and never made to outlive it: the agent's claim must expire exactly a TTL after its last
+        write, for that is when its runs are judged lost."""
+        key = s.agent_lease_key(agent_id)
+        value = LeaseValue(holder=agent_id, nonce=secrets.token_hex(8))
+        for _ in range(_TAKE_TRIES):
+            mine = await self.own(key, agent_id)
+            if mine is not None and mine.value.holder:
+                return None
+            current = await self.read(key)
+            try:
+                token = await self.log.write(key, agent_id, encode(value), ttl,
+                                             current.token if current is not None else 0)
+            except WriteConflict:
+                continue
+            return Lease(key=key, token=token, value=value, writer=agent_id)
+        return None
+
+    async def renew_agent(self, lease: Lease, ttl: float) -> tuple[Lease, tuple[Stop, ...]]:
+        """Re-arm an agent lease, and the stops any notice written on it since the last renewal carried.
+
+        Anything written on the key since our token fails the revision check: a stop notice, or a renewal of
+        ours whose ack was lost. Then our own claim is read: still live and carrying our nonce, the renewal is
+        written over the key's last write (a notice's stops are returned, to be carried out); gone or another
+        life's (expired by the server's clock, taken by a new process of the agent), it is LeaseLost."""
+        key, writer = lease.key, lease.writer
+        value = msgspec.structs.replace(lease.value, at=None)
+        try:
+            return Lease(key=key, token=await self.log.write(key, writer, encode(value), ttl, lease.token),
+                         value=value, writer=writer), ()
+        except WriteConflict:
+            pass
+        for _ in range(_TAKE_TRIES):
+            mine = await self.own(key, writer)
+            if mine is None or mine.value.nonce != lease.value.nonce:
+                raise LeaseLost(f"agent lease {key} (token {lease.token}) was lost")
+            last = await self.read(key)
+            stops = last.value.stops if last is not None and last.writer == s.LEASE_REVOKER else ()
+            try:
+                token = await self.log.write(key, writer, encode(value), ttl, last.token if last is not None else 0)
+            except WriteConflict:
+                continue  # another notice landed meanwhile: read it too
+            return Lease(key=key, token=token, value=value, writer=writer), stops
+        raise WriteConflict(f"agent lease {key}: written by others on every try")
+
+    async def notify_stops(self, agent_id: str, stop: Stop, ttl: float) -> bool:
+        """Tell an agent holding its own lease to stop an attempt, through that lease: its next renewal (within
+        a third of its TTL) finds the notice, whether or not the control message reached it. A notice keeps the
+        stops of the last `ttl` seconds not yet read (appended to by revision); False when the agent holds no
+        lease (gone, or an agent whose runs renew their own claims: the revoked run claim stops those)."""
+        key = s.agent_lease_key(agent_id)
+        for _ in range(_TAKE_TRIES):
+            current = await self.read(key)
+            if current is None:
+                return False
+            kept = current.value.stops if current.writer == s.LEASE_REVOKER else ()
+            stops = (*(x for x in kept if x.at >= stop.at - ttl), stop)
+            try:
+                await self.log.write(key, s.LEASE_REVOKER, encode(LeaseValue(holder="", revoked="stop", stops=stops)),
+                                     ttl, current.token)
+            except WriteConflict:
+                continue
+            return True
+        return False
 
 
 class HeldLease:

@@ -270,6 +270,9 @@ class MemoryLeaseLog:
         return max(self._groups.get(s.lease_filter(key), {}).values(), key=lambda entry: entry.revision,
                    default=None)
 
+    async def own(self, key: str, writer: str) -> LeaseEntry | None:
+        return self._groups.get(s.lease_filter(key), {}).get(s.lease_subject(key, writer))
+
     async def keys(self, pattern: str) -> list[str]:
         prefix = s.kv_subject(s.lease_bucket(pattern), "")
         return [subject[len(prefix):] for group in self._groups.values() for subject in group
@@ -280,9 +283,13 @@ class MemoryLeaseLog:
         last = max(self._groups.get(s.lease_filter(key), {}).values(), key=lambda e: e.revision, default=None)
         return None if last is None else last.ttl
 
-    def expire(self, key: str) -> None:
-        """The key's writes lapse, as the server drops them once their TTL has passed."""
-        self._groups.pop(s.lease_filter(key), None)
+    def expire(self, key: str, writer: str | None = None) -> None:
+        """The key's writes lapse (only `writer`'s claim, when given), as the server drops them once their TTL
+        has passed."""
+        if writer is None:
+            self._groups.pop(s.lease_filter(key), None)
+        else:
+            self._groups.get(s.lease_filter(key), {}).pop(s.lease_subject(key, writer), None)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,11 @@ class LeaseLog(Protocol):
         """The key's last live write; None when it has none (never written, or expired)."""
         ...
 
+    async def own(self, key: str, writer: str) -> LeaseEntry | None:
+        """`writer`'s own last live claim on a key stored as claims (a run or agent lease), whatever others
+        wrote after it; None when it has none."""
+        ...
+
     async def keys(self, pattern: str) -> list[str]:
         """The stored names of the live lease keys matching a subject pattern (a run lease's include its writer)."""
         ...

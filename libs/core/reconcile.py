@@ -2,10 +2,10 @@
 
 The tracker's reconciler keeps one `Tracked` per active run. Each sweep it calls `judge(tracked, Start(), ...)`;
 a verdict either ends the run's turn (`Retry`, `Redrive`, `Lose`, `Release`, `Quiet`, `Park`, `NeedHorizon`,
-`Stay`) or asks for one read (`ReadLease`, `ReadMemberLease`, `AskAgentIdle`, `AskAgentReports`,
-`ReadUpstream`, `TakeAway`), whose answer is judged next as a look. Reads are asked for one at a time and only
-when the decision needs them: a live lease is not read before it could lapse, an agent is not asked about its
-reports before a lease is seen gone twice, and later gang members are not read once one is lost.
+`Stay`) or asks for one read (`ReadLease`, `ReadAgentLease`, `ReadMemberLease`, `AskAgentIdle`,
+`AskAgentReports`, `ReadUpstream`, `TakeAway`), whose answer is judged next as a look. Reads are asked for one at a
+time and only when the decision needs them: a live lease is not read before it could lapse, an agent is not asked
+about its reports before a lease is seen gone twice, and later gang members are not read once one is lost.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from jetcron.core.reconcile_steps import (
     NeedHorizon,
     Park,
     Quiet,
+    ReadAgentLease,
     ReadLease,
     ReadMemberLease,
     ReadUpstream,
@@ -259,14 +260,21 @@ def _run_lease(t: Tracked, look: RunLease, now: datetime, timing: Timing) -> Ver
     if claim is not None and claim.holder:
         if foreign_claim(claim.writer, claim.holder, claim.attempt, run.agent, run.attempt):
             return Verdict(tracked=t, action=TakeAway())
+        if claim.bound and look.agent is None:
+            return Verdict(tracked=t, action=ReadAgentLease(agent=claim.writer or claim.holder, bound=claim.bound))
         # The server's expiry, but never further ahead than the lease's TTL from our own now: our clock may run
         # behind the server's (a skewed host), and then a dead agent's run would wait the skew too.
         granted = timedelta(seconds=claim.ttl or timing.lease_ttl)
         expires = min((claim.written_at or now) + granted, now + granted)
-        look_at = max(expires, now + timedelta(seconds=min(timing.lease_ttl / 4, 1.0)))
-        t = replace(t, lease_gone_since=None, horizon=None, cleared=False, next_look=look_at)
-        # A gang is looked at every sweep for its members anyway.
-        return Verdict(tracked=t, action=Quiet(until=look_at) if len(run.agents) <= 1 else STAY)
+        alive = look.agent is None or look.agent.until is not None
+        if look.agent is not None and look.agent.until is not None:
+            # Bound: alive while its agent's lease is, judged as a run lease is (by the agent lease's TTL).
+            expires = min(expires, look.agent.until, now + timedelta(seconds=timing.lease_ttl))
+        if alive:
+            look_at = max(expires, now + timedelta(seconds=min(timing.lease_ttl / 4, 1.0)))
+            t = replace(t, lease_gone_since=None, horizon=None, cleared=False, next_look=look_at)
+            # A gang is looked at every sweep for its members anyway.
+            return Verdict(tracked=t, action=Quiet(until=look_at) if len(run.agents) <= 1 else STAY)
     first = t.lease_gone_since
     if first is None:
         first = now

@@ -25,6 +25,16 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     """Server time of its last write."""
     ttl: float | None = None
     """The TTL that write carried."""
+    bound: str = ""
+    """A claim bound to its agent's lease (liveness per agent): that lease's nonce; "" when the claim is renewed
+    on its own."""
+
+
+class AgentSeen(msgspec.Struct, frozen=True, kw_only=True):
+    """The agent lease a bound claim lives by, as read: until when it holds with the claim's nonce (the server's
+    time of its last write plus its TTL); None when it is gone or is another life's (a new nonce)."""
+
+    until: datetime | None
 
 
 class MemberLease(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,6 +56,8 @@ class RunLease(msgspec.Struct, frozen=True, kw_only=True):
     claim: Claim | None
     read_up_to: int
     """-1: unknown, so nothing is lost on it."""
+    agent: AgentSeen | None = None
+    """For a bound claim, its agent's lease once read (ReadAgentLease); None: not read yet."""
 
 
 class AgentReports(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +97,13 @@ class AskAgentIdle(msgspec.Struct, frozen=True, kw_only=True):
 
 class ReadLease(msgspec.Struct, frozen=True):
     """Read the run lease, then judge it as a RunLease."""
+
+
+class ReadAgentLease(msgspec.Struct, frozen=True, kw_only=True):
+    """Read the lease of the agent a bound claim lives by (cached per sweep), then judge the RunLease again with it."""
+
+    agent: str
+    bound: str
 
 
 class TakeAway(msgspec.Struct, frozen=True):
@@ -153,6 +172,6 @@ class NeedHorizon(msgspec.Struct, frozen=True):
     """Read the events stream's last sequence after this sweep's looks (`with_horizon`); judge it next sweep."""
 
 
-Action = (ReadMemberLease | AskAgentIdle | ReadLease | TakeAway | AskAgentReports | ReadUpstream | Stay | Retry
-          | Redrive | Lose | Release | Quiet | Park | NeedHorizon)
+Action = (ReadMemberLease | AskAgentIdle | ReadLease | ReadAgentLease | TakeAway | AskAgentReports | ReadUpstream
+          | Stay | Retry | Redrive | Lose | Release | Quiet | Park | NeedHorizon)
 STAY = Stay()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime
 
-from jetcron.bus.lease import Leases
+from jetcron.bus.lease import Leases, Stop
 from jetcron.bus.ports import Publisher, Records, Rpc
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run, RunState
@@ -35,7 +35,18 @@ async def cancel_run(runs: Records[Run], leases: Leases, rpc: Rpc, run_id: str, 
         for agent in old.agents:
             await rpc.notify(s.control_subject(agent), encode(CancelRun(run_id=run_id, attempt=old.attempt,
                                                                       reason=reason)))
+        await _notify_stops(leases, old, Stop(run_id=run_id, attempt=old.attempt, reason=reason,
+                                              at=now.timestamp()), lease_ttl)
     return new
+
+
+async def _notify_stops(leases: Leases, run: Run, stop: Stop, lease_ttl: float) -> None:
+    """The durable path to the agents of a bound claim (liveness per agent: the claim is not renewed, so its
+    revoke alone would be found only at the claim's rare renewal): a stop notice on each agent's lease, found at
+    its next renewal. An agent with no lease of its own (gone, or renewing its run claims) gets none."""
+    for agent in run.agents:
+        with contextlib.suppress(JetcronError):
+            await leases.notify_stops(agent, stop, lease_ttl * 3)
 
 
 async def preempt_run(runs: Records[Run], leases: Leases, rpc: Rpc, publisher: Publisher, run_id: str,
@@ -67,6 +78,8 @@ async def preempt_run(runs: Records[Run], leases: Leases, rpc: Rpc, publisher: P
         await rpc.flush()
     with contextlib.suppress(JetcronError):
         await leases.revoke(s.run_lease_key(run_id), reason, lease_ttl * 3)
+    await _notify_stops(leases, old, Stop(run_id=run_id, attempt=old.attempt, reason=reason, grace_seconds=grace,
+                                          at=now.timestamp()), lease_ttl)
     with contextlib.suppress(JetcronError):
         await dispatch(publisher, new)
     return new

@@ -228,6 +228,15 @@ def gang_lease_key(run_id: str, agent_id: str) -> str:
     return f"gang.{agent_id}.{run_id}"
 
 
+def agent_lease_key(agent_id: str) -> str:
+    """An agent's own lease (liveness per agent): its expiry fences every attempt the agent holds, and each run
+    claim bound to it (LeaseValue.bound) lives only as long as it does. Stored as a run lease's claims are, under
+    `run.<writer>._agent.<agent id>`: the agent's credential already writes `run.<its id>.>` and a revoker's
+    `run._revoker.>` (a stop notice, Leases.notify_stops), so no identity gains a permission; a run id never
+    starts with `_` (core/ids.RUN_ID_RE)."""
+    return f"{_RUN_LEASE}{_AGENT_LEASE}{agent_id}"
+
+
 LEASE_REVOKER = "_revoker"
 """The writer of a revoke (cancel, a foreign claim taken away): never an agent id (AGENT_ID_RE)."""
 
@@ -298,6 +307,7 @@ TRIGGER_MEMBERS = "trigger.member.*"
 PLACEMENT_LEADER_KEY = "placement.leader"
 TRACKER_LEADER_KEY = "tracker.leader"
 _RUN_LEASE = "run."
+_AGENT_LEASE = "_agent."
 _RUN_LEASE_PREFIXES = (_RUN_LEASE, "gang.")
 
 

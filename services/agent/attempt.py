@@ -102,7 +102,11 @@ class Attempt:
         """This attempt's scratch and uid, from just before its child starts until it has ended."""
         self.window = deps.reports
         """The agent's reports in flight (RunStarted, RunFinished): a herd's reports queue here, its starts do not."""
-        self.granted = ctx.settings.run_lease_ttl if granted is None else granted
+        self.bound = lease.value.bound
+        """The agent lease nonce the claim is bound to (liveness per agent); "" when the claim is its own."""
+        self.lease_ttl = ctx.settings.run_claim_ttl if self.bound else ctx.settings.run_lease_ttl
+        """The claim's TTL: a bound one is renewed rarely (its liveness is the agent's lease), its own every TTL/3."""
+        self.granted = self.lease_ttl if granted is None else granted
         """Seconds the lease was taken for: a staged run's first lease also covers its wait (first_grant)."""
         self.leased_at = time.monotonic() if asked_at is None else asked_at
         """Monotonic time the lease write was sent: the server's expiry is never earlier than this + granted."""
@@ -178,7 +182,7 @@ class Attempt:
         minutes for the tracker wrote hundreds of renewals a second at the instant, the busiest moment; those
         that did not land in time made runs run twice.
         """
-        ttl = self.ctx.settings.run_lease_ttl
+        ttl = self.lease_ttl
         renewed, granted = self.leased_at, self.granted
         while not (self.done.is_set() or self._renewals_over):
             self._rewake.clear()
@@ -227,7 +231,7 @@ class Attempt:
 
     def lease_covers(self, at: float) -> bool:
         """The first lease still holds at monotonic time `at` (before any renewal: a waiting attempt's)."""
-        return at < leases.fence_at(self.leased_at, self.granted, self.ctx.settings.run_lease_ttl)
+        return at < leases.fence_at(self.leased_at, self.granted, self.lease_ttl)
 
     def fence(self, why: str, *, grace: bool = False, grace_seconds: float | None = None) -> None:
         """Stop for good: the lease lapsed, was taken or revoked, or the attempt is superseded, cancelled or
@@ -265,7 +269,7 @@ class Attempt:
     def keeper_delay(self) -> float:
         """Seconds from now until the lease keeper must run: its first renewal. Most attempts (every sim one, a
         herd's) end before it, and a task waiting meanwhile costs a herd's start rate for nothing."""
-        return leases.renew_at(self.leased_at, self.granted, self.ctx.settings.run_lease_ttl) - time.monotonic()
+        return leases.renew_at(self.leased_at, self.granted, self.lease_ttl) - time.monotonic()
 
     def _start_keeper(self) -> None:
         if not self.done.is_set():

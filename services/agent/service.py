@@ -14,7 +14,9 @@ from typing import TypeVar
 
 import msgspec
 
+from jetcron import faults
 from jetcron.bus.consume import Drop, Retry, touch
+from jetcron.bus.lease import Stop
 from jetcron.bus.ports import Message
 from jetcron.bus.topology import agent_durable
 from jetcron.core import leases
@@ -31,6 +33,7 @@ from jetcron.services.agent.host.offer import HostSetup, checked_agent_id, descr
 from jetcron.services.agent.host.scratch import Scratches
 from jetcron.services.agent.host.spares import SparePool
 from jetcron.services.agent.host.strays import StrayGuard
+from jetcron.services.agent.liveness import AgentLiveness
 from jetcron.services.agent.reports import ReportWindow
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context, background, ends_within, stopping_without_nats
@@ -79,6 +82,9 @@ class Agent:
                                                  self.reports)
         """Attempts assigned ahead of their due time (a staged herd), holding their slots but no tasks yet."""
         self.lease_writes = asyncio.Semaphore(LEASE_WRITES)
+        self.liveness = AgentLiveness(ctx, agent_id, lost=self._lease_lost, stops=self._stops) \
+            if ctx.settings.liveness == "agent" else None
+        """This agent's own lease, which its run claims are bound to (None: each run renews its own claim)."""
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.started_at = ctx.clock.now()
@@ -148,16 +154,20 @@ class Agent:
             # A member's lease covers no wait: its keeper renews it from the start.
             key, granted = gang.lease_key(cmd, self.agent_id), settings.run_lease_ttl
             kind = gang.member_kind(cmd, self.agent_id)
+            bound = ""
         else:
             key, kind = s.run_lease_key(cmd.run_id), Attempt
-            granted = leases.first_grant(settings.run_lease_ttl, cmd.due_at, now, queued=len(self.waiting),
-                                         start_rate=settings.agent_start_rate)
+            bound = self.liveness.nonce if self.liveness is not None else ""
+            if self.liveness is not None and not bound:
+                raise Retry(1.0, "agent lease not held")  # lost a moment ago: taken afresh within a second
+            granted = leases.first_grant(settings.run_claim_ttl if bound else settings.run_lease_ttl, cmd.due_at,
+                                         now, queued=len(self.waiting), start_rate=settings.agent_start_rate)
         async with self.lease_writes:
             asked_at = time.monotonic()
             # An older attempt may still hold it: the record moved on, so it is taken over (that holder's next
             # renewal fails and it stops).
             lease = await self.ctx.leases.take(key, self.agent_id, granted, attempt=cmd.attempt,
-                                               now=self.ctx.clock.now())
+                                               now=self.ctx.clock.now(), bound=bound)
         if lease is None:
             return None
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
@@ -256,12 +266,29 @@ class Agent:
 
     async def on_control(self, msg: Message) -> None:
         with contextlib.suppress(Exception):
+            faults.point("agent.on_control")  # tests: a control message lost on its way (fail drops it)
             cmd = decode(msg.data, CancelRun)
-            attempt = self.attempts.get(cmd.run_id)
-            if attempt is not None and attempt.cmd.attempt == cmd.attempt:
-                # The record is cancelled (or preempted: a new attempt) and the lease revoked: stopped as a timeout
-                # stops it (with a preemption's own grace), not reported
-                self._stop(attempt, cmd.reason, grace=True, grace_seconds=cmd.grace_seconds)
+            self._cancel(cmd.run_id, cmd.attempt, cmd.reason, cmd.grace_seconds)
+
+    def _cancel(self, run_id: str, attempt_no: int, reason: str, grace_seconds: float | None) -> None:
+        attempt = self.attempts.get(run_id)
+        if attempt is not None and attempt.cmd.attempt == attempt_no:
+            # The record is cancelled (or preempted: a new attempt) and the lease revoked: stopped as a timeout
+            # stops it (with a preemption's own grace), not reported
+            self._stop(attempt, reason, grace=True, grace_seconds=grace_seconds)
+
+    def _stops(self, stops: tuple[Stop, ...]) -> None:
+        """A stop notice on the agent lease: the durable path of a cancel whose control message may be lost."""
+        for stop in stops:
+            self._cancel(stop.run_id, stop.attempt, stop.reason, stop.grace_seconds)
+
+    def _lease_lost(self, nonce: str, why: str) -> None:
+        """The agent lease of `nonce` is lost: every attempt bound to it stops now (waiting ones too); the server
+        may have expired it, and the tracker re-dispatches their runs."""
+        for attempts in list(self.live.values()):
+            for attempt in list(attempts):
+                if nonce and attempt.bound == nonce:
+                    self._stop(attempt, why)
 
     async def beat(self) -> None:
         """Publish this agent's capacity, free resources and draining flag."""
@@ -367,6 +394,12 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     """Take assignments until asked to stop, then drain."""
     if agent.spares is not None:
         agent.spares.refill()
+    liveness = agent.liveness
+    kept = None
+    if liveness is not None:  # held before the first assignment is taken, kept until the drain is over
+        if not await liveness.take():
+            return
+        kept = background(ctx, liveness.keep())
     remake = partial(ctx.consumers.ensure, s.STREAM_ASSIGN, agent_durable(agent.agent_id))
     durable = await remake()
     control = await ctx.rpc.serve(s.control_subject(agent.agent_id), agent.on_control)
@@ -386,6 +419,9 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     await ctx.stop.wait()
     consume_stop.set()
     await agent.drain()
+    if liveness is not None and kept is not None:
+        liveness.finished.set()
+        tasks.append(kept)
     await control.unsubscribe()
     # A heartbeat or a pull waiting on a server that does not answer would hold the stop for the JetStream
     # timeout: cut short once the connection is lost (an assignment not acknowledged yet is redelivered).
@@ -394,6 +430,9 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
         for task in tasks:
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    if liveness is not None and ctx.rpc.connected:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(liveness.release(), timeout=STOP_WRITE_TIMEOUT)
     if ctx.rpc.connected:
         with contextlib.suppress(JetcronError, TimeoutError):
             await asyncio.wait_for(ctx.agents.delete(agent.agent_id), timeout=STOP_WRITE_TIMEOUT)

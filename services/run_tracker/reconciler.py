@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from msgspec.structs import replace
 from opentelemetry.trace import Span
@@ -77,6 +77,8 @@ class Reconciler:
         self.awaiting: dict[str, dict[str, None]] = {}
         """Agent -> runs parked while it says reports are still to go (their `Tracked.awaiting`), in the order
         they were parked: out of the sweeps, released together once it has none left (or is gone)."""
+        self._agents_seen: dict[str, Lease | None] = {}
+        """Agent leases read this sweep (liveness per agent: every run bound to one is judged by it)."""
         self._unsequenced: set[str] = set()
         """Runs that asked for the events horizon this sweep (read once, after every look)."""
         self.progress = Progress(ctx)
@@ -157,6 +159,7 @@ class Reconciler:
         """Check every active run; those that need a read or a write proceed concurrently (many agents can
         die at once, and their runs should not queue behind each other's round trips)."""
         gate = asyncio.Semaphore(SWEEP_CONCURRENCY)
+        self._agents_seen.clear()
         await self.progress.refresh()
 
         async def one(run: Run) -> None:
@@ -207,6 +210,9 @@ class Reconciler:
                 case step.ReadLease():
                     lease = await self.ctx.leases.read(s.run_lease_key(run_id))
                     look = step.RunLease(claim=_claim(lease), read_up_to=self.progress.read_up_to)
+                case step.ReadAgentLease(agent=agent, bound=bound):
+                    look = step.RunLease(claim=_claim(lease), read_up_to=self.progress.read_up_to,
+                                         agent=step.AgentSeen(until=await self._agent_until(agent, bound)))
                 case step.Stay():
                     return
                 case step.Quiet(until=until):
@@ -237,6 +243,16 @@ class Reconciler:
                 case _:
                     await self._carry_out(seen, verdict.action)
                     return
+
+    async def _agent_until(self, agent: str, bound: str) -> datetime | None:
+        """Until when `agent`'s own lease holds with nonce `bound` (None: gone, or another life's). Read once per
+        agent per sweep: its runs are judged together, and a dead agent's all lost in the same sweep."""
+        if agent not in self._agents_seen:
+            self._agents_seen[agent] = await self.ctx.leases.own(s.agent_lease_key(agent), agent)
+        lease = self._agents_seen[agent]
+        if lease is None or lease.value.nonce != bound or lease.written_at is None:
+            return None
+        return lease.written_at + timedelta(seconds=lease.ttl or self.timing.lease_ttl)
 
     async def _ended(self, run_id: str) -> bool:
         if run_id in self.tracked:
@@ -301,7 +317,7 @@ def _claim(lease: Lease | None) -> step.Claim | None:
     if lease is None:
         return None
     return step.Claim(holder=lease.value.holder, attempt=lease.value.attempt, writer=lease.writer,
-                      written_at=lease.written_at, ttl=lease.ttl)
+                      written_at=lease.written_at, ttl=lease.ttl, bound=lease.value.bound)
 
 
 def _span(run: Run, action: str) -> AbstractContextManager[Span]:

@@ -9,6 +9,7 @@ import pytest
 from contract_support import LeaseSide, names
 from harness import wait_for
 
+from jetcron.bus.lease import Stop
 from jetcron.core.errors import LeaseLost
 from jetcron.wire import subjects as s
 
@@ -113,3 +114,51 @@ async def test_a_lease_that_lapses_is_gone_and_free_to_take(lease_side: LeaseSid
 
 async def _gone(side: LeaseSide, key: str) -> bool:
     return await side.leases.read(key) is None
+
+
+def agent_name() -> str:
+    return f"agent-{next(names)}"
+
+
+async def test_an_agent_lease_is_held_once_and_a_stop_notice_reaches_its_next_renewal(lease_side: LeaseSide) -> None:
+    # Given an agent holding its own lease, and a run claim bound to it
+    leases, agent = lease_side.leases, agent_name()
+    key = s.agent_lease_key(agent)
+    lease = await leases.hold_agent(agent, 30)
+    assert lease is not None and (lease.writer, lease.value.holder) == (agent, agent)
+    claim = await leases.take(run_key(), agent, 600, attempt=1, bound=lease.value.nonce)
+    assert claim is not None and claim.value.bound == lease.value.nonce
+    # A second life of the agent does not take it while the first one's claim is live
+    assert await leases.hold_agent(agent, 30) is None
+    # When two stops are notified on it (each written over the last by revision)
+    stops = [Stop(run_id=f"r{i}", attempt=1, reason="cancelled", at=AT.timestamp()) for i in (1, 2)]
+    assert [await leases.notify_stops(agent, stop, 30) for stop in stops] == [True, True]
+    # Then the agent's own claim is still there, under the notice
+    mine = await leases.own(key, agent)
+    assert mine is not None and (mine.token, mine.value.nonce) == (lease.token, lease.value.nonce)
+    # And its next renewal fails its revision check, finds both stops, and renews over the notice
+    renewed, found = await leases.renew_agent(lease, 30)
+    assert found == tuple(stops) and renewed.token > lease.token and renewed.value.nonce == lease.value.nonce
+    # And the renewal after that finds nothing more
+    again, found = await leases.renew_agent(renewed, 30)
+    assert found == () and again.token > renewed.token
+    # An agent holding no lease of its own is told nothing (its runs' own claims carry the revoke)
+    assert await leases.notify_stops(agent_name(), stops[0], 30) is False
+
+
+async def test_an_agent_lease_that_lapsed_is_lost_to_its_renewal_and_taken_by_the_next_life(
+        lease_side: LeaseSide) -> None:
+    leases, agent = lease_side.leases, agent_name()
+    key = s.agent_lease_key(agent)
+    lease = await leases.hold_agent(agent, 1)
+    assert lease is not None
+    if lease_side.lapse is not None:
+        lease_side.lapse(key)
+    await wait_for(lambda: _gone(lease_side, key), 10, what="the agent lease to lapse")
+    with pytest.raises(LeaseLost, match=rf"^agent lease {key} \(token {lease.token}\) was lost$"):
+        await leases.renew_agent(lease, 30)
+    next_life = await leases.hold_agent(agent, 30)
+    assert next_life is not None and next_life.value.nonce != lease.value.nonce
+    # The lapsed life, renewing over the new one's claim, is refused: it has no live claim of its own
+    with pytest.raises(LeaseLost):
+        await leases.renew_agent(lease, 30)

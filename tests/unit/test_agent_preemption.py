@@ -67,7 +67,7 @@ async def test_a_fence_without_grace_kills_at_once_and_again() -> None:
 
 
 async def test_the_control_message_carries_the_preemptions_grace() -> None:
-    agent, _ = _agent()
+    agent, _ = await _agent()
     attempt, child = await _running_attempt()
     agent.attempts["r"] = attempt
     await agent.on_control(_msg(CancelRun(run_id="r", attempt=1, reason="preempted", grace_seconds=12.5)))
@@ -87,7 +87,7 @@ def _on(agent: Any, run_id: str, gpus: list[int], attempt: int = 1) -> Attempt:
 
 async def test_an_attempt_on_the_devices_of_a_stopping_one_spawns_once_that_one_has_ended() -> None:
     # Given a preempted attempt on GPUs 0-3 still in its grace, and a run on GPUs 4-7 going on
-    agent, _ = _agent()
+    agent, _ = await _agent()
     stopping = _on(agent, "low", [0, 1, 2, 3])
     for event in (E.LAUNCH, E.SPAWN, E.FENCE):
         stopping._apply(event)
@@ -107,7 +107,7 @@ async def test_an_attempt_on_the_devices_of_a_stopping_one_spawns_once_that_one_
 
 
 async def test_a_runs_next_attempt_here_waits_for_its_stopping_one() -> None:
-    agent, _ = _agent()
+    agent, _ = await _agent()
     old = _on(agent, "r", [])
     for event in (E.LAUNCH, E.SPAWN, E.FENCE):
         old._apply(event)

@@ -15,7 +15,7 @@ from opentelemetry.context import Context as TraceContext
 from twin_support import twin_context
 
 from jetcron.bus.consume import Retry
-from jetcron.bus.lease import LeaseValue
+from jetcron.bus.lease import LeaseValue, Stop
 from jetcron.bus.memory import MemoryLeaseLog, MemoryMessage, MemoryPublisher
 from jetcron.config import Settings
 from jetcron.core.attempt_state import (
@@ -249,10 +249,16 @@ async def test_a_gang_member_holding_its_lease_stops_holding_it_when_fenced() ->
 
 # --- the agent: every attempt starts through Agent.start --------------------------------------------------------
 
-def _agent(**settings: Any) -> tuple[Agent, Log]:
+async def _agent(**settings: Any) -> tuple[Agent, Log]:
+    """Agent a, holding its own lease (liveness per agent, the default) as its start takes it before any
+    assignment; the lease log then starts empty, so that a test sees the writes it caused."""
     ctx, log = _ctx(**settings)
     setup = cast(HostSetup, SimpleNamespace(gpus=(0, None, []), runtime=None))
-    return Agent(ctx, "a", setup), log
+    agent = Agent(ctx, "a", setup)
+    if agent.liveness is not None:
+        assert await agent.liveness.take()
+    log.written.clear()
+    return agent, log
 
 
 def _msg(message: Any) -> Any:
@@ -282,7 +288,7 @@ async def _settle(agent: Agent) -> None:
 
 async def test_a_gang_member_waits_for_a_free_slot_and_starts_through_agent_start() -> None:
     # Given an agent with one slot, taken by an attempt staged an hour ahead
-    agent, log = _agent(agent_slots=1)
+    agent, log = await _agent(agent_slots=1)
     held: list[bool] = []
     started = _spy_on_start(agent, held)
     await agent.take(_msg(_cmd("staged", due=T0 + timedelta(hours=1))))
@@ -311,7 +317,7 @@ async def test_a_gang_member_waits_for_a_free_slot_and_starts_through_agent_star
 
 
 async def test_a_draining_agent_takes_no_gang_member() -> None:
-    agent, log = _agent()
+    agent, log = await _agent()
     agent.draining = True
     with pytest.raises(Retry, match="agent draining"):
         await agent.take(_msg(_cmd("g", gang=["b", "a"])))
@@ -320,7 +326,7 @@ async def test_a_draining_agent_takes_no_gang_member() -> None:
 
 async def test_a_gang_member_whose_lease_was_taken_as_the_drain_began_is_handed_back_at_once() -> None:
     # Given the agent starts draining while a gang member's lease write is in flight
-    agent, log = _agent()
+    agent, log = await _agent()
     started = _spy_on_start(agent)
     log.on_write = lambda: setattr(agent, "draining", True)
     await agent.take(_msg(_cmd("g", gang=["a", "b"])))
@@ -331,3 +337,79 @@ async def test_a_gang_member_whose_lease_was_taken_as_the_drain_began_is_handed_
     assert [(type(a), a.phase, a.started_at) for a in started] == [(GangLeader, P.ENDED, None)]
     assert (await released(agent.ctx, log), sent(agent.ctx)) == (["run.g"], [s.event_subject("handed_back", "a")])
     assert agent.slots._value == agent.ctx.settings.agent_slots
+
+
+# --- liveness per agent: run claims bound to the agent's own lease ----------------------------------------------
+
+async def _staged(agent: Agent, *run_ids: str) -> list[Attempt]:
+    """Attempts of the given runs taken by `agent`, each staged an hour ahead (holding its slot and its claim)."""
+    started = _spy_on_start(agent)
+    for run_id in run_ids:
+        await agent.take(_msg(_cmd(run_id, due=T0 + timedelta(hours=1))))
+    assert [a.cmd.run_id for a in started] == list(run_ids)
+    return started
+
+
+async def test_a_run_claim_is_bound_to_the_agent_lease_and_renewed_only_at_a_third_of_its_own_long_ttl() -> None:
+    agent, log = await _agent(run_claim_ttl=600.0)
+    assert agent.liveness is not None
+    [attempt] = await _staged(agent, "r1")
+    stored = await agent.ctx.leases.read(s.run_lease_key("r1"))
+    assert stored is not None and stored.value.bound == agent.liveness.nonce != ""
+    # Its liveness is the agent lease's: its own TTL is the long one, first renewed (from its due time, an hour
+    # ahead) a third of that TTL on, where a claim of its own would be renewed every 10 s / 3
+    assert (attempt.bound, attempt.lease_ttl, log.ttl_of(s.run_lease_key("r1"))) == (
+        agent.liveness.nonce, 600.0, 3600.0 + 600.0)
+    assert attempt.keeper_delay() > 3600 + 600 / 3 - 5
+
+
+async def test_an_agent_whose_own_run_claims_are_its_liveness_binds_nothing() -> None:
+    agent, _ = await _agent(liveness="run")
+    assert agent.liveness is None
+    [attempt] = await _staged(agent, "r1")
+    assert (attempt.bound, attempt.lease_ttl) == ("", agent.ctx.settings.run_lease_ttl)
+
+
+async def test_losing_the_agent_lease_fences_every_attempt_bound_to_it_and_the_next_life_takes_it_afresh() -> None:
+    # Given two attempts staged on agent a, both bound to its lease
+    agent, log = await _agent()
+    assert agent.liveness is not None
+    first_nonce = agent.liveness.nonce
+    attempts = await _staged(agent, "r1", "r2")
+    # When its lease lapses (a pause past its TTL: the server expired it) and the next renewal finds it gone
+    log.expire(s.agent_lease_key("a"))
+    await agent.liveness.renew()
+    # Then both attempts are fenced, end without starting or reporting, and give their slots back
+    await _settle(agent)
+    assert [(a.phase, a.started_at, a.why) for a in attempts] == [
+        (P.ENDED, None, "agent lease lost (expired, or taken by another life of this agent)")] * 2
+    assert sent(agent.ctx) == [] and agent.slots._value == agent.ctx.settings.agent_slots
+    lines = cast(_Log, agent.ctx.log).lines
+    assert ("agent lease lost: its attempts are stopped", {
+        "agent": "a", "reason": "agent lease lost (expired, or taken by another life of this agent)"}) in lines
+    # And no assignment is taken until the lease is held again, then under a new nonce
+    assert agent.liveness.nonce == ""
+    with pytest.raises(Retry, match="agent lease not held"):
+        await agent.take(_msg(_cmd("r3")))
+    assert await agent.liveness.take() and agent.liveness.nonce not in ("", first_nonce)
+
+
+async def test_a_stop_notice_on_the_agent_lease_stops_its_attempt_with_grace_when_the_control_message_was_lost(
+        ) -> None:
+    # Given two attempts staged on agent a
+    agent, _ = await _agent()
+    assert agent.liveness is not None
+    kept, cancelled = await _staged(agent, "keep", "gone")
+    # When a cancel of one is notified on the agent's lease (its control message never came)
+    stop = Stop(run_id="gone", attempt=1, reason="cancelled by test", at=T0.timestamp())
+    assert await agent.ctx.leases.notify_stops("a", stop, 30.0)
+    await agent.liveness.renew()
+    # Then that attempt alone is stopped as a cancel stops it (with grace), and the lease is held on
+    await _settle(agent)
+    assert (cancelled.phase, cancelled.why, cancelled.graceful) == (P.ENDED, "cancelled by test", True)
+    assert kept.phase is P.STAGED and "keep" in agent.waiting
+    assert agent.liveness.nonce != ""
+    # And a stop for an attempt the agent no longer holds (an older one) changes nothing
+    assert await agent.ctx.leases.notify_stops("a", Stop(run_id="keep", attempt=7, reason="old"), 30.0)
+    await agent.liveness.renew()
+    assert kept.phase is P.STAGED

@@ -30,6 +30,7 @@ from jetcron.core.reconcile_steps import (
     Action,
     AgentIdle,
     AgentReports,
+    AgentSeen,
     AskAgentIdle,
     AskAgentReports,
     Claim,
@@ -40,6 +41,7 @@ from jetcron.core.reconcile_steps import (
     NeedHorizon,
     Park,
     Quiet,
+    ReadAgentLease,
     ReadLease,
     ReadMemberLease,
     ReadUpstream,
@@ -307,6 +309,56 @@ def test_a_dead_agents_run_walks_to_lost() -> None:
     assert action == AskAgentReports(agent="a1", since=at(10))
     assert step(t, AgentReports(agent="a1", pending=False, since=at(10), read_up_to=41), 10.75)[0] == STAY
     assert step(t, AgentReports(agent="a1", pending=False, since=at(10), read_up_to=42), 10.75)[0] == LOST
+
+
+# --- liveness per agent: a claim bound to its agent's lease ------------------------------------------------------
+
+def bound(written: float = 0.0, ttl: float = 600.0) -> Claim:
+    """Agent a1's claim on the run, bound to its agent lease of nonce n1, written with a long TTL."""
+    return Claim(holder="a1", attempt=1, writer="a1", written_at=at(written), ttl=ttl, bound="n1")
+
+
+def test_a_bound_claim_asks_for_its_agents_lease_before_it_is_judged() -> None:
+    action, t = step(tracked(), RunLease(claim=bound(), read_up_to=0), 3)
+    assert action == ReadAgentLease(agent="a1", bound="n1")
+    assert t.next_look is None  # nothing judged yet
+
+
+@pytest.mark.parametrize(("agent_until", "now", "next_look"), [
+    pytest.param(at(12), 3, at(12), id="alive_until_its_agents_lease_could_expire"),
+    pytest.param(at(40), 3, at(13), id="agent_lease_ahead_capped_at_its_ttl_from_now"),
+    pytest.param(at(2.5), 3, at(4), id="just_renewed_late_looked_at_within_a_second"),
+])
+def test_a_bound_claim_lives_by_its_agents_lease(agent_until: datetime, now: float, next_look: datetime) -> None:
+    # Its own TTL (600 s) says nothing of liveness: the agent lease's expiry (TTL 10 s) decides the next look
+    seen = tracked(lease_gone_since=at(1), horizon=7, cleared=True)
+    action, t = step(seen, RunLease(claim=bound(), read_up_to=0, agent=AgentSeen(until=agent_until)), now)
+    assert action == Quiet(until=next_look)
+    assert (t.next_look, t.lease_gone_since) == (next_look, None)
+
+
+def test_a_bound_claim_whose_agent_lease_is_gone_walks_to_lost_like_a_lapsed_lease() -> None:
+    # Given a running run whose claim (TTL 600 s) is still stored, bound to an agent lease that is gone (its
+    # agent died, or came back as another life with a new nonce: _agent_until says None for both)
+    t = tracked()
+    gone = RunLease(claim=bound(), read_up_to=0, agent=AgentSeen(until=None))
+    # When the sweeps look twice, confirm (0.5 s) apart
+    action, t = step(t, gone, 10)
+    assert (action, t.lease_gone_since) == (STAY, at(10))
+    action, t = step(t, RunLease(claim=bound(), read_up_to=0), 10.5)
+    assert action == ReadAgentLease(agent="a1", bound="n1")
+    action, t = step(t, replace(gone, read_up_to=0), 10.5)
+    # Then it takes the same road as a run whose own lease lapsed: reports, then the horizon, then lost
+    assert action == AskAgentReports(agent="a1", since=at(10))
+    action, t = step(t, AgentReports(agent="a1", pending=False, since=at(10), read_up_to=0), 10.5)
+    assert action == NeedHorizon()
+    t = with_horizon(t, 3)
+    assert step(t, AgentReports(agent="a1", pending=False, since=at(10), read_up_to=3), 10.75)[0] == LOST
+
+
+def test_a_foreign_bound_claim_is_taken_away_before_any_agent_lease_is_read() -> None:
+    claim = Claim(holder="a9", attempt=1, writer="a9", written_at=at(0), ttl=600, bound="n9")
+    assert step(tracked(), RunLease(claim=claim, read_up_to=0), 3)[0] == TakeAway()
 
 
 # --- the record and the indexes -------------------------------------------------------------------------------
