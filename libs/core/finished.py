@@ -25,9 +25,11 @@ WINDOW = timedelta(hours=2)
 """How far back a tracker keeps counting in memory: a run whose end reaches the runs watch more than this after
 it finished (every tracker down for that long) is not counted."""
 GUARD = timedelta(minutes=2)
-"""A record made terminal at birth is counted when it is seen within this of its end. A later write to a record
-that had already ended (a missed deadline recorded on a skipped occurrence) is older than this, or was seen
-within it and is remembered: it is never counted twice."""
+"""A terminal record this replica never saw live (made terminal at birth, or whose live revisions the runs watch
+skipped: a bucket keeps one revision per run, so a watch that lags behind a run that ends within milliseconds gets
+only its end) is counted when it is seen within this of its end. A later write to a record that had already ended
+(a missed deadline recorded on a skipped occurrence) is older than this, or was counted within it and is
+remembered: it is never counted twice."""
 STAMP = "%Y%m%d%H%M"
 
 Scope = str | None
@@ -68,11 +70,6 @@ def merged(stored: Mapping[str, int], mine: Mapping[str, int]) -> dict[str, int]
     return {k: max(stored.get(k, 0), mine.get(k, 0)) for k in sorted({*stored, *mine})}
 
 
-def born_ended(run: Run) -> bool:
-    """Made terminal at birth (a skipped or blocked occurrence): its record ended the moment it was made."""
-    return run.finished_at is not None and run.finished_at == run.created_at
-
-
 def first_minute(now: datetime, minutes: int) -> datetime:
     """The oldest of the last `minutes` minutes, the current one included."""
     return minute_of(now) - (minutes - 1) * MINUTE
@@ -99,8 +96,9 @@ class Tally:
         self.guard = guard
         self.counts: dict[tuple[Scope, datetime], Counter[str]] = {}
         self.dirty: set[tuple[Scope, datetime]] = set()
-        self.born: dict[str, datetime] = {}
-        """Runs made terminal at birth that were counted within GUARD, by id, with their end."""
+        self.recent: dict[str, datetime] = {}
+        """Runs counted within GUARD of their end, by id, with their end: a later write to one of them is not a second
+        end. (As many as end in GUARD: bounded by what the runs watch already holds during a herd.)"""
 
     def loaded(self, run: Run, now: datetime) -> bool:
         """A record of the watch's initial values (each run once): counted if it ended within the window."""
@@ -110,15 +108,15 @@ class Tally:
 
     def seen(self, run: Run, *, was_live: bool, now: datetime) -> bool:
         """A live change of a record: counted if it ends the run now. `was_live`: this replica's index held the
-        run as not yet ended (its previous record). Otherwise only a record made terminal at birth, seen within
-        GUARD of its end and not counted already, is an end: any other terminal record is a later write to one
-        that had ended."""
+        run as not yet ended (its previous record). Otherwise a terminal record is an end only when seen within
+        GUARD of it and not counted already (made terminal at birth, or its live revisions skipped by the watch);
+        any other is a later write to one that had ended."""
         if not run.state.terminal:
             return False
         ended = run.finished_at or now
         if was_live:
             return self._count(run, ended, now)
-        if not born_ended(run) or ended < now - self.guard or run.run_id in self.born:
+        if ended < now - self.guard or run.run_id in self.recent:
             return False
         return self._count(run, ended, now)
 
@@ -132,8 +130,8 @@ class Tally:
                 counts = self.counts[key] = Counter()
             counts[outcome] += 1
             self.dirty.add(key)
-        if born_ended(run):
-            self.born[run.run_id] = ended
+        if ended >= now - self.guard:
+            self.recent[run.run_id] = ended
         return True
 
     def take(self) -> list[tuple[Scope, FinishedMinute]]:
@@ -149,10 +147,10 @@ class Tally:
             self.dirty.add((scope, minute))
 
     def trim(self, now: datetime) -> None:
-        """Forget the minutes older than the window and the births older than GUARD."""
+        """Forget the minutes older than the window and the ends older than GUARD."""
         oldest = minute_of(now - self.window)
         for key in [k for k in self.counts if k[1] < oldest]:
             del self.counts[key]
             self.dirty.discard(key)
-        for run_id in [r for r, at in self.born.items() if at < now - self.guard]:
-            del self.born[run_id]
+        for run_id in [r for r, at in self.recent.items() if at < now - self.guard]:
+            del self.recent[run_id]

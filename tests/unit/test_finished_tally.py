@@ -99,15 +99,29 @@ def test_a_later_write_to_an_ended_record_is_not_a_second_end() -> None:
     marked = msgspec.structs.replace(skipped, missed=["start"])
     assert not tally.seen(marked, was_live=False, now=at(40))
     tally.trim(at(400))
-    assert "acme.j.skip" not in tally.born
+    assert "acme.j.skip" not in tally.recent
     assert not tally.seen(marked, was_live=False, now=at(400))
-    # A record that ended before this replica watched, written again: neither born terminal nor live here.
-    assert not tally.seen(_run(2, RunState.SUCCEEDED, at(1)), was_live=False, now=at(2))
+    # A record that ended before this replica watched (counted from the initial values), written again
+    loaded = _run(2, RunState.SUCCEEDED, at(1))
+    assert tally.loaded(loaded, now=at(2))
+    assert not tally.seen(msgspec.structs.replace(loaded, missed=["start"]), was_live=False, now=at(3))
     blocked = new_run(SPEC, run_id="acme.j.blocked", state=RunState.BLOCKED, scheduled_at=at(50), due_at=at(50),
                       now=at(50))
     assert tally.seen(blocked, was_live=False, now=at(51))
     counts = {(scope, v.minute): v.counts for scope, v in tally.take()}
-    assert counts[(None, T0)] == {"blocked": 1, "cancelled": 1, "skipped": 1}
+    assert counts[(None, T0)] == {"blocked": 1, "cancelled": 1, "skipped": 1, "succeeded": 1}
+
+
+def test_a_run_whose_live_revisions_the_watch_skipped_is_counted_once_when_its_end_is_seen() -> None:
+    # Given a run created and ended between two deliveries of a lagging runs watch: the bucket kept only its end,
+    # so this replica's index never held it as live
+    tally = Tally()
+    quick = _run(7, RunState.SUCCEEDED, at(10))
+    # When its terminal record arrives (within GUARD of its end), then it is counted, once
+    assert tally.seen(quick, was_live=False, now=at(10.2))
+    assert not tally.seen(quick, was_live=False, now=at(11))  # delivered again, or written again soon after
+    assert not tally.seen(msgspec.structs.replace(quick, missed=["start"]), was_live=False, now=at(200))
+    assert [(scope, v.counts) for scope, v in tally.take()] == [(None, {"succeeded": 1}), ("acme", {"succeeded": 1})]
 
 
 def test_the_initial_values_count_what_ended_within_the_window() -> None:
