@@ -49,6 +49,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # the virtual fleet's cost by size (docs/fleet.md): one process carries ~500 agents on this machine
     ("bench.fleet", ["--sizes", "50,200,500", "--runs", "1000", "--faults"],
      ["--sizes", "5", "--runs", "10", "--faults", "--window", "2", "--heartbeat", "1"]),
+    # writes by purpose with 500 runs in flight, liveness per agent against per run (docs/decisions-protocol.md)
+    ("bench.liveness", [], ["--agents", "4", "--slots", "3", "--seconds", "40", "--window", "4", "--settle", "2",
+                            "--ttl", "3", "--reps", "1"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
     ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
      ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),

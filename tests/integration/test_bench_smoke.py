@@ -32,7 +32,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
-    "batch_publish": {"batch_publish_r1"},
+    "batch_publish": {"batch_publish_r1"}, "liveness": {"liveness"},
 }
 
 
@@ -85,6 +85,12 @@ def _check(result: dict[str, Any]) -> None:
             assert set(faults["resumed_after_s"]) == {"agent-2", "agent-3"}, faults
             assert all(seconds is not None for seconds in faults["resumed_after_s"].values()), faults
             assert size["states_at_end"] == {"killed": 1, "running": size["agents"] - 1}
+    elif name == "liveness":  # every run in flight through the window, none lost; per agent writes fewer leases
+        by = result["by_liveness"]
+        for figures in by.values():
+            assert figures["lost_in_window"] == 0 and figures["in_flight_at_end"] == [result["runs_in_flight"]]
+            assert figures["writes_per_s"]["heartbeats"]["median"] > 0
+        assert by["agent"]["writes_per_s"]["leases"]["median"] < by["run"]["writes_per_s"]["leases"]["median"]
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit
