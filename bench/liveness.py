@@ -4,7 +4,8 @@ One system (nats-server with fsync before ack, api, trigger, placement, run trac
 (bench/fleet.py: the agent's own code, simulated executions) of `--agents` agents with `--slots` slots each; as
 many runs as slots are submitted, each simulated to run `--seconds`, and once every one is running the server's
 writes are counted per stream for `--window` seconds: the lease bucket (run claims, agents' own leases), the agents
-registry (heartbeats), the runs bucket (records), the events stream (reports), the dispatch streams, and the rest.
+registry (heartbeats), the runs bucket (records), the events stream (reports), the dispatch streams, the leader and
+shard leases, the services' registry, and all streams together.
 Each run goes on past the window, so the window holds only what keeps runs in flight alive. Once per protocol
 (`--liveness agent,run`), `--reps` times each; the runs lost in the window (the tracker's "run lease gone") must
 be 0. Prints one JSON line: per protocol, medians [min-max] of each stream's writes/s, and the lease writes per
@@ -30,6 +31,7 @@ from jetcron.wire import subjects as s
 PURPOSES = {
     "leases": f"KV_{s.BUCKET_LEASES}", "heartbeats": f"KV_{s.BUCKET_AGENTS}", "records": f"KV_{s.BUCKET_RUNS}",
     "reports": s.STREAM_EVENTS, "assign": s.STREAM_ASSIGN, "place": s.STREAM_PLACE,
+    "leaders": f"KV_{s.BUCKET_LEADERS}", "services": f"KV_{s.BUCKET_SERVICES}",
 }
 
 

@@ -52,6 +52,10 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # writes by purpose with 500 runs in flight, liveness per agent against per run (docs/decisions-protocol.md)
     ("bench.liveness", [], ["--agents", "4", "--slots", "3", "--seconds", "40", "--window", "4", "--settle", "2",
                             "--ttl", "3", "--reps", "1"]),
+    # 300 agents x 5 slots, 100 killed and 100 frozen at once with every slot running (docs/benchmarks.md, "Scale")
+    ("bench.scale", ["--scenario", "dead_hosts", "--reps", "3"],
+     ["--agents", "10", "--slots", "2", "--kill", "2", "--freeze", "2", "--seconds", "30", "--ttl", "4",
+      "--heartbeat", "0.5", "--reps", "1"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
     ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
      ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),

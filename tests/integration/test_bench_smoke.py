@@ -33,6 +33,7 @@ EXPECTED: dict[str, set[str]] = {
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
     "batch_publish": {"batch_publish_r1"}, "liveness": {"liveness"},
+    "scale": {"scale_dead_hosts"},
 }
 
 
@@ -91,6 +92,12 @@ def _check(result: dict[str, Any]) -> None:
             assert figures["lost_in_window"] == 0 and figures["in_flight_at_end"] == [result["runs_in_flight"]]
             assert figures["writes_per_s"]["heartbeats"]["median"] > 0
         assert by["agent"]["writes_per_s"]["leases"]["median"] < by["run"]["writes_per_s"]["leases"]["median"]
+    elif name == "scale_dead_hosts":  # every run succeeded once; those of the dead and frozen agents ran again
+        for rep in result["reps"]:
+            assert rep["states"] == {"succeeded": rep["runs"]} and rep["succeeded_once"] == rep["runs"]
+            assert rep["succeeded_twice_or_more"] == 0 and rep["held_by_dead_or_frozen"] > 0
+            assert rep["others_at_attempt_1"] == rep["runs"] - rep["held_by_dead_or_frozen"]
+            assert "1" not in rep["held_ended_at_attempt"] and rep["redispatch_max_s"] > 0
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit
