@@ -41,6 +41,8 @@ from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack, RunStar
 TRUNCATED = b"\n[jetcron: output truncated at the per-run cap]\n"
 # A run that ends sooner than this reports once: its finish carries the start (one write instead of two).
 START_REPORT_DELAY = 0.25
+RELEASE_RETRY = 1.0
+"""Seconds between tries to release a bound claim while the storage does not answer (Attempt._release)."""
 _tracer = tracer("agent")
 P, E = AttemptPhase, AttemptEvent
 
@@ -81,6 +83,8 @@ class AttemptDeps:
     working directory, with the agent's view of the host (tests of the lifecycle alone)."""
     sim: SimExecution = field(default_factory=SimExecution)
     """How long a simulated attempt runs and how it exits (agent_sim only; sim.py)."""
+    agent_nonce: Callable[[], str] = lambda: ""
+    """The nonce of the agent lease held now ("" while none is): a bound claim is the agent's while it matches."""
 
 
 class Attempt:
@@ -312,13 +316,29 @@ class Attempt:
             # After a success no attempt follows, so the lease may simply expire: one write saved per run.
             if self.phase not in (P.FENCED, P.SUCCEEDED):
                 await faults.slow_point("agent.before_release")  # tests: a slow release strands nothing
-                with contextlib.suppress(JetcronError):
-                    await self.ctx.leases.release(self.lease)
+                await self._release()
             try:
                 if self.phase is P.HANDED_BACK:  # and not fenced since
                     await self._give_back(self.why or "handed back")
             finally:
                 self._apply(E.END)
+
+    async def _release(self) -> None:
+        """Give the claim up: the run can be judged (and run again) without waiting for its TTL.
+
+        A claim of its own lapses within the run lease TTL if this fails. A bound claim lives as long as the
+        agent's lease: left behind by an attempt that ended without its report landing (the storage not
+        answering), it would keep the run `running` for the claim's long TTL. So its release is tried again until
+        it lands, the agent stops, or the agent's lease is no longer the one the claim is bound to (then the
+        tracker judges the claim dead anyway)."""
+        while True:
+            try:
+                await self.ctx.leases.release(self.lease)
+                return
+            except JetcronError:
+                if not self.bound or self.ctx.stop.is_set() or self.deps.agent_nonce() != self.bound:
+                    return
+            await asyncio.sleep(RELEASE_RETRY)
 
     async def _clear_room(self) -> None:
         """The child has ended (or never started): its scratch goes, and its uid back to the pool (after its

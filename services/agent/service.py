@@ -95,7 +95,8 @@ class Agent:
                                 agent_id=agent_id, scratches=scratches) \
             if ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits) else None
         self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
-                                spares=self.spares, scratches=scratches, sim=sim or SimExecution())
+                                spares=self.spares, scratches=scratches, sim=sim or SimExecution(),
+                                agent_nonce=lambda: self.liveness.nonce if self.liveness is not None else "")
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
         run_vars = {

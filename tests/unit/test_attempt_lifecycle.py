@@ -26,8 +26,9 @@ from jetcron.core.attempt_state import (
     advance,
 )
 from jetcron.core.clock import ManualClock
-from jetcron.core.errors import IllegalTransition, JetcronError
+from jetcron.core.errors import IllegalTransition, JetcronError, Unavailable
 from jetcron.core.models import JobSpec
+from jetcron.services.agent import attempt as attempt_module
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
 from jetcron.services.agent.gang import GangLeader, GangMember
 from jetcron.services.agent.host.offer import HostSetup
@@ -413,3 +414,28 @@ async def test_a_stop_notice_on_the_agent_lease_stops_its_attempt_with_grace_whe
     assert await agent.ctx.leases.notify_stops("a", Stop(run_id="keep", attempt=7, reason="old"), 30.0)
     await agent.liveness.renew()
     assert kept.phase is P.STAGED
+
+
+@pytest.mark.parametrize(("liveness", "tries"), [("agent", 2), ("run", 1)])
+async def test_a_bound_claims_release_is_tried_again_until_it_lands_and_one_of_its_own_is_left_to_lapse(
+        liveness: str, tries: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given an attempt staged on agent a, handed back (a drain) while the storage does not answer its first write
+    monkeypatch.setattr(attempt_module, "RELEASE_RETRY", 0.0)
+    agent, log = await _agent(liveness=liveness)
+    [attempt] = await _staged(agent, "r1")
+    failures = iter([Unavailable("storage did not answer")])
+
+    def fail_once() -> None:
+        if (failure := next(failures, None)) is not None:
+            raise failure
+
+    log.on_write = fail_once
+    assert agent.waiting.take_back("r1") is attempt
+    await attempt.hand_back("agent draining")
+    agent._launch(attempt)
+    await _settle(agent)
+    # Then a bound claim (it would live as long as the agent) is released on the next try, before the run is given
+    # back; a claim of its own is tried once and left to lapse within its TTL
+    assert [key for key, value in log.written if not value.holder] == ["run.r1"] * (tries - 1)
+    assert (await released(agent.ctx, log)) == (["run.r1"] if tries == 2 else [])
+    assert sent(agent.ctx) == [s.event_subject("handed_back", "a")]
