@@ -56,6 +56,10 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.scale", ["--scenario", "dead_hosts", "--reps", "3"],
      ["--agents", "10", "--slots", "2", "--kill", "2", "--freeze", "2", "--seconds", "30", "--ttl", "4",
       "--heartbeat", "0.5", "--reps", "1"]),
+    # 300 agents x 5 slots taking 50 runs/s for 10 minutes among 100,000 cron schedules (docs/benchmarks.md, "Scale")
+    ("bench.scale", ["--scenario", "steady_day", "--reps", "1"],
+     ["--scenario", "steady_day", "--schedules", "50", "--agents", "5", "--slots", "4", "--rate", "5",
+      "--minutes", "0.5", "--warmup", "10", "--seconds", "2", "--reps", "1"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
     ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
      ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),

@@ -1,5 +1,13 @@
 """The design's scale scenarios on a virtual fleet (bench/fleet.py), with fsync before ack.
 
+`--scenario steady_day`: `--schedules` cron jobs loaded (daily, at an hour that does not come during the run:
+the trigger holds them all in its index), then `--agents` agents with `--slots` slots each take `--rate` new
+runs per second for `--minutes`, each simulated for an exponentially drawn time (`--seconds` its mean, capped at
+5 times it), so that about rate x mean runs are in flight (Little's law: the design's 50,000 in flight are 83
+runs/s of 10 minutes). Measured once the first `--warmup` seconds have passed: submit -> started p50 / p99 (the
+run record's created_at to started_at), runs in flight, the server's writes/s by stream (bench/liveness.py's
+purposes), and each service's CPU share and memory. Every run must end succeeded, once.
+
 `--scenario dead_hosts`: `--agents` agents with `--slots` slots each run as many long runs (simulated, `--seconds`
 each); once every one is running, `--kill` agents are killed at once (SIGKILL: their loops stop, their sockets
 shut) and `--freeze` others frozen (SIGSTOP: their loops block) past their lease. Measured from that instant by
@@ -28,7 +36,8 @@ from typing import Any
 import nats
 
 from bench.common import System, emit, percentile, submit_now_jobs, summary, system
-from bench.fleet import Fleet
+from bench.fleet import Fleet, _proc_cpu, _proc_rss, _stream_seq, _total_stored
+from bench.liveness import PURPOSES
 from jetcron.config import Settings
 from jetcron.core.models import Run
 from jetcron.core.sim import SimExecution
@@ -145,18 +154,103 @@ async def dead_hosts(jc: System, fleet: Fleet, args: argparse.Namespace) -> dict
     }
 
 
+async def _load_schedules(jc: System, count: int) -> float:
+    """`count` daily cron jobs due at 03:17 UTC (not during a run of this bench), through the API; seconds taken."""
+    client = await Client.connect(jc.url, timeout=60, identity=jc.identity)
+    gate, started = asyncio.Semaphore(32), time.monotonic()
+
+    async def one(i: int) -> None:
+        async with gate:
+            await client.call("jobs.create", {"spec": {
+                "name": f"cron{i}", "command": ["true"], "schedule": {"kind": "cron", "cron": "17 3 * * *"},
+                "resources": {"cpu": 0.001, "memory_mb": 1}}})
+
+    try:
+        await asyncio.gather(*(one(i) for i in range(count)))
+    finally:
+        await client.close()
+    return time.monotonic() - started
+
+
+async def steady_day(jc: System, args: argparse.Namespace) -> dict[str, Any]:
+    watch, stop = Watch(), asyncio.Event()
+    following = asyncio.create_task(watch.follow(jc, stop))
+    client = await Client.connect(jc.url, timeout=60, identity=jc.identity)
+    total = int(args.rate * args.minutes * 60)
+    pids = {name: proc.pid for name, proc in jc.procs.items()}
+    pids["nats-server"] = jc.server.pids()[0]
+    samples: list[dict[str, Any]] = []
+    try:
+        started, sent = time.monotonic(), 0
+        measuring: dict[str, Any] | None = None
+        while sent < total:
+            due = int((time.monotonic() - started) * args.rate)
+            batch = [client.call("jobs.create", {"spec": {"name": f"{PREFIX}{i}", "command": ["true"],
+                                                          "resources": {"cpu": 0.001, "memory_mb": 1}}})
+                     for i in range(sent, min(due, total))]
+            sent += len(batch)
+            await asyncio.gather(*batch)
+            elapsed = time.monotonic() - started
+            if measuring is None and elapsed >= args.warmup:
+                measuring = {"at": time.monotonic(), "sent": sent, "seq": _seqs(jc), "cpu": _cpu(pids)}
+            if measuring is not None and (not samples or time.monotonic() - samples[-1]["at"] >= 10):
+                samples.append({"at": time.monotonic(), "in_flight": watch.count("running"),
+                                "rss_mib": {n: round(_proc_rss(p) / 2**20, 1) for n, p in pids.items()}})
+            await asyncio.sleep(max(0.0, (sent + 1) / args.rate - (time.monotonic() - started)))
+        assert measuring is not None, "--warmup is longer than the run"
+        end = {"at": time.monotonic(), "seq": _seqs(jc), "cpu": _cpu(pids)}
+        await _wait("every run ended", lambda: sum(1 for r in watch.runs.values() if r.state.terminal) == total,
+                    args.seconds * 5 + 120)
+        successes = await _reports(jc)
+    finally:
+        stop.set()
+        following.cancel()
+        await client.close()
+    span = end["at"] - measuring["at"]
+    delays = [(r.started_at - r.created_at).total_seconds() for r in watch.runs.values()
+              if r.started_at is not None and int(r.run_id[len(PREFIX):].split(".")[0]) >= measuring["sent"]]
+    return {
+        "runs": total, "measured_runs": len(delays), "window_s": round(span, 1),
+        "submit_to_started_p50_s": round(percentile(delays, 50), 3),
+        "submit_to_started_p99_s": round(percentile(delays, 99), 3),
+        "submit_to_started_max_s": round(max(delays), 3),
+        "in_flight_median": sorted(x["in_flight"] for x in samples)[len(samples) // 2],
+        "writes_per_s": {p: round((end["seq"][p] - measuring["seq"][p]) / span, 1) for p in measuring["seq"]},
+        "cpu_pct": {n: round(100 * (end["cpu"][n] - measuring["cpu"][n]) / span, 1) for n in pids},
+        "rss_mib_last": samples[-1]["rss_mib"],
+        "states": dict(Counter(r.state.value for r in watch.runs.values())),
+        "succeeded_once": sum(1 for r in watch.runs if successes[r] == 1),
+        "succeeded_twice_or_more": sum(1 for r in watch.runs if successes[r] > 1),
+    }
+
+
+def _seqs(jc: System) -> dict[str, int]:
+    found = {p: _stream_seq(jc, name) for p, name in PURPOSES.items()}
+    found["all"] = _total_stored(jc)
+    return found
+
+
+def _cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {name: _proc_cpu([pid]) for name, pid in pids.items()}
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     with system(sync_always=True, services=("api", "trigger", "placement", "run_tracker"),
                 JETCRON_RUN_LEASE_TTL=str(args.ttl), JETCRON_HEARTBEAT=str(args.heartbeat)) as jc:
         base = Settings(nats_url=jc.url, nats_monitor_url=jc.server.monitor_url, data_dir=str(jc.base),
                         heartbeat=args.heartbeat, run_lease_ttl=args.ttl, liveness=args.liveness,
                         agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots)
-        fleet = Fleet(base, args.agents, slots=args.slots, sim=SimExecution.parse(f"fixed:{args.seconds}", "0"))
+        loaded = asyncio.run(_load_schedules(jc, args.schedules)) if args.scenario == "steady_day" else 0.0
+        seconds = f"exp:{args.seconds},{args.seconds * 5}" if args.scenario == "steady_day" else f"fixed:{args.seconds}"
+        fleet = Fleet(base, args.agents, slots=args.slots, sim=SimExecution.parse(seconds, "0"))
         with open(args.log, "a") as log:
             was, sys.stdout = sys.stdout, log  # the virtual agents' JSON logs (structlog, bound at boot)
             try:
                 fleet.start(timeout=max(120.0, args.agents / 5))
                 try:
+                    if args.scenario == "steady_day":
+                        return {"schedules": args.schedules, "schedules_load_s": round(loaded, 1),
+                                **asyncio.run(steady_day(jc, args))}
                     return asyncio.run(dead_hosts(jc, fleet, args))
                 finally:
                     fleet.stop()
@@ -166,7 +260,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", default="dead_hosts", choices=["dead_hosts"])
+    parser.add_argument("--scenario", default="dead_hosts", choices=["dead_hosts", "steady_day"])
+    parser.add_argument("--schedules", type=int, default=100_000, help="steady_day: cron jobs loaded")
+    parser.add_argument("--rate", type=float, default=50.0, help="steady_day: runs submitted per second")
+    parser.add_argument("--minutes", type=float, default=10.0, help="steady_day: how long they are submitted")
+    parser.add_argument("--warmup", type=float, default=120.0, help="steady_day: seconds before measuring")
     parser.add_argument("--agents", type=int, default=300)
     parser.add_argument("--slots", type=int, default=5)
     parser.add_argument("--kill", type=int, default=100)
@@ -182,12 +280,19 @@ def main() -> None:
     for _ in range(args.reps):
         reps.append(measure(args))
         print(reps[-1], file=sys.stderr, flush=True)
-    emit({"bench": f"scale_{args.scenario}", "sync_always": True, "agents": args.agents, "slots": args.slots,
-          "kill": args.kill, "freeze": args.freeze, "run_seconds": args.seconds, "run_lease_ttl": args.ttl,
-          "heartbeat_s": args.heartbeat, "liveness": args.liveness, "reps": reps,
-          "redispatch_p99_s": summary([r["redispatch_p99_s"] for r in reps]),
-          "redispatch_max_s": summary([r["redispatch_max_s"] for r in reps]),
-          "date": time.strftime("%Y-%m-%d", time.gmtime())})
+    result: dict[str, Any] = {
+        "bench": f"scale_{args.scenario}", "sync_always": True, "agents": args.agents, "slots": args.slots,
+        "run_seconds": args.seconds, "run_lease_ttl": args.ttl, "heartbeat_s": args.heartbeat,
+        "liveness": args.liveness, "reps": reps, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    if args.scenario == "dead_hosts":
+        result |= {"kill": args.kill, "freeze": args.freeze,
+                   "redispatch_p99_s": summary([r["redispatch_p99_s"] for r in reps]),
+                   "redispatch_max_s": summary([r["redispatch_max_s"] for r in reps])}
+    else:
+        result |= {"schedules": args.schedules, "rate": args.rate, "minutes": args.minutes, "warmup_s": args.warmup,
+                   "submit_to_started_p50_s": summary([r["submit_to_started_p50_s"] for r in reps]),
+                   "submit_to_started_p99_s": summary([r["submit_to_started_p99_s"] for r in reps])}
+    emit(result)
     os._exit(0)  # killed agents' loops hold sockets and tasks never run again: leave without them
 
 

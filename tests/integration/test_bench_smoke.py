@@ -33,7 +33,7 @@ EXPECTED: dict[str, set[str]] = {
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
     "batch_publish": {"batch_publish_r1"}, "liveness": {"liveness"},
-    "scale": {"scale_dead_hosts"},
+    "scale": {"scale_dead_hosts"}, "scale-steady_day": {"scale_steady_day"},
 }
 
 
@@ -98,6 +98,13 @@ def _check(result: dict[str, Any]) -> None:
             assert rep["succeeded_twice_or_more"] == 0 and rep["held_by_dead_or_frozen"] > 0
             assert rep["others_at_attempt_1"] == rep["runs"] - rep["held_by_dead_or_frozen"]
             assert "1" not in rep["held_ended_at_attempt"] and rep["redispatch_max_s"] > 0
+    elif name == "scale_steady_day":  # every run succeeded once; measured after the warm-up, every purpose named
+        for rep in result["reps"]:
+            assert rep["states"] == {"succeeded": rep["runs"]} == {"succeeded": rep["succeeded_once"]}
+            assert rep["succeeded_twice_or_more"] == 0 and 0 < rep["measured_runs"] < rep["runs"]
+            assert 0 < rep["submit_to_started_p50_s"] <= rep["submit_to_started_p99_s"]
+            assert {"leases", "heartbeats", "records", "all"} <= set(rep["writes_per_s"])
+            assert {"nats-server", "placement", "run_tracker"} <= set(rep["cpu_pct"])
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit
