@@ -22,6 +22,9 @@ class KeyRecord(msgspec.Struct, frozen=True, kw_only=True):
     result: str = ""
     """What the first writer stored (e.g. the job name a create returned)."""
     at: datetime | None = None
+    owner: str = ""
+    """A claim's random nonce (once()): the claimer finds its own claim by it when the claim's write landed and
+    its acknowledgement was lost."""
 
 
 class IdempotencyKeys:

@@ -14,16 +14,24 @@ allow a second email (docs/guarantees.md). A key already done still answers Fals
 
 from __future__ import annotations
 
+import asyncio
 import os
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from jetcron.core.errors import Conflict, JetcronError
+from jetcron.core.errors import Conflict, JetcronError, Unavailable
 from jetcron.sdk._sync import in_private_loop
+
+if TYPE_CHECKING:  # imported where used: a job that imports jetcron to call once() pays for nats-py only then
+    from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 
 DEFAULT_TTL = 7 * 86400.0
 CLAIM_TTL = 600.0
+OWN_CLAIM_READS = (0.0, 0.5, 1.0, 2.0)
+"""Waits before each read for our own claim after its write's outcome was unknown (claim_key)."""
 
 
 class AlreadyClaimed(Conflict):
@@ -51,7 +59,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
     try:
         keys = IdempotencyKeys.on_server(rpc.jetstream(nc, timeout=5))
         now = datetime.now(UTC)
-        claim = KeyRecord(state="claimed", at=now)
+        claim = KeyRecord(state="claimed", at=now, owner=secrets.token_hex(8))
         existing = await keys.get(safe)
         if existing is not None and existing[0].state == "done":
             yield False  # done already: no write, so this answers even when the store is full
@@ -59,10 +67,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
         if existing is not None and existing[0].state == "claimed":
             raise AlreadyClaimed(f"once({key!r}): claimed by another attempt; retry after it ends")
         await keys.ensure_room(ttl)
-        if existing is not None:  # released by an attempt whose effect failed: take over from its record
-            revision = await keys.take_over(safe, claim, claim_ttl, existing[1])
-        else:
-            revision = await keys.claim(safe, claim, claim_ttl)
+        revision = await claim_key(keys, safe, claim, claim_ttl, existing)
         if revision is None:
             again = await keys.get(safe)
             if again is not None and again[0].state == "done":
@@ -82,6 +87,31 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
                 f"attempts for {claim_ttl:g}s, after which one may repeat the effect") from exc
     finally:
         await rpc.close(nc, drain=None)
+
+
+async def claim_key(keys: IdempotencyKeys, key: str, claim: KeyRecord, claim_ttl: float,
+                    existing: tuple[KeyRecord, int] | None) -> int | None:
+    """Write `claim` (a create, or over a released record); its revision, None if another attempt wrote first.
+
+    A claim whose write landed while its acknowledgement was lost (a connection reset: the outcome is unknown)
+    would otherwise stand against every later attempt for `claim_ttl`, though no effect was done under it. So
+    the key is read again, a few times while the storage does not answer: carrying this claim's nonce, it is
+    ours."""
+    try:
+        if existing is not None:  # released by an attempt whose effect failed: take over from its record
+            return await keys.take_over(key, claim, claim_ttl, existing[1])
+        return await keys.claim(key, claim, claim_ttl)
+    except Unavailable as unknown:
+        for wait in OWN_CLAIM_READS:
+            await asyncio.sleep(wait)
+            try:
+                found = await keys.get(key)
+            except Unavailable:
+                continue
+            if found is not None and found[0].state == "claimed" and found[0].owner == claim.owner:
+                return found[1]
+            raise  # it did not land (or another attempt's did): the write failed, as it said
+        raise unknown from None
 
 
 @contextmanager
