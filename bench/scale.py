@@ -51,11 +51,13 @@ PREFIX = "dh"
 
 class Watch:
     """Every run record of this scenario as the runs watch delivers it, with when (monotonic) each run was first
-    seen placed again (assigned, running or ended at attempt 2 or later)."""
+    seen at attempt 2 or later (lost and handed to placement again: re-dispatched), and first seen placed at it
+    (assigned, running or ended: only once a slot is free, and every slot is busy in dead_hosts)."""
 
     def __init__(self) -> None:
         self.runs: dict[str, Run] = {}
         self.redispatched_at: dict[str, float] = {}
+        self.placed_at: dict[str, float] = {}
         self.changed = asyncio.Event()
 
     async def follow(self, jc: System, stop: asyncio.Event) -> None:
@@ -70,9 +72,11 @@ class Watch:
                     continue
                 run = decode(entry.value, Run)
                 self.runs[entry.key] = run
-                placed = run.state.value in ("assigned", "running") or run.state.terminal
-                if run.attempt >= 2 and placed and entry.key not in self.redispatched_at:
+                if run.attempt >= 2 and entry.key not in self.redispatched_at:
                     self.redispatched_at[entry.key] = time.monotonic()
+                placed = run.state.value in ("assigned", "running") or run.state.terminal
+                if run.attempt >= 2 and placed and entry.key not in self.placed_at:
+                    self.placed_at[entry.key] = time.monotonic()
             await watcher.stop()
         finally:
             await nc.close()
@@ -129,10 +133,11 @@ async def dead_hosts(jc: System, fleet: Fleet, args: argparse.Namespace) -> dict
         await _wait("every run of a dead or frozen agent re-dispatched",
                     lambda: held <= set(watch.redispatched_at), args.ttl + 60)
         delays = [watch.redispatched_at[r] - lost_at for r in held]
+        placed = [watch.placed_at[r] - lost_at for r in held if r in watch.placed_at]
         for agent_id in frozen:
             fleet.thaw(agent_id)
         await _wait("every run ended", lambda: sum(1 for r in watch.runs.values() if r.state.terminal) == runs,
-                    args.seconds + 120)
+                    2 * args.seconds + 120)
         await asyncio.sleep(2)  # a thawed attempt that did report would have done so by now
         successes = await _reports(jc)
     finally:
@@ -146,6 +151,7 @@ async def dead_hosts(jc: System, fleet: Fleet, args: argparse.Namespace) -> dict
         "runs": runs, "held_by_dead_or_frozen": len(held),
         "redispatch_p50_s": round(percentile(delays, 50), 2), "redispatch_p99_s": round(percentile(delays, 99), 2),
         "redispatch_max_s": round(max(delays), 2), "within_ttl_plus_5": sum(1 for d in delays if d <= args.ttl + 5),
+        "placed_again_before_thaw": len(placed),
         "states": dict(states),
         "held_at_attempt_2": attempts[(True, 2)], "others_at_attempt_1": attempts[(False, 1)],
         "held_ended_at_attempt": {str(k): v for k, v in sorted(held_attempts.items())},
