@@ -508,18 +508,8 @@ async def _runs(jc: System, count: int, prefix: str, timeout: float) -> dict[str
     finally:
         watching.cancel()
     elapsed = time.perf_counter() - started
-    finished: Counter[str] = Counter()
     # Every report stored, from the stream's start: one more than one per run would show as a second report.
-    sub = await js.subscribe(s.event_subject("finished", ">"), ordered_consumer=True)
-    while True:
-        try:
-            msg = await sub.next_msg(timeout=2)
-        except nats.errors.TimeoutError:
-            break
-        event = decode(msg.data, RunFinished)
-        if event.run_id.startswith(prefix):
-            finished[event.run_id] += 1
-    await sub.unsubscribe()
+    finished = await finished_reports(js, prefix)
     await client.close()
     await nc.close()
     succeeded_first = [r for r in ended.values() if r.state == "succeeded" and r.attempt == 1]
@@ -528,6 +518,23 @@ async def _runs(jc: System, count: int, prefix: str, timeout: float) -> dict[str
             "reported_twice_or_more": sum(1 for r in ended if finished[r] > 1),
             "agents_used": len({r.agent for r in ended.values()}), "submit_to_all_ended_s": round(elapsed, 3),
             "runs_timed_out_after_s": timeout if timed_out else None}
+
+
+async def finished_reports(js: Any, prefix: str, outcome: str = "", quiet: float = 2.0) -> Counter[str]:
+    """RunFinished reports per run of the runs whose id starts with `prefix` (only those saying `outcome`, when
+    given), every report stored from the events stream's start; read until none comes for `quiet` seconds."""
+    found: Counter[str] = Counter()
+    sub = await js.subscribe(s.event_subject("finished", ">"), ordered_consumer=True)
+    while True:
+        try:
+            msg = await sub.next_msg(timeout=quiet)
+        except nats.errors.TimeoutError:
+            break
+        event = decode(msg.data, RunFinished)
+        if event.run_id.startswith(prefix) and (not outcome or event.outcome == outcome):
+            found[event.run_id] += 1
+    await sub.unsubscribe()
+    return found
 
 
 def _silent(jc: System, ids: list[str], heartbeat: float) -> list[str]:

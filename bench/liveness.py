@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -60,7 +61,8 @@ def measure(liveness: str, args: argparse.Namespace) -> dict[str, Any]:
                         heartbeat=args.heartbeat, run_lease_ttl=args.ttl, liveness=liveness,  # type: ignore[arg-type]
                         agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots)
         fleet = Fleet(base, args.agents, slots=args.slots, sim=SimExecution.parse(f"fixed:{args.seconds}", "0"))
-        with open(os.devnull, "w") as quiet, _stdout(quiet):
+        # the virtual agents' JSON logs (structlog's, bound to stdout at boot): this bench's line is the only one
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
             fleet.start(timeout=max(120.0, args.agents / 10))
             try:
                 started = time.monotonic()
@@ -83,19 +85,6 @@ def measure(liveness: str, args: argparse.Namespace) -> dict[str, Any]:
     per_s["all"] = (all1 - all0) / span
     return {"writes_per_s": per_s, "lease_writes_per_run_per_s": per_s["leases"] / runs,
             "in_flight_at_end": in_flight, "lost_in_window": lost1 - lost0}
-
-
-class _stdout:
-    """The virtual agents log to stdout (structlog, bound at boot); this bench's own line must be the only one."""
-
-    def __init__(self, to: Any) -> None:
-        self.to, self.was = to, sys.stdout
-
-    def __enter__(self) -> None:
-        sys.stdout = self.to
-
-    def __exit__(self, *_: object) -> None:
-        sys.stdout = self.was
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -36,7 +37,7 @@ from typing import Any
 import nats
 
 from bench.common import System, emit, percentile, submit_now_jobs, summary, system
-from bench.fleet import Fleet, _proc_cpu, _proc_rss, _stream_seq, _total_stored
+from bench.fleet import Fleet, _proc_cpu, _proc_rss, _stream_seq, _total_stored, finished_reports
 from bench.liveness import PURPOSES
 from jetcron.config import Settings
 from jetcron.core.models import Run
@@ -44,7 +45,6 @@ from jetcron.core.sim import SimExecution
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import RunFinished
 
 PREFIX = "dh"
 
@@ -86,23 +86,12 @@ class Watch:
 
 
 async def _reports(jc: System) -> Counter[str]:
-    """Successes reported per run, every report stored from the stream's start."""
+    """Successes reported per run of this scenario, every report stored from the stream's start."""
     nc = await nats.connect(jc.url, **jc.identity.options())
-    found: Counter[str] = Counter()
     try:
-        sub = await nc.jetstream().subscribe(s.event_subject("finished", ">"), ordered_consumer=True)
-        while True:
-            try:
-                msg = await sub.next_msg(timeout=3)
-            except nats.errors.TimeoutError:
-                break
-            event = decode(msg.data, RunFinished)
-            if event.run_id.startswith(PREFIX) and event.outcome == "succeeded":
-                found[event.run_id] += 1
-        await sub.unsubscribe()
+        return await finished_reports(nc.jetstream(), PREFIX, "succeeded", quiet=3.0)
     finally:
         await nc.close()
-    return found
 
 
 async def _wait(what: str, check: Any, timeout: float) -> float:
@@ -249,19 +238,16 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         loaded = asyncio.run(_load_schedules(jc, args.schedules)) if args.scenario == "steady_day" else 0.0
         seconds = f"exp:{args.seconds},{args.seconds * 5}" if args.scenario == "steady_day" else f"fixed:{args.seconds}"
         fleet = Fleet(base, args.agents, slots=args.slots, sim=SimExecution.parse(seconds, "0"))
-        with open(args.log, "a") as log:
-            was, sys.stdout = sys.stdout, log  # the virtual agents' JSON logs (structlog, bound at boot)
+        # the virtual agents' JSON logs (structlog's, bound to stdout at boot)
+        with open(args.log, "a") as log, contextlib.redirect_stdout(log):
+            fleet.start(timeout=max(120.0, args.agents / 5))
             try:
-                fleet.start(timeout=max(120.0, args.agents / 5))
-                try:
-                    if args.scenario == "steady_day":
-                        return {"schedules": args.schedules, "schedules_load_s": round(loaded, 1),
-                                **asyncio.run(steady_day(jc, args))}
-                    return asyncio.run(dead_hosts(jc, fleet, args))
-                finally:
-                    fleet.stop()
+                if args.scenario == "steady_day":
+                    return {"schedules": args.schedules, "schedules_load_s": round(loaded, 1),
+                            **asyncio.run(steady_day(jc, args))}
+                return asyncio.run(dead_hosts(jc, fleet, args))
             finally:
-                sys.stdout = was
+                fleet.stop()
 
 
 def main() -> None:
