@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-bench test-fuzz test-fast test-deploy chaos lint typecheck schemas bench bench-longlife screenshots browser tools clean
+.PHONY: up test test-bench test-fuzz test-fast test-deploy chaos lint typecheck schemas bench bench-scale bench-longlife screenshots browser tools clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -82,6 +82,13 @@ schemas: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# About 1.5 h: the design's scale scenarios on a virtual fleet (dead hosts, steady day, midnight; bench/scale.py) at
+# the largest sizes this machine carries, results in bench/results/ and docs/benchmarks.md; then their plots.
+bench-scale: $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python bench/run.py --only bench.scale
+	$(BIN)/python -m bench.scale_plot
 
 # Hours: 3,000,000 runs through a system whose history ages out in minutes, a ledger of every occurrence, disk and
 # memory every minute (bench/longlife.py); then docs/images/longlife.png. LONGLIFE_ARGS="--runs 20000" for less.

@@ -15,6 +15,11 @@ RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- generated: bench/run.py -->", "<!-- end generated -->"
 
+# The scale scenarios (`make bench-scale`, docs/benchmarks.md "Scale"): the largest sizes this machine carries
+STEADY_DAY = ["--scenario", "steady_day", "--agents", "500", "--slots", "5", "--heartbeat", "30", "--ttl", "90",
+              "--seconds", "30", "--reps", "2"]
+MIDNIGHT = ["--scenario", "midnight", "--runs", "30000", "--seconds", "10", "--reps", "3"]
+
 # (module, full-size arguments, quick arguments for the smoke test; None: a size-only variant the smoke test skips)
 SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     (
@@ -39,8 +44,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # 1,000,000 records: about 4 minutes, most of it writing them
     ("bench.listing", ["--reps", "1", "--jobs", "1000"],
      ["--jobs", "3", "--per-job", "50", "--running", "50", "--requests", "3"]),
-    ("bench.dashboard", ["--jobs", "10000", "--requests", "100", "--reps", "3"],
-     ["--jobs", "60", "--requests", "3", "--reps", "1"]),
+    # 100,000 jobs through the API (about 90 s a repetition) and 10,000 agents registered
+    ("bench.dashboard", ["--jobs", "100000", "--agents", "10000", "--requests", "100", "--reps", "3"],
+     ["--jobs", "60", "--agents", "60", "--requests", "3", "--reps", "1"]),
     ("bench.notify", ["--reps", "3"], ["--idle-runs", "3", "--burst", "20", "--reps", "1"]),
     ("bench.placement_core", [], ["--rounds", "1"]),
     ("bench.placement_fairness", [], ["--reps", "1"]),
@@ -55,11 +61,15 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # 300 agents x 5 slots, 100 killed and 100 frozen at once with every slot running (docs/benchmarks.md, "Scale")
     ("bench.scale", ["--scenario", "dead_hosts", "--reps", "3"],
      ["--agents", "10", "--slots", "2", "--kill", "2", "--freeze", "2", "--seconds", "30", "--ttl", "4",
-      "--heartbeat", "0.5", "--reps", "1"]),
+      "--heartbeat", "0.5", "--reps", "1", "--series", "-"]),
     # 300 agents x 5 slots taking 50 runs/s for 10 minutes among 100,000 cron schedules (docs/benchmarks.md, "Scale")
-    ("bench.scale", ["--scenario", "steady_day", "--reps", "1"],
+    ("bench.scale", STEADY_DAY,
      ["--scenario", "steady_day", "--schedules", "50", "--agents", "5", "--slots", "4", "--rate", "5",
-      "--minutes", "0.5", "--warmup", "10", "--seconds", "2", "--reps", "1"]),
+      "--minutes", "0.5", "--warmup", "10", "--seconds", "2", "--reps", "1", "--series", "-"]),
+    # 30,000 runs due at one instant on 300 agents x 5 slots (20 times the fleet, as 1,000,000 is to 50,000)
+    ("bench.scale", MIDNIGHT,
+     ["--scenario", "midnight", "--runs", "60", "--agents", "4", "--slots", "3", "--seconds", "2", "--lead", "15",
+      "--ttl", "4", "--heartbeat", "0.5", "--reps", "1", "--series", "-"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
     ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
      ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),

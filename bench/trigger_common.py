@@ -8,14 +8,16 @@ from datetime import datetime
 import nats
 
 from jetcron.bus.kv import Store
+from jetcron.core.ids import DEFAULT_TENANT
 from jetcron.core.models import JobRecord, JobSpec, Resources, Run, Schedule, ScheduleKind
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 
 
-def job_record(name: str, *, anchor: datetime, every: float, created: datetime) -> JobRecord:
+def job_record(name: str, *, anchor: datetime, every: float, created: datetime,
+               tenant: str = DEFAULT_TENANT) -> JobRecord:
     """An interval job anchored at `anchor`, as the API would store it (tiny resources: sim agents)."""
-    spec = JobSpec(name=name, command=["true"], resources=Resources(cpu=0.001, memory_mb=1),
+    spec = JobSpec(name=name, tenant=tenant, command=["true"], resources=Resources(cpu=0.001, memory_mb=1),
                    schedule=Schedule(kind=ScheduleKind.EVERY, every_seconds=every, anchor=anchor))
     return JobRecord(spec=spec, created_at=created, updated_at=created)
 
@@ -29,7 +31,7 @@ async def store_jobs(url: str, records: list[JobRecord], in_flight: int = 2000) 
     loop = asyncio.get_running_loop()
     started = loop.time()
     for i in range(0, len(records), in_flight):
-        await asyncio.gather(*(js.publish(f"$KV.{s.BUCKET_JOBS}.{r.spec.name}", encode(r), timeout=60)
+        await asyncio.gather(*(js.publish(f"$KV.{s.BUCKET_JOBS}.{r.spec.key}", encode(r), timeout=60)
                                for r in records[i:i + in_flight]))
     took = loop.time() - started
     await nc.close()

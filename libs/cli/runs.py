@@ -90,10 +90,18 @@ def finished(ctx: typer.Context, minutes: int = typer.Option(60, "--minutes", he
 
 
 @agents_app.command("list")
-def agents(ctx: typer.Context, output: str = Output) -> None:
+def agents(
+    ctx: typer.Context,
+    limit: int = typer.Option(100, "--limit"),
+    cursor: str | None = typer.Option(None, "--cursor", help="the last agent id of the previous page"),
+    output: str = Output,
+) -> None:
+    """Registered agents by id, a page at a time (the next page's --cursor goes to stderr)."""
     with client(ctx) as c:
-        page = c.agents.list()
+        page = c.agents.list(cursor=cursor, limit=limit)
     emit(page.items, output, ("agent_id", "cpu", "memory_mb", "gpus", "running", "labels", "limits", "draining"))
+    if page.next_cursor:
+        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 
 
 @dlq_app.command("list")

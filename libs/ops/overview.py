@@ -133,7 +133,8 @@ async def cluster_status(leases: Leases, buckets: Buckets, streams: Streams) -> 
                          tracker_leader=await _holder(leases, s.TRACKER_LEADER_KEY),
                          shard_holders=dict(sorted(shards.items(), key=lambda kv: int(kv[0]))),
                          trigger_shards=await pinned_shards(await buckets.open(s.BUCKET_CLUSTER, ShardLayout)),
-                         queue_depth=await _queue_depth(streams))
+                         queue_depth=await _queue_depth(streams),
+                         agents=len(await (await buckets.open(s.BUCKET_AGENTS, AgentInfo)).keys()))
 
 
 async def storage_view(streams: Streams, nats_url: str, monitor_url: str | None) -> list[Usage]:

@@ -133,8 +133,8 @@ class Runs(_Group):
 
 
 class Agents(_Group):
-    async def list(self) -> Page[AgentInfo]:
-        return await self._verb("agents.list", Page[AgentInfo])
+    async def list(self, *, cursor: str | None = None, limit: int | None = None) -> Page[AgentInfo]:
+        return await self._verb("agents.list", Page[AgentInfo], cursor=cursor, limit=limit)
 
 
 class Cluster(_Group):

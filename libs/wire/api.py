@@ -65,6 +65,9 @@ class ClusterStatus(msgspec.Struct, frozen=True, kw_only=True):
     """How many shards the cluster was created with (None: no trigger replica has started yet)."""
     queue_depth: dict[str, int]
     """Runs waiting for placement, by priority."""
+    agents: int | None = None
+    """Agents registered (keys of the agents bucket: one listing, no record read); None from an api that predates
+    it."""
 
 
 class FireTime(msgspec.Struct, frozen=True, kw_only=True):

@@ -116,6 +116,12 @@ class Empty(Request, kw_only=True):
     pass
 
 
+class AgentsList(Request, kw_only=True):
+    cursor: str | None = None
+    """The last agent id of the previous page."""
+    limit: int = 100
+
+
 class DlqList(Request, kw_only=True):
     limit: int = 100
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, get, put
+from litestar.params import Parameter
 
 from jetcron.core.models import AgentInfo, Preemption, Priority, QueueQuota, TenantPolicy
 from jetcron.services.gateway.gate import API, strict_body
@@ -19,10 +20,11 @@ async def cluster_status(request: Request[Any, Any, Any]) -> ClusterStatus:
     return await gate.api(caller, lambda c: c.cluster.status())
 
 
-@get(f"{API}/agents", summary="Agents (admin)")
-async def list_agents(request: Request[Any, Any, Any]) -> Page[AgentInfo]:
+@get(f"{API}/agents", summary="Agents by id (admin; cursor pagination)")
+async def list_agents(request: Request[Any, Any, Any], cursor: str | None = None,
+                      limit: Annotated[int, Parameter(ge=1, le=1000)] = 100) -> Page[AgentInfo]:
     gate, caller = await _who(request)
-    return await gate.api(caller, lambda c: c.agents.list())
+    return await gate.api(caller, lambda c: c.agents.list(cursor=cursor, limit=limit))
 
 
 class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from harness import Services
 
+from jetcron.core.models import AgentInfo
 from jetcron.sdk.client import ApiError, Client
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
 
 NEVER_SOON = {"kind": "cron", "cron": "0 0 1 1 *"}  # a valid schedule that will not fire during a test
 
@@ -109,9 +113,35 @@ async def test_a_create_refused_for_a_taken_name_claims_no_key(api: None, client
 
 async def test_a_field_named_empty_is_named_as_json_spells_it(api: None, client: Client) -> None:
     with pytest.raises(ApiError) as caught:
-        await client.call("agents.list", {"": True})
+        await client.call("cluster.status", {"": True})
     assert (caught.value.code, caught.value.field) == ("invalid", '""')
     assert str(caught.value) == '"": unknown field (this request takes none) (got True)'
+
+
+async def test_agents_are_listed_a_page_at_a_time_by_id_and_counted_by_cluster_status(
+        api: None, client: Client) -> None:
+    # Given five agents registered (as their heartbeats write them), in no particular order
+    now = datetime.now(UTC)
+    js = client.nc.jetstream()
+    for agent_id in ("a3", "a1", "a5", "a2", "a4"):
+        info = AgentInfo(agent_id=agent_id, cpu=1, memory_mb=64, heartbeat_at=now, started_at=now)
+        await js.publish(s.kv_subject(s.BUCKET_AGENTS, agent_id), encode(info))
+
+    # When they are listed two at a time, each page from the last one's cursor
+    pages, cursor = [], None
+    while True:
+        page = await client.call("agents.list", {"limit": 2} | ({"cursor": cursor} if cursor else {}))
+        pages.append([a["agent_id"] for a in page["items"]])
+        if not (cursor := page["next_cursor"]):
+            break
+
+    # Then each agent comes once, in id order, and the cluster's status counts them without a page
+    assert pages == [["a1", "a2"], ["a3", "a4"], ["a5"]]
+    assert (await client.call("cluster.status"))["agents"] == 5
+    with pytest.raises(ApiError) as caught:
+        await client.call("agents.list", {"limit": 0})
+    assert (caught.value.code, caught.value.field) == ("invalid", "limit")
+    assert str(caught.value) == "limit: must be an integer from 1 to 1000 (got 0)"
 
 
 async def test_concurrent_creates_with_one_key_make_one_job_and_losers_may_retry(api: None, client: Client) -> None:

@@ -33,7 +33,8 @@ EXPECTED: dict[str, set[str]] = {
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
     "batch_publish": {"batch_publish_r1"}, "liveness": {"liveness"},
-    "scale": {"scale_dead_hosts"}, "scale-steady_day": {"scale_steady_day"},
+    "scale": {"scale_dead_hosts"}, "scale-steady_day": {"scale_steady_day"}, "scale-midnight": {"scale_midnight"},
+    "dashboard": {"dashboard_pages"},
 }
 
 
@@ -105,6 +106,15 @@ def _check(result: dict[str, Any]) -> None:
             assert 0 < rep["submit_to_started_p50_s"] <= rep["submit_to_started_p99_s"]
             assert {"leases", "heartbeats", "records", "all"} <= set(rep["writes_per_s"])
             assert {"nats-server", "placement", "run_tracker"} <= set(rep["cpu_pct"])
+    elif name == "scale_midnight":  # every run recorded ahead of the instant, succeeded once, every tenant started
+        for rep in result["reps"]:
+            assert rep["states"] == {"succeeded": rep["runs"]} and rep["succeeded_once"] == rep["runs"]
+            assert rep["recorded_before_instant"] == rep["runs"] and rep["succeeded_twice_or_more"] == 0
+            assert rep["first_wave_last_start_s"] <= rep["last_start_s"] and rep["assigned_before_instant"] > 0
+            assert set(rep["tenant_shares"]) == {"alpha", "beta", "gamma"}
+            assert {"trigger", "placement", "run_tracker"} <= set(rep["rss_peak_mib"])
+    elif name == "dashboard_pages":
+        assert result["jobs_page_p95_ms"]["median"] > 0 and result["agents_page_p95_ms"]["median"] > 0
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit

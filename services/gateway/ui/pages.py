@@ -181,7 +181,6 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
             depth[priority] = depth.get(priority, 0) + 1
     waits = [w for r in recent if (w := present.wait_seconds(r)) is not None]
     dead = await _tolerant(c.dlq.list(limit=1000))
-    agents = await _tolerant(c.agents.list()) if ctx.who.tenant is None else None
     cluster = await _tolerant(c.cluster.status()) if ctx.who.tenant is None else None
     if cluster is not None and not isinstance(cluster, ApiError):
         depth = {p: n for p, n in cluster.queue_depth.items() if n}  # the whole placement queue, not a sample
@@ -192,7 +191,7 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
                     chart=present.stacked_bars(minutes), totals=present.finished_totals(minutes),
                     chart_minutes=OVERVIEW_MINUTES, finished_error=finished if isinstance(finished, ApiError) else None,
                     wait_p99=present.duration(present.percentile(waits, 99)),
-                    wait_p50=present.duration(present.percentile(waits, 50)), dead=dead, agents=agents)
+                    wait_p50=present.duration(present.percentile(waits, 50)), dead=dead)
 
 
 # --- jobs ----------------------------------------------------------------------------------------------------
@@ -475,10 +474,11 @@ def _component(graph: dict[str, list[str]], name: str) -> list[str]:
 
 
 @get(f"{UI}/agents", include_in_schema=False)
-async def agents_page(request: Request[Any, Any, Any]) -> Template:
+async def agents_page(request: Request[Any, Any, Any], cursor: str | None = None) -> Template:
+    """A cursor page of the agents by id (10,000 agents are 10,000 records: the page reads its own)."""
     ctx = _context(request)
     now = datetime.now(UTC)
-    found = await _tolerant(ctx.client.agents.list())
+    found = await _tolerant(ctx.client.agents.list(cursor=cursor or None, limit=PAGE))
     rows = []
     if not isinstance(found, ApiError):
         for a in found.items:
@@ -492,7 +492,8 @@ async def agents_page(request: Request[Any, Any, Any]) -> Template:
                 bars.append(("slots", a.running, a.slots))
             rows.append({"agent": a, "bars": present.hbars(bars),
                          "age": present.duration((now - a.heartbeat_at).total_seconds())})
-    return ctx.page("agents.html", rows=rows, denied=found if isinstance(found, ApiError) else None)
+    return ctx.page("agents.html", rows=rows, denied=found if isinstance(found, ApiError) else None,
+                    next_cursor=None if isinstance(found, ApiError) else found.next_cursor)
 
 
 @get(f"{UI}/dlq", include_in_schema=False)
