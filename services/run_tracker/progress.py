@@ -15,7 +15,7 @@ reports as stale (a retry storm that also spends no retry budget).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.reconcile import Beat, beat_seen, may_still_report
@@ -32,6 +32,11 @@ class Progress:
         self._reporting: dict[str, bool] = {}
         self._beats: dict[str, Beat] = {}
         """Agent -> its heartbeat record as last read."""
+        self.watched: Mapping[str, Beat] = {}
+        """Agent -> its record's revision and when the agents watch first delivered it, on the same clock
+        (run_tracker/agents.AgentLosses.beats): a record that has stood still since long before the first question
+        counts from then. Counted from the question, a killed agent whose last heartbeat named a queued report would
+        hold its runs back three heartbeats past its lease (90 s at the design's heartbeat)."""
         self._clock = clock
 
     async def refresh(self) -> None:
@@ -79,7 +84,10 @@ class Progress:
             pending = False
             if found is not None:
                 now = self._clock()
-                beat = self._beats[agent] = beat_seen(self._beats.get(agent), found[1], now)
+                beat = beat_seen(self._beats.get(agent), found[1], now)
+                if (watched := self.watched.get(agent)) is not None and watched.revision == beat.revision:
+                    beat = min(beat, watched, key=lambda b: b.seen_at)
+                self._beats[agent] = beat
                 pending = may_still_report(found[0].pending_reports, beat, now, self.ctx.settings.heartbeat)
         self._reporting[agent] = pending
         return pending

@@ -90,6 +90,7 @@ async def main(ctx: Context) -> None:
     finished = FinishedCounts(ctx, await ctx.buckets.open(s.BUCKET_FINISHED, FinishedMinute))
     reconciler.ended = finished.noted
     losses = AgentLosses(ctx)
+    reconciler.progress.watched = losses.beats
     stop = asyncio.Event()
     tasks = [background(ctx, t) for t in (
         flows.watch_jobs(), reconciler.watch(), pruner.run(), losses.watch(),

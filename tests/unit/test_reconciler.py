@@ -24,6 +24,7 @@ from jetcron.bus.ports import LeaseEntry
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, JobSpec, Run, RunState
+from jetcron.core.reconcile import Beat
 from jetcron.services.run_tracker.progress import Progress
 from jetcron.services.run_tracker.reconciler import Reconciler
 from jetcron.services.run_tracker.records import Records
@@ -204,6 +205,18 @@ async def test_an_agent_whose_heartbeat_stands_still_no_longer_holds_its_runs_ba
     assert await tracker.lost() == []
     # Then, its record unchanged for three heartbeats (6 s, by the tracker's clock), the runs are judged lost
     await sweeps(tracker, 33, 8, beating=False)
+    assert len(await tracker.lost()) == HERD
+
+
+async def test_a_heartbeat_the_agents_watch_saw_long_ago_counts_from_then(tracker: Tracker) -> None:
+    # Given runs whose agent said it had reports queued, in a heartbeat the agents watch delivered at 0 s by the
+    # tracker's clock, and nothing since (killed)
+    await a_herd_past_its_leases(tracker, pending=40_000)
+    revision = (await tracker.ctx.agents.get("agent-1"))[1]
+    tracker.reconciler.progress.watched = {"agent-1": Beat(revision, 0.0)}
+    # When the first sweep that finds their leases gone comes 31 s later
+    await sweeps(tracker, 31, 1.5, beating=False)
+    # Then the record has stood still for 31 s, past three heartbeats: the runs are lost at once, not 6 s on
     assert len(await tracker.lost()) == HERD
 
 
