@@ -79,15 +79,18 @@ async def midnight(jc: System, capacity: int, args: argparse.Namespace) -> tuple
     pids = {name: jc.procs[name].pid for name in WATCHED} | {"nats-server": jc.server.pids()[0]}
     rss: list[dict[str, Any]] = []
     deadline = time.monotonic() + args.lead + 3 * args.runs * args.seconds / capacity + 300
+    runs: list[Any] = []
     while time.monotonic() < deadline:
         rss.append({"t_s": round((datetime.now(UTC) - instant).total_seconds(), 1),
                     **{n: round(_proc_rss(p) / 2**20, 1) for n, p in pids.items()}})
+        # As many reports as runs is not every run ended (a re-run attempt reports too): then every record
         if datetime.now(UTC) > instant and await reports_settled(jc.url, args.runs):
-            break
+            runs = [r for r in await read_runs_exact(jc.url) if r.tenant in weights]
+            if len(runs) == args.runs and all(r.state.terminal for r in runs):
+                break
         await asyncio.sleep(SAMPLE_S)
     else:
         raise TimeoutError(f"midnight: {args.runs} runs not ended within the deadline")
-    runs = [r for r in await read_runs_exact(jc.url) if r.tenant in weights]
     successes = await _successes(jc)
     return _judge(runs, successes, weights, instant, capacity, args.seconds, stored_s, rss)
 

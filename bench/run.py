@@ -18,7 +18,8 @@ START, END = "<!-- generated: bench/run.py -->", "<!-- end generated -->"
 # The scale scenarios (`make bench-scale`, docs/benchmarks.md "Scale"): the largest sizes this machine carries
 STEADY_DAY = ["--scenario", "steady_day", "--agents", "500", "--slots", "5", "--heartbeat", "30", "--ttl", "90",
               "--seconds", "30", "--reps", "2"]
-MIDNIGHT = ["--scenario", "midnight", "--runs", "30000", "--seconds", "10", "--reps", "3"]
+MIDNIGHT = ["--scenario", "midnight", "--runs", "30000", "--seconds", "10", "--heartbeat", "30", "--ttl", "90",
+            "--reps", "3"]
 
 # (module, full-size arguments, quick arguments for the smoke test; None: a size-only variant the smoke test skips)
 SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [

@@ -44,8 +44,9 @@ from typing import Any
 
 import nats
 
+from bench import raw_js
 from bench.common import ROOT, System, emit, percentile, submit_now_jobs, summary, system
-from bench.fleet import Fleet, _proc_cpu, _proc_rss, _stream_seq, _total_stored, finished_reports
+from bench.fleet import Fleet, ProcessFleet, _proc_cpu, _proc_rss, _stream_seq, _total_stored, finished_reports
 from bench.liveness import PURPOSES
 from bench.midnight import midnight
 from jetcron.config import Settings
@@ -113,7 +114,8 @@ async def _wait(what: str, check: Any, timeout: float) -> float:
     return time.monotonic() - started
 
 
-async def dead_hosts(jc: System, fleet: Fleet, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+async def dead_hosts(jc: System, fleet: Fleet | ProcessFleet,
+                     args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     runs = args.agents * args.slots
     watch, stop = Watch(), asyncio.Event()
     following = asyncio.create_task(watch.follow(jc, stop))
@@ -267,14 +269,23 @@ def measure(args: argparse.Namespace, rep: int) -> dict[str, Any]:
                         agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots)
         loaded = asyncio.run(_load_schedules(jc, args.schedules)) if args.scenario == "steady_day" else 0.0
         seconds = f"exp:{args.seconds},{args.seconds * 5}" if args.scenario == "steady_day" else f"fixed:{args.seconds}"
-        fleet = Fleet(base, args.agents, slots=args.slots, sim=SimExecution.parse(seconds, "0"))
+        fleet: Fleet | ProcessFleet = (
+            ProcessFleet(base, args.agents, processes=args.processes, slots=args.slots, seconds=seconds,
+                         exit_codes="0", log=Path(args.log)) if args.processes > 1 else
+            Fleet(base, args.agents, slots=args.slots, sim=SimExecution.parse(seconds, "0")))
         # the virtual agents' JSON logs (structlog's, bound to stdout at boot)
         with open(args.log, "a") as log, contextlib.redirect_stdout(log):
             fleet.start(timeout=max(120.0, args.agents / 5))
             try:
                 if args.scenario == "steady_day":
                     result, series = asyncio.run(steady_day(jc, args))
-                    result = {"schedules": args.schedules, "schedules_load_s": round(loaded, 1), **result}
+                    # The server's ceiling on the same system right after the day, its writes' share of it
+                    raw = asyncio.run(raw_js.measure(jc.url))
+                    result = {"schedules": args.schedules, "schedules_load_s": round(loaded, 1), **result,
+                              "raw_publish_ack_per_s": round(raw["publish_ack_per_s"]),
+                              "raw_kv_cas_per_s": round(raw["kv_cas_per_s"]),
+                              "writes_share_of_raw_publish": round(
+                                  result["writes_per_s"]["all"] / raw["publish_ack_per_s"], 3)}
                 elif args.scenario == "midnight":
                     result, series = asyncio.run(midnight(jc, args.agents * args.slots, args))
                 else:
@@ -308,6 +319,8 @@ def main() -> None:
     parser.add_argument("--tenants", default="alpha:1,beta:2,gamma:1", help="midnight: tenants and their weights")
     parser.add_argument("--agents", type=int, default=300)
     parser.add_argument("--slots", type=int, default=5)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="fleet processes (one carries ~500 agents at a 2 s heartbeat: docs/fleet.md)")
     parser.add_argument("--kill", type=int, default=100)
     parser.add_argument("--freeze", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=60.0, help="each simulated run's duration")
