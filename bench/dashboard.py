@@ -30,11 +30,11 @@ async def _register(url: str, identity: object, agents: int) -> None:
     """AGENTS agents as their heartbeats write them, pipelined."""
     nc = await nats.connect(url, **identity.options())  # type: ignore[attr-defined]
     js, now = nc.jetstream(), datetime.now(UTC)
-    for start in range(0, agents, 1000):
+    for start in range(0, agents, 200):
         await asyncio.gather(*(js.publish(s.kv_subject(s.BUCKET_AGENTS, f"host-{i:05d}"), encode(AgentInfo(
             agent_id=f"host-{i:05d}", host=f"host-{i:05d}", cpu=64, memory_mb=262_144, slots=5, running=i % 6,
             free_cpu=64 - i % 6, free_memory_mb=262_144, labels={"zone": f"z{i % 3}"}, heartbeat_at=now,
-            started_at=now))) for i in range(start, min(agents, start + 1000))))
+            started_at=now)), timeout=60) for i in range(start, min(agents, start + 200))))
     await nc.close()
 
 
