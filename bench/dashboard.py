@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 import httpx
 import nats
 
-from bench.common import emit, percentile, summary, system
+from bench.common import System, emit, percentile, summary, system
+from jetcron.auth.roles import Role
+from jetcron.bus.connect import Identity
 from jetcron.bus.server import free_port
 from jetcron.core.models import AgentInfo
 from jetcron.sdk.client import Client
@@ -26,16 +28,30 @@ TENANT = "bench"
 IN_FLIGHT = 64
 
 
-async def _register(url: str, identity: object, agents: int) -> None:
-    """AGENTS agents as their heartbeats write them, pipelined."""
-    nc = await nats.connect(url, **identity.options())  # type: ignore[attr-defined]
-    js, now = nc.jetstream(), datetime.now(UTC)
-    for start in range(0, agents, 200):
-        await asyncio.gather(*(js.publish(s.kv_subject(s.BUCKET_AGENTS, f"host-{i:05d}"), encode(AgentInfo(
-            agent_id=f"host-{i:05d}", host=f"host-{i:05d}", cpu=64, memory_mb=262_144, slots=5, running=i % 6,
-            free_cpu=64 - i % 6, free_memory_mb=262_144, labels={"zone": f"z{i % 3}"}, heartbeat_at=now,
-            started_at=now)), timeout=60) for i in range(start, min(agents, start + 200))))
-    await nc.close()
+async def _register(jc: System, agents: int) -> None:
+    """AGENTS agents, each writing its own entry with its own credential (the only one that may), as its heartbeat
+    would; 50 at once."""
+    assert jc.creds is not None, "the dashboard bench runs with auth"
+    folder = jc.base / "auth" / "registered"
+    folder.mkdir(parents=True, exist_ok=True)
+    now, gate = datetime.now(UTC), asyncio.Semaphore(50)
+
+    async def one(i: int) -> None:
+        agent_id = f"host-{i:05d}"
+        path = folder / f"{agent_id}.creds"
+        assert jc.creds is not None
+        jc.creds.authority.write_creds(path, Role.AGENT, agent_id=agent_id)
+        info = AgentInfo(agent_id=agent_id, host=agent_id, cpu=64, memory_mb=262_144, slots=5, running=i % 6,
+                         free_cpu=64 - i % 6, free_memory_mb=262_144, labels={"zone": f"z{i % 3}"},
+                         heartbeat_at=now, started_at=now)
+        async with gate:
+            nc = await nats.connect(jc.url, **Identity(creds=str(path), tls_ca=jc.tls_ca).options())
+            try:
+                await nc.jetstream().publish(s.kv_subject(s.BUCKET_AGENTS, agent_id), encode(info), timeout=60)
+            finally:
+                await nc.close()
+
+    await asyncio.gather(*(one(i) for i in range(agents)))
 
 
 async def _load(url: str, identity: object, jobs: int) -> tuple[float, str, str]:
@@ -84,7 +100,7 @@ def run(jobs: int, agents: int, requests: int, reps: int) -> dict[str, object]:
         with system(sync_always=False, auth=True, services=("api", "run_tracker", "gateway"),
                     JETCRON_HTTP_PORT=str(port)) as jc:
             load, token, admin_token = asyncio.run(_load(jc.url, jc.identity, jobs))
-            asyncio.run(_register(jc.url, jc.identity, agents))
+            asyncio.run(_register(jc, agents))
             found["load"].append(load)
             took = asyncio.run(_measure(port, token, "/ui/jobs", 'href="/ui/jobs/job-', requests))
             listed = asyncio.run(_measure(port, admin_token, "/ui/agents", "<tr><td>host-", requests))

@@ -268,7 +268,7 @@ VERBS: dict[str, Verb] = {
                                                     "queue): it moves in the placement queue at once"),
     "runs.logs": Verb(RunsLogs, Logs, "A run's output so far"),
     "runs.finished": Verb(RunsFinished, FinishedRuns, "Runs finished per minute, by outcome"),
-    "agents.list": Verb(Empty, Page[AgentInfo], "Live agents", admin=True),
+    "agents.list": Verb(AgentsList, Page[AgentInfo], "Live agents by id, a page at a time", admin=True),
     "cluster.status": Verb(Empty, ClusterStatus, "Leaders, trigger shard holders and the placement queue",
                            admin=True),
     "dlq.list": Verb(DlqList, Page[Run], "Dead-lettered runs"),
