@@ -324,6 +324,13 @@ def beat_seen(last: Beat | None, revision: int, now: float) -> Beat:
     return last if last is not None and last.revision == revision else Beat(revision, now)
 
 
+def first_sight(read: Beat, watched: Beat | None) -> Beat:
+    """The earlier sighting of the same record revision: a watch that delivered it long before a read asked counts
+    from then (a record standing still is judged from when it was first seen, not from the question)."""
+    return watched if watched is not None and watched.revision == read.revision and \
+        watched.seen_at < read.seen_at else read
+
+
 def may_still_report(pending_reports: int, beat: Beat, now: float, heartbeat: float) -> bool:
     """The agent says reports are queued or in flight, and it is alive: its heartbeat record moved on within the
     last HEARTBEATS_TO_GONE heartbeats, by our clock, not its (a record standing still: gone, whatever it said)."""

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from jetcron.core.errors import JetcronError, NotFound
-from jetcron.core.reconcile import Beat, beat_seen, may_still_report
+from jetcron.core.reconcile import Beat, beat_seen, first_sight, may_still_report
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 
@@ -84,10 +84,8 @@ class Progress:
             pending = False
             if found is not None:
                 now = self._clock()
-                beat = beat_seen(self._beats.get(agent), found[1], now)
-                if (watched := self.watched.get(agent)) is not None and watched.revision == beat.revision:
-                    beat = min(beat, watched, key=lambda b: b.seen_at)
-                self._beats[agent] = beat
+                beat = self._beats[agent] = first_sight(beat_seen(self._beats.get(agent), found[1], now),
+                                                        self.watched.get(agent))
                 pending = may_still_report(found[0].pending_reports, beat, now, self.ctx.settings.heartbeat)
         self._reporting[agent] = pending
         return pending
