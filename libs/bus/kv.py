@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -15,7 +16,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
 from nats.js.kv import KeyValue
 
 from jetcron.bus.acks import publish_acked
-from jetcron.bus.natspy import connection_of, consumer_of, valid_key
+from jetcron.bus.natspy import api_prefix, connection_of, consumer_of, request_timeout, valid_key
 from jetcron.bus.ordered import in_order, stream_sequence
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.core.errors import NotFound, StorageFull, Unavailable, WriteConflict
@@ -104,10 +105,25 @@ async def scan_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str
     Not nats-py's keys(), which filters by substring, and not a watch, whose end-of-data marker can
     arrive before data already delivered (an empty answer for a full bucket under load). A key whose
     last message is a delete marker is listed too: callers read each key and skip missing ones.
+
+    The server answers at most 100,000 subjects at a time (with the `total` it found) and nats-py's stream_info
+    neither asks for the next page nor keeps the total: so the pages are asked for here, by `offset`, until the
+    total is reached. Keys written or gone between pages may be missed or listed twice (once here).
     """
     prefix = s.kv_subject(bucket, "")
-    info = await js.stream_info(s.kv_stream(bucket), subjects_filter=prefix + pattern)
-    return [subject[len(prefix):] for subject in (info.state.subjects or {})]
+    subject = f"{api_prefix(js)}.STREAM.INFO.{s.kv_stream(bucket)}"
+    keys: dict[str, None] = {}
+    offset = 0
+    while True:
+        request = json.dumps({"subjects_filter": prefix + pattern, "offset": offset}).encode()
+        body = json.loads((await connection_of(js).request(subject, request, timeout=request_timeout(js))).data)
+        if "error" in body:
+            jse.APIError.from_error(body["error"])  # raises the error nats-py would have raised
+        page = (body.get("state") or {}).get("subjects") or {}
+        keys.update(dict.fromkeys(key[len(prefix):] for key in page))
+        offset += len(page)
+        if not page or offset >= int(body.get("total") or 0):
+            return list(keys)
 
 
 def bind(js: JetStreamContext, bucket: str) -> KeyValue:
