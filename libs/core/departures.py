@@ -14,7 +14,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from jetcron.core.models import Run
 from jetcron.core.reconcile import Beat
+from jetcron.core.run_state import LOST_OUTCOME, RunState
 
 
 class Found(enum.Enum):
@@ -38,3 +40,24 @@ def judge(beat: Beat, found: int | None) -> Found:
     if found is None:
         return Found.LOST
     return Found.WAIT if found == beat.revision else Found.ALIVE
+
+
+def lapsed_with(before: Run | None, after: Run | None) -> str | None:
+    """The agent whose lease lapsed, as a record's change shows it: `before` ran on that one agent (not a gang,
+    whose loss may be another member's) and `after` closed that attempt as lost there (whatever came next: a new
+    attempt, a retry wait, the dead letters).
+
+    Under liveness per agent a run's claim lives by its agent's lease, so a running attempt is called lost when
+    that lease is gone (or, rarely, when a live agent's every report of it was lost): placement, which otherwise
+    forgets an agent four missed heartbeats after its last, takes the agent off its books until its next
+    heartbeat rather than place the re-dispatched runs back on a dead host. Only a change seen as it happens
+    counts: a record first read already past it (a replica catching up) says nothing of the agent now. None when
+    the change says no such thing."""
+    if before is None or after is None or before.state is not RunState.RUNNING or before.agent is None:
+        return None
+    if len(before.agents) > 1:
+        return None
+    closed = next((h for h in after.history if h.attempt == before.attempt), None)
+    if closed is None or closed.outcome != LOST_OUTCOME or closed.agent != before.agent:
+        return None
+    return before.agent

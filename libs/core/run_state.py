@@ -66,6 +66,9 @@ class RunEvent(enum.StrEnum):
     BLOCK = "block"
 
 
+LOST_OUTCOME = "lost"
+"""The outcome an attempt is closed with when its lease lapsed while it ran (RunEvent.LOSE from running)."""
+
 S, E = RunState, RunEvent
 
 # (from, event) -> the states the event may lead to; apply() picks one from the event's data.

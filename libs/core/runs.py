@@ -9,7 +9,7 @@ import msgspec
 from jetcron.core.errors import Conflict, IllegalTransition, StaleReport
 from jetcron.core.models import AttemptRecord, JobSpec, Priority, Run
 from jetcron.core.retry import RetryAction, RetryDecision
-from jetcron.core.run_state import FENCED_EVENTS, TRANSITIONS, RunEvent, RunState
+from jetcron.core.run_state import FENCED_EVENTS, LOST_OUTCOME, TRANSITIONS, RunEvent, RunState
 
 
 class Change(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,7 +130,7 @@ def _pick(run: Run, change: Change, now: datetime) -> Run:
             history = _close_attempt(run, change, now, "not_started")
             why = change.reason or "assignment not started; re-dispatched"
             return _next_attempt(run, now, max(now, run.due_at), why, history)
-        return _after_failure(run, change, now, "lost")
+        return _after_failure(run, change, now, LOST_OUTCOME)
     if e is RunEvent.HAND_BACK:
         history = _close_attempt(run, change, now, "handed_back")
         # A staged attempt given back before its due time: the next one must not start early either.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jetcron.core.capacity import CapacitySummary
+from jetcron.core.departures import lapsed_with
 from jetcron.core.errors import JetcronError
 from jetcron.core.fairness import FairQueue
 from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
@@ -65,6 +66,9 @@ class View:
         self.finished: dict[str, int] = {}
         """Attempts a RunFinished released before their record caught up: not adopted again."""
         self.seen: dict[str, tuple[float, AgentInfo]] = {}
+        self.lapsed: set[str] = set()
+        """Agents off the books since a run of theirs was lost with their lease (core/departures.lapsed_with), until
+        a newer heartbeat: still in `seen`, so that missing heartbeats still make a GPU host suspect."""
         self.changed = asyncio.Event()
         self.agents_synced = asyncio.Event()
         self._tasks: set[asyncio.Future[None]] = set()
@@ -91,6 +95,11 @@ class View:
 
     def upsert_agent(self, info: AgentInfo) -> None:
         old = self.seen.get(info.agent_id)
+        if info.agent_id in self.lapsed:
+            if old is not None and info.heartbeat_at <= old[1].heartbeat_at:
+                return  # the heartbeat it was taken off the books after, delivered again
+            self.lapsed.discard(info.agent_id)
+            old = None  # back: on the books again, with its runs
         known = old is not None
         self.seen[info.agent_id] = (time.monotonic(), info)
         if old is not None and _same(old[1], info):
@@ -131,6 +140,7 @@ class View:
     def forget_agent(self, agent_id: str) -> None:
         """Drop it from the books; its runs' reservations go when their records move on (no early reuse)."""
         self.seen.pop(agent_id, None)
+        self.lapsed.discard(agent_id)
         self.cluster.remove_agent(agent_id)
         self.changed.set()
 
@@ -179,6 +189,13 @@ class View:
             self.on_record(run_id, run, revision)
 
     def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
+        gone = lapsed_with(self.active.get(run_id), run)
+        if gone is not None and gone in self.seen and gone not in self.lapsed:
+            self.ctx.log.info("agent off the books: a run of its was lost with its lease; back at its next heartbeat",
+                              agent=gone, run_id=run_id)
+            self.lapsed.add(gone)
+            self.cluster.remove_agent(gone)
+            self.changed.set()
         if run is not None and run.state is RunState.SCHEDULED and run.spec is not None:
             self.scheduled[run_id] = (run, revision)
             if self.on_scheduled is not None:

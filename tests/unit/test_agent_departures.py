@@ -6,18 +6,23 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 from prometheus_client import REGISTRY
 from twin_support import twin_context
 
 from jetcron.bus.memory import MemoryRecords
 from jetcron.config import Settings
-from jetcron.core.departures import Found, judge, standing_still
-from jetcron.core.models import AgentInfo
+from jetcron.core.departures import Found, judge, lapsed_with, standing_still
+from jetcron.core.models import AgentInfo, Run
 from jetcron.core.reconcile import Beat
+from jetcron.core.retry import RetryAction, RetryDecision
+from jetcron.core.run_state import RunEvent, RunState
+from jetcron.core.runs import Change, apply
 from jetcron.services.run_tracker.agents import AgentLosses
 
 AGE = 30.0
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_agents_standing_still_past_the_entry_age_are_looked_up() -> None:
@@ -100,3 +105,42 @@ async def test_a_standby_forgets_agents_standing_still_without_counting_them() -
     clock.now += AGE + 1
     assert await losses.check(leading=False) == 0
     assert losses.beats == {}
+
+
+def _running(agents: tuple[str, ...] = ("a",)) -> Run:
+    return Run(run_id="j.20260101T000000000Z", job="j", state=RunState.RUNNING, scheduled_at=T0, due_at=T0,
+               created_at=T0, agent=agents[0], agents=list(agents), token=7, started_at=T0)
+
+
+def _lost(before: Run, retry: RetryAction = RetryAction.RETRY, delay: float = 0.0) -> Run:
+    """The record after the tracker calls the attempt lost (core/runs.apply, as the tracker writes it)."""
+    return apply(before, Change(event=RunEvent.LOSE, reason="lease expired on a: agent lost",
+                                retry=RetryDecision(action=retry, delay_seconds=delay)), T0)
+
+
+@pytest.mark.parametrize(("retry", "delay"), [(RetryAction.RETRY, 0.0), (RetryAction.RETRY, 30.0),
+                                              (RetryAction.DEAD, 0.0)])
+def test_a_run_lost_while_running_names_its_agent_whatever_comes_next(retry: RetryAction, delay: float) -> None:
+    before = _running()
+    assert lapsed_with(before, _lost(before, retry, delay)) == "a"
+
+
+def test_nothing_else_names_an_agent() -> None:
+    before = _running()
+    lost = _lost(before)
+    # a record first read already re-dispatched, a run not seen running, a record gone
+    assert lapsed_with(None, lost) is None
+    assert lapsed_with(msgspec.structs.replace(before, state=RunState.ASSIGNED), lost) is None
+    assert lapsed_with(before, None) is None
+    # a run that ended, failed or was handed back there
+    ended = apply(before, Change(event=RunEvent.SUCCEED, attempt=1, token=7, agent="a", exit_code=0), T0)
+    assert lapsed_with(before, ended) is None
+    failed = apply(before, Change(event=RunEvent.FAIL, attempt=1, token=7, agent="a", exit_code=1,
+                                  retry=RetryDecision(action=RetryAction.RETRY)), T0)
+    assert lapsed_with(before, failed) is None
+    handed = apply(before, Change(event=RunEvent.HAND_BACK, attempt=1, token=7, agent="a"), T0)
+    assert lapsed_with(before, handed) is None
+    # a gang's loss (it may be another member's), and the same record again
+    gang = _running(("a", "b"))
+    assert lapsed_with(gang, _lost(gang)) is None
+    assert lapsed_with(lost, lost) is None

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
+
+import msgspec
+import pytest
 
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
+from jetcron.core.errors import NotFound
 from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, RunState
 from jetcron.core.placement import Demand
+from jetcron.core.retry import RetryAction, RetryDecision
+from jetcron.core.run_state import RunEvent
+from jetcron.core.runs import Change, apply
 from jetcron.services.placement.service import Placer
 from jetcron.services.placement.view import View
 
@@ -17,9 +24,13 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = JobSpec(name="j", command=["true"], resources=Resources(cpu=2, memory_mb=1024, gpus=1))
 
 
+def _log(event: str, **fields: object) -> None:
+    print(event, fields)
+
+
 def view() -> View:
     ctx = SimpleNamespace(settings=SimpleNamespace(heartbeat=1.0, placement_ageing_seconds=300.0),
-                          log=SimpleNamespace(info=print, warning=print))
+                          log=SimpleNamespace(info=_log, warning=_log))
     v = View(ctx)  # type: ignore[arg-type]
     v.upsert_agent(AgentInfo(agent_id="a", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=T0, started_at=T0))
     return v
@@ -115,3 +126,27 @@ async def test_the_leaders_loops_stop_when_its_leadership_ends_even_if_the_cance
     # Then the loop still ends (the service is not stopping: it is to lead again once it can)
     done, _ = await asyncio.wait({loop}, timeout=2)
     assert loop in done and not ctx.stop.is_set()
+
+
+def test_an_agent_whose_run_was_lost_with_its_lease_is_off_the_books_until_a_newer_heartbeat() -> None:
+    v = view()
+    v.upsert_agent(AgentInfo(agent_id="b", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=T0, started_at=T0))
+    other = "k.20260101T000000000Z"
+    v.on_record(RID, run(RunState.RUNNING, gpus=[1]), 5)
+    v.on_record(other, msgspec.structs.replace(run(RunState.RUNNING, gpus=[0]), run_id=other, job="k"), 6)
+    # When the tracker calls a's run lost (its lease lapsed) and queues it again
+    lost = apply(run(RunState.RUNNING, gpus=[1]), Change(event=RunEvent.LOSE, reason="lease expired on a",
+                                                         retry=RetryDecision(action=RetryAction.RETRY)), T0)
+    v.on_record(RID, lost, 7)
+    # Then a is off the books at once (nothing is placed there), though not forgotten (still seen)
+    with pytest.raises(NotFound):
+        v.cluster.free("a")
+    assert "a" in v.seen and v.cluster.free("b")[0] == 4.0
+    # ... its last heartbeat delivered again does not bring it back
+    v.upsert_agent(AgentInfo(agent_id="a", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=T0, started_at=T0))
+    with pytest.raises(NotFound):
+        v.cluster.free("a")
+    # ... a newer one does, with its other run still counted on it
+    later = T0 + timedelta(seconds=1)
+    v.upsert_agent(AgentInfo(agent_id="a", cpu=4, memory_mb=4096, gpus=2, heartbeat_at=later, started_at=T0))
+    assert v.cluster.free("a") == (2.0, 3072, [1])
