@@ -17,15 +17,15 @@ from jetcron.cli.connection import target
 from jetcron.cli.identity import Target
 from jetcron.cli.output import console, fail
 from jetcron.core.errors import JetcronError
-from jetcron.ops.overview import Overview, gather
+from jetcron.ops.overview import AGENTS_SHOWN, Overview, gather
 from jetcron.sdk.client import Client
 
 
-async def _collect(where: Target) -> Overview:
+async def _collect(where: Target, agents: int) -> Overview:
     client = await Client.connect(where.url, timeout=5, identity=where.identity)
     assert client.nc is not None  # Client.connect makes a connection of its own
     try:
-        return await gather(client.nc, datetime.now(UTC), os.environ.get("JETCRON_NATS_MONITOR_URL"))
+        return await gather(client.nc, datetime.now(UTC), os.environ.get("JETCRON_NATS_MONITOR_URL"), agents)
     finally:
         await client.close()
 
@@ -56,7 +56,9 @@ def render(view: Overview) -> None:
                        f"{a.free_memory_mb if a.free_memory_mb is not None else '?'}/{a.memory_mb}",
                        f"{a.free_gpus if a.free_gpus is not None else '?'}/{a.gpus}", str(a.running),
                        "yes" if a.draining else "", _when(a.heartbeat_at, now))
-    console.print(f"agents: {len(view.agents)}")
+    rest = (f" (the first {len(view.agents)} by id; `jetcron agents list` pages through every one)"
+            if view.agents_total > len(view.agents) else "")
+    console.print(f"agents: {view.agents_total}{rest}")
     if view.agents:
         console.print(agents)
     console.print("queue depth: " + ", ".join(f"{p} {n}" for p, n in view.queue_depth.items()))
@@ -91,11 +93,13 @@ def storage_line(usages: list[Usage], shown: int = 6) -> str:
     return ", ".join(parts)
 
 
-def status(ctx: typer.Context, output: str = typer.Option("table", "-o", "--output", help="table or json")) -> None:
+def status(ctx: typer.Context, output: str = typer.Option("table", "-o", "--output", help="table or json"),
+           agents: int = typer.Option(AGENTS_SHOWN, "--agents", min=0,
+                                      help="How many agents to show, the first by id (all are counted).")) -> None:
     """Services alive, leaders and shard holders, agents and free capacity, queue depth, recent runs, DLQ."""
     where = target(ctx)
     try:
-        view = asyncio.run(_collect(where))
+        view = asyncio.run(_collect(where, agents))
     except JetcronError as exc:
         fail(exc)
     except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections import Counter
@@ -14,7 +15,7 @@ from jetcron.bus import rpc
 from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Buckets, Connection, Streams
+from jetcron.bus.ports import Buckets, Connection, JetStream, Streams
 from jetcron.bus.registry import Registry
 from jetcron.bus.storage import Usage, server_usage, stream_usages
 from jetcron.bus.streams import ServerStreams
@@ -28,6 +29,9 @@ RECENT = timedelta(hours=1)
 RUNS_CAP = 20_000
 """At most this many run records are read for the last hour's counts (`runs_truncated` says when more)."""
 PING_WINDOW = 0.5
+AGENTS_SHOWN = 20
+"""Agents `jetcron status` shows by default, the first by id (their count is always whole): at 10,000 agents a
+screen of every one reads 10,000 records and helps nobody; `jetcron agents list` pages through them all."""
 
 
 class InstanceView(msgspec.Struct, kw_only=True):
@@ -65,6 +69,9 @@ class Overview(msgspec.Struct, kw_only=True):
     trigger_shards: int | None = None
     """How many shards the cluster was created with (None: no trigger replica has started yet)."""
     agents: list[AgentView]
+    """The first `agents_shown` agents by id (gather's `agents_shown`)."""
+    agents_total: int = 0
+    """Every agent registered."""
     queue_depth: dict[str, int]
     """Runs waiting for placement, by priority."""
     runs_last_hour: dict[str, int]
@@ -145,18 +152,25 @@ async def storage_view(streams: Streams, nats_url: str, monitor_url: str | None)
     return ([server] if server is not None else []) + ranked
 
 
-async def gather(nc: Connection, now: datetime, monitor_url: str | None = None) -> Overview:
-    js = rpc.jetstream(nc, timeout=5)
-    instances = await (await Registry.open(js)).instances()
-    agents_store = await Store.open(js, s.BUCKET_AGENTS, AgentInfo)
+async def _agents(js: JetStream, shown: int) -> tuple[list[AgentView], int]:
+    """The first `shown` agents by id, read, and how many there are (counted from the bucket's keys, none read)."""
+    store = await Store.open(js, s.BUCKET_AGENTS, AgentInfo)
+    keys = sorted(await store.keys())
     agents: list[AgentView] = []
-    for key in sorted(await agents_store.keys()):
-        found = await agents_store.maybe(key)
+    for found in await asyncio.gather(*(store.maybe(key) for key in keys[:max(0, shown)])):
         if found is not None:
             a = found[0]
             agents.append(AgentView(agent_id=a.agent_id, host=a.host, cpu=a.cpu, memory_mb=a.memory_mb, gpus=a.gpus,
                                     free_cpu=a.free_cpu, free_memory_mb=a.free_memory_mb, free_gpus=a.free_gpus,
                                     running=a.running, draining=a.draining, heartbeat_at=a.heartbeat_at))
+    return agents, len(keys)
+
+
+async def gather(nc: Connection, now: datetime, monitor_url: str | None = None,
+                 agents_shown: int = AGENTS_SHOWN) -> Overview:
+    js = rpc.jetstream(nc, timeout=5)
+    instances = await (await Registry.open(js)).instances()
+    agents, agents_total = await _agents(js, agents_shown)
     streams = ServerStreams(js)
     status = await cluster_status(lease_store.on_server(js), ServerBuckets(js), streams)
     pinged = await _pings(nc, len(instances))
@@ -173,6 +187,7 @@ async def gather(nc: Connection, now: datetime, monitor_url: str | None = None) 
         shard_holders=status.shard_holders,
         trigger_shards=status.trigger_shards,
         agents=agents,
+        agents_total=agents_total,
         queue_depth=status.queue_depth,
         runs_last_hour=runs,
         runs_truncated=truncated,

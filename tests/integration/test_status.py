@@ -74,3 +74,15 @@ async def test_status_json_lists_the_whole_system(services: Services, client: Cl
     assert table.returncode == 0, table.stderr
     assert "placement leader: placement-" in table.stdout and "dead-lettered: 0" in table.stdout
     assert "storage: server store " in table.stdout and "KV_jc_jobs 0% of 1.0 GiB" in table.stdout
+    assert "agents: 2\n" in table.stdout and "agent-1" in table.stdout and "agent-2" in table.stdout
+
+    # And with fewer agents shown than there are, every one is still counted, and the table says where the rest are
+    some = await _status(services.server.url, "-o", "json", "--agents", "1")
+    assert some.returncode == 0, some.stderr
+    view = json.loads(some.stdout)
+    assert [a["agent_id"] for a in view["agents"]] == ["agent-1"] and view["agents_total"] == 2
+    some = await _status(services.server.url, "--agents", "1")
+    assert "agents: 2 (the first 1 by id; `jetcron agents list` pages through every one)" in some.stdout
+    assert "agent-1" in some.stdout and "agent-2" not in some.stdout.split("agents: 2")[1]
+    refused = await _status(services.server.url, "--agents", "-1")
+    assert refused.returncode != 0 and "--agents" in refused.stderr
