@@ -229,6 +229,13 @@ class Store(RecordOps[T]):
         except Exception as exc:
             raise translate(exc, f"list {self.name}") from exc
 
+    async def mark(self) -> tuple[int, int]:
+        try:
+            state = (await self.js.stream_info(self.stream)).state
+        except Exception as exc:
+            raise translate(exc, f"read {self.name}'s state") from exc
+        return int(state.last_seq or 0), int(state.messages or 0)
+
     async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
         """Every current value, then live changes: (key, value or None when deleted, revision).
 

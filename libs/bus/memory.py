@@ -95,6 +95,10 @@ class MemoryRecords(RecordOps[T]):
         """As the server's per-subject counts: a key whose last write is a delete marker is listed too."""
         return [key for key in self._last if subject_matches(pattern, key)]
 
+    async def mark(self) -> tuple[int, int]:
+        """As the server's stream state: one message per key (its last write, or the delete marker)."""
+        return self._seq, len(self._last)
+
     async def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]:
         queue: asyncio.Queue[tuple[str, T | None, int]] = asyncio.Queue()
         # The snapshot and the live queue are taken together (no await between): no write falls in a gap.

@@ -104,6 +104,11 @@ class Records(Protocol[T]):
 
     async def keys(self, pattern: str = ">") -> list[str]: ...
 
+    async def mark(self) -> tuple[int, int]:
+        """Where the bucket stands, as (its last revision, how many messages it holds): two equal marks mean no key
+        was written, deleted, purged or aged out between them, so a listing of its keys taken between them holds."""
+        ...
+
     def watch(self, pattern: str = ">") -> AsyncIterator[tuple[str, T | None, int]]: ...
 
     async def page(self, keys: Sequence[str], limit: int,

@@ -22,6 +22,7 @@ from jetcron.services.api.admission import Admission
 from jetcron.services.api.calendars import fire_times, job_calendars
 from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.capacity import CapacityCheck
+from jetcron.services.api.key_listing import KeyListing
 from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, flag, instant, integer, text
 from jetcron.services.runtime import Context
@@ -40,6 +41,7 @@ class Jobs(Noun):
         self.keys = IdempotencyKeys(ctx.publisher, ctx.streams)
         self.capacity = CapacityCheck(ctx)
         self.admission = admission
+        self.listing = KeyListing(ctx.jobs)
 
     async def _graph(self, spec: JobSpec) -> tuple[dict[str, tuple[str, list[str]]], dict[str, Schedule]]:
         """The stored jobs reachable upstream of `spec` (what a cycle check needs), read breadth-first, and their
@@ -221,7 +223,7 @@ class Jobs(Noun):
         if queue is not None and not QUEUE_RE.match(queue):
             raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
         after = text(req, "cursor") or ""
-        names = sorted(k for k in await self.ctx.jobs.keys(s.jobs_of_tenant_filter(call.tenant)) if k > after)
+        names = await self.listing.after(s.jobs_of_tenant_filter(call.tenant), after)
         include_deleted = bool(req.get("include_deleted"))
 
         def keep(record: JobRecord) -> bool:

@@ -1,4 +1,5 @@
-"""ports.Records.last: the value written last under a key pattern, in one read, on the server and on the twin."""
+"""ports.Records.last (the value written last under a key pattern, in one read) and ports.Records.mark (where the
+bucket stands), on the server and on the twin."""
 
 from __future__ import annotations
 
@@ -40,3 +41,21 @@ async def test_a_last_write_that_is_a_delete_is_none(make_records: MakeRecords) 
     assert await items.last("job.*") is None
     again = await items.put("job.1", Item("job.1", 2))
     assert await items.last("job.*") == (Item("job.1", 2), again)
+
+
+async def test_the_mark_moves_with_every_write_and_only_then(make_records: MakeRecords) -> None:
+    items = await make_records()
+    start = await items.mark()
+    await items.maybe("job.1")
+    await items.keys("job.*")
+    assert await items.mark() == start
+    marks = [start]
+    await items.put("job.1", Item("job.1"))
+    marks.append(await items.mark())
+    await items.put("job.1", Item("job.1", 2))  # the same key again: as many messages, a later revision
+    marks.append(await items.mark())
+    await items.delete("job.1")
+    marks.append(await items.mark())
+    assert len(set(marks)) == len(marks)
+    await items.last("job.*")
+    assert await items.mark() == marks[-1]
