@@ -13,6 +13,14 @@ no message is delivered to anyone. It is a bound, not a model: every real run co
 - **Idle floor**: one chain at a time; p50/p99 of the eight writes, and of a bare `true` spawned and reaped
   from asyncio (the agent's child, at its cheapest): together the least an idle submit → `succeeded` can take.
 - The client's own CPU per chain, to show that the bound is the server's and not this process's.
+
+Beside v1's eight, the same measures for protocol v2's four (docs/decisions-protocol.md, "Protocol v2's floor"),
+in the same system, so the two compare in one window: the job, the run record's create (the fire gate, which
+placement reads: no `PlaceRun`), the assignment as a record of its own on a run log (a subject per agent and
+run, revision-checked across every agent's subject for that run, its sequence the attempt's fencing token: no
+`assigned` CAS and no run lease, liveness being the agent's lease), and the finish report as the terminal write
+(checked against that token: no `succeeded` CAS). Each repetition first checks that the server fences a stale
+report (an earlier attempt's token) on that log.
 """
 
 from __future__ import annotations
@@ -21,9 +29,12 @@ import argparse
 import asyncio
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 
 import nats
+import nats.js.errors
 from nats.js import JetStreamContext
+from nats.js.api import StorageType, StreamConfig
 
 from bench import raw_js
 from bench.common import emit, percentile, stored_messages, summary, system
@@ -57,13 +68,66 @@ async def chain(js: JetStreamContext, n: int, tag: str) -> None:
                         {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(revision)})
 
 
+RUN_LOG = "JC_V2_RUNLOG"
+"""v2's run log: a bench-only stream (protocol v2 is measured here before it is built)."""
+
+
+def _log_subject(agent: str, run: str, entry: str) -> str:
+    """An entry of a run's log: its assignment to `agent` (what that agent's consumer, `jc.v2.run.<agent>.*.assign`,
+    delivers) or that agent's report of its end."""
+    return f"jc.v2.run.{agent}.{run}.{entry}"
+
+
+def _fenced(run: str, token: int) -> dict[str, str]:
+    """Written only if the run's last entry, on any agent's subject, is `token` (0: the run has none yet)."""
+    return {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(token),
+            s.HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT: f"jc.v2.run.*.{run}.*"}
+
+
+async def chain_v2(js: JetStreamContext, n: int, tag: str, fold: bool = False) -> None:
+    """The four writes of one run in protocol v2, each after the previous one's ack; with `fold`, a fifth: the
+    run record brought up to its end (revision-checked), which listings by state would read."""
+    job, run = f"{tag}j{n}", f"{tag}r{n}"
+    create = {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: "0"}
+    await publish_acked(js, _kv(s.BUCKET_JOBS, job), b"j" * SIZES["job"], create)
+    revision = await publish_acked(js, _kv(s.BUCKET_RUNS, run), b"r" * SIZES["run"], create)
+    token = await publish_acked(js, _log_subject("floor", run, "assign"), b"A" * SIZES["assign"], _fenced(run, 0))
+    await publish_acked(js, _log_subject("floor", run, "end"), b"e" * SIZES["event"], _fenced(run, token))
+    if fold:
+        await publish_acked(js, _kv(s.BUCKET_RUNS, run), b"s" * SIZES["run"],
+                            {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(revision)})
+
+
+async def chain_v2_folded(js: JetStreamContext, n: int, tag: str) -> None:
+    await chain_v2(js, n, tag, fold=True)
+
+
+async def stale_report_refused(js: JetStreamContext, tag: str) -> bool:
+    """A run assigned to agent a, then again (a new attempt) to agent b: a's report, with its own attempt's
+    token, is refused, and b's is written."""
+    run = f"{tag}stale"
+    first = await publish_acked(js, _log_subject("a", run, "assign"), b"A", _fenced(run, 0))
+    second = await publish_acked(js, _log_subject("b", run, "assign"), b"A", _fenced(run, first))
+    try:
+        await publish_acked(js, _log_subject("a", run, "end"), b"e", _fenced(run, first))
+    except nats.js.errors.APIError:
+        await publish_acked(js, _log_subject("b", run, "end"), b"e", _fenced(run, second))
+        return True
+    return False
+
+
 async def topology(url: str) -> None:
     nc = await nats.connect(url)
-    await ensure_topology(nc.jetstream(timeout=30))
+    js = nc.jetstream(timeout=30)
+    await ensure_topology(js)
+    await js.add_stream(StreamConfig(name=RUN_LOG, subjects=["jc.v2.run.>"], storage=StorageType.FILE))
     await nc.close()
 
 
-async def throughput(url: str, runs: int, concurrency: int, tag: str) -> tuple[float, float]:
+Chain = Callable[[JetStreamContext, int, str], Awaitable[None]]
+
+
+async def throughput(url: str, runs: int, concurrency: int, tag: str, make: Chain = chain) -> tuple[float, float]:
     """(runs/s, client CPU ms per run) with `concurrency` chains in flight."""
     nc = await nats.connect(url)
     js = nc.jetstream(timeout=30)
@@ -71,7 +135,7 @@ async def throughput(url: str, runs: int, concurrency: int, tag: str) -> tuple[f
 
     async def worker() -> None:
         for n in queue:
-            await chain(js, n, tag)
+            await make(js, n, tag)
 
     cpu, start = time.process_time(), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -80,14 +144,14 @@ async def throughput(url: str, runs: int, concurrency: int, tag: str) -> tuple[f
     return runs / elapsed, cpu / runs * 1000
 
 
-async def idle(url: str, runs: int, tag: str) -> list[float]:
+async def idle(url: str, runs: int, tag: str, make: Chain = chain) -> list[float]:
     """Milliseconds of each chain made alone."""
     nc = await nats.connect(url)
     js = nc.jetstream(timeout=30)
     took = []
     for n in range(runs):
         start = time.perf_counter()
-        await chain(js, n, tag)
+        await make(js, n, tag)
         took.append((time.perf_counter() - start) * 1000)
     await nc.close()
     return took
@@ -104,19 +168,43 @@ async def child(runs: int) -> list[float]:
     return took
 
 
+async def _stale_report_refused(url: str, tag: str) -> bool:
+    nc = await nats.connect(url)
+    try:
+        return await stale_report_refused(nc.jetstream(timeout=30), tag)
+    finally:
+        await nc.close()
+
+
 def run(runs: int, concurrency: int, idle_runs: int, reps: int, sync_always: bool) -> dict[str, object]:
     rates, cpus, raws, ratios, writes, chain_p50, chain_p99, child_p50, floors = [], [], [], [], [], [], [], [], []
+    v2: dict[str, list[float]] = {k: [] for k in ("rates", "cpus", "ratios", "over_v1", "writes", "p50", "p99",
+                                                  "folded_rates", "folded_over_v1")}
     for rep in range(reps):
         with system(sync_always=sync_always, services=()) as jc:
             raws.append(asyncio.run(raw_js.measure(jc.url)))
             asyncio.run(topology(jc.url))
+            assert asyncio.run(_stale_report_refused(jc.url, f"f{rep}")), "the server wrote a stale v2 report"
             before = stored_messages(jc.server.monitor_url)
             rate, cpu = asyncio.run(throughput(jc.url, runs, concurrency, f"t{rep}"))
             writes.append((stored_messages(jc.server.monitor_url) - before) / runs)
             rates.append(rate)
             cpus.append(cpu)
             ratios.append(rate / raws[-1]["publish_ack_per_s"])
+            before = stored_messages(jc.server.monitor_url)
+            rate2, cpu2 = asyncio.run(throughput(jc.url, runs, concurrency, f"v{rep}", chain_v2))
+            v2["writes"].append((stored_messages(jc.server.monitor_url) - before) / runs)
+            v2["rates"].append(rate2)
+            v2["cpus"].append(cpu2)
+            v2["ratios"].append(rate2 / raws[-1]["publish_ack_per_s"])
+            v2["over_v1"].append(rate2 / rate)
+            rate3, _ = asyncio.run(throughput(jc.url, runs, concurrency, f"x{rep}", chain_v2_folded))
+            v2["folded_rates"].append(rate3)
+            v2["folded_over_v1"].append(rate3 / rate)
             took = asyncio.run(idle(jc.url, idle_runs, f"i{rep}"))
+            took2 = asyncio.run(idle(jc.url, idle_runs, f"w{rep}", chain_v2))
+            v2["p50"].append(statistics.median(took2))
+            v2["p99"].append(percentile(took2, 99))
         spawned = asyncio.run(child(idle_runs))
         chain_p50.append(statistics.median(took))
         chain_p99.append(percentile(took, 99))
@@ -129,6 +217,12 @@ def run(runs: int, concurrency: int, idle_runs: int, reps: int, sync_always: boo
         "client_cpu_ms_per_run": summary(cpus), **raw_js.fields(raws),
         "idle_eight_writes_p50_ms": summary(chain_p50), "idle_eight_writes_p99_ms": summary(chain_p99),
         "idle_true_spawn_to_reaped_p50_ms": summary(child_p50), "idle_floor_p50_ms": summary(floors),
+        "v2_writes_per_run": summary(v2["writes"]), "v2_floor_runs_per_s": summary(v2["rates"]),
+        "v2_floor_ratio_to_raw_publish": summary(v2["ratios"]), "v2_over_v1_floor": summary(v2["over_v1"]),
+        "v2_client_cpu_ms_per_run": summary(v2["cpus"]), "v2_idle_four_writes_p50_ms": summary(v2["p50"]),
+        "v2_idle_four_writes_p99_ms": summary(v2["p99"]), "v2_stale_report_refused": True,
+        "v2_folded_floor_runs_per_s": summary(v2["folded_rates"]),
+        "v2_folded_over_v1_floor": summary(v2["folded_over_v1"]),
     }
 
 
