@@ -208,3 +208,27 @@ async def test_a_store_full_of_what_cannot_be_let_go_refuses_with_a_named_error_
     finally:
         await client.close()
         await nc.close()
+
+
+async def test_a_store_filled_past_the_leaders_check_still_lets_history_go_and_firing_resumes(
+        small_store_services: Services, small_store: EmbeddedNats) -> None:
+    # Given a job firing every second, and a tracker leader that looks at storage only once an hour
+    await small_store_services.start_system(agents=1, JETCRON_STORAGE_CHECK_SECONDS="3600",
+                                            JETCRON_HISTORY_MIN_SECONDS="1", **SMALL_RESERVED)
+    client = await Client.connect(small_store.url, timeout=10)
+    nc = await nats.connect(small_store.url)
+    try:
+        js = nc.jetstream(timeout=5)
+        await client.call("jobs.create", _every_second("tick"))
+        await wait_for(lambda: _succeeded_at_least(client, "tick", 2), 30, what="tick to run")
+        # When history fills the server's whole store between two of its looks (then no lease can be renewed:
+        # the tracker's leadership and the trigger's shards are given up)
+        written = await _fill_with_history(js)
+        stuck = await _succeeded(client, "tick")
+        # Then, once something frees a lease's room, a tracker leads again and lets history go at once (its first
+        # look as a new leader), and firing resumes by itself
+        await wait_for(lambda: _succeeded_at_least(client, "tick", stuck + 3), 60, what="tick to run again")
+        assert len(await _history_ids(js)) < len(written)
+    finally:
+        await client.close()
+        await nc.close()
