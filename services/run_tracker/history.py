@@ -24,6 +24,8 @@ PRUNE_AFTER = 5.0
 together is read once for all of them."""
 SHED_WALK = 20_000
 """Records looked at per storage check at most: a check is never a walk through a whole bucket at once."""
+SHED_BATCH = 64
+"""Runs let go at once (two purges each): one at a time, 3,000 runs took longer than the leader's lease."""
 EVENTS_SHARE = 0.2
 """The oldest share of the events stream let go under pressure (only what the tracker has consumed)."""
 
@@ -101,11 +103,14 @@ class StorageKeeper:
     """Run by the tracker leader: every storage_check_seconds, each stream's and the server's headroom as metrics;
     at or above storage_shed_at, history let go oldest first."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
+        self.monotonic = monotonic
         self.every = timedelta(seconds=ctx.settings.storage_check_seconds)
         self.last: datetime | None = None
         self.streams = stream_names()
+        self.behind = False
+        """The last walk stopped at its time budget with room still wanted: the next pass checks again at once."""
         self.walked_to = 0
         """The runs bucket's sequence the last walk stopped at: the next goes on from there, so that a long run of
         records that may not go (dead runs kept for their dead letters, live ones) at the bucket's start does not
@@ -118,7 +123,7 @@ class StorageKeeper:
         self.last = None
 
     async def maybe_check(self, now: datetime) -> None:
-        if self.last is not None and now - self.last < self.every:
+        if self.last is not None and now - self.last < self.every and not self.behind:
             return
         self.last = now
         try:
@@ -128,6 +133,7 @@ class StorageKeeper:
 
     async def check(self, now: datetime) -> dict[str, int]:
         """Export the headroom, shed what pressure asks; bytes (or messages) let go, by stream."""
+        self.behind = False
         usages = await storage.stream_usages(self.ctx.streams, self.streams)
         server = await storage.server_usage(self.ctx.settings.nats_url, self.ctx.settings.nats_monitor_url, usages)
         for usage in [*usages, *([server] if server is not None else [])]:
@@ -159,22 +165,39 @@ class StorageKeeper:
         return shed
 
     async def _shed_runs(self, want: int, now: datetime) -> int:
-        """Ended runs past their gate, the longest unwritten first, until `want` bytes are free; the count."""
+        """Ended runs past their gate, the longest unwritten first, until `want` bytes are free; the count.
+
+        A pass stops at a third of the leader's lease TTL, however much is still wanted: the leader's loop renews
+        its lease between passes, and a pass that outlasted it (thousands of runs let go one by one) lost the
+        lease after every pass, and the sweeps with it. The next pass then comes at once (`behind`)."""
         freed = removed = walked = 0
         cluster = self.ctx.history.cluster
         reached, start = 0, self.walked_to
+        deadline = self.monotonic() + self.ctx.settings.leader_lease_ttl / 3
+        batch: list[str] = []
+
+        async def let_go() -> None:
+            for result in await asyncio.gather(*(storage.remove_run(self.ctx.streams, key) for key in batch),
+                                               return_exceptions=True):
+                if isinstance(result, BaseException) and not isinstance(result, NotFound):
+                    raise result
+            batch.clear()
+
         async for key, run, size, seq in self.ctx.streams.oldest(s.BUCKET_RUNS, Run, after=start):
             walked, reached = walked + 1, seq
             if may_shed(run, now, cluster):
-                try:
-                    await storage.remove_run(self.ctx.streams, key)
-                except NotFound:
-                    pass
+                batch.append(key)
                 freed += size
                 removed += 1
-            if freed >= want or walked >= SHED_WALK:
+            if len(batch) >= SHED_BATCH:
+                await let_go()
+            late = self.monotonic() > deadline
+            if freed >= want or walked >= SHED_WALK or late:
+                await let_go()
                 self.walked_to = reached
+                self.behind = late and freed < want
                 return removed
+        await let_go()
         self.walked_to = 0  # the end: the next walk starts again from the oldest
         return removed
 

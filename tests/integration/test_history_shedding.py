@@ -60,3 +60,32 @@ async def test_each_walk_goes_on_past_records_that_may_not_go(nats_server: Embed
         assert keeper.walked_to == 0
     finally:
         await nc.close()
+
+
+async def test_a_walk_stops_at_its_time_budget_and_the_next_comes_at_once(nats_server: EmbeddedNats) -> None:
+    # Given 200 runs that ended a day ago, and a leader whose lease TTL is 3 s (a walk's budget: 1 s)
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream(timeout=5)
+        await ensure_topology(js)
+        for i in range(200):
+            run = _run(i, RunState.SUCCEEDED, timedelta(days=1))
+            await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
+        settings = Settings(leader_lease_ttl=3.0)
+        ctx: Any = SimpleNamespace(streams=ServerStreams(js), settings=settings, log=structlog.get_logger("test"),
+                                   history=SimpleNamespace(cluster=settings.history))
+        ticks = iter(range(10**6))
+        keeper = StorageKeeper(cast(Any, ctx), monotonic=lambda: next(ticks) * 0.01)  # 10 ms per look at it
+        # When pressure asks for more than one walk's budget can let go
+        first = await keeper._shed_runs(10**9, NOW)
+        # Then the walk stops at its budget (100 looks), what it chose is gone, and the next check is due at once
+        assert 90 <= first <= 110 and keeper.behind
+        left = (await js.stream_info(s.kv_stream(s.BUCKET_RUNS))).state.messages
+        assert left == 200 - first
+        keeper.last, soon = NOW, NOW + timedelta(seconds=1)
+        await keeper.maybe_check(soon)  # not due by the clock (every 15 s): due because the last walk was cut short
+        assert keeper.last == soon and not keeper.behind  # no pressure now (no limit is near): nothing more wanted
+        await keeper.maybe_check(soon + timedelta(seconds=1))
+        assert keeper.last == soon
+    finally:
+        await nc.close()
