@@ -169,7 +169,8 @@ class StorageKeeper:
 
         A pass stops at a third of the leader's lease TTL, however much is still wanted: the leader's loop renews
         its lease between passes, and a pass that outlasted it (thousands of runs let go one by one) lost the
-        lease after every pass, and the sweeps with it. The next pass then comes at once (`behind`)."""
+        lease after every pass, and the sweeps with it. The next pass then comes at once (`behind`) if this one
+        let something go."""
         freed = removed = walked = 0
         cluster = self.ctx.history.cluster
         reached, start = 0, self.walked_to
@@ -195,7 +196,9 @@ class StorageKeeper:
             if freed >= want or walked >= SHED_WALK or late:
                 await let_go()
                 self.walked_to = reached
-                self.behind = late and freed < want
+                # Only a walk that let something go comes again at once: one that found nothing to let go (a store
+                # full of what may not go) waits for the next check rather than walk again and again.
+                self.behind = late and freed < want and removed > 0
                 return removed
         await let_go()
         self.walked_to = 0  # the end: the next walk starts again from the oldest

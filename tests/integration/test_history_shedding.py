@@ -89,3 +89,25 @@ async def test_a_walk_stops_at_its_time_budget_and_the_next_comes_at_once(nats_s
         assert keeper.last == soon
     finally:
         await nc.close()
+
+
+async def test_a_walk_that_finds_nothing_to_let_go_does_not_come_again_at_once(nats_server: EmbeddedNats) -> None:
+    # Given 50 runs still running (nothing may go), and a walk's budget of 1 s
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream(timeout=5)
+        await ensure_topology(js)
+        for i in range(50):
+            run = _run(i, RunState.RUNNING, timedelta(0))
+            await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
+        settings = Settings(leader_lease_ttl=3.0)
+        ctx: Any = SimpleNamespace(streams=ServerStreams(js), settings=settings, log=structlog.get_logger("test"),
+                                   history=SimpleNamespace(cluster=settings.history))
+        ticks = iter(range(10**6))
+        keeper = StorageKeeper(cast(Any, ctx), monotonic=lambda: next(ticks) * 0.1)  # 100 ms per look at it
+        # When pressure asks for room and the walk runs out of time having let nothing go
+        assert await keeper._shed_runs(10**9, NOW) == 0
+        # Then the next check waits for its time, not for the next turn of the leader's loop
+        assert not keeper.behind and (await js.stream_info(s.kv_stream(s.BUCKET_RUNS))).state.messages == 50
+    finally:
+        await nc.close()
