@@ -27,6 +27,10 @@ from jetcron.sdk.errors import ApiError
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 
+# Each test fills a store (24 MB, or a 256 KiB bucket) and waits for history to be let go and runs to go on: under
+# make test's six workers on two cores one took 112 s before its teardown, past the suite's 120 s guard.
+pytestmark = pytest.mark.timeout(240)
+
 RUNS = s.kv_stream(s.BUCKET_RUNS)
 QUICK = {"JETCRON_STORAGE_CHECK_SECONDS": "0.5", "JETCRON_HISTORY_MIN_SECONDS": "1"}
 LONG_AGO = datetime.now(UTC) - timedelta(days=1)
