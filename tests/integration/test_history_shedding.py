@@ -11,6 +11,7 @@ from typing import Any, cast
 import nats
 import pytest
 import structlog
+from nats.js import JetStreamContext
 
 from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.streams import ServerStreams
@@ -32,6 +33,23 @@ def _run(n: int, state: RunState, ended_ago: timedelta) -> Run:
                finished_at=None if not state.terminal else NOW - ended_ago)
 
 
+async def _store(js: JetStreamContext, runs: list[Run]) -> None:
+    """The runs bucket (jetcron's topology) holding `runs`, in order."""
+    await ensure_topology(js)
+    for run in runs:
+        await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
+
+
+def _keeper(js: JetStreamContext, settings: Settings, step: float | None = None) -> StorageKeeper:
+    """The tracker's storage keeper on the real streams; with `step`, a clock that moves that much per look."""
+    ctx: Any = SimpleNamespace(streams=ServerStreams(js), settings=settings, log=structlog.get_logger("test"),
+                               history=SimpleNamespace(cluster=settings.history))
+    if step is None:
+        return StorageKeeper(cast(Any, ctx))
+    ticks = iter(range(10**6))
+    return StorageKeeper(cast(Any, ctx), monotonic=lambda: next(ticks) * step)
+
+
 async def test_each_walk_goes_on_past_records_that_may_not_go(nats_server: EmbeddedNats,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a runs bucket whose oldest 30 records are dead runs and a live one, then 30 ended a day ago, then 5
@@ -40,16 +58,12 @@ async def test_each_walk_goes_on_past_records_that_may_not_go(nats_server: Embed
     nc = await nats.connect(nats_server.url)
     try:
         js = nc.jetstream(timeout=5)
-        await ensure_topology(js)
         kept = [_run(i, RunState.DEAD, timedelta(days=1)) for i in range(29)] + [_run(29, RunState.RUNNING,
                                                                                        timedelta(0))]
         old = [_run(30 + i, RunState.SUCCEEDED, timedelta(days=1)) for i in range(30)]
         recent = [_run(60 + i, RunState.FAILED, timedelta(minutes=1)) for i in range(5)]
-        for run in [*kept, *old, *recent]:
-            await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
-        ctx: Any = SimpleNamespace(streams=ServerStreams(js), settings=Settings(), log=structlog.get_logger("test"),
-                                   history=SimpleNamespace(cluster=Settings().history))
-        keeper = StorageKeeper(cast(Any, ctx))
+        await _store(js, [*kept, *old, *recent])
+        keeper = _keeper(js, Settings())
         # When pressure asks for more than can be freed, walk after walk (20 records each at most)
         removed = [await keeper._shed_runs(10**9, NOW) for _ in range(4)]
         # Then the first walk met only what may not go, the next ones went on behind it, and a walk that reached
@@ -67,15 +81,8 @@ async def test_a_walk_stops_at_its_time_budget_and_the_next_comes_at_once(nats_s
     nc = await nats.connect(nats_server.url)
     try:
         js = nc.jetstream(timeout=5)
-        await ensure_topology(js)
-        for i in range(200):
-            run = _run(i, RunState.SUCCEEDED, timedelta(days=1))
-            await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
-        settings = Settings(leader_lease_ttl=3.0)
-        ctx: Any = SimpleNamespace(streams=ServerStreams(js), settings=settings, log=structlog.get_logger("test"),
-                                   history=SimpleNamespace(cluster=settings.history))
-        ticks = iter(range(10**6))
-        keeper = StorageKeeper(cast(Any, ctx), monotonic=lambda: next(ticks) * 0.01)  # 10 ms per look at it
+        await _store(js, [_run(i, RunState.SUCCEEDED, timedelta(days=1)) for i in range(200)])
+        keeper = _keeper(js, Settings(leader_lease_ttl=3.0), step=0.01)  # 10 ms per look at it
         # When pressure asks for more than one walk's budget can let go
         first = await keeper._shed_runs(10**9, NOW)
         # Then the walk stops at its budget (100 looks), what it chose is gone, and the next check is due at once
@@ -96,15 +103,8 @@ async def test_a_walk_that_finds_nothing_to_let_go_does_not_come_again_at_once(n
     nc = await nats.connect(nats_server.url)
     try:
         js = nc.jetstream(timeout=5)
-        await ensure_topology(js)
-        for i in range(50):
-            run = _run(i, RunState.RUNNING, timedelta(0))
-            await js.publish(s.kv_subject(s.BUCKET_RUNS, run.run_id), encode(run))
-        settings = Settings(leader_lease_ttl=3.0)
-        ctx: Any = SimpleNamespace(streams=ServerStreams(js), settings=settings, log=structlog.get_logger("test"),
-                                   history=SimpleNamespace(cluster=settings.history))
-        ticks = iter(range(10**6))
-        keeper = StorageKeeper(cast(Any, ctx), monotonic=lambda: next(ticks) * 0.1)  # 100 ms per look at it
+        await _store(js, [_run(i, RunState.RUNNING, timedelta(0)) for i in range(50)])
+        keeper = _keeper(js, Settings(leader_lease_ttl=3.0), step=0.1)  # 100 ms per look at it
         # When pressure asks for room and the walk runs out of time having let nothing go
         assert await keeper._shed_runs(10**9, NOW) == 0
         # Then the next check waits for its time, not for the next turn of the leader's loop
