@@ -36,6 +36,7 @@ from bench import raw_js
 from bench.common import System, summary, system
 from jetcron.bus import lease as lease_store
 from jetcron.bus.publish import StreamPublisher
+from jetcron.config import Settings
 from jetcron.core.ids import run_id
 from jetcron.core.models import AgentInfo, JobSpec, Resources, Run, RunState
 from jetcron.ops.dispatch import dispatch
@@ -105,7 +106,7 @@ async def submit(js: nats.js.JetStreamContext, runs: int, due: datetime, tag: st
                   due_at=due, created_at=datetime.now(UTC), spec=spec)
         async with gate:
             await kv.create(run.run_id, encode(run))
-            await dispatch(StreamPublisher(js), run)
+            await dispatch(StreamPublisher(js), run, place_by=Settings().place_by)
 
     await asyncio.gather(*(one(i) for i in range(runs)))
 

@@ -13,6 +13,7 @@ from jetcron.core.errors import Misconfigured
 from jetcron.core.retention import ClusterHistory
 from jetcron.core.sim import SimExecution
 from jetcron.core.uid_pool import parse_uid_range
+from jetcron.wire.messages import PlaceBy
 
 _Count = Annotated[int, Field(ge=0)]
 _MiB = 1024 * 1024
@@ -51,6 +52,12 @@ class Settings(BaseSettings):
     which each run claim is bound, so that runs in flight cost no renewals; `run`, each run's own claim (the
     protocol before: a renewal per run every `run_lease_ttl`/3). A tracker judges each claim by what it says, so
     agents of both kinds may share a cluster (docs/deploy.md, upgrading)."""
+    place_by: PlaceBy = "record"
+    """How a run waiting for placement reaches the placement leader: `record`, by its run record alone (the leader
+    follows the runs bucket and holds every `scheduled` record, so no PlaceRun is written: one acknowledged write
+    less per run); `message`, by a PlaceRun on JC_PLACE as well (the protocol before, for a cluster whose placement
+    replicas are older). Either way a run still `scheduled` past its due time is re-driven by the tracker as a
+    PlaceRun, which placement consumes too (docs/deploy.md, upgrading)."""
     run_claim_ttl: float = Field(default=600.0, gt=1)
     """Seconds a run claim bound to its agent's lease lives without renewal (liveness `agent`): the agent renews
     it at a third of this, so that it outlives no run by much once the run has ended; its liveness is the agent
@@ -87,7 +94,8 @@ class Settings(BaseSettings):
     min_interval: float = Field(default=1.0, gt=0)
     """The shortest schedule interval a job may have, in seconds."""
     redrive_after: float = Field(default=30.0, gt=0)
-    """A run scheduled but not placed this long after its due time is handed to placement again."""
+    """A run scheduled but not placed this long after its due time is handed to placement again (a PlaceRun), and
+    again at ages that double, at most every 16 minutes (core/reconcile.REDRIVE_GAP_MAX)."""
     topology_check: float = Field(default=10.0, gt=0)
     """Seconds between a core service's checks that every stream, bucket and durable consumer still exists: one
     deleted under the running system is made again, empty, and logged as an error."""
@@ -177,8 +185,8 @@ class Settings(BaseSettings):
     max_consumers this is (left unset, nats-server takes 1,000 and refuses the next agent). An existing stream is
     raised in place at start."""
     place_queue_max: int = Field(default=2_000_000, ge=10)
-    """Messages the placement and assignment queue streams hold at most; submits are refused (unavailable,
-    retry) once either is 90 % full."""
+    """Messages the placement and assignment queue streams hold at most, and runs the placement leader holds
+    waiting (`place_by` record); submits are refused (unavailable, retry) once any is 90 % full."""
     history_keep_seconds: float = Field(default=3 * 86400.0, gt=0)
     """Seconds a finished run is kept after it ended (its record with every attempt, its events and output), where
     neither its job nor its tenant says otherwise (HistoryPolicy); then the server removes it (per-message TTL)."""

@@ -90,5 +90,5 @@ async def release(ctx: Context, run_id: str, now: datetime, reason: str = "") ->
         return None
     if changed is None:
         return None
-    await dispatch(ctx.publisher, changed[1])
+    await dispatch(ctx.publisher, changed[1], place_by=ctx.settings.place_by)
     return changed[1]

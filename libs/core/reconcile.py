@@ -47,6 +47,11 @@ from jetcron.core.reconcile_steps import (
 REPORT_WAIT_CAP = timedelta(seconds=300)
 """The longest a run whose lease is gone waits for its live agent's queued reports before it is called lost: a
 run the agent lost track of is re-dispatched at most this much later, however busy that agent stays."""
+REDRIVE_GAP_MAX = timedelta(minutes=16)
+"""The longest gap between two re-drives of a run left `scheduled`: they come at ages past its due time that double
+(30 s, 1, 2, 4, 8, 16 min, then every 16 min). A run waiting for room is held by placement from its record
+already; the re-drive is the net for a leader that missed it, and one every 30 s cost each run of a herd that
+waits at midnight a write twice a minute."""
 HEARTBEATS_TO_GONE = 3
 """Heartbeats an agent's record may stand still before its word on pending reports no longer counts."""
 
@@ -174,7 +179,7 @@ def _first(t: Tracked, now: datetime, timing: Timing) -> Verdict:
     if run.state is RunState.RETRY_WAIT and run.due_at <= now:
         return Verdict(tracked=t, action=Retry())
     if run.state is RunState.SCHEDULED and now - run.due_at > (every := timing.redrive_every):
-        if t.looked is not None and now - t.looked <= every:
+        if t.looked is not None and now - t.looked <= max(every, min(t.looked - run.due_at, REDRIVE_GAP_MAX)):
             return Verdict(tracked=t, action=STAY)
         return Verdict(tracked=replace(t, looked=now), action=Redrive(times=int((now - run.due_at) / every)))
     if len(run.agents) > 1 and (since := _gang_since(run, timing)) is not None:

@@ -15,7 +15,7 @@ from jetcron.core.runs import Change, apply
 from jetcron.ops.dispatch import dispatch
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
-from jetcron.wire.messages import CancelRun
+from jetcron.wire.messages import CancelRun, PlaceBy
 
 
 async def cancel_run(runs: Records[Run], leases: Leases, rpc: Rpc, run_id: str, reason: str,
@@ -51,7 +51,7 @@ async def _notify_stops(leases: Leases, run: Run, stop: Stop, lease_ttl: float) 
 
 async def preempt_run(runs: Records[Run], leases: Leases, rpc: Rpc, publisher: Publisher, run_id: str,
                       attempt: int, reason: str, now: datetime, lease_ttl: float, grace: float,
-                      copy: tuple[Run, int] | None = None) -> Run | None:
+                      place_by: PlaceBy, copy: tuple[Run, int] | None = None) -> Run | None:
     """Stop a running attempt to give its place to a run of higher priority (placement decided it,
     docs/preemption.md), fenced as a cancel is: CAS running -> scheduled as a new attempt due once `grace` has
     passed (core/runs.apply, PREEMPT), tell its agents to stop it with that grace (SIGTERM, the grace, SIGKILL: it
@@ -81,5 +81,5 @@ async def preempt_run(runs: Records[Run], leases: Leases, rpc: Rpc, publisher: P
     await _notify_stops(leases, old, Stop(run_id=run_id, attempt=old.attempt, reason=reason, grace_seconds=grace,
                                           at=now.timestamp()), lease_ttl)
     with contextlib.suppress(JetcronError):
-        await dispatch(publisher, new)
+        await dispatch(publisher, new, place_by=place_by)
     return new

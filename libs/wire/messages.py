@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 import msgspec
 
@@ -207,6 +208,10 @@ class ServiceInstance(_Msg, frozen=True, kw_only=True):
     ready: bool = False
     started_at: datetime
     heartbeat_at: datetime
+
+
+PlaceBy = Literal["record", "message"]
+"""How a run waiting for placement reaches the leader: its `scheduled` record alone, or a PlaceRun as well."""
 
 
 def place_run_for(run: Run) -> PlaceRun:

@@ -65,6 +65,6 @@ class Dlq(Noun):
                 if key is not None:
                     return (await self.ctx.runs.get(replay_id))[0]
                 continue
-            await dispatch(self.ctx.publisher, replay)
+            await dispatch(self.ctx.publisher, replay, place_by=self.ctx.settings.place_by)
             return replay
         raise Conflict(f"run {run_id} was replayed too many times")

@@ -292,7 +292,7 @@ class Jobs(Noun):
             existing, _ = await self.ctx.runs.get(run.run_id)
             return existing
         if run.state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, run)
+            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
         return run
 
     @verb

@@ -58,6 +58,8 @@ class Placer:
         # A herd of thousands of writes at once would queue the leader lease's renewal behind them until it
         # lapsed (seen at 2,000 runs with fsync on); a bounded number in flight keeps the server as busy.
         self.writes = asyncio.Semaphore(ASSIGN_CONCURRENCY)
+        self._acking: set[asyncio.Future[None]] = set()
+        """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback)."""
         self.preemptor = Preemptor(ctx, view)
         """A run with no place may take that of lower-priority runs whose policy allows it (preempt.py)."""
 
@@ -67,21 +69,31 @@ class Placer:
             cmd = decode(msg.data, PlaceRun)
         except Exception as exc:
             raise Drop(f"undecodable PlaceRun: {exc}") from exc
-        if cmd.run_id in self.held:
-            old = self.held[cmd.run_id]
-            if old[0].attempt == cmd.attempt and old[1] is None:
-                self.held[cmd.run_id] = (old[0], msg, old[2])  # taken up at takeover; now its message came
-                raise Hold()
-            if old[0].attempt >= cmd.attempt:
-                return  # a duplicate delivery: ack it, the held one stands
-            await self._drop(cmd.run_id)
+        old = self.held.get(cmd.run_id)
+        if old is not None and old[0].attempt == cmd.attempt and old[1] is None:
+            self.held[cmd.run_id] = (old[0], msg, old[2])  # held from its record; now its message came
+            raise Hold()
+        taken, superseded = self._offer(cmd, msg)
+        if superseded is not None:
+            await ack_held(superseded)
+        if not taken:
+            return  # a duplicate delivery, or the run is already out: ack it, the held one stands
+        raise Hold()
+
+    def _offer(self, cmd: PlaceRun, msg: Message | None) -> tuple[bool, Message | None]:
+        """Hold the attempt, unless it (or a newer one) is held or out already: whether it was taken, and the
+        message of an older attempt it replaced (for the caller to ack)."""
+        old = self.held.get(cmd.run_id)
+        if old is not None and old[0].attempt >= cmd.attempt:
+            return False, None
         out = self.view.placed.get(cmd.run_id)
         if out is not None and out.attempt >= cmd.attempt:
-            return  # already out (a redelivery after takeover, or a re-drive that crossed the assignment)
+            return False, None  # already out (a redelivery after takeover, or a re-drive that crossed the assignment)
+        superseded = self._unqueue(cmd.run_id) if old is not None else None
         if out is not None:
             self.view.release(cmd.run_id)  # the record moved on from that attempt; its hosts may be gone
         self.hold(cmd, msg)
-        raise Hold()
+        return True, superseded
 
     def hold(self, cmd: PlaceRun, msg: Message | None) -> None:
         self.held[cmd.run_id] = (cmd, msg, "")
@@ -91,12 +103,19 @@ class Placer:
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).inc()
         self.view.changed.set()
 
-    def moved(self, run: Run) -> None:
-        """A waiting run's record names another priority or queue (runs.set_priority): its demand moves in the
-        queue at once, keeping how long it has waited."""
+    def offered(self, run: Run) -> None:
+        """A record waiting for placement, from the runs watch (at takeover, every one the view keeps).
+
+        The record is the hand-off (`place_by` record: no PlaceRun comes for it), so the leader holds it at once;
+        a PlaceRun of the same attempt, re-driven or from an older publisher, joins the held entry. A held run
+        whose record names another priority or queue (runs.set_priority) moves in the queue, keeping how long it
+        has waited."""
         held = self.held.get(run.run_id)
         spec = run.spec
-        if held is None or spec is None:
+        if spec is None:
+            return
+        if held is None or held[0].attempt < run.attempt:
+            self._ack_later(self._offer(place_run_for(run), None)[1])
             return
         cmd, msg, reason = held
         if (cmd.priority, cmd.queue) == (spec.priority, spec.queue) or cmd.attempt != run.attempt:
@@ -111,27 +130,41 @@ class Placer:
         """Too early to assign: a staged first attempt goes at once, others `lead` before their due time."""
         return not cmd.staged and cmd.due_at - self.ahead > now
 
-    async def _drop(self, run_id: str) -> None:
+    def moved_on(self, run_id: str, attempt: int | None) -> None:
+        """A held run's record left `scheduled` at its attempt or a later one, not by this leader's assignment
+        (that one leaves `held` before it is written): cancelled, or assigned by a deposed leader's last write.
+        It leaves the queue now rather than when a pass fails to assign it; it no longer counts as pending."""
+        held = self.held.get(run_id)
+        if held is not None and (attempt is None or held[0].attempt <= attempt):
+            self._ack_later(self._unqueue(run_id))
+
+    def _ack_later(self, msg: Message | None) -> None:
+        if msg is not None:
+            self._acking.add(task := asyncio.ensure_future(ack_held(msg)))
+            task.add_done_callback(self._acking.discard)
+
+    def _unqueue(self, run_id: str) -> Message | None:
+        """Leave the queue; the message it was held with, for the caller to ack."""
         cmd, msg, _ = self.held.pop(run_id)
         self.view.queue.remove(run_id)
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
-        if msg is not None:
-            await ack_held(msg)
+        return msg
 
-    def take_up_records(self) -> int:
-        """At takeover: every run whose record waits for placement is queued now, not after its message's
-        ack wait runs out on the old leader. Its message, when redelivered, joins the held entry."""
-        taken = 0
+    def follow_records(self) -> int:
+        """At takeover: every run whose record waits for placement is held now, and each one the runs watch
+        delivers from then on (its PlaceRun, if one comes, joins the held entry); how many were taken up."""
+        self.view.on_scheduled, self.view.on_moved_on = self.offered, self.moved_on
+        before = len(self.held)
         for run, _ in list(self.view.scheduled.values()):
-            if run.run_id not in self.held and run.run_id not in self.view.placed:
-                self.hold(place_run_for(run), None)
-                taken += 1
-        return taken
+            self.offered(run)
+        return len(self.held) - before
 
     def let_go(self) -> None:
         """Leadership lost: the queue keeps policies and quota usage, only the held demands leave it.
 
-        Their messages are not acked: the server redelivers them to the next leader."""
+        Their messages are not acked: the server redelivers them to the next leader, which holds their records
+        already."""
+        self.view.on_scheduled = self.view.on_moved_on = None
         for run_id, (cmd, _, _) in list(self.held.items()):
             del self.held[run_id]
             self.view.queue.remove(run_id)
@@ -254,7 +287,12 @@ class Placer:
         if not await self.preemptor.clear(demand, now):
             self.view.queue.push(demand)  # a run it was to preempt could not be: it waits for the next pass
             return
-        cmd, msg, _ = self.held.pop(demand.run_id)
+        entry = self.held.pop(demand.run_id, None)
+        if entry is None:  # its record moved on while the pass cleared its place (moved_on): nothing to assign
+            self.preemptor.done(demand.run_id)
+            self.view.unhold(demand.run_id)
+            return
+        cmd, msg, _ = entry
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
         async with self.writes:
             written = await self._assign(cmd, placement, now)
@@ -332,8 +370,7 @@ async def lead(ctx: Context, view: View) -> None:
         view.leading = True
         stop = asyncio.Event()
         placer = Placer(ctx, view, stop, acted=partial(_acted, leader))
-        view.on_scheduled = placer.moved
-        taken = placer.take_up_records()
+        taken = placer.follow_records()
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
                      waiting=taken)
         tasks = [background(ctx, t) for t in (
@@ -345,7 +382,6 @@ async def lead(ctx: Context, view: View) -> None:
             ctx.log.warning("placement leadership lost", why=leader.why_dropped)
         metrics.child(metrics.LEASES_HELD, kind="placement_leader").set(0)
         view.leading = False
-        view.on_scheduled = None
         stop.set()
         for task in tasks[1:]:
             task.cancel()

@@ -74,7 +74,9 @@ class View:
         self._tasks: set[asyncio.Future[None]] = set()
         self.runs_synced = asyncio.Event()
         self.on_scheduled: Callable[[Run], None] | None = None
-        """Told of every record waiting for placement (the leader moves a reprioritized one in its queue)."""
+        """Told of every record waiting for placement: the leader holds it (or moves a reprioritized one)."""
+        self.on_moved_on: Callable[[str, int | None], None] | None = None
+        """Told of a record no longer waiting for placement (cancelled, say), with its attempt (None: deleted)."""
 
     async def synced(self) -> None:
         """Both initial loads are in: only then may a leader place (else it would miss runs already out)."""
@@ -200,8 +202,8 @@ class View:
             self.scheduled[run_id] = (run, revision)
             if self.on_scheduled is not None:
                 self.on_scheduled(run)
-        else:
-            self.scheduled.pop(run_id, None)
+        elif self.scheduled.pop(run_id, None) is not None and self.on_moved_on is not None:
+            self.on_moved_on(run_id, run.attempt if run is not None else None)
         held = self.placed.get(run_id)
         if run is not None and run.state in ACTIVE and run.spec is not None:
             self._index(run)

@@ -91,7 +91,7 @@ class Flows:
         except WriteConflict:
             return  # recorded already, by another tracker's release of the same successes
         if state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, run)
+            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
 
     async def maybe_expire_waits(self, active: Mapping[str, Run], now: datetime) -> None:
         if time.monotonic() - self._expired_at < WAIT_SWEEP_EVERY:
@@ -155,7 +155,7 @@ class Flows:
         if state is RunState.WAITING:
             return
         if state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, run)
+            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
             return
         await self._blocked(run)
 
@@ -188,6 +188,6 @@ class Flows:
             return
         new = changed[1]
         if new.state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, new)
+            await dispatch(self.ctx.publisher, new, place_by=self.ctx.settings.place_by)
         elif new.state is RunState.BLOCKED:
             await self._blocked(new)

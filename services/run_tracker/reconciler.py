@@ -268,7 +268,7 @@ class Reconciler:
             case step.Redrive(times=times):
                 metrics.child(metrics.REDRIVES, step="scheduled").inc()
                 with _span(seen, "redrive"):
-                    await dispatch(self.ctx.publisher, seen, redrive=times)
+                    await dispatch(self.ctx.publisher, seen, place_by=self.ctx.settings.place_by, redrive=times)
             case step.Lose(loss=loss, reason=reason):
                 if loss is step.Loss.NOT_STARTED:
                     metrics.child(metrics.REDRIVES, step="assigned").inc()

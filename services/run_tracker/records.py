@@ -70,9 +70,9 @@ class Records:
             await announce_missed(self.ctx, new, new.missed[len(old.missed):])
         if new.state is RunState.SCHEDULED and new.attempt > old.attempt:
             metrics.RETRIES.inc()
-            await dispatch(self.ctx.publisher, new)
+            await dispatch(self.ctx.publisher, new, place_by=self.ctx.settings.place_by)
         elif new.state is RunState.SCHEDULED and old.state is RunState.WAITING:
-            await dispatch(self.ctx.publisher, new)
+            await dispatch(self.ctx.publisher, new, place_by=self.ctx.settings.place_by)
         if new.state is RunState.DEAD:
             metrics.DEAD_LETTERED.inc()
             await self.ctx.publisher.publish(s.dlq_subject(new.job), DeadLettered(

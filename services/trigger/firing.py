@@ -126,8 +126,11 @@ class Firer:
 
         Same message id (`run/1/place`): inside the stream's duplicate window the server drops it if the first
         one got through, so this costs a read and at most one dropped publish, and the run need not wait for
-        the reconciler's re-drive. Older occurrences are left to the reconciler.
+        the reconciler's re-drive. Older occurrences are left to the reconciler. Handed over by its record
+        (`place_by` record), the recorded run is with placement already: nothing to read or publish.
         """
+        if self.ctx.settings.place_by == "record":
+            return
         found = await self.ctx.runs.maybe(rid)
         if found is None:
             return
@@ -135,7 +138,7 @@ class Firer:
         fresh = now - run.created_at < REDISPATCH_WITHIN
         if run.state is RunState.SCHEDULED and run.attempt == 1 and run.assigned_at is None and fresh:
             metrics.child(metrics.REDRIVES, step="trigger").inc()
-            await dispatch(self.ctx.publisher, run)
+            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
 
     async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str, keep: float) -> str:
         spec = record.spec
@@ -178,5 +181,5 @@ class Firer:
             metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))
             if state is RunState.SCHEDULED:
                 await self._supersede(supersede, rid, now)
-                await dispatch(self.ctx.publisher, run)
+                await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
             return rid if state is not RunState.SKIPPED else last_run

@@ -54,8 +54,10 @@ async def test_a_tenant_at_its_pending_cap_waits_for_runs_to_start(services: Ser
 
 async def test_a_full_placement_queue_refuses_submits_instead_of_losing_them(services: Services,
                                                                            client: Client) -> None:
-    # placement is not running, so runs pile up in its queue (10 at most here)
-    await services.start_system(agents=0, core=("api", "trigger"), JETCRON_PLACE_QUEUE_MAX="10")
+    # placement is not running, so runs handed over by message (an older publisher) pile up in its queue stream
+    # (10 at most here)
+    await services.start_system(agents=0, core=("api", "trigger"), JETCRON_PLACE_QUEUE_MAX="10",
+                                JETCRON_PLACE_BY="message")
     for i in range(9):
         await client.jobs.create(_now(f"job-{i}"))
 
@@ -77,4 +79,27 @@ async def test_a_full_placement_queue_refuses_submits_instead_of_losing_them(ser
 
     name, error = await wait_for(refused, 5, what="a full queue to refuse a submit")
     assert error.retryable and "JC_PLACE queue is full" in str(error) and "of 10)" in str(error)
+    assert name not in {j.spec.name for j in (await client.jobs.list()).items}
+
+
+async def test_a_placement_leader_holding_its_limit_of_waiting_runs_refuses_submits(services: Services,
+                                                                                     client: Client) -> None:
+    # Given runs handed over by their records to a placement leader with no agent (10 waiting at most here)
+    await services.start_system(agents=0, core=("api", "trigger", "placement"), JETCRON_PLACE_QUEUE_MAX="10")
+    for i in range(9):
+        await client.jobs.create(_now(f"job-{i}"))
+
+    # When more come, then once the leader has counted its 9 waiting runs a submit is refused, and not stored
+    tries = iter(range(200))
+
+    async def refused() -> tuple[str, UnavailableError] | None:
+        name = f"extra-{next(tries)}"
+        try:
+            await client.jobs.create(_now(name))
+        except UnavailableError as exc:
+            return name, exc
+        return None
+
+    name, error = await wait_for(refused, 20, what="the placement leader's full queue to refuse a submit")
+    assert error.retryable and "the placement queue is full" in str(error) and "of 10)" in str(error)
     assert name not in {j.spec.name for j in (await client.jobs.list()).items}

@@ -5,6 +5,7 @@ sent, and a redelivered PlaceRun of an assigned run changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -79,3 +80,78 @@ async def test_a_run_cancelled_while_held_is_neither_assigned_nor_sent() -> None
     assert sent(ctx) == [] and queue.unsettled == []
     # and its place is free again for the next run
     assert placer.view.placed.get(run.run_id) is None
+
+
+async def leading(ctx: Context, placer: Placer) -> None:
+    """The leader follows the records as it does from its takeover, the view fed the runs bucket's records."""
+    for key in await ctx.runs.keys():
+        run, revision = await ctx.runs.get(key)
+        placer.view.on_record(key, run, revision)
+    placer.follow_records()
+
+
+async def test_a_record_alone_hands_its_run_to_the_leader_and_a_late_place_run_joins_it() -> None:
+    # Given a scheduled record and no PlaceRun taken (the record is the hand-off)
+    ctx, placer, queue, run = await setup()
+    await leading(ctx, placer)
+    assert list(placer.held) == [run.run_id]
+
+    # When a PlaceRun of the same attempt comes (a re-drive, or an older publisher), it joins the held entry
+    (msg,) = await queue.fetch(1, 1)
+    with pytest.raises(Hold):
+        await placer.take(msg)
+    assert list(placer.held) == [run.run_id] and queue.unsettled == [msg.seq]
+
+    # Then one pass assigns the run once, and acks the message
+    await placer.place_once()
+    assert [(a.run_id, a.attempt) for a in sent(ctx)] == [("nightly.r1", 1)] and queue.unsettled == []
+    # And its record coming back assigned, or scheduled again at the same attempt, holds nothing again
+    stored, revision = await ctx.runs.get(run.run_id)
+    placer.view.on_record(run.run_id, stored, revision)
+    placer.offered(run)
+    assert placer.held == {} and len(sent(ctx)) == 1
+
+
+async def test_a_retry_record_replaces_the_attempt_held_before_it() -> None:
+    # Given attempt 1 held from its PlaceRun (no agent has room: the only agent is away)
+    ctx, placer, queue, run = await setup()
+    placer.view.forget_agent("agent-1")
+    (msg,) = await queue.fetch(1, 1)
+    with pytest.raises(Hold):
+        await placer.take(msg)
+
+    # When the record of attempt 2 arrives from the runs watch
+    retry = Run(**{**{f: getattr(run, f) for f in run.__struct_fields__}, "attempt": 2})
+    await ctx.runs.put(run.run_id, retry)
+    await leading(ctx, placer)
+
+    # Then attempt 2 is what waits, and attempt 1's message is acked
+    assert [(cmd.run_id, cmd.attempt, held_msg) for cmd, held_msg, _ in placer.held.values()] == [
+        ("nightly.r1", 2, None)]
+    await asyncio.sleep(0)  # the ack is the watch callback's background task
+    assert queue.unsettled == []
+    assert placer.view.queue.waiting_by_tenant() == {"default": 1}
+
+
+async def test_a_held_run_whose_record_is_cancelled_leaves_the_queue_at_once() -> None:
+    # Given a run held from its record and its message, with no agent that has room
+    ctx, placer, queue, run = await setup()
+    placer.view.forget_agent("agent-1")
+    await leading(ctx, placer)
+    (msg,) = await queue.fetch(1, 1)
+    with pytest.raises(Hold):
+        await placer.take(msg)
+
+    # When its record is cancelled (the api's compare-and-set) and the runs watch delivers it
+    cancelled = Run(**{**{f: getattr(run, f) for f in run.__struct_fields__}, "state": RunState.CANCELLED,
+                       "finished_at": ctx.clock.now() + timedelta(seconds=1)})
+    revision = await ctx.runs.put(run.run_id, cancelled)
+    placer.view.on_record(run.run_id, cancelled, revision)
+
+    # Then it no longer waits nor counts as pending, and its message is acked; an agent coming gets nothing
+    await asyncio.sleep(0)
+    assert placer.held == {} and placer.view.queue.waiting_by_tenant() == {} and queue.unsettled == []
+    now = ctx.clock.now()
+    placer.view.upsert_agent(AgentInfo(agent_id="agent-2", cpu=4, memory_mb=4096, heartbeat_at=now, started_at=now))
+    await placer.place_once()
+    assert sent(ctx) == []

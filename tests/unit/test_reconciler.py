@@ -194,8 +194,10 @@ async def test_runs_whose_agent_still_has_reports_queued_wait_for_them_and_cost_
     await sweeps(tracker, 91.25, 2, beating=False)
     # Then each is judged, after an events horizon read behind that heartbeat, and called lost once: re-dispatched
     assert await tracker.lost() == sorted(f"j{i}.x" for i in range(HERD))
-    placed = cast(MemoryPublisher, tracker.ctx.publisher).on(s.PLACE_ALL)
-    assert sorted(str(p.msg_id) for p in placed) == sorted(s.msg_id(f"j{i}.x", 2, "place") for i in range(HERD))
+    again = [(await tracker.ctx.runs.get(f"j{i}.x"))[0] for i in range(HERD)]
+    assert {(run.state, run.attempt) for run in again} == {(RunState.SCHEDULED, 2)}
+    # handed to placement by those records (JETCRON_PLACE_BY=record): no PlaceRun
+    assert cast(MemoryPublisher, tracker.ctx.publisher).on(s.PLACE_ALL) == []
 
 
 async def test_an_agent_whose_heartbeat_stands_still_no_longer_holds_its_runs_back(tracker: Tracker) -> None:
