@@ -43,6 +43,17 @@ _REMOVED = ("DEL", "PURGE")
 markers reads as a purge too: docs/decisions-nats.md)."""
 
 
+def stored_size(subject: str, data: bytes, headers: Mapping[str, str] | None) -> int:
+    """The bytes the server's file store counts for one message (a stream state's `bytes` adds them up): a 22-byte
+    record head and an 8-byte hash around the subject and the body, and the header block with its 4-byte length.
+    Storage pressure counts what it lets go in these, so that it stops where the server's figure will."""
+    size = 30 + len(subject.encode()) + len(data)
+    if headers:
+        block = "NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        size += 4 + len(block.encode())
+    return size
+
+
 def value_of(data: bytes | None, headers: Mapping[str, str] | None) -> bytes | None:
     """The value a message of a bucket's stream gives its key, or None when it gives none: a delete or purge
     marker, or an empty body. Every reader of raw KV messages asks this, so a key reads as gone the same way

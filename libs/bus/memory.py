@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from jetcron.bus.consume import work_loop
-from jetcron.bus.kv import value_of
+from jetcron.bus.kv import stored_size, value_of
 from jetcron.bus.ports import ConsumerState, Durable, Endpoint, Handler, LeaseEntry, Stored, StreamState
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.bus.rpc import NoAnswer
@@ -479,15 +479,11 @@ class _Durable:
     unacked: set[int] = field(default_factory=set)
 
 
-def _stored_size(subject: str, data: bytes, headers: dict[str, str] | None) -> int:
-    return len(subject) + len(data) + sum(len(k) + len(v) + 4 for k, v in (headers or {}).items())
-
-
 class MemoryStreams:
     """ports.Streams over streams kept in memory: a test declares a stream (`add`), stores messages on it (`store`,
     or a MemoryPublisher given these streams), and moves a durable consumer (`add_consumer`, `deliver`, `ack`). The
     limits are reported and max_bytes refuses what does not fit (a stream that discards new), but nothing expires:
-    no max_age, no TTL passes here. Sizes are the subject, headers and body, not the server's own byte count."""
+    no max_age, no TTL passes here. Sizes are the server's own byte count (kv.stored_size)."""
 
     def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.clock = clock
@@ -523,7 +519,7 @@ class MemoryStreams:
             last = max((seq for seq, m in st.messages.items() if m.subject == subject), default=0)
             if last != int(expected):
                 raise WriteConflict(f"{subject}: written by someone else first")
-        size = _stored_size(subject, data, headers)
+        size = stored_size(subject, data, headers)
         if st.max_bytes and sum(st.sizes.values()) + size > st.max_bytes:
             raise StorageFull(f"publish {subject}: storage full (stream {name} at its max_bytes {st.max_bytes})")
         st.last_seq += 1
@@ -615,7 +611,7 @@ class MemoryStreams:
                 value = decode(data, kind)
             except msgspec.DecodeError:
                 continue
-            yield msg.subject[len(prefix):], value, len(data) + len(msg.subject), seq
+            yield msg.subject[len(prefix):], value, st.sizes[seq], seq
 
     def _matching(self, subject: str) -> list[tuple[datetime, MemoryMessage]]:
         """Every stored message on `subject`, in the order stored (streams apart: by time, then sequence)."""

@@ -16,7 +16,7 @@ import nats.errors
 import nats.js.errors as jse
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from jetcron.bus.kv import drop_subscription, read_value, translate, value_of
+from jetcron.bus.kv import drop_subscription, read_value, stored_size, translate, value_of
 from jetcron.bus.ordered import in_order
 from jetcron.bus.ports import ConsumerState, JetStream, Request, Stored, StreamState
 from jetcron.core.errors import NotFound
@@ -124,8 +124,8 @@ class ServerStreams:
                     if (data := value_of(msg.data, msg.headers)) is None:
                         continue
                     with contextlib.suppress(msgspec.DecodeError):
-                        yield (msg.subject[len(prefix):], decode(data, kind), len(data) + len(msg.subject),
-                               int(msg.metadata.sequence.stream))
+                        yield (msg.subject[len(prefix):], decode(data, kind),
+                               stored_size(msg.subject, msg.data, msg.headers), int(msg.metadata.sequence.stream))
                 if msgs and msgs[-1].metadata.num_pending == 0:
                     return
         finally:

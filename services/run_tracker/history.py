@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from jetcron.bus import storage
 from jetcron.bus.topology import stream_names
@@ -99,6 +100,13 @@ class Pruner:
         return let_go
 
 
+class Walk(NamedTuple):
+    """What one walk through the runs bucket let go: runs, and their bytes as the bucket counted them."""
+
+    removed: int
+    freed: int
+
+
 class StorageKeeper:
     """Run by the tracker leader: every storage_check_seconds, each stream's and the server's headroom as metrics;
     at or above storage_shed_at, history let go oldest first."""
@@ -111,6 +119,11 @@ class StorageKeeper:
         self.streams = stream_names()
         self.behind = False
         """The last walk stopped at its time budget with room still wanted: the next pass checks again at once."""
+        self.server_owed: int | None = None
+        """Bytes the server's store still wanted let go when the last walk was cut short (0: none left). The next
+        pass, coming at once, goes on with them instead of asking the server again: its figure (/jsz) falls behind
+        purges (file blocks are compacted later), so each pass read the same pressure and let more go, far past the
+        line. None: the next pass asks the server (a check due by the clock always does)."""
         self.walked_to = 0
         """The runs bucket's sequence the last walk stopped at: the next goes on from there, so that a long run of
         records that may not go (dead runs kept for their dead letters, live ones) at the bucket's start does not
@@ -123,8 +136,11 @@ class StorageKeeper:
         self.last = None
 
     async def maybe_check(self, now: datetime) -> None:
-        if self.last is not None and now - self.last < self.every and not self.behind:
+        due = self.last is None or now - self.last >= self.every
+        if not due and not self.behind:
             return
+        if due:
+            self.server_owed = None
         self.last = now
         try:
             await self.check(now)
@@ -142,17 +158,27 @@ class StorageKeeper:
             metrics.child(metrics.STORAGE_USED_RATIO, stream=usage.stream).set(usage.ratio)
         shed_at = self.ctx.settings.storage_shed_at
         by_name = {u.stream: u for u in usages}
-        server_free = to_free(server.used, server.limit, shed_at) if server is not None else 0
+        # A pass that goes on with what the server still wanted does not cut the events and the output again.
+        going_on = self.server_owed is not None
+        if self.server_owed is not None:
+            server_free = self.server_owed
+        else:
+            server_free = to_free(server.used, server.limit, shed_at) if server is not None else 0
+        self.server_owed = None
         shed: dict[str, int] = {}
         runs = by_name.get(s.kv_stream(s.BUCKET_RUNS))
         want = max(server_free, to_free(runs.used, runs.limit, shed_at) if runs is not None else 0)
         if want:
-            shed[s.BUCKET_RUNS] = await self._shed_runs(want, now)
+            walk = await self._shed_runs(want, now)
+            shed[s.BUCKET_RUNS] = walk.removed
+            if self.behind:
+                self.server_owed = max(0, server_free - walk.freed)
         events = by_name.get(s.STREAM_EVENTS)
-        if events is not None and (server_free or to_free(events.used, events.limit, shed_at)):
+        if events is not None and ((server_free and not going_on) or to_free(events.used, events.limit, shed_at)):
             shed[s.STREAM_EVENTS] = await self._shed_events(events)
         logs = by_name.get(s.STREAM_LOGS)
-        if logs is not None and server_free:  # full on its own, the output stream drops its oldest itself
+        # (full on its own, the output stream drops its oldest itself)
+        if logs is not None and server_free and not going_on:
             cut = logs.first_seq + int(logs.messages * EVENTS_SHARE)
             if cut > logs.first_seq:
                 await self.ctx.streams.purge(s.STREAM_LOGS, below=cut)
@@ -164,8 +190,8 @@ class StorageKeeper:
                                      amount=amount, shed_at=shed_at)
         return shed
 
-    async def _shed_runs(self, want: int, now: datetime) -> int:
-        """Ended runs past their gate, the longest unwritten first, until `want` bytes are free; the count.
+    async def _shed_runs(self, want: int, now: datetime) -> Walk:
+        """Ended runs past their gate, the longest unwritten first, until `want` bytes are free: how many, how much.
 
         A pass stops at a third of the leader's lease TTL, however much is still wanted: the leader's loop renews
         its lease between passes, and a pass that outlasted it (thousands of runs let go one by one) lost the
@@ -199,10 +225,10 @@ class StorageKeeper:
                 # Only a walk that let something go comes again at once: one that found nothing to let go (a store
                 # full of what may not go) waits for the next check rather than walk again and again.
                 self.behind = late and freed < want and removed > 0
-                return removed
+                return Walk(removed, freed)
         await let_go()
         self.walked_to = 0  # the end: the next walk starts again from the oldest
-        return removed
+        return Walk(removed, freed)
 
     async def _shed_events(self, events: storage.Usage) -> int:
         """The oldest share of the events stream that the tracker has consumed; the count."""

@@ -133,8 +133,14 @@ async def test_oldest_reads_a_bucket_the_longest_unwritten_first(streams_side: S
     assert [(key, value) for key, value, _ in read] == [("b", Item("b")), ("a", Item("a", 2))]
     after_b = [key async for key, *_ in streams_side.streams.oldest(bucket, Item, after=b)]
     assert after_b == ["a"]
+    # each value's size is what the stream's byte count holds for it: the sizes of all it holds add up to that
     sizes = [size async for _key, _value, size, _seq in streams_side.streams.oldest(bucket, Item)]
-    assert sizes[0] == len(encode(Item("b"))) + len(s.kv_subject(bucket, "b"))
+    assert sizes[0] == 30 + len(s.kv_subject(bucket, "b")) + len(encode(Item("b")))
+    await put("headed", encode(Item("headed")), {"Jc-Note": "a header is stored and counted too"})
+    await streams_side.streams.purge(s.kv_stream(bucket), subject=s.kv_subject(bucket, "junk"))
+    await streams_side.streams.purge(s.kv_stream(bucket), subject=s.kv_subject(bucket, "c"))
+    sizes = [size async for _key, _value, size, _seq in streams_side.streams.oldest(bucket, Item)]
+    assert sum(sizes) == (await streams_side.streams.state(s.kv_stream(bucket))).bytes
 
 
 async def test_tail_follows_the_messages_stored_from_now_on_in_order(streams_side: StreamsSide) -> None:
