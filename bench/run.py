@@ -33,6 +33,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
         ["--mode", "true", "--runs", "5000", "--reps", "3"],
         ["--mode", "true", "--runs", "50", "--reps", "1", "--sync", "default"],
     ),
+    # the record hand-off against PlaceRun messages, one after the other in each repetition (handoff_sim_*.json)
+    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--place-by",
+                          "record,message"], None),
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1", "--sync", "always"]),
     ("bench.hops", ["--runs", "100", "--reps", "3", "--spare", "both"], ["--runs", "5", "--reps", "1"]),
     ("bench.floor", ["--reps", "3"], ["--runs", "50", "--idle-runs", "5", "--reps", "1", "--sync", "always"]),

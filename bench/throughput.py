@@ -86,8 +86,8 @@ def run(mode: str, runs: int, reps: int, sync_always: bool, place_by: list[str])
     results: list[dict[str, object]] = []
     for by in place_by:
         result: dict[str, object] = {
-            # the default hand-off keeps the name its results always had
-            "bench": f"throughput_{mode}" + ("" if by == "record" else f"_place_by_{by}"), "place_by": by,
+            # the default hand-off alone keeps the name its results always had; a comparison is named apart
+            "bench": f"throughput_{mode}" if place_by == ["record"] else f"handoff_{mode}_{by}", "place_by": by,
             "runs": runs, "sync_always": sync_always, "agents": agents,
             "runs_per_s": summary(rates[by]), "writes_per_run": summary(writes[by]), **raw_js.fields(raws[by]),
         }

@@ -34,7 +34,7 @@ async def test_a_job_no_agent_could_ever_run_is_warned_at_submit_and_waits_witho
     assert never in cli(services.server.url, "runs", "list", "--job", "huge")
 
     # And it is held from its record, not redelivered in a loop: no PlaceRun redelivered (the record is the
-    # hand-off; a re-drive, 30 s past due under a loaded machine, is held with it, not answered again), the record
+    # hand-off; a re-drive, 30 s past due and at doubling ages after, is held with it or acked), the record
     # written once
     nc = await nats.connect(services.server.url)
     try:
@@ -43,7 +43,7 @@ async def test_a_job_no_agent_could_ever_run_is_warned_at_submit_and_waits_witho
         revision = (await kv.get(run["run_id"])).revision
         await asyncio.sleep(3)
         info = await js.consumer_info(s.STREAM_PLACE, s.CONSUMER_PLACEMENT)
-        assert info.num_redelivered == 0 and info.num_ack_pending == info.delivered.consumer_seq <= 1
+        assert info.num_redelivered == 0 and info.num_ack_pending <= 1
         assert (await kv.get(run["run_id"])).revision == revision
     finally:
         await nc.close()

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 import pytest
-from nats.js.errors import BadRequestError, BucketNotFoundError, ServiceUnavailableError
+from nats.js.errors import BadRequestError, BucketNotFoundError, ServerError, ServiceUnavailableError
 
 from jetcron.bus.topology import Limits, _ensure_bucket, _until_answered, bucket_configs
 from jetcron.wire import subjects as s
@@ -33,6 +33,13 @@ async def test_a_peer_not_known_yet_and_a_busy_meta_leader_are_retried() -> None
     step, calls = _failing([_no_peers(), ServiceUnavailableError(code=503), _no_peers()])
     await _until_answered(step, asyncio.get_running_loop().time() + 5, delay=0.001)
     assert calls[0] == 4
+
+
+async def test_a_store_not_made_while_another_service_made_the_same_stream_is_retried() -> None:
+    racing = ServerError(code=500, err_code=10049, description="error creating store for stream")
+    step, calls = _failing([racing])
+    await _until_answered(step, asyncio.get_running_loop().time() + 5, delay=0.001)
+    assert calls[0] == 2
 
 
 async def test_any_other_refusal_is_raised_at_once() -> None:
