@@ -1,11 +1,11 @@
 """Fault points for chaos tests: JETCRON_FAULT=POINT=ACTION[@N],... makes a process misbehave at a named line.
 
-Points: trigger.after_publish (run recorded and PlaceRun published, cursor not yet moved), placement.after_dispatch
-(run assigned and AssignRun published, PlaceRun not yet acked), agent.after_exit (child exited, nothing reported),
-agent.before_release (attempt over, its lease not yet released; slow_point), agent.on_control (a cancel's control
-message received, not yet acted on: fail drops it),
-tracker.after_receive (event decoded, run record not yet written), placement.dispatch (an AssignRun about to be
-published), placement.pass (a placement pass about to start).
+Points: trigger.after_publish (run recorded and handed to placement, cursor not yet moved), placement.after_dispatch
+(run assigned and AssignRun published, a PlaceRun held for it not yet acked), agent.after_exit (child exited,
+nothing reported), agent.before_release (attempt over, its lease not yet released; slow_point), agent.on_control
+(a cancel's control message received, not yet acted on: fail drops it), tracker.after_receive (event decoded, run
+record not yet written), placement.dispatch (an AssignRun about to be published), placement.pass (a placement
+pass about to start).
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from typing import NamedTuple
 from jetcron.bus import storage
 from jetcron.bus.topology import stream_names
 from jetcron.core.errors import JetcronError, NotFound
-from jetcron.core.ids import job_of
 from jetcron.core.models import Run
 from jetcron.core.retention import Ended, gate_seconds, may_shed, over_count, to_free
 from jetcron.services.runtime import Context
@@ -39,7 +38,9 @@ class Pruner:
         self.ctx = ctx
         self._monotonic = monotonic
         self._due: dict[str, float] = {}
-        self._ended: dict[str, Ended] = {}
+        self._ended: dict[str, dict[str, Ended]] = {}
+        """Per job, its ended runs read so far: a prune looks at its own job's, not at every job's (a walk over all
+        of them per prune was the tracker's hottest frame at 6,000 one-shot jobs, 0.2 ms per run)."""
         self.wake = asyncio.Event()
 
     def noted(self, run: Run) -> None:
@@ -72,8 +73,9 @@ class Pruner:
         keys = await self.ctx.runs.keys(s.runs_of_job_filter(job))
         runs: list[Ended] = []
         spec = None
+        ended = self._ended.setdefault(job, {})
         for key in keys:
-            known = self._ended.get(key)
+            known = ended.get(key)
             if known is None:
                 found = await self.ctx.runs.maybe(key)
                 if found is None or not found[0].state.terminal:
@@ -82,21 +84,25 @@ class Pruner:
                 spec = run.spec or spec
                 known = Ended(run_id=key, state=run.state, finished_at=run.finished_at,
                               gate_seconds=gate_seconds(run.spec, self.ctx.history.cluster))
-                self._ended[key] = known
+                ended[key] = known
             runs.append(known)
         if spec is None:
             found_job = await self.ctx.jobs.maybe(job)
             if found_job is None:
+                if not ended:
+                    self._ended.pop(job, None)
                 return []
             spec = found_job[0].spec
         let_go = over_count(runs, await self.ctx.history.policy(spec), now)
         for run_id in let_go:
             await storage.remove_run(self.ctx.streams, run_id)
-            self._ended.pop(run_id, None)
+            ended.pop(run_id, None)
             metrics.HISTORY_PRUNED.inc()
         present = set(keys)
-        for key in [k for k in self._ended if job_of(k) == job and k not in present]:
-            del self._ended[key]  # gone by its TTL
+        for key in [k for k in ended if k not in present]:
+            del ended[key]  # gone by its TTL
+        if not ended:
+            self._ended.pop(job, None)
         return let_go
 
 
