@@ -67,17 +67,7 @@ async def test_a_full_placement_queue_refuses_submits_instead_of_losing_them(ser
 
     await wait_for(queued, 20, what="9 runs in the placement queue")
 
-    tries = iter(range(100))
-
-    async def refused() -> tuple[str, UnavailableError] | None:
-        name = f"extra-{next(tries)}"  # the api reads the queue's size at most once a second
-        try:
-            await client.jobs.create(_now(name))
-        except UnavailableError as exc:
-            return name, exc
-        return None
-
-    name, error = await wait_for(refused, 5, what="a full queue to refuse a submit")
+    name, error = await _refused_submit(client, 5, "a full queue to refuse a submit")
     assert error.retryable and "JC_PLACE queue is full" in str(error) and "of 10)" in str(error)
     assert name not in {j.spec.name for j in (await client.jobs.list()).items}
 
@@ -90,7 +80,15 @@ async def test_a_placement_leader_holding_its_limit_of_waiting_runs_refuses_subm
         await client.jobs.create(_now(f"job-{i}"))
 
     # When more come, then once the leader has counted its 9 waiting runs a submit is refused, and not stored
-    tries = iter(range(200))
+    name, error = await _refused_submit(client, 20, "the placement leader's full queue to refuse a submit")
+    assert error.retryable and "the placement queue is full" in str(error) and "of 10)" in str(error)
+    assert name not in {j.spec.name for j in (await client.jobs.list()).items}
+
+
+async def _refused_submit(client: Client, timeout: float, what: str) -> tuple[str, UnavailableError]:
+    """Submit new jobs until one is refused as unavailable (the api reads the queue's size at most once a second):
+    the refused job's name and the error."""
+    tries = iter(range(1000))
 
     async def refused() -> tuple[str, UnavailableError] | None:
         name = f"extra-{next(tries)}"
@@ -100,6 +98,5 @@ async def test_a_placement_leader_holding_its_limit_of_waiting_runs_refuses_subm
             return name, exc
         return None
 
-    name, error = await wait_for(refused, 20, what="the placement leader's full queue to refuse a submit")
-    assert error.retryable and "the placement queue is full" in str(error) and "of 10)" in str(error)
-    assert name not in {j.spec.name for j in (await client.jobs.list()).items}
+    found: tuple[str, UnavailableError] = await wait_for(refused, timeout, what=what)
+    return found

@@ -99,6 +99,19 @@ async def test_a_killed_leaders_takeover_gap_is_about_the_outage(services: Servi
     await agents_known(services.server.url, 1)
     await client.call("jobs.create", job("before", "true"))
     await one_run(client, "before", lambda r: r["state"] == "succeeded", what="the first run to succeed")
+    # (its lease carries its last pass from its next renewal, a third of the TTL on: a run handed over by its record
+    # alone can succeed before that, and a leader killed then leaves no stamp to measure a gap from)
+    nc = await nats.connect(services.server.url)
+    try:
+        leases = lease_store.on_server(nc.jetstream())
+
+        async def stamped() -> bool:
+            held = await leases.read(s.PLACEMENT_LEADER_KEY)
+            return held is not None and held.value.acted_at is not None
+
+        await wait_for(stamped, 10, what="the leader's lease to carry its last pass")
+    finally:
+        await nc.close()
 
     # When the leader is killed with SIGKILL, and the standby leads
     killed = time.monotonic()
