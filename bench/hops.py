@@ -46,8 +46,9 @@ HOPS: list[tuple[str, str, str]] = [
     ("submit_to_created", "submit", "created"),
     (".api_submit_to_job_stored", "submit", "job"),
     (".trigger_job_to_created", "job", "created"),
-    ("created_to_place", "created", "place"),
-    ("place_to_assigned", "place", "assigned"),
+    ("created_to_assigned", "created", "assigned"),
+    (".created_to_place", "created", "place"),
+    (".place_to_assigned", "place", "assigned"),
     ("assigned_to_assign", "assigned", "assign"),
     ("assign_to_started", "assign", "spawned"),
     (".agent_assign_to_lease", "assign", "lease"),
@@ -59,9 +60,12 @@ HOPS: list[tuple[str, str, str]] = [
     ("total", "submit", "succeeded"),
     ("observed", "submit", "observed"),
 ]
-"""(name, from, to): moments of timeline(). A leading dot marks a part of the hop above it."""
-LEAVES = [h[0] for h in HOPS if h[0].startswith(".")] + ["created_to_place", "place_to_assigned",
-                                                           "assigned_to_assign", "finished_to_succeeded"]
+"""(name, from, to): moments of timeline(). A leading dot marks a part of the hop above it: the two parts of
+created -> assigned exist only where a PlaceRun is written (JETCRON_PLACE_BY=message); with the record hand-off
+placement takes the run from its record, and nothing is stored between the two."""
+_PARTS_OF_PLACING = (".created_to_place", ".place_to_assigned")
+LEAVES = [h[0] for h in HOPS if h[0].startswith(".") and h[0] not in _PARTS_OF_PLACING] + [
+    "created_to_assigned", "assigned_to_assign", "finished_to_succeeded"]
 """The hops that add up to `total` (submit -> created -> ... -> succeeded), for blaming a slow run."""
 
 

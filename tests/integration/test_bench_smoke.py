@@ -48,7 +48,7 @@ def _check(result: dict[str, Any]) -> None:
     elif name == "trigger_start_delay_second_20":
         assert result["started"]["median"] == result["expected"]["median"] == 40  # 20 schedules, 2 rounds
     elif name == "idle_hops" and "reps" in result:  # the summary, after each rep
-        assert 0 < result["place_to_assigned_p50_ms"]["median"] < result["total_p50_ms"]["median"]
+        assert 0 < result["created_to_assigned_p50_ms"]["median"] < result["total_p50_ms"]["median"]
     elif name == "floor":  # exactly the protocol's eight writes per run, each acknowledged
         assert result["writes_per_run"]["median"] == 8 and result["floor_runs_per_s"]["median"] > 0
         assert 0 < result["idle_eight_writes_p50_ms"]["median"] < result["idle_floor_p50_ms"]["median"]
