@@ -95,7 +95,8 @@ class Settings(BaseSettings):
     """The shortest schedule interval a job may have, in seconds."""
     redrive_after: float = Field(default=30.0, gt=0)
     """A run scheduled but not placed this long after its due time is handed to placement again (a PlaceRun), and
-    again at ages that double, at most every 16 minutes (core/reconcile.REDRIVE_GAP_MAX)."""
+    again at ages that double, at most every 16 minutes (core/reconcile.REDRIVE_GAP_MAX); the tracker re-drives at
+    most 64 runs a second (run_tracker/reconciler.REDRIVES_PER_SWEEP), the rest a period later."""
     topology_check: float = Field(default=10.0, gt=0)
     """Seconds between a core service's checks that every stream, bucket and durable consumer still exists: one
     deleted under the running system is made again, empty, and logged as an error."""

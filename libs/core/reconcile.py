@@ -179,8 +179,10 @@ def _first(t: Tracked, now: datetime, timing: Timing) -> Verdict:
     if run.state is RunState.RETRY_WAIT and run.due_at <= now:
         return Verdict(tracked=t, action=Retry())
     if run.state is RunState.SCHEDULED and now - run.due_at > (every := timing.redrive_every):
-        if t.looked is not None and now - t.looked <= max(every, min(t.looked - run.due_at, REDRIVE_GAP_MAX)):
-            return Verdict(tracked=t, action=STAY)
+        if t.looked is not None and now - t.looked <= (gap := max(every, min(t.looked - run.due_at, REDRIVE_GAP_MAX))):
+            # Out of the sweeps until its next re-drive: judged every sweep instead, a backlog of 100,000 runs
+            # waiting for room cost the tracker a task per run four times a second (bench/longlife.py).
+            return Verdict(tracked=t, action=Quiet(until=t.looked + gap))
         return Verdict(tracked=replace(t, looked=now), action=Redrive(times=int((now - run.due_at) / every)))
     if len(run.agents) > 1 and (since := _gang_since(run, timing)) is not None:
         gang = _gang(t)

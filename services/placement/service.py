@@ -35,6 +35,16 @@ ASSIGN_CONCURRENCY = 128
 REASON_AFTER = timedelta(seconds=1)
 """A run placed within this long of being queued has its waiting reason never written: a backlog behind full
 agents cost a fsynced write per run for a reason nobody could read (throughput bench: 8.1 -> 9.6 writes/run)."""
+REASONS_PER_SECOND = 64
+"""Waiting reasons the leader writes at most per second (a burst of as many), the first in the queue's order
+first; the rest are written as the budget comes back, and a run placed before its turn never has one. Unbounded,
+a backlog of 100,000 runs behind full agents asked 100,000 writes of the pass that first found them waiting, and
+a backlog that stood (every run waiting past REASON_AFTER) a write more for every run, ahead of the assignments
+that would drain it (bench/longlife.py)."""
+SLOW_PASS = 0.05
+"""Seconds: after a pass that took longer, the leader waits as long before the next one, so that a long queue
+leaves half the loop to the watches, the acks and the lease renewal (a pass over 100,000 waiting runs takes
+most of a second, and back-to-back passes held the loop until the leader lease lapsed)."""
 TOUCH_EVERY = 10.0
 """Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
@@ -62,6 +72,9 @@ class Placer:
         """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback)."""
         self.preemptor = Preemptor(ctx, view)
         """A run with no place may take that of lower-priority runs whose policy allows it (preempt.py)."""
+        self.reasons = float(REASONS_PER_SECOND)
+        """Waiting reasons that may be written now (REASONS_PER_SECOND, refilled by the clock)."""
+        self._reasons_at = ctx.clock.now()
 
     async def take(self, msg: Message) -> None:
         """Consumer handler: keep the message unacked while the run waits; ack once it is assigned."""
@@ -71,8 +84,9 @@ class Placer:
             raise Drop(f"undecodable PlaceRun: {exc}") from exc
         old = self.held.get(cmd.run_id)
         if old is not None and old[0].attempt == cmd.attempt and old[1] is None:
-            self.held[cmd.run_id] = (old[0], msg, old[2])  # held from its record; now its message came
-            raise Hold()
+            # Held from its record, which any leader takes up (follow_records): the message adds nothing to keep,
+            # and a backlog of re-driven messages held unacked cost a touch each every 10 s (bench/longlife.py).
+            return
         taken, superseded = self._offer(cmd, msg)
         if superseded is not None:
             await ack_held(superseded)
@@ -246,6 +260,8 @@ class Placer:
         # A pass only takes capacity, so a shape that found no place will not find one later in the pass: with
         # every agent full, a backlog of thousands costs one fit and one reason per shape, not per run.
         unfit: dict[tuple[object, ...], Unplaced] = {}
+        unplaced = {False: 0, True: 0}  # demands left waiting, by whether they can never fit: one count per pass
+        budget = self._reason_budget()
         self.preemptor.begin_pass()
         # Lazily, not a list taken first: the fair queue moves a tenant's deficit and its queues' turn only for a
         # demand charged right after it was offered (a list offered every demand before any was charged, so
@@ -257,9 +273,10 @@ class Placer:
                 continue
             if self._waits(held[0], now):
                 continue
-            shown = now - demand.enqueued_at >= REASON_AFTER
+            noted = len(waiting) < budget
+            shown = noted and now - demand.enqueued_at >= REASON_AFTER
             if (blocked := view.queue.quota_block(demand)) is not None:
-                if shown:
+                if shown and blocked != held[2]:
                     waiting.append((demand.run_id, blocked))
                 continue
             shape = (demand.resources, tuple(sorted(demand.require.items())), tuple(demand.needs))
@@ -269,9 +286,8 @@ class Placer:
                 # The place lower-priority runs leave when preempted (their preemption is written first: _carry_out)
                 room = None if result.unsatisfiable else self.preemptor.make_room(demand, now)
                 if room is None:
-                    metrics.child(metrics.PLACEMENTS,
-                                  result="unsatisfiable" if result.unsatisfiable else "waiting").inc()
-                    if shown or result.unsatisfiable:
+                    unplaced[result.unsatisfiable] += 1
+                    if (shown or (noted and result.unsatisfiable)) and result.reason != held[2]:
                         waiting.append((demand.run_id, result.reason))
                     continue
                 result = room
@@ -280,8 +296,19 @@ class Placer:
             view.queue.charge(demand)
             view.hold(demand, held[0].attempt)
             chosen.append((demand, result))
+        self.reasons -= len(waiting)
+        for unsatisfiable, count in unplaced.items():
+            if count:
+                metrics.child(metrics.PLACEMENTS, result="unsatisfiable" if unsatisfiable else "waiting").inc(count)
         await asyncio.gather(*(self._carry_out(d, p, now) for d, p in chosen),
                              *(self._note_waiting(r, why, now) for r, why in waiting))
+
+    def _reason_budget(self) -> int:
+        """How many waiting reasons this pass may write: the budget refilled for the time since the last pass."""
+        now = self.ctx.clock.now()
+        refill = max(0.0, (now - self._reasons_at).total_seconds()) * REASONS_PER_SECOND
+        self.reasons, self._reasons_at = min(float(REASONS_PER_SECOND), self.reasons + refill), now
+        return int(self.reasons)
 
     async def _carry_out(self, demand: Demand, placement: Placement, now: datetime) -> None:
         if not await self.preemptor.clear(demand, now):
@@ -330,7 +357,10 @@ class Placer:
             self.view.changed.clear()
             try:
                 faults.point("placement.pass")
+                began = time.monotonic()
                 await self.place_once()
+                if (took := time.monotonic() - began) > SLOW_PASS:
+                    await asyncio.sleep(min(took, 0.5))
                 if self.acted is not None:
                     self.acted(self.ctx.clock.now())
             except Exception:

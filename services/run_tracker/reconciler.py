@@ -34,6 +34,11 @@ from jetcron.wire import subjects as s
 
 _tracer = tracer("run_tracker")
 SWEEP_CONCURRENCY = 64
+REDRIVES_PER_SWEEP = 16
+"""Re-drives (a PlaceRun each, an acknowledged write) one sweep may send; the rest wait a re-drive period. A run
+left `scheduled` is held by placement from its record already, and a backlog behind full agents once had the
+tracker re-drive tens of thousands at once, writes that took the disk from the runs it was waiting for until no
+run finished (bench/longlife.py). Four sweeps a second: 64 re-drives/s at most, ~3,800 in a minute."""
 
 
 class ActiveRuns(Mapping[str, Run]):
@@ -79,6 +84,8 @@ class Reconciler:
         they were parked: out of the sweeps, released together once it has none left (or is gone)."""
         self._agents_seen: dict[str, Lease | None] = {}
         """Agent leases read this sweep (liveness per agent: every run bound to one is judged by it)."""
+        self._redrives_left = REDRIVES_PER_SWEEP
+        """Re-drives this sweep may still send."""
         self._unsequenced: set[str] = set()
         """Runs that asked for the events horizon this sweep (read once, after every look)."""
         self.progress = Progress(ctx)
@@ -160,6 +167,7 @@ class Reconciler:
         die at once, and their runs should not queue behind each other's round trips)."""
         gate = asyncio.Semaphore(SWEEP_CONCURRENCY)
         self._agents_seen.clear()
+        self._redrives_left = REDRIVES_PER_SWEEP
         await self.progress.refresh()
 
         async def one(run: Run) -> None:
@@ -200,6 +208,8 @@ class Reconciler:
             else:
                 judged = live if live.run is seen else replace(live, run=seen)
             verdict = judge(judged, look, now, self.timing)
+            if isinstance(verdict.action, step.Redrive) and not self._may_redrive(run_id, now):
+                return
             if live is None:
                 gone = verdict.tracked
             elif verdict.tracked is not judged:
@@ -243,6 +253,16 @@ class Reconciler:
                 case _:
                     await self._carry_out(seen, verdict.action)
                     return
+
+    def _may_redrive(self, run_id: str, now: datetime) -> bool:
+        """Whether this sweep may re-drive one more run; if not, the run leaves the sweeps for a re-drive period
+        as it is (not counted as re-driven), and is judged again then."""
+        if self._redrives_left > 0:
+            self._redrives_left -= 1
+            return True
+        self.looked_at.discard(run_id)
+        self.quiet.set(run_id, now + self.timing.redrive_every)
+        return False
 
     async def _agent_until(self, agent: str, bound: str) -> datetime | None:
         """Until when `agent`'s own lease holds with nonce `bound` (None: gone, or another life's). Read once per

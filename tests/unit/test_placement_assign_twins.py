@@ -90,21 +90,21 @@ async def leading(ctx: Context, placer: Placer) -> None:
     placer.follow_records()
 
 
-async def test_a_record_alone_hands_its_run_to_the_leader_and_a_late_place_run_joins_it() -> None:
+async def test_a_record_alone_hands_its_run_to_the_leader_and_a_late_place_run_is_acked_at_once() -> None:
     # Given a scheduled record and no PlaceRun taken (the record is the hand-off)
     ctx, placer, queue, run = await setup()
     await leading(ctx, placer)
     assert list(placer.held) == [run.run_id]
 
-    # When a PlaceRun of the same attempt comes (a re-drive, or an older publisher), it joins the held entry
+    # When a PlaceRun of the same attempt comes (a re-drive, or an older publisher), it is acked at once: the
+    # held record is what any leader takes up, and the message is not kept (nor touched every 10 s)
     (msg,) = await queue.fetch(1, 1)
-    with pytest.raises(Hold):
-        await placer.take(msg)
-    assert list(placer.held) == [run.run_id] and queue.unsettled == [msg.seq]
+    await placer.take(msg)  # returns (the consumer acks it) rather than raising Hold (kept unacked)
+    assert [(cmd.run_id, held_msg) for cmd, held_msg, _ in placer.held.values()] == [(run.run_id, None)]
 
-    # Then one pass assigns the run once, and acks the message
+    # Then one pass assigns the run once
     await placer.place_once()
-    assert [(a.run_id, a.attempt) for a in sent(ctx)] == [("nightly.r1", 1)] and queue.unsettled == []
+    assert [(a.run_id, a.attempt) for a in sent(ctx)] == [("nightly.r1", 1)]
     # And its record coming back assigned, or scheduled again at the same attempt, holds nothing again
     stored, revision = await ctx.runs.get(run.run_id)
     placer.view.on_record(run.run_id, stored, revision)
@@ -134,13 +134,14 @@ async def test_a_retry_record_replaces_the_attempt_held_before_it() -> None:
 
 
 async def test_a_held_run_whose_record_is_cancelled_leaves_the_queue_at_once() -> None:
-    # Given a run held from its record and its message, with no agent that has room
+    # Given a run held from its message (taken before the runs watch delivered its record) and then its record,
+    # with no agent that has room
     ctx, placer, queue, run = await setup()
     placer.view.forget_agent("agent-1")
-    await leading(ctx, placer)
     (msg,) = await queue.fetch(1, 1)
     with pytest.raises(Hold):
         await placer.take(msg)
+    await leading(ctx, placer)
 
     # When its record is cancelled (the api's compare-and-set) and the runs watch delivers it
     cancelled = Run(**{**{f: getattr(run, f) for f in run.__struct_fields__}, "state": RunState.CANCELLED,

@@ -13,7 +13,7 @@ from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
 from jetcron.core.placement import Placement
-from jetcron.services.placement.service import Placer
+from jetcron.services.placement.service import REASONS_PER_SECOND, Placer
 from jetcron.services.placement.view import View
 from jetcron.wire.messages import PlaceRun
 
@@ -66,3 +66,34 @@ async def test_one_slot_freed_at_a_time_assigns_in_fair_order() -> None:
         assert len(assigned) == before + 1
         p.view.release(assigned[-1])  # the run ended: its slot and quota are free again
     assert assigned == FAIR
+
+
+async def test_a_backlog_behind_a_full_agent_has_its_reasons_written_a_bounded_number_per_second() -> None:
+    # Given 14 runs held and 90 more, the one agent's only slot taken, all queued over a second ago
+    p, assigned = placer(slots=1)
+    for i in range(90):
+        p.hold(PlaceRun(run_id=f"more-{i:02d}", attempt=1, job="more", tenant="b", priority=Priority.LOW,
+                        resources=Resources(cpu=0.1), due_at=T0, staged=True), None)
+    await p.place_once()
+    assert assigned == ["critical"]
+    written: list[str] = []
+
+    async def write_reason(run_id: str, cmd: PlaceRun, reason: str, now: datetime) -> None:
+        written.append(run_id)
+
+    p._write_reason = write_reason  # type: ignore[method-assign]
+    p.ctx.clock.advance(2)
+
+    # When passes find them still waiting: together they write at most REASONS_PER_SECOND reasons a second, the
+    # queue's first first (the normal-priority runs, then low ones)
+    await p.place_once()
+    assert len(written) == REASONS_PER_SECOND and set(written[:12]) == set(FAIR[1:-1])
+    await p.place_once()
+    assert len(written) == REASONS_PER_SECOND  # the budget is spent until the clock refills it
+    p.ctx.clock.advance(1)
+    await p.place_once()
+    assert len(written) == 103 and sorted(written) == sorted(p.held)
+    # Then a reason once written is not written again while it stands
+    p.ctx.clock.advance(1)
+    await p.place_once()
+    assert len(written) == 103 and assigned == ["critical"]

@@ -26,10 +26,12 @@ from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, JobSpec, Run, RunState
 from jetcron.core.reconcile import Beat
 from jetcron.services.run_tracker.progress import Progress
-from jetcron.services.run_tracker.reconciler import Reconciler
+from jetcron.services.run_tracker.reconciler import REDRIVES_PER_SWEEP, Reconciler
 from jetcron.services.run_tracker.records import Records
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
+from jetcron.wire.messages import PlaceRun
 
 DUE = datetime(2027, 1, 1, tzinfo=UTC)
 ASSIGNED_AT = DUE - timedelta(seconds=500)  # a herd staged ahead: assigned 500 s before its instant
@@ -252,3 +254,33 @@ async def test_a_claim_ahead_of_our_copy_of_the_run_is_judged_on_the_stored_reco
     # The stored record agrees with our copy: a claim on a later attempt by another agent is taken away
     foreign = await _sweep_with_a_stale_copy(1, "agent-2")
     assert (foreign.value.holder, foreign.value.revoked) == ("", "claimed by agent-1, not placed there")
+
+
+async def test_a_herd_waiting_for_room_is_re_driven_a_bounded_number_per_sweep_and_leaves_the_sweeps(
+        tracker: Tracker) -> None:
+    # Given HERD runs left `scheduled` past their re-drive age (placement holds them: no agent has room)
+    for i in range(HERD):
+        await tracker.ctx.runs.put(f"j{i}.x", Run(run_id=f"j{i}.x", job=f"j{i}", state=RunState.SCHEDULED, attempt=1,
+                                                  scheduled_at=DUE, due_at=DUE, created_at=DUE,
+                                                  spec=JobSpec(name="j", command=["true"])))
+    tracker.watching = asyncio.create_task(tracker.reconciler.watch())
+    await asyncio.wait_for(tracker.reconciler.synced.wait(), 5)
+    publisher = cast(MemoryPublisher, tracker.ctx.publisher)
+
+    def redriven() -> list[str]:
+        return [decode(p.data, PlaceRun).run_id for p in publisher.on(s.PLACE_ALL)]
+
+    # When the sweeps pass the re-drive age: one sweep re-drives at most REDRIVES_PER_SWEEP of them, and none of
+    # the herd is walked again by the sweeps of the next re-drive period (the first ones wait out their gap, the
+    # rest the period)
+    await tracker.sweep(30.5)
+    first = redriven()
+    assert len(first) == len(set(first)) == REDRIVES_PER_SWEEP
+    for second in (30.75, 45, 60.25):
+        await tracker.sweep(second)
+        assert (redriven(), len(tracker.reconciler.looked_at)) == (first, 0)
+    # Then the next period's first sweep re-drives as many others
+    await tracker.sweep(60.5)
+    second = redriven()[len(first):]
+    assert len(second) == REDRIVES_PER_SWEEP and not set(second) & set(first)
+    assert {(await tracker.ctx.runs.get(run_id))[0].state for run_id in first + second} == {RunState.SCHEDULED}
