@@ -25,6 +25,7 @@ import asyncio
 import json
 import math
 import os
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -141,6 +142,8 @@ class Bench:
         self.metrics_urls: dict[str, str] = {}
         """Each service's /metrics, by the name the harness started it under (found in jc_services by pid)."""
         self.samples: list[dict[str, Any]] = []
+        self.stalled: list[float | None] = []
+        """--stall: when the service was frozen and when it went on (seconds since start)."""
         self.stopped_t = 0.0
         """When the jobs were paused (seconds since start): the samples after it show the drain, not a trend."""
         self._last = (self.started, 0)
@@ -194,6 +197,7 @@ class Bench:
         if now_ms() >= self.first_ms:
             raise SystemExit(f"making {len(names)} jobs took past their first fire: give a longer --lead")
         self.metrics_urls = await self._metrics_urls(nc.jetstream(timeout=10))
+        stalling = asyncio.create_task(self._stall()) if args.stall else None
         await asyncio.to_thread(self.sample)
         every = args.sample_seconds
         next_sample = time.monotonic() + every
@@ -205,6 +209,9 @@ class Bench:
             if watching.done():
                 watching.result()  # the watch failed: say why
         self.stopped_t = self.t()
+        if stalling is not None:
+            stalling.cancel()  # a stall still to come or under way ends with the firing (SIGCONT in its finally)
+            await asyncio.gather(stalling, return_exceptions=True)
         firing_s, finished = self.stopped_t - self.first_fire_t, self.ledger.terminal_writes
         stopped = await self._pause(client, names)
         verdict = await self._drain(stopped, next_sample)
@@ -214,6 +221,21 @@ class Bench:
         await client.close()
         await nc.close()
         return self._result(verdict, finished / max(1.0, firing_s))
+
+    async def _stall(self) -> None:
+        """--stall NAME:AT:SECONDS: freeze the service NAME (SIGSTOP) AT seconds after the first fire, and let it go
+        on (SIGCONT) SECONDS later. What it shows: whether the system works off the backlog the stall left and
+        comes back to the offered rate, or collapses under it. The process is this bench's own child."""
+        name, at, seconds = self.args.stall
+        pid = self.jc.procs[name].pid
+        await asyncio.sleep(max(0.0, self.first_fire_t + at - self.t()))
+        os.kill(pid, signal.SIGSTOP)
+        self.stalled = [self.t(), None]
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            self.stalled[1] = self.t()
 
     async def _metrics_urls(self, js: JetStreamContext) -> dict[str, str]:
         """Where each started process serves /metrics: the services bucket names it by pid (bus/registry.py)."""
@@ -267,6 +289,8 @@ class Bench:
             "min_seconds": args.min_seconds, "catchup_window_seconds": CATCHUP_SECONDS, "settle_s": args.settle,
             "first_fire_t_s": self.first_fire_t, "retention_from_t_s": round(retention_t, 1),
             "stopped_t_s": self.stopped_t,
+            **({"stall": {"service": args.stall[0], "from_t_s": self.stalled[0] if self.stalled else None,
+                          "until_t_s": self.stalled[1] if self.stalled else None}} if args.stall else {}),
             "elapsed_s": self.t(), "runs_per_s": round(rate, 1),
             "lost": verdict.lost, "recorded_twice": verdict.recorded_twice,
             "ledger": {**verdict.as_dict(), "terminal_by_state": ledger.states, "writes": ledger.writes,
@@ -332,6 +356,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _stall_arg(text: str) -> tuple[str, float, float]:
+    name, at, seconds = text.split(":")
+    if name not in SERVICES:
+        raise argparse.ArgumentTypeError(f"--stall {text}: the service must be one of {', '.join(SERVICES)}")
+    return name, float(at), float(seconds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3_000_000, help="occurrences due in all before the jobs stop")
@@ -346,6 +377,8 @@ def main() -> None:
     parser.add_argument("--lead", type=float, default=0.0, help="seconds from start to the first fire "
                         "(default 10 s + 20 ms per job: the jobs must all exist before it)")
     parser.add_argument("--sync", choices=["always", "default"], default="always")
+    parser.add_argument("--stall", type=_stall_arg, default=None, metavar="SERVICE:AT:SECONDS",
+                        help="freeze SERVICE (SIGSTOP) AT seconds after the first fire for SECONDS, then SIGCONT")
     parser.add_argument("--series", default=str(SERIES_DIR / f"longlife-{time.strftime('%Y%m%d-%H%M%S')}.json"),
                         help="where the per-minute series goes; '-' puts it in the printed result instead")
     args = parser.parse_args()

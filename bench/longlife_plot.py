@@ -17,6 +17,7 @@ from bench.common import ROOT
 from bench.longlife import SERIES_DIR
 
 IMAGE = ROOT / "docs" / "images" / "longlife.png"
+STALL_IMAGE = ROOT / "docs" / "images" / "longlife_stall.png"
 TOP_STREAMS = 8
 """Streams drawn: the largest at their peak (the rest stay near zero and only crowd the legend)."""
 MiB = 1024 * 1024
@@ -93,15 +94,60 @@ def plot(result: dict[str, Any], samples: list[dict[str, Any]], out: Path) -> No
     plt.close(fig)
 
 
+def plot_stalls(series: list[Path], out: Path) -> None:
+    """Runs finished per second and runs unfinished past their settle time, one line per series (`--stall` runs
+    compared: before and after a change), the stall shaded: does the rate come back once the service does, and
+    does the backlog go down?"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rate, behind) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    for path in series:
+        result, samples = load(path)
+        minutes = [p["t_s"] / 60 for p in samples]
+        line, = rate.plot(minutes, [p["runs_per_s"] for p in samples], label=path.stem)
+        behind.plot(minutes, [p["unfinished_past_settle"] for p in samples], color=line.get_color(),
+                    label=path.stem)
+        stall = result.get("stall") or {}
+        if stall.get("from_t_s") is not None and stall.get("until_t_s") is not None:
+            for ax in (rate, behind):
+                ax.axvspan(stall["from_t_s"] / 60, stall["until_t_s"] / 60, color="grey", alpha=0.08)
+        rate.axhline(result.get("offered_runs_per_s", 0), color="grey", linestyle="--", linewidth=1)
+        if result.get("stopped_t_s"):
+            for ax in (rate, behind):
+                ax.axvline(result["stopped_t_s"] / 60, color=line.get_color(), linewidth=1, linestyle=":")
+    rate.set_ylabel("runs finished per second")
+    rate.set_title("a service frozen (shaded), then let go on; dashed: offered rate, dotted: jobs paused")
+    behind.set_ylabel("runs unfinished past their settle time")
+    behind.set_xlabel("minutes since start")
+    for ax in (rate, behind):
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("series", nargs="?", type=Path, help="a series file (default: the newest in "
-                        "bench/results/longlife/)")
-    parser.add_argument("--out", type=Path, default=IMAGE)
+    parser.add_argument("series", nargs="*", type=Path, help="a series file (default: the newest in "
+                        "bench/results/longlife/); with --stalls, the series to compare")
+    parser.add_argument("--stalls", action="store_true", help="compare --stall runs (docs/images/longlife_stall.png)")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    result, samples = load(args.series or latest())
-    plot(result, samples, args.out)
-    print(args.out)
+    if args.stalls:
+        out = args.out or STALL_IMAGE
+        plot_stalls(args.series or sorted(SERIES_DIR.glob("stall-*.json")), out)
+    else:
+        if len(args.series) > 1:
+            parser.error("one series at a time (or --stalls to compare several)")
+        out = args.out or IMAGE
+        result, samples = load(args.series[0] if args.series else latest())
+        plot(result, samples, out)
+    print(out)
 
 
 if __name__ == "__main__":

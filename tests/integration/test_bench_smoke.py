@@ -30,6 +30,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_start_delay-second": {"trigger_start_delay_second_20"},
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
+    "placement_memory": {"placement_memory_2000"},
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
     "batch_publish": {"batch_publish_r1"}, "liveness": {"liveness"},
@@ -115,6 +116,9 @@ def _check(result: dict[str, Any]) -> None:
             assert {"trigger", "placement", "run_tracker"} <= set(rep["rss_peak_mib"])
     elif name == "dashboard_pages":
         assert result["jobs_page_p95_ms"]["median"] > 0 and result["agents_page_p95_ms"]["median"] > 0
+    elif name == "placement_memory_2000":  # the whole path holds at least the record, and something of its own
+        whole, record = result["bytes_per_waiting_run"]["median"], result["record_bytes_per_run"]["median"]
+        assert whole > record > 0 and result["encoded_record_bytes"] > 0 and result["pass_seconds"]["median"] > 0
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit

@@ -1,0 +1,183 @@
+"""Placement memory per waiting run, and the leader's pass over them: N runs waiting for a place, no free slot.
+
+In-process, no server, like `bench.trigger_memory`: each run record is encoded to the bytes the `jc_runs` watch
+delivers, decoded as the watch decodes it, and fed to the same `View` and leader `Placer` the placement service
+keeps (record hand-off: the view keeps the record and its revision, the leader holds it in its fair queue). The
+records stand on the bus's in-memory twins, which the measured path never touches but for the waiting reasons
+a pass writes (it only reads and queues).
+
+The bytes are the Python heap's (tracemalloc: exact, what the objects kept hold); the RSS growth beside them is
+what the process asked of the system meanwhile (it also counts the allocator's slack, and undercounts where freed
+memory was reused). Two figures per size, each in a fresh subprocess so one measurement's heap does not flatter
+the next: `records`, the decoded records alone in a dict, and `placement`, the whole path. Their difference is
+what the leader adds to each record it holds (queue entry, held entry, demand); the record is what a bounded
+window of held records would save for the runs beyond it (docs/benchmarks.md, "The second limit").
+
+`pass_seconds`: one leader pass over them with every slot taken, what a pass holds the event loop for (the
+leader lease's renewal included), the median of 5 in each untraced `placement` process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import subprocess
+import sys
+import time
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from bench.common import emit, summary
+
+MODES = ("records", "placement")
+PASSES = 5
+"""Placement passes timed per child (the median is kept)."""
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def _context() -> Any:
+    """A placement Context on the twins: settings, clock and log are what the view and the leader read."""
+    from jetcron.bus.lease import Leases
+    from jetcron.bus.memory import (
+        MemoryBuckets,
+        MemoryConsumers,
+        MemoryLeaseLog,
+        MemoryPublisher,
+        MemoryRecords,
+        MemoryRpc,
+        MemoryStreams,
+    )
+    from jetcron.config import Settings
+    from jetcron.core.calendars import CalendarRecord
+    from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
+    from jetcron.services.retention import History
+    from jetcron.services.runtime import Context, SystemClock
+    from jetcron.wire import subjects as s
+    from jetcron.wire.messages import Cursor
+
+    settings, clock = Settings(), SystemClock()
+    tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)
+    return Context(
+        name="placement", settings=settings, nc=cast(Any, None), js=cast(Any, None),
+        jobs=MemoryRecords(s.BUCKET_JOBS, JobRecord), runs=MemoryRecords(s.BUCKET_RUNS, Run),
+        cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
+        tenants=tenants, calendars=MemoryRecords(s.BUCKET_CALENDARS, CalendarRecord),
+        leases=Leases(MemoryLeaseLog()), history=History(tenants, settings.history), publisher=MemoryPublisher(),
+        rpc=MemoryRpc(), buckets=MemoryBuckets(), consumers=MemoryConsumers(), streams=MemoryStreams(clock.now),
+        clock=clock)
+
+
+def _encoded(n: int, now: datetime) -> list[bytes]:
+    """n scheduled records as the watch delivers them: a midnight herd of one-shot jobs over three tenants."""
+    from jetcron.core.models import JobSpec, Resources, RunState
+    from jetcron.core.runs import new_run
+    from jetcron.wire.codec import encode
+
+    out = []
+    for i in range(n):
+        spec = JobSpec(name=f"herd{i:07d}", command=["true"], resources=Resources(cpu=1, memory_mb=256),
+                       tenant=f"tenant-{i % 3}")
+        due = now + timedelta(milliseconds=i % 1000)
+        out.append(encode(new_run(spec, run_id=f"herd{i:07d}.r1", state=RunState.SCHEDULED, scheduled_at=due,
+                                  due_at=due, now=now)))
+    return out
+
+
+async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
+    from jetcron.core.models import AgentInfo, Run
+    from jetcron.services.placement.service import Placer
+    from jetcron.services.placement.view import View
+    from jetcron.wire.codec import decode
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    blobs = _encoded(n, now)
+    ctx = _context()
+    view = View(ctx)
+    # No free slot: every pass finds every run waiting (a herd behind a full fleet)
+    view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=4, memory_mb=4096, slots=0, heartbeat_at=now,
+                                started_at=now))
+    placer = Placer(ctx, view)
+    placer.follow_records()
+    kept: dict[str, Run] = {}
+    gc.collect()
+    if trace:
+        tracemalloc.start()  # its own record of each block costs RSS: the RSS figure comes from an untraced child
+    traced = tracemalloc.get_traced_memory()[0]
+    before = _rss_bytes()
+    for revision, blob in enumerate(blobs, 1):
+        run = decode(blob, Run)
+        if mode == "records":
+            kept[run.run_id] = run
+        else:
+            view.on_record(run.run_id, run, revision)
+    gc.collect()
+    held = len(kept) if mode == "records" else sum(view.queue.waiting_by_tenant().values())
+    assert held == n, f"{mode}: {held} of {n} runs held"
+    grown = _rss_bytes() - before
+    if trace:
+        return {"bytes_per_run": (tracemalloc.get_traced_memory()[0] - traced) / n,
+                "encoded_bytes_per_run": sum(map(len, blobs)) / n}
+    out = {"bytes_per_run": grown / n}
+    if mode == "placement":
+        # The leader's pass over them (in memory; the reasons it writes go to the records' twin): the first
+        # pass writes its share of reasons, later ones find them shown
+        passes = []
+        for _ in range(PASSES):
+            began = time.perf_counter()
+            await placer.place_once()
+            passes.append(time.perf_counter() - began)
+        out["pass_seconds"] = sorted(passes)[len(passes) // 2]
+    return out
+
+
+def run(n: int, reps: int) -> dict[str, object]:
+    got: dict[str, dict[str, list[float]]] = {mode: {"heap": [], "rss": []} for mode in MODES}
+    passes: list[float] = []
+    encoded = 0.0
+    for _ in range(reps):
+        for mode in MODES:
+            for kind in ("heap", "rss"):
+                out = subprocess.run([sys.executable, "-m", "bench.placement_memory", "--child", str(n), "--mode",
+                                      mode, *(["--trace"] if kind == "heap" else [])],
+                                     capture_output=True, text=True, check=True)
+                child = json.loads(out.stdout)
+                got[mode][kind].append(child["bytes_per_run"])
+                encoded = child.get("encoded_bytes_per_run", encoded)
+                if "pass_seconds" in child:
+                    passes.append(child["pass_seconds"])
+    own = [p - r for p, r in zip(got["placement"]["heap"], got["records"]["heap"], strict=True)]
+    return {"bench": f"placement_memory_{n}", "waiting_runs": n,
+            "bytes_per_waiting_run": summary(got["placement"]["heap"]),
+            "record_bytes_per_run": summary(got["records"]["heap"]), "leader_bytes_per_run": summary(own),
+            "rss_bytes_per_waiting_run": summary(got["placement"]["rss"]), "encoded_record_bytes": round(encoded, 1),
+            "rss_bytes_per_record": summary(got["records"]["rss"]), "pass_seconds": summary(passes),
+            "what": "heap bytes (tracemalloc) placement's view and leader keep per run waiting for a place (record "
+                    "hand-off): the decoded record the view keeps, what the leader's queue and held entry add to "
+                    "it, and the RSS growth of the same in an untraced process; the seconds of one leader pass "
+                    "over them with no free slot (median of 5 per process)"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=MODES, default="placement", help=argparse.SUPPRESS)
+    parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(asyncio.run(_measure(args.child, args.mode, args.trace))))
+        return
+    for n in args.sizes:
+        emit(run(n, args.reps))
+
+
+if __name__ == "__main__":
+    main()
