@@ -77,7 +77,8 @@ class Placer:
         self._reasons_at = ctx.clock.now()
 
     async def take(self, msg: Message) -> None:
-        """Consumer handler: keep the message unacked while the run waits; ack once it is assigned."""
+        """Consumer handler: keep the message unacked while the run waits; ack once it is assigned (at once for
+        an attempt already held from its record)."""
         try:
             cmd = decode(msg.data, PlaceRun)
         except Exception as exc:

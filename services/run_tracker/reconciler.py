@@ -256,12 +256,15 @@ class Reconciler:
 
     def _may_redrive(self, run_id: str, now: datetime) -> bool:
         """Whether this sweep may re-drive one more run; if not, the run leaves the sweeps for a re-drive period
-        as it is (not counted as re-driven), and is judged again then."""
+        as it is (not counted as re-driven), and is judged again then. Only if this sweep still holds it, as for
+        a Quiet verdict: a run whose record ended meanwhile is no longer tracked, and one its record re-indexed
+        is timed by that record."""
         if self._redrives_left > 0:
             self._redrives_left -= 1
             return True
-        self.looked_at.discard(run_id)
-        self.quiet.set(run_id, now + self.timing.redrive_every)
+        if run_id in self.looked_at:
+            self.looked_at.discard(run_id)
+            self.quiet.set(run_id, now + self.timing.redrive_every)
         return False
 
     async def _agent_until(self, agent: str, bound: str) -> datetime | None:

@@ -284,3 +284,18 @@ async def test_a_herd_waiting_for_room_is_re_driven_a_bounded_number_per_sweep_a
     second = redriven()[len(first):]
     assert len(second) == REDRIVES_PER_SWEEP and not set(second) & set(first)
     assert {(await tracker.ctx.runs.get(run_id))[0].state for run_id in first + second} == {RunState.SCHEDULED}
+
+
+async def test_a_run_over_the_re_drive_budget_that_ended_meanwhile_is_not_put_back_in_the_sweeps(
+        tracker: Tracker) -> None:
+    # Given a sweep whose re-drive budget is spent, and a run that ended while the sweep waited (no longer tracked)
+    tracker.reconciler._redrives_left = 0
+    ended = Run(run_id="gone.x", job="gone", state=RunState.SCHEDULED, attempt=1, scheduled_at=DUE, due_at=DUE,
+                created_at=DUE, spec=JobSpec(name="j", command=["true"]))
+    assert "gone.x" not in tracker.reconciler.tracked
+    # When the sweep judges what it found of it (a re-drive, over the budget)
+    await tracker.reconciler._check(ended, at(31))
+    # Then it is neither re-driven nor left in the quiet index, which a later sweep would look up as tracked
+    assert cast(MemoryPublisher, tracker.ctx.publisher).on(s.PLACE_ALL) == []
+    assert tracker.reconciler.quiet.pop_due(0, at(3600), limit=10) == []
+    await tracker.sweep(3600)  # and a sweep after its would-be time does not trip over it
