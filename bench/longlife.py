@@ -357,10 +357,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _stall_arg(text: str) -> tuple[str, float, float]:
-    name, at, seconds = text.split(":")
-    if name not in SERVICES:
-        raise argparse.ArgumentTypeError(f"--stall {text}: the service must be one of {', '.join(SERVICES)}")
-    return name, float(at), float(seconds)
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in SERVICES:
+        raise argparse.ArgumentTypeError(f"--stall {text!r}: give SERVICE:AT:SECONDS, SERVICE one of "
+                                         f"{', '.join(SERVICES)}")
+    try:
+        return parts[0], float(parts[1]), float(parts[2])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stall {text!r}: AT and SECONDS are seconds (numbers)") from None
 
 
 def main() -> None:

@@ -1,10 +1,15 @@
 """The long-life bench's ledger finds what it is there to find: an occurrence never finished, and one finished
-twice (a record that aged out and was made again), and nothing else."""
+twice (a record that aged out and was made again), and nothing else; and a `--stall` it cannot make is refused
+by name."""
 
 from __future__ import annotations
 
+import argparse
 import calendar
 
+import pytest
+
+from bench.longlife import _stall_arg
 from bench.longlife_ledger import Ledger, stamp_ms
 
 ANCHOR = calendar.timegm((2026, 3, 1, 23, 59, 58)) * 1000 + 250  # crosses midnight two seconds in
@@ -62,3 +67,18 @@ def test_writes_outside_the_ledger_are_counted_apart() -> None:
     ledger.write("a.20260301T235958251Z", "succeeded")  # a millisecond off the period
     ledger.removed(_id("a", 0, ledger))
     assert (ledger.foreign, ledger.off_grid, ledger.removals, ledger.terminal_writes) == (1, 2, 1, 0)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("placement:x:1", "--stall 'placement:x:1': AT and SECONDS are seconds (numbers)"),
+    ("nope:1:2", "--stall 'nope:1:2': give SERVICE:AT:SECONDS, SERVICE one of api, trigger, placement"),
+    ("placement:1", "--stall 'placement:1': give SERVICE:AT:SECONDS"),
+])
+def test_a_stall_the_bench_cannot_make_is_refused_by_name(text: str, error: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        _stall_arg(text)
+    assert str(refused.value).startswith(error)
+
+
+def test_a_stall_names_its_service_and_seconds() -> None:
+    assert _stall_arg("placement:240:90") == ("placement", 240.0, 90.0)
