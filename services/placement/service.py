@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -42,9 +42,11 @@ a backlog of 100,000 runs behind full agents asked 100,000 writes of the pass th
 a backlog that stood (every run waiting past REASON_AFTER) a write more for every run, ahead of the assignments
 that would drain it (bench/longlife.py)."""
 SLOW_PASS = 0.05
-"""Seconds: after a pass that took longer, the leader waits as long before the next one, so that a long queue
-leaves half the loop to the watches, the acks and the lease renewal (a pass over 100,000 waiting runs takes
-most of a second, and back-to-back passes held the loop until the leader lease lapsed)."""
+"""Seconds: after a pass whose deciding took longer, the leader waits as long before the next one, so that a long
+queue leaves half the loop to the watches, the acks and the lease renewal (a pass over 100,000 waiting runs takes
+most of a second, and back-to-back passes held the loop until the leader lease lapsed). Only the deciding counts,
+the part that holds the loop: while the pass awaits its writes the loop is free, and a wait as long as those
+writes halved the rate of a pass bound by them (with a backlog, runs stood queued while agents ran nothing)."""
 TOUCH_EVERY = 10.0
 """Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
@@ -52,8 +54,14 @@ _tracer = tracer("placement")
 
 class Placer:
     def __init__(self, ctx: Context, view: View, over: asyncio.Event | None = None,
-                 acted: Callable[[datetime], None] | None = None) -> None:
+                 acted: Callable[[datetime], None] | None = None, *,
+                 timer: Callable[[], float] = time.monotonic,
+                 pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.ctx = ctx
+        self.timer = timer
+        """What a pass's deciding is timed by: the time the loop was held, not the clock runs are judged by."""
+        self.pause = pause
+        """How the leader waits after a pass whose deciding was slow (SLOW_PASS)."""
         self.view = view
         self.acted = acted
         """Told the time of each pass done: the leader's last action, which its lease carries (the takeover gap)."""
@@ -252,8 +260,10 @@ class Placer:
         # From the record the runs watch delivered, as _assign does (no read first); one try on the stored record
         await self.ctx.runs.change(run_id, decide, copy=self.view.scheduled.get(run_id), tries=2)
 
-    async def place_once(self) -> None:
-        """Decide in memory first, then carry out every assignment of this pass concurrently."""
+    async def place_once(self) -> float:
+        """Decide in memory first, then carry out every assignment of this pass concurrently. Returns the
+        seconds the deciding took (the part that holds the loop; the writes then awaited leave it free)."""
+        began = self.timer()
         now = self.ctx.clock.now()
         view = self.view
         chosen: list[tuple[Demand, Placement]] = []
@@ -301,8 +311,10 @@ class Placer:
         for unsatisfiable, count in unplaced.items():
             if count:
                 metrics.child(metrics.PLACEMENTS, result="unsatisfiable" if unsatisfiable else "waiting").inc(count)
+        decided = self.timer() - began
         await asyncio.gather(*(self._carry_out(d, p, now) for d, p in chosen),
                              *(self._note_waiting(r, why, now) for r, why in waiting))
+        return decided
 
     def _reason_budget(self) -> int:
         """How many waiting reasons this pass may write: the budget refilled for the time since the last pass."""
@@ -358,10 +370,8 @@ class Placer:
             self.view.changed.clear()
             try:
                 faults.point("placement.pass")
-                began = time.monotonic()
-                await self.place_once()
-                if (took := time.monotonic() - began) > SLOW_PASS:
-                    await asyncio.sleep(min(took, 0.5))
+                if (decided := await self.place_once()) > SLOW_PASS:
+                    await self.pause(min(decided, 0.5))
                 if self.acted is not None:
                     self.acted(self.ctx.clock.now())
             except Exception:

@@ -1,7 +1,9 @@
 """The placement leader's pass serves runs in the fair queue's order: priority, then the tenants by weight, then a
 tenant's named queues in turn. The pass must charge each placed run while the queue's candidates are still being
 offered (a list of candidates taken first spent no deficit and turned no queue: the first tenant and queue were
-served until they ran dry). tests/integration/test_placement_fairness.py checks the same through the services."""
+served until they ran dry). tests/integration/test_placement_fairness.py checks the same through the services.
+The leader's loop leaves itself free after a pass only for as long as the pass held it deciding, not for the
+writes it then awaited."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
-from jetcron.core.placement import Placement
-from jetcron.services.placement.service import REASONS_PER_SECOND, Placer
+from jetcron.core.placement import Demand, Placement, Unplaced
+from jetcron.services.placement.service import REASONS_PER_SECOND, SLOW_PASS, Placer
 from jetcron.services.placement.view import View
 from jetcron.wire.messages import PlaceRun
 
@@ -97,3 +101,60 @@ async def test_a_backlog_behind_a_full_agent_has_its_reasons_written_a_bounded_n
     p.ctx.clock.advance(1)
     await p.place_once()
     assert len(written) == 103 and assigned == ["critical"]
+
+
+class Held:
+    """The timer a pass's deciding is measured by, moved by the test: how long the event loop was held."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+async def one_loop_pass(p: Placer) -> list[float]:
+    """Run the leader's loop for one pass; the waits it makes after that pass, in seconds."""
+    paused: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        paused.append(seconds)
+
+    p.pause = pause
+    p.acted = lambda now: p.over.set()  # the pass is done: the leadership ends with it
+    await p.loop()
+    return paused
+
+
+async def test_a_pass_bound_by_its_writes_is_followed_at_once_by_the_next() -> None:
+    # Given a pass whose deciding is quick and whose 14 assignments take a second each to be written
+    p, assigned = placer(slots=None)
+    held = p.timer = Held()
+    write = p._assign
+
+    async def slow_write(cmd: PlaceRun, placement: Placement, now: datetime) -> int | None:
+        held.seconds += 1.0
+        return await write(cmd, placement, now)
+
+    p._assign = slow_write  # type: ignore[method-assign]
+    # When the leader's loop runs it: all 14 are assigned, and the loop does not wait before the next pass (the
+    # loop was free while the writes were awaited; a wait as long as them halved a backlog's assignments)
+    assert await one_loop_pass(p) == []
+    assert assigned == FAIR and held.seconds == 14.0
+
+
+async def test_a_pass_slow_to_decide_leaves_the_loop_free_as_long_after_it() -> None:
+    # Given a pass whose fitting takes 20 ms a run: 280 ms deciding 14 runs, the loop held throughout
+    p, assigned = placer(slots=None)
+    held = p.timer = Held()
+    fit = p.view.cluster.place
+
+    def slow_fit(demand: Demand) -> Placement | Unplaced:
+        held.seconds += 0.02
+        return fit(demand)
+
+    p.view.cluster.place = slow_fit  # type: ignore[method-assign]
+    # When the leader's loop runs it: it then waits as long as it decided, past SLOW_PASS
+    paused = await one_loop_pass(p)
+    assert paused == [pytest.approx(0.28)] and SLOW_PASS < 0.28
+    assert assigned == FAIR
