@@ -42,6 +42,8 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # atomic batches against plain publishes, R1 and R3 (docs/decisions-protocol.md): about 7 minutes
     ("bench.batch_publish", [], ["--sizes", "1,4", "--in-flight", "2", "--seconds", "0.3", "--reps", "1",
                                  "--nodes", "1"]),
+    # what removing old messages (TTL, max_age, rollups) costs a stream's writes (docs/decisions-nats.md)
+    ("bench.expiry", [], ["--life", "1", "--seconds", "2", "--in-flight", "4", "--reps", "1"]),
     ("bench.failover", ["--reps", "3"], ["--reps", "1"]),
     ("bench.security", ["--reps", "3"], ["--latency-runs", "5", "--throughput-runs", "30", "--reps", "1"]),
     ("bench.rest", ["--reps", "3"], ["--latency-runs", "3", "--throughput-jobs", "50", "--reps", "1"]),

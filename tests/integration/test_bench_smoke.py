@@ -33,7 +33,7 @@ EXPECTED: dict[str, set[str]] = {
     "placement_memory": {"placement_memory_2000"},
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
-    "batch_publish": {"batch_publish_r1"}, "liveness": {"liveness"},
+    "batch_publish": {"batch_publish_r1"}, "expiry": {"expiry"}, "liveness": {"liveness"},
     "scale": {"scale_dead_hosts"}, "scale-steady_day": {"scale_steady_day"}, "scale-midnight": {"scale_midnight"},
     "dashboard": {"dashboard_pages"},
 }
@@ -76,6 +76,12 @@ def _check(result: dict[str, Any]) -> None:
             assert figures["steps_per_s"]["median"] > 0, case
             size = int(case.removeprefix("batch").removeprefix("plain").split("_")[0])
             assert figures["msgs_per_s"]["median"] == pytest.approx(size * figures["steps_per_s"]["median"])
+    elif name == "expiry":  # each way wrote; nothing removed when kept, removals under the others
+        assert set(result["cases"]) == {"kept", "rollup", "max_age", "ttl"}
+        for mode, figures in result["cases"].items():
+            assert figures["msgs_per_s"]["median"] > 0 and figures["written"]["median"] > 0, mode
+            assert (figures["removed"]["median"] > 0) == (mode != "kept"), (mode, figures)
+        assert result["of_kept"]["kept"] == 1
     elif name == "fleet":  # every run through the virtual agents once, at its first attempt; each fault seen
         for size in result["sizes"]:
             assert size["succeeded_first_attempt"] == size["reported_once"] == size["ended"] == size["runs"] > 0
