@@ -6,6 +6,7 @@ import asyncio
 from datetime import datetime
 
 import nats
+import nats.errors
 
 from jetcron.bus.kv import Store
 from jetcron.core.ids import DEFAULT_TENANT
@@ -41,8 +42,12 @@ async def store_jobs(url: str, records: list[JobRecord], in_flight: int = 2000) 
 async def reports_settled(url: str, expected: int) -> bool:
     """At least `expected` finish reports are stored and the tracker has taken every event in: only then is
     it worth reading every run record (a read of 100,000 records every few seconds competed with the tracker
-    for the server it measured). Two requests."""
-    nc = await nats.connect(url)
+    for the server it measured). Two requests; a server too busy to answer them in time (a herd draining) is
+    taken as not settled yet, to be asked again, not as the bench failing."""
+    try:
+        nc = await nats.connect(url)
+    except (nats.errors.NoServersError, TimeoutError):
+        return False
     try:
         js = nc.jetstream()
         finished = s.event_subject("finished", "*")  # from every agent
@@ -50,6 +55,8 @@ async def reports_settled(url: str, expected: int) -> bool:
         consumer = await js.consumer_info(s.STREAM_EVENTS, s.CONSUMER_TRACKER)
         return sum((info.state.subjects or {}).values()) >= expected and not (
             consumer.num_pending or consumer.num_ack_pending)
+    except TimeoutError:  # nats.errors.TimeoutError is one
+        return False
     finally:
         await nc.close()
 
