@@ -18,6 +18,7 @@ from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
+from jetcron.core.pacing import pause_after
 from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.core.run_state import RunEvent
@@ -41,12 +42,6 @@ first; the rest are written as the budget comes back, and a run placed before it
 a backlog of 100,000 runs behind full agents asked 100,000 writes of the pass that first found them waiting, and
 a backlog that stood (every run waiting past REASON_AFTER) a write more for every run, ahead of the assignments
 that would drain it (bench/longlife.py)."""
-SLOW_PASS = 0.05
-"""Seconds: after a pass whose deciding took longer, the leader waits as long before the next one, so that a long
-queue leaves half the loop to the watches, the acks and the lease renewal (a pass over 100,000 waiting runs takes
-most of a second, and back-to-back passes held the loop until the leader lease lapsed). Only the deciding counts,
-the part that holds the loop: while the pass awaits its writes the loop is free, and a wait as long as those
-writes halved the rate of a pass bound by them (with a backlog, runs stood queued while agents ran nothing)."""
 TOUCH_EVERY = 10.0
 """Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
@@ -61,7 +56,7 @@ class Placer:
         self.timer = timer
         """What a pass's deciding is timed by: the time the loop was held, not the clock runs are judged by."""
         self.pause = pause
-        """How the leader waits after a pass whose deciding was slow (SLOW_PASS)."""
+        """How the leader waits after a pass whose deciding was slow (core/pacing)."""
         self.view = view
         self.acted = acted
         """Told the time of each pass done: the leader's last action, which its lease carries (the takeover gap)."""
@@ -370,8 +365,8 @@ class Placer:
             self.view.changed.clear()
             try:
                 faults.point("placement.pass")
-                if (decided := await self.place_once()) > SLOW_PASS:
-                    await self.pause(min(decided, 0.5))
+                if wait := pause_after(await self.place_once()):
+                    await self.pause(wait)
                 if self.acted is not None:
                     self.acted(self.ctx.clock.now())
             except Exception:

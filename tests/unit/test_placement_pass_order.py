@@ -16,8 +16,9 @@ import pytest
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
+from jetcron.core.pacing import SLOW_PASS, pause_after
 from jetcron.core.placement import Demand, Placement, Unplaced
-from jetcron.services.placement.service import REASONS_PER_SECOND, SLOW_PASS, Placer
+from jetcron.services.placement.service import REASONS_PER_SECOND, Placer
 from jetcron.services.placement.view import View
 from jetcron.wire.messages import PlaceRun
 
@@ -158,3 +159,7 @@ async def test_a_pass_slow_to_decide_leaves_the_loop_free_as_long_after_it() -> 
     paused = await one_loop_pass(p)
     assert paused == [pytest.approx(0.28)] and SLOW_PASS < 0.28
     assert assigned == FAIR
+
+
+def test_the_pause_after_a_pass_is_its_deciding_past_slow_pass_and_at_most_half_a_second() -> None:
+    assert [pause_after(s) for s in (0.0, SLOW_PASS, 0.2, 3.0)] == [0.0, 0.0, 0.2, 0.5]
