@@ -9,12 +9,15 @@ a pass writes (it only reads and queues).
 The bytes are the Python heap's (tracemalloc: exact, what the objects kept hold); the RSS growth beside them is
 what the process asked of the system meanwhile (it also counts the allocator's slack, and undercounts where freed
 memory was reused). Two figures per size, each in a fresh subprocess so one measurement's heap does not flatter
-the next: `records`, the decoded records alone in a dict, and `placement`, the whole path. Their difference is
-what the leader adds to each record it holds (queue entry, held entry, demand); the record is what a bounded
-window of held records would save for the runs beyond it (docs/benchmarks.md, "The second limit").
+the next: `records`, the decoded records alone in a dict; `placement`, the whole path, where the view keeps the
+first RECORDS_KEPT records decoded and, of the rest, only the PlaceRun each stands for; `past`, the whole path with
+no record kept, what each run past that window costs (docs/benchmarks.md, "The second limit").
 
 `pass_seconds`: one leader pass over them with every slot taken, what a pass holds the event loop for (the
-leader lease's renewal included), the median of 5 in each untraced `placement` process.
+leader lease's renewal included), the median of 5 in each untraced `placement` process. With no slot free and
+nothing preemptible the pass stops at the head of the queue once its waiting reasons are written.
+`take_up_seconds`: a new leader taking every waiting record up (follow_records), and the longest it held the loop
+meanwhile (`take_up_longest_hold_seconds`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from typing import Any, cast
 
 from bench.common import emit, summary
 
-MODES = ("records", "placement")
+MODES = ("records", "placement", "past")
+"""The decoded records alone; the whole path with the view's window of kept records (view.RECORDS_KEPT); the whole
+path with no record kept (each run as one past the window)."""
 PASSES = 5
 """Placement passes timed per child (the median is kept)."""
 
@@ -100,11 +105,13 @@ async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
     blobs = _encoded(n, now)
     ctx = _context()
     view = View(ctx)
+    if mode == "past":
+        view.records_kept = 0
     # No free slot: every pass finds every run waiting (a herd behind a full fleet)
     view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=4, memory_mb=4096, slots=0, heartbeat_at=now,
                                 started_at=now))
     placer = Placer(ctx, view)
-    placer.follow_records()
+    await placer.follow_records()
     kept: dict[str, Run] = {}
     gc.collect()
     if trace:
@@ -134,12 +141,39 @@ async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
             await placer.place_once()
             passes.append(time.perf_counter() - began)
         out["pass_seconds"] = sorted(passes)[len(passes) // 2]
+        out.update(await _take_up(ctx, view))
     return out
+
+
+async def _take_up(ctx: Any, view: Any) -> dict[str, float]:
+    """A new leader taking up every waiting record: the seconds it takes, and the longest it holds the loop for
+    (the turns a task beside it gets, as the leader lease's renewal would)."""
+    from jetcron.services.placement.service import Placer
+
+    gaps: list[float] = []
+
+    async def beside() -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.ensure_future(beside())
+    await asyncio.sleep(0)
+    began = time.perf_counter()
+    await Placer(ctx, view).follow_records()
+    took = time.perf_counter() - began
+    ticker.cancel()
+    return {"take_up_seconds": took, "take_up_longest_hold_seconds": max(gaps, default=took)}
 
 
 def run(n: int, reps: int) -> dict[str, object]:
     got: dict[str, dict[str, list[float]]] = {mode: {"heap": [], "rss": []} for mode in MODES}
     passes: list[float] = []
+    take_up: list[float] = []
+    longest: list[float] = []
     encoded = 0.0
     for _ in range(reps):
         for mode in MODES:
@@ -152,16 +186,23 @@ def run(n: int, reps: int) -> dict[str, object]:
                 encoded = child.get("encoded_bytes_per_run", encoded)
                 if "pass_seconds" in child:
                     passes.append(child["pass_seconds"])
-    own = [p - r for p, r in zip(got["placement"]["heap"], got["records"]["heap"], strict=True)]
-    return {"bench": f"placement_memory_{n}", "waiting_runs": n,
+                    take_up.append(child["take_up_seconds"])
+                    longest.append(child["take_up_longest_hold_seconds"])
+    from jetcron.services.placement.view import RECORDS_KEPT
+
+    return {"bench": f"placement_memory_{n}", "waiting_runs": n, "records_kept": RECORDS_KEPT,
             "bytes_per_waiting_run": summary(got["placement"]["heap"]),
-            "record_bytes_per_run": summary(got["records"]["heap"]), "leader_bytes_per_run": summary(own),
+            "bytes_per_run_past_window": summary(got["past"]["heap"]),
+            "rss_bytes_per_run_past_window": summary(got["past"]["rss"]),
+            "record_bytes_per_run": summary(got["records"]["heap"]),
             "rss_bytes_per_waiting_run": summary(got["placement"]["rss"]), "encoded_record_bytes": round(encoded, 1),
             "rss_bytes_per_record": summary(got["records"]["rss"]), "pass_seconds": summary(passes),
+            "take_up_seconds": summary(take_up), "take_up_longest_hold_seconds": summary(longest),
             "what": "heap bytes (tracemalloc) placement's view and leader keep per run waiting for a place (record "
-                    "hand-off): the decoded record the view keeps, what the leader's queue and held entry add to "
-                    "it, and the RSS growth of the same in an untraced process; the seconds of one leader pass "
-                    "over them with no free slot (median of 5 per process)"}
+                    "hand-off): on average with the view's window of kept records, for a run past the window, "
+                    "and the decoded record alone; the RSS growth of the same in an untraced process; the "
+                    "seconds of one leader pass over them with no free slot (median of 5 per process); a new leader "
+                    "taking them all up: its seconds and the longest it held the event loop"}
 
 
 def main() -> None:

@@ -108,6 +108,10 @@ class FreeIndex:
         insort(buckets.setdefault(model, []), entry)
         a.indexed = (level, model, entry)
 
+    def any_open(self) -> bool:
+        """Whether some non-draining agent has a free slot (what a single-host or a gang run needs first)."""
+        return bool(self._level_keys)
+
     def discard(self, a: AgentState) -> None:
         self.full.discard(a.agent_id)
         if a.indexed is None:

@@ -143,6 +143,10 @@ class Cluster:
             raise NotFound("agent", agent_id)
         return max(0, a.free_mcpu) / 1000, max(0, a.free_mem), list(a.free_gpus)
 
+    def any_slot(self) -> bool:
+        """Whether any open agent has a slot free: without one, no run of any shape can be placed."""
+        return self._index.any_open()
+
     def reservation(self, run_id: str) -> Placement | None:
         r = self._reservations.get(run_id)
         return None if r is None else r.placement

@@ -57,6 +57,12 @@ class Preemptor:
                 self.view.adopt_again(held)
         self.plans.clear()
 
+    def possible(self) -> bool:
+        """Whether any tenant's policy lets its runs be preempted (asked once per pass)."""
+        if self._possible is None:
+            self._possible = any(preemptible_anywhere(p) for p in self.view.policies.values())
+        return self._possible
+
     def reason(self, run_id: str) -> str:
         """The waiting run's reason while its victims make room ("" when it preempts nothing)."""
         planned = self.plans.get(run_id)
@@ -65,9 +71,7 @@ class Preemptor:
     def make_room(self, demand: Demand, now: datetime) -> Placement | None:
         """Place a demand that has no place on what preempting lower-priority runs would leave, or None (nothing
         changed). The plan waits in `plans` for `clear()`."""
-        if self._possible is None:
-            self._possible = any(preemptible_anywhere(p) for p in self.view.policies.values())
-        if not self._possible:
+        if not self.possible():
             return None  # the default: nobody's runs may be preempted
         key = (demand.resources, tuple(sorted(demand.require.items())), tuple(demand.needs), demand.priority,
                demand.tenant, demand.queue)

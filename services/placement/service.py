@@ -30,7 +30,7 @@ from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import AssignRun, PlaceRun, place_run_for
+from jetcron.wire.messages import AssignRun, PlaceRun
 
 ASSIGN_CONCURRENCY = 128
 REASON_AFTER = timedelta(seconds=1)
@@ -42,6 +42,8 @@ first; the rest are written as the budget comes back, and a run placed before it
 a backlog of 100,000 runs behind full agents asked 100,000 writes of the pass that first found them waiting, and
 a backlog that stood (every run waiting past REASON_AFTER) a write more for every run, ahead of the assignments
 that would drain it (bench/longlife.py)."""
+TAKE_UP_BATCH = 2_000
+"""Waiting records a new leader takes up between two turns of the event loop (follow_records)."""
 TOUCH_EVERY = 10.0
 """Seconds between "still working on it" signals per held PlaceRun: a third of the consumer's 30 s ack wait."""
 _tracer = tracer("placement")
@@ -78,6 +80,8 @@ class Placer:
         self.reasons = float(REASONS_PER_SECOND)
         """Waiting reasons that may be written now (REASONS_PER_SECOND, refilled by the clock)."""
         self._reasons_at = ctx.clock.now()
+        self.next_due: datetime | None = None
+        """When the last pass's nearest demand that was too early to assign comes within `lead` of its due time."""
 
     async def take(self, msg: Message) -> None:
         """Consumer handler: keep the message unacked while the run waits; ack once it is assigned (at once for
@@ -121,27 +125,25 @@ class Placer:
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).inc()
         self.view.changed.set()
 
-    def offered(self, run: Run) -> None:
-        """A record waiting for placement, from the runs watch (at takeover, every one the view keeps).
+    def offered(self, cmd: PlaceRun) -> None:
+        """A record waiting for placement, from the runs watch (at takeover, every one the view keeps), as the
+        PlaceRun it stands for.
 
         The record is the hand-off (`place_by` record: no PlaceRun comes for it), so the leader holds it at once;
         a PlaceRun of the same attempt, re-driven or from an older publisher, joins the held entry. A held run
         whose record names another priority or queue (runs.set_priority) moves in the queue, keeping how long it
         has waited."""
-        held = self.held.get(run.run_id)
-        spec = run.spec
-        if spec is None:
+        held = self.held.get(cmd.run_id)
+        if held is None or held[0].attempt < cmd.attempt:
+            self._ack_later(self._offer(cmd, None)[1])
             return
-        if held is None or held[0].attempt < run.attempt:
-            self._ack_later(self._offer(place_run_for(run), None)[1])
+        old, msg, reason = held
+        if (old.priority, old.queue) == (cmd.priority, cmd.queue) or old.attempt != cmd.attempt:
             return
-        cmd, msg, reason = held
-        if (cmd.priority, cmd.queue) == (spec.priority, spec.queue) or cmd.attempt != run.attempt:
-            return
-        self.held[run.run_id] = (msgspec.structs.replace(cmd, priority=spec.priority, queue=spec.queue), msg, reason)
-        self.view.queue.reprioritize(run.run_id, spec.priority, spec.queue)
-        metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
-        metrics.child(metrics.QUEUE_DEPTH, priority=spec.priority.value).inc()
+        self.held[cmd.run_id] = (msgspec.structs.replace(old, priority=cmd.priority, queue=cmd.queue), msg, reason)
+        self.view.queue.reprioritize(cmd.run_id, cmd.priority, cmd.queue)
+        metrics.child(metrics.QUEUE_DEPTH, priority=old.priority.value).dec()
+        metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).inc()
         self.view.changed.set()
 
     def _waits(self, cmd: PlaceRun, now: datetime) -> bool:
@@ -168,14 +170,21 @@ class Placer:
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
         return msg
 
-    def follow_records(self) -> int:
-        """At takeover: every run whose record waits for placement is held now, and each one the runs watch
-        delivers from then on (its PlaceRun, if one comes, joins the held entry); how many were taken up."""
+    async def follow_records(self) -> int:
+        """At takeover: every run whose record waits for placement is held, and each one the runs watch delivers
+        from then on (its PlaceRun, if one comes, joins the held entry); how many were waiting at takeover.
+
+        Those already waiting are taken up TAKE_UP_BATCH at a time, the loop let go between: at once, a herd of
+        100,000 held it for 1.1 s (the design's 950,000 at midnight for ~10 s, past the leader lease's TTL, with its
+        first renewal queued behind). A record that leaves `scheduled` meanwhile is not taken up."""
         self.view.on_scheduled, self.view.on_moved_on = self.offered, self.moved_on
-        before = len(self.held)
-        for run, _ in list(self.view.scheduled.values()):
-            self.offered(run)
-        return len(self.held) - before
+        waiting = list(self.view.scheduled)
+        for done, run_id in enumerate(waiting, 1):
+            if (entry := self.view.scheduled.get(run_id)) is not None:
+                self.offered(entry.cmd)
+            if done % TAKE_UP_BATCH == 0:
+                await asyncio.sleep(0)
+        return len(waiting)
 
     def let_go(self) -> None:
         """Leadership lost: the queue keeps policies and quota usage, only the held demands leave it.
@@ -200,10 +209,9 @@ class Placer:
                 new = msgspec.structs.replace(new, gpu_indices=placement.gpu_indices)
             return new
 
-        # From the record the runs watch delivered (no read first); the run moved on: None.
-        cached = self.view.scheduled.get(cmd.run_id)
+        # From the record the runs watch delivered if the view kept it (else read first); the run moved on: None.
         try:
-            done = await self.ctx.runs.change(cmd.run_id, decide, copy=cached, tries=2)
+            done = await self.ctx.runs.change(cmd.run_id, decide, copy=self.view.copy(cmd.run_id), tries=2)
         except JetcronError:  # not found, an illegal transition, contended, storage trouble
             return None
         if done is None:
@@ -253,7 +261,7 @@ class Placer:
             return apply(run, Change(event=RunEvent.WAIT, reason=reason), now) if run.attempt == cmd.attempt else None
 
         # From the record the runs watch delivered, as _assign does (no read first); one try on the stored record
-        await self.ctx.runs.change(run_id, decide, copy=self.view.scheduled.get(run_id), tries=2)
+        await self.ctx.runs.change(run_id, decide, copy=self.view.copy(run_id), tries=2)
 
     async def place_once(self) -> float:
         """Decide in memory first, then carry out every assignment of this pass concurrently. Returns the
@@ -272,12 +280,21 @@ class Placer:
         # Lazily, not a list taken first: the fair queue moves a tenant's deficit and its queues' turn only for a
         # demand charged right after it was offered (a list offered every demand before any was charged, so
         # weights and queue turns were never spent: the first tenant and queue were served until they ran dry).
+        due: datetime | None = None  # the nearest time a demand seen waits for (its `lead` before due)
         for demand in view.queue.candidates(now):
             held = self.held.get(demand.run_id)
             if held is None:
                 view.queue.remove(demand.run_id)
                 continue
+            if len(waiting) >= budget and not view.cluster.any_slot() and not self.preemptor.possible():
+                # No slot free anywhere and nothing may be preempted: no demand further in the queue can be placed
+                # and no reason is due, so the pass ends here rather than walking the whole backlog (a midnight herd
+                # behind a full fleet: 0.32 s per 100,000 waiting, every pass, bench/placement_memory.py). A slot
+                # coming free wakes the next pass (view.changed).
+                break
             if self._waits(held[0], now):
+                at = held[0].due_at - self.ahead
+                due = at if due is None else min(due, at)
                 continue
             noted = len(waiting) < budget
             shown = noted and now - demand.enqueued_at >= REASON_AFTER
@@ -303,6 +320,7 @@ class Placer:
             view.hold(demand, held[0].attempt)
             chosen.append((demand, result))
         self.reasons -= len(waiting)
+        self.next_due = due
         for unsatisfiable, count in unplaced.items():
             if count:
                 metrics.child(metrics.PLACEMENTS, result="unsatisfiable" if unsatisfiable else "waiting").inc(count)
@@ -375,7 +393,7 @@ class Placer:
                 self.ctx.log.exception("placement pass failed")
                 await asyncio.sleep(0.5)
                 continue
-            nearest = min((c.due_at - self.ahead for c, _, _ in self.held.values() if not c.staged), default=None)
+            nearest = self.next_due
             delay = 0.5 if nearest is None else max(0.005, min(0.5, (nearest - self.ctx.clock.now()).total_seconds()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.view.changed.wait(), timeout=delay)
@@ -406,12 +424,12 @@ async def lead(ctx: Context, view: View) -> None:
         view.leading = True
         stop = asyncio.Event()
         placer = Placer(ctx, view, stop, acted=partial(_acted, leader))
-        taken = placer.follow_records()
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
-                     waiting=taken)
+                     waiting=len(view.scheduled))
+        # The records waiting are taken up beside the lease's renewals (hold, below) and the first passes
         tasks = [background(ctx, t) for t in (
             ctx.consumers.consume(s.STREAM_PLACE, s.CONSUMER_PLACEMENT, placer.take, stop=stop, concurrency=1024),
-            placer.loop(), placer.keep_alive(), view.publish_capacity(stop))]
+            placer.loop(), placer.keep_alive(), view.publish_capacity(stop), _take_up(ctx, placer))]
         metrics.child(metrics.TAKEOVER_DURATION, kind="placement_leader").observe(time.monotonic() - started)
         await leader.hold(ctx.stop)
         if not ctx.stop.is_set():
@@ -425,6 +443,13 @@ async def lead(ctx: Context, view: View) -> None:
         placer.let_go()
         view.drop_in_flight()
         placer.preemptor.put_back()  # after the waiting runs' places are given back: their victims count again
+
+
+async def _take_up(ctx: Context, placer: Placer) -> None:
+    began = time.monotonic()
+    waiting = await placer.follow_records()
+    ctx.log.info("placement leader took up the waiting records", waiting=waiting,
+                 seconds=round(time.monotonic() - began, 3))
 
 
 def _acted(leader: HeldLease, now: datetime) -> None:

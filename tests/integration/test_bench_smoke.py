@@ -122,9 +122,10 @@ def _check(result: dict[str, Any]) -> None:
             assert {"trigger", "placement", "run_tracker"} <= set(rep["rss_peak_mib"])
     elif name == "dashboard_pages":
         assert result["jobs_page_p95_ms"]["median"] > 0 and result["agents_page_p95_ms"]["median"] > 0
-    elif name == "placement_memory_2000":  # the whole path holds at least the record, and something of its own
+    elif name == "placement_memory_2000":  # within the window the whole path holds the record and more; past it, less
         whole, record = result["bytes_per_waiting_run"]["median"], result["record_bytes_per_run"]["median"]
-        assert whole > record > 0 and result["encoded_record_bytes"] > 0 and result["pass_seconds"]["median"] > 0
+        assert whole > record > result["bytes_per_run_past_window"]["median"] > 0
+        assert result["encoded_record_bytes"] > 0 and result["pass_seconds"]["median"] > 0
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit

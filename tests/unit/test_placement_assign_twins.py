@@ -15,7 +15,7 @@ from jetcron.bus.consume import Hold
 from jetcron.bus.memory import MemoryPublisher, MemoryQueue
 from jetcron.core.models import AgentInfo, JobSpec, Resources, Run, RunState
 from jetcron.core.runs import new_run
-from jetcron.services.placement.service import Placer
+from jetcron.services.placement.service import TAKE_UP_BATCH, Placer
 from jetcron.services.placement.view import View
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -87,7 +87,7 @@ async def leading(ctx: Context, placer: Placer) -> None:
     for key in await ctx.runs.keys():
         run, revision = await ctx.runs.get(key)
         placer.view.on_record(key, run, revision)
-    placer.follow_records()
+    await placer.follow_records()
 
 
 async def test_a_record_alone_hands_its_run_to_the_leader_and_a_late_place_run_is_acked_at_once() -> None:
@@ -108,7 +108,7 @@ async def test_a_record_alone_hands_its_run_to_the_leader_and_a_late_place_run_i
     # And its record coming back assigned, or scheduled again at the same attempt, holds nothing again
     stored, revision = await ctx.runs.get(run.run_id)
     placer.view.on_record(run.run_id, stored, revision)
-    placer.offered(run)
+    placer.offered(place_run_for(run))
     assert placer.held == {} and len(sent(ctx)) == 1
 
 
@@ -156,3 +156,69 @@ async def test_a_held_run_whose_record_is_cancelled_leaves_the_queue_at_once() -
     placer.view.upsert_agent(AgentInfo(agent_id="agent-2", cpu=4, memory_mb=4096, heartbeat_at=now, started_at=now))
     await placer.place_once()
     assert sent(ctx) == []
+
+
+async def test_records_past_the_kept_window_are_assigned_by_reading_each_back_once() -> None:
+    # Given a view that keeps one waiting record decoded, and three scheduled records on an agent with room for all
+    ctx = twin_context("placement")
+    now = ctx.clock.now()
+    view = View(ctx)
+    view.records_kept = 1
+    view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=4, memory_mb=4096, heartbeat_at=now, started_at=now))
+    runs = [new_run(SPEC, run_id=f"nightly.r{i}", state=RunState.SCHEDULED, scheduled_at=now, due_at=now, now=now)
+            for i in (1, 2, 3)]
+    for run in runs:
+        await ctx.runs.create(run.run_id, run)
+    placer = Placer(ctx, view)
+    await leading(ctx, placer)
+
+    # Then the first keeps its record, the others only the PlaceRun they stand for
+    assert [view.copy(r.run_id) is not None for r in runs] == [True, False, False]
+    assert [view.scheduled[r.run_id].cmd for r in runs] == [place_run_for(r) for r in runs]
+    assert sorted(placer.held) == [r.run_id for r in runs]
+
+    # When one pass assigns them, the two past the window are read back once each, the kept one is not read
+    reads: list[str] = []
+    get = ctx.runs.get
+
+    async def counted(key: str) -> tuple[Run, int]:
+        reads.append(key)
+        return await get(key)
+
+    ctx.runs.get = counted  # type: ignore[method-assign]
+    await placer.place_once()
+    assert sorted(reads) == ["nightly.r2", "nightly.r3"]
+    for run in runs:
+        stored, revision = await ctx.runs.get(run.run_id)
+        assert (stored.state, stored.agents) == (RunState.ASSIGNED, ["agent-1"])
+        view.on_record(run.run_id, stored, revision)
+    assert sorted(a.run_id for a in sent(ctx)) == [r.run_id for r in runs]
+
+    # And the window's place is free again once its record left `scheduled`: the next record is kept
+    later = new_run(SPEC, run_id="nightly.r4", state=RunState.SCHEDULED, scheduled_at=now, due_at=now, now=now)
+    revision = await ctx.runs.create(later.run_id, later)
+    view.on_record(later.run_id, later, revision)
+    assert list(view.scheduled) == ["nightly.r4"] and view.copy("nightly.r4") == (later, revision)
+
+
+async def test_a_new_leader_takes_up_a_herd_of_waiting_records_in_batches_letting_the_loop_run_between() -> None:
+    # Given 5,000 records waiting for placement when a leader takes over
+    ctx = twin_context("placement")
+    now = ctx.clock.now()
+    view = View(ctx)
+    for i in range(5_000):
+        run = new_run(SPEC, run_id=f"herd{i:04d}.r1", state=RunState.SCHEDULED, scheduled_at=now, due_at=now,
+                      now=now)
+        view.on_record(run.run_id, run, i + 1)
+    placer = Placer(ctx, view)
+
+    # When it takes them up beside the rest of the loop (the lease's renewals among it)
+    task = asyncio.ensure_future(placer.follow_records())
+    await asyncio.sleep(0)  # the task's first turn
+
+    # Then the loop ran after the first batch, not after the whole herd, and every record is held in the end
+    assert len(placer.held) == TAKE_UP_BATCH
+    # A record that left `scheduled` meanwhile (cancelled) is not taken up
+    view.on_record("herd4999.r1", None, 5_001)
+    assert await task == 5_000
+    assert len(placer.held) == 4_999 and "herd4999.r1" not in placer.held

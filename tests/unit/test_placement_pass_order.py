@@ -7,6 +7,7 @@ writes it then awaited."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
-from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
+from jetcron.core.models import AgentInfo, Preemption, Priority, Resources, TenantPolicy
 from jetcron.core.pacing import SLOW_PASS, pause_after
 from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.services.placement.service import REASONS_PER_SECOND, Placer
@@ -102,6 +103,70 @@ async def test_a_backlog_behind_a_full_agent_has_its_reasons_written_a_bounded_n
     p.ctx.clock.advance(1)
     await p.place_once()
     assert len(written) == 103 and assigned == ["critical"]
+
+
+def looked_at(p: Placer) -> list[str]:
+    """The demands each pass takes from the fair queue from now on, in order."""
+    seen: list[str] = []
+    candidates = p.view.queue.candidates
+
+    def counted(now: datetime) -> Iterator[Demand]:
+        for demand in candidates(now):
+            seen.append(demand.run_id)
+            yield demand
+
+    p.view.queue.candidates = counted  # type: ignore[method-assign]
+    return seen
+
+
+async def test_a_pass_with_no_slot_anywhere_stops_at_the_head_of_the_queue_once_its_reasons_are_written() -> None:
+    # Given the one slot taken by the first pass and no reason to write (the budget spent)
+    p, assigned = placer(slots=1)
+    await p.place_once()
+    assert assigned == ["critical"]
+    p.reasons = 0.0
+    seen = looked_at(p)
+
+    # When the next pass runs, it takes one demand from the queue, not the 13 waiting: none could be placed
+    await p.place_once()
+    assert seen == ["x-0"] and assigned == ["critical"]
+
+    # Then once the slot is free again, the pass places the next run in the fair order
+    p.view.release("critical")
+    await p.place_once()
+    assert assigned == ["critical", "x-0"]
+
+
+async def test_a_pass_walks_on_while_some_slot_is_free_and_places_a_small_run_behind_large_ones() -> None:
+    # Given one agent with 1 cpu free and every run held needing 2 but the last
+    p, assigned = placer(slots=None)
+    p.view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=1, memory_mb=65536, heartbeat_at=T0, started_at=T0))
+    for run_id in list(p.held):
+        p._unqueue(run_id)
+    for i in range(50):
+        p.hold(PlaceRun(run_id=f"big-{i:02d}", attempt=1, job="big", tenant="a", priority=Priority.NORMAL,
+                        resources=Resources(cpu=2), due_at=T0, staged=True), None)
+    p.hold(PlaceRun(run_id="small", attempt=1, job="small", tenant="a", priority=Priority.NORMAL,
+                    resources=Resources(cpu=0.5), due_at=T0, staged=True), None)
+    p.reasons = 0.0
+
+    # When a pass runs, it looks past the fifty that do not fit and places the small one
+    seen = looked_at(p)
+    await p.place_once()
+    assert assigned == ["small"] and len(seen) == 51
+
+
+async def test_a_pass_with_no_slot_walks_on_while_some_tenant_lets_its_runs_be_preempted() -> None:
+    # Given the one slot taken, no reason to write, and a tenant whose runs may be preempted
+    p, assigned = placer(slots=1)
+    await p.place_once()
+    p.view.policies["b"] = TenantPolicy(tenant="b", weight=1, preemption=Preemption(enabled=True))
+    p.reasons = 0.0
+    seen = looked_at(p)
+
+    # When the next pass runs, every waiting run is tried: a higher-priority one may take a preemptible run's place
+    await p.place_once()
+    assert len(seen) == 13 and assigned == ["critical"]
 
 
 class Held:
