@@ -1,6 +1,10 @@
-"""How long a leader leaves its event loop free after a pass: the pure rule, timed by the caller."""
+"""Pacing, pure: how long a leader leaves its event loop free after a pass, and token buckets for work done at a
+bounded rate. Timed by the caller's clock."""
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 SLOW_PASS = 0.05
 """Seconds: after a pass whose deciding took longer, the leader waits as long before the next one, so that a long
@@ -15,3 +19,32 @@ PAUSE_MAX = 0.5
 def pause_after(deciding: float) -> float:
     """Seconds to wait after a pass that held the loop `deciding` seconds: none after a quick one."""
     return min(deciding, PAUSE_MAX) if deciding > SLOW_PASS else 0.0
+
+
+@dataclass
+class TokenBucket:
+    """`rate` actions per second on average (a tenant's submits, placement's waiting reasons), bursts of up to
+    `burst` (at least 1). The clock is the caller's, in seconds."""
+
+    rate: float
+    burst: float
+    tokens: float
+    at: float
+
+    @classmethod
+    def full(cls, rate: float, now: float) -> TokenBucket:
+        burst = max(1.0, rate)
+        return cls(rate=rate, burst=burst, tokens=burst, at=now)
+
+    def available(self, now: float) -> float:
+        """The tokens there now: refilled for the time since the last look, never past the burst."""
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.at) * self.rate)
+        self.at = now
+        return self.tokens
+
+    def take(self, now: float, n: float = 1.0) -> float:
+        """0 if `n` tokens were taken, else the seconds until they would be there (nothing taken)."""
+        if self.available(now) >= n:
+            self.tokens -= n
+            return 0.0
+        return (n - self.tokens) / self.rate if self.rate > 0 else math.inf

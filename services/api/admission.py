@@ -18,6 +18,7 @@ from typing import TypeVar
 from jetcron.bus.ports import Records
 from jetcron.core import admission
 from jetcron.core.models import TenantPolicy
+from jetcron.core.pacing import TokenBucket
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import QueueDepths
@@ -59,7 +60,7 @@ class _Cached:
 class Admission:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.buckets: dict[str, admission.TokenBucket] = {}
+        self.buckets: dict[str, TokenBucket] = {}
         self.cache = _Cached()
         self._depths: Records[QueueDepths] | None = None
 
@@ -86,7 +87,7 @@ class Admission:
             now = time.monotonic()
             bucket = self.buckets.get(tenant)
             if bucket is None or bucket.rate != policy.max_submits_per_second:
-                bucket = self.buckets[tenant] = admission.TokenBucket.full(policy.max_submits_per_second, now)
+                bucket = self.buckets[tenant] = TokenBucket.full(policy.max_submits_per_second, now)
             admission.check_rate(tenant, bucket.take(now))
 
     async def _size(self, stream: str) -> tuple[int, int]:

@@ -18,7 +18,7 @@ from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
-from jetcron.core.pacing import pause_after
+from jetcron.core.pacing import TokenBucket, pause_after
 from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.core.run_state import RunEvent
@@ -77,9 +77,8 @@ class Placer:
         """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback)."""
         self.preemptor = Preemptor(ctx, view)
         """A run with no place may take that of lower-priority runs whose policy allows it (preempt.py)."""
-        self.reasons = float(REASONS_PER_SECOND)
+        self.reasons = TokenBucket.full(REASONS_PER_SECOND, ctx.clock.now().timestamp())
         """Waiting reasons that may be written now (REASONS_PER_SECOND, refilled by the clock)."""
-        self._reasons_at = ctx.clock.now()
         self.next_due: datetime | None = None
         """When the last pass's nearest demand that was too early to assign comes within `lead` of its due time."""
 
@@ -275,7 +274,7 @@ class Placer:
         # every agent full, a backlog of thousands costs one fit and one reason per shape, not per run.
         unfit: dict[tuple[object, ...], Unplaced] = {}
         unplaced = {False: 0, True: 0}  # demands left waiting, by whether they can never fit: one count per pass
-        budget = self._reason_budget()
+        budget = int(self.reasons.available(now.timestamp()))
         self.preemptor.begin_pass()
         # Lazily, not a list taken first: the fair queue moves a tenant's deficit and its queues' turn only for a
         # demand charged right after it was offered (a list offered every demand before any was charged, so
@@ -319,7 +318,7 @@ class Placer:
             view.queue.charge(demand)
             view.hold(demand, held[0].attempt)
             chosen.append((demand, result))
-        self.reasons -= len(waiting)
+        self.reasons.take(now.timestamp(), len(waiting))
         self.next_due = due
         for unsatisfiable, count in unplaced.items():
             if count:
@@ -328,13 +327,6 @@ class Placer:
         await asyncio.gather(*(self._carry_out(d, p, now) for d, p in chosen),
                              *(self._note_waiting(r, why, now) for r, why in waiting))
         return decided
-
-    def _reason_budget(self) -> int:
-        """How many waiting reasons this pass may write: the budget refilled for the time since the last pass."""
-        now = self.ctx.clock.now()
-        refill = max(0.0, (now - self._reasons_at).total_seconds()) * REASONS_PER_SECOND
-        self.reasons, self._reasons_at = min(float(REASONS_PER_SECOND), self.reasons + refill), now
-        return int(self.reasons)
 
     async def _carry_out(self, demand: Demand, placement: Placement, now: datetime) -> None:
         if not await self.preemptor.clear(demand, now):

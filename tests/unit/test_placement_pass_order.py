@@ -124,7 +124,7 @@ async def test_a_pass_with_no_slot_anywhere_stops_at_the_head_of_the_queue_once_
     p, assigned = placer(slots=1)
     await p.place_once()
     assert assigned == ["critical"]
-    p.reasons = 0.0
+    p.reasons.tokens = 0.0
     seen = looked_at(p)
 
     # When the next pass runs, it takes one demand from the queue, not the 13 waiting: none could be placed
@@ -148,7 +148,7 @@ async def test_a_pass_walks_on_while_some_slot_is_free_and_places_a_small_run_be
                         resources=Resources(cpu=2), due_at=T0, staged=True), None)
     p.hold(PlaceRun(run_id="small", attempt=1, job="small", tenant="a", priority=Priority.NORMAL,
                     resources=Resources(cpu=0.5), due_at=T0, staged=True), None)
-    p.reasons = 0.0
+    p.reasons.tokens = 0.0
 
     # When a pass runs, it looks past the fifty that do not fit and places the small one
     seen = looked_at(p)
@@ -161,7 +161,7 @@ async def test_a_pass_with_no_slot_walks_on_while_some_tenant_lets_its_runs_be_p
     p, assigned = placer(slots=1)
     await p.place_once()
     p.view.policies["b"] = TenantPolicy(tenant="b", weight=1, preemption=Preemption(enabled=True))
-    p.reasons = 0.0
+    p.reasons.tokens = 0.0
     seen = looked_at(p)
 
     # When the next pass runs, every waiting run is tried: a higher-priority one may take a preemptible run's place
