@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-bench test-fuzz test-fast test-deploy chaos lint typecheck schemas bench bench-scale bench-longlife screenshots browser tools clean
+.PHONY: up test test-bench test-fuzz test-fast test-deploy chaos lint typecheck schemas bench bench-scale bench-longlife bench-peers peers-tools screenshots browser tools clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -41,7 +41,7 @@ test-fuzz: $(STAMP)
 	$(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider -n 3 --dist worksteal
 
 # Every benchmark script at smoke size (tests/integration/test_bench_smoke.py): the harness does not rot.
-test-bench: $(STAMP)
+test-bench: $(STAMP) peers-tools
 	$(BIN)/python -m pytest -q -m bench -p no:cacheprovider -n 4 --dist worksteal
 
 # The image and the compose stack in real containers (podman; installed here when missing): docs/deploy.md.
@@ -80,8 +80,18 @@ screenshots: $(STAMP) browser
 schemas: $(STAMP)
 	$(BIN)/python -m jetcron.wire.schema schemas
 
-bench: $(STAMP)
+bench: $(STAMP) peers-tools
 	$(BIN)/python bench/run.py
+
+# jetcron beside its peers in one window (bench/peers.py, docs/benchmarks.md "Ahead of the peers"): Celery on Redis
+# and a bare JetStream pipeline of the same hops. Debian's redis-server is installed when missing.
+bench-peers: $(STAMP) peers-tools
+	$(BIN)/python bench/run.py --only bench.peers
+
+peers-tools: $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,peers]'
+	command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq -o DPkg::Lock::Timeout=600 redis-server >/dev/null; }
 
 # About 1.5 h: the design's scale scenarios on a virtual fleet (dead hosts, steady day, midnight; bench/scale.py) at
 # the largest sizes this machine carries, results in bench/results/ and docs/benchmarks.md; then their plots.

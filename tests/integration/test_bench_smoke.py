@@ -35,7 +35,7 @@ EXPECTED: dict[str, set[str]] = {
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
     "batch_publish": {"batch_publish_r1"}, "expiry": {"expiry"}, "liveness": {"liveness"},
     "scale": {"scale_dead_hosts"}, "scale-steady_day": {"scale_steady_day"}, "scale-midnight": {"scale_midnight"},
-    "dashboard": {"dashboard_pages"},
+    "dashboard": {"dashboard_pages"}, "peers": {"peers"},
 }
 
 
@@ -126,6 +126,12 @@ def _check(result: dict[str, Any]) -> None:
         whole, record = result["bytes_per_waiting_run"]["median"], result["record_bytes_per_run"]["median"]
         assert whole > record > result["bytes_per_run_past_window"]["median"] > 0
         assert result["encoded_record_bytes"] > 0 and result["pass_seconds"]["median"] > 0
+    elif name == "peers":  # every party measured, and each ratio its own two rates' quotient
+        rates = {k: result[f"{k}_runs_per_s"]["median"] for k in ("jetcron_always", "jetcron_default", "bare_always",
+                                                                    "bare_default")}
+        assert min(rates.values()) > 0 and result["celery_tasks_per_s"]["median"] > 0
+        assert result["jetcron_always_over_celery"]["median"] == pytest.approx(
+            rates["jetcron_always"] / result["celery_tasks_per_s"]["median"])
     elif name == "sizing":
         for unit in ("run_record", "run_event", "log_line", "job_record"):
             assert result["bytes_per"][unit] > 0, unit
