@@ -42,6 +42,11 @@ first; the rest are written as the budget comes back, and a run placed before it
 a backlog of 100,000 runs behind full agents asked 100,000 writes of the pass that first found them waiting, and
 a backlog that stood (every run waiting past REASON_AFTER) a write more for every run, ahead of the assignments
 that would drain it (bench/longlife.py)."""
+WALK_PAST_FULL = 2_048
+"""Demands a pass looks at, once no slot is free anywhere and nothing may be preempted, for their waiting reasons:
+the runs nearest their turn have one, and one further back gets its reason as it comes this near. Walking on until
+the budget was spent, a standing backlog's pass walked every run already given a reason, 64 more each second:
+at the design's midnight, most of 950,000 within hours."""
 TAKE_UP_BATCH = 2_000
 """Waiting records a new leader takes up between two turns of the event loop (follow_records)."""
 TOUCH_EVERY = 10.0
@@ -174,8 +179,9 @@ class Placer:
         from then on (its PlaceRun, if one comes, joins the held entry); how many were waiting at takeover.
 
         Those already waiting are taken up TAKE_UP_BATCH at a time, the loop let go between: at once, a herd of
-        100,000 held it for 1.1 s (the design's 950,000 at midnight for ~10 s, past the leader lease's TTL, with its
-        first renewal queued behind). A record that leaves `scheduled` meanwhile is not taken up."""
+        100,000 held it for 0.45 s (bench/placement_memory.py; the design's 950,000 at midnight ~4.3 s, past the
+        leader lease's renewal, which was queued behind). A record that leaves `scheduled` meanwhile is not taken
+        up."""
         self.view.on_scheduled, self.view.on_moved_on = self.offered, self.moved_on
         waiting = list(self.view.scheduled)
         for done, run_id in enumerate(waiting, 1):
@@ -280,17 +286,20 @@ class Placer:
         # demand charged right after it was offered (a list offered every demand before any was charged, so
         # weights and queue turns were never spent: the first tenant and queue were served until they ran dry).
         due: datetime | None = None  # the nearest time a demand seen waits for (its `lead` before due)
+        past_full = 0  # demands looked at with no slot free anywhere
         for demand in view.queue.candidates(now):
             held = self.held.get(demand.run_id)
             if held is None:
                 view.queue.remove(demand.run_id)
                 continue
-            if len(waiting) >= budget and not view.cluster.any_slot() and not self.preemptor.possible():
-                # No slot free anywhere and nothing may be preempted: no demand further in the queue can be placed
-                # and no reason is due, so the pass ends here rather than walking the whole backlog (a midnight herd
-                # behind a full fleet: 0.32 s per 100,000 waiting, every pass, bench/placement_memory.py). A slot
-                # coming free wakes the next pass (view.changed).
-                break
+            if not view.cluster.any_slot() and not self.preemptor.possible():
+                # No slot free anywhere and nothing may be preempted: no demand further in the queue can be placed,
+                # so the pass ends once the reasons it may write are found, or past the head of the queue, rather
+                # than walking the whole backlog (a midnight herd behind a full fleet: 0.32 s per 100,000 waiting,
+                # every pass, bench/placement_memory.py). A slot coming free wakes the next pass (view.changed).
+                past_full += 1
+                if len(waiting) >= budget or past_full > WALK_PAST_FULL:
+                    break
             if self._waits(held[0], now):
                 at = held[0].due_at - self.ahead
                 due = at if due is None else min(due, at)

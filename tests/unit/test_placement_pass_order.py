@@ -17,8 +17,9 @@ import pytest
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, Preemption, Priority, Resources, TenantPolicy
-from jetcron.core.pacing import SLOW_PASS, pause_after
+from jetcron.core.pacing import SLOW_PASS, TokenBucket, pause_after
 from jetcron.core.placement import Demand, Placement, Unplaced
+from jetcron.services.placement import service
 from jetcron.services.placement.service import REASONS_PER_SECOND, Placer
 from jetcron.services.placement.view import View
 from jetcron.wire.messages import PlaceRun
@@ -228,3 +229,30 @@ async def test_a_pass_slow_to_decide_leaves_the_loop_free_as_long_after_it() -> 
 
 def test_the_pause_after_a_pass_is_its_deciding_past_slow_pass_and_at_most_half_a_second() -> None:
     assert [pause_after(s) for s in (0.0, SLOW_PASS, 0.2, 3.0)] == [0.0, 0.0, 0.2, 0.5]
+
+
+async def test_with_no_slot_anywhere_only_the_head_of_a_backlog_is_walked_for_its_reasons(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the one slot taken, 13 runs waiting over a second, a budget for every reason, and a walk of 5 past full
+    monkeypatch.setattr(service, "WALK_PAST_FULL", 5)
+    p, assigned = placer(slots=1)
+    await p.place_once()
+    p.reasons = TokenBucket.full(1000.0, T0.timestamp())
+    written: list[str] = []
+
+    async def write_reason(run_id: str, cmd: PlaceRun, reason: str, now: datetime) -> None:
+        written.append(run_id)
+
+    p._write_reason = write_reason  # type: ignore[method-assign]
+    p.ctx.clock.advance(2)
+    seen = looked_at(p)
+
+    # When a pass runs, it looks at the five nearest their turn (and the one it stops at), and notes their reasons
+    await p.place_once()
+    assert len(seen) == 6 and written == seen[:5] and assigned == ["critical"]
+
+    # Then once the head moves on (the slot free, the next run placed), the next run in the queue gets its reason
+    p.view.release("critical")
+    await p.place_once()
+    assert assigned == ["critical", seen[0]]
+    assert len(written) == 6 and written[5] not in written[:5]
