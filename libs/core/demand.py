@@ -22,5 +22,7 @@ class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     needs: list[str] = msgspec.field(default_factory=list)
     """Agent capabilities that must all be present, e.g. docker."""
     enqueued_at: datetime
+    """When the run began to wait: when it was queued, or its due time if that is later (a run staged ahead of
+    its due time is not waiting yet). Its ageing and its place in its queue count from it."""
     queue: str = "default"
     """The tenant's named queue: a tenant's queues take turns inside its share (core/fairness.py)."""

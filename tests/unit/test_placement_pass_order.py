@@ -256,3 +256,36 @@ async def test_with_no_slot_anywhere_only_the_head_of_a_backlog_is_walked_for_it
     await p.place_once()
     assert assigned == ["critical", seen[0]]
     assert len(written) == 6 and written[5] not in written[:5]
+
+
+async def test_a_herd_staged_over_two_ageing_periods_is_served_by_its_tenants_weights_from_its_instant() -> None:
+    # Given runs of tenants a (weight 2) and b (weight 1), all due at one instant, staged one every 20 s over the
+    # 600 s before it (two ageing periods), and one slot freed at a time from the instant on
+    p, assigned = placer(slots=1)
+    for run_id in list(p.held):
+        p._unqueue(run_id)
+
+    async def write_reason(run_id: str, cmd: PlaceRun, reason: str, now: datetime) -> None:
+        pass  # reasons are not what this test is about
+
+    p._write_reason = write_reason  # type: ignore[method-assign]
+    clock = p.ctx.clock
+    clock.advance(-600)
+    for i in range(30):
+        tenant = "ab"[i % 2]
+        p.hold(PlaceRun(run_id=f"{tenant}-{i:02d}", attempt=1, job=tenant, tenant=tenant, priority=Priority.NORMAL,
+                        resources=Resources(cpu=0.1), due_at=T0, staged=True), None)
+        clock.advance(20)
+    p.view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=64, memory_mb=65536, slots=0, heartbeat_at=T0,
+                                  started_at=T0))
+    await p.place_once()  # staged runs are assigned as soon as they fit: none fits before the instant
+    p.view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=64, memory_mb=65536, slots=1, heartbeat_at=T0,
+                                  started_at=T0))
+
+    # When twelve runs start one after the other, from the instant on
+    for _ in range(12):
+        await p.place_once()
+        p.view.release(assigned[-1])
+
+    # Then they start by weight, 2 : 1, not by how long before the instant each was staged
+    assert [r[0] for r in assigned] == list("aabaabaabaab")
