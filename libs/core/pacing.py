@@ -14,11 +14,22 @@ the part that holds the loop: while the pass awaits its writes the loop is free,
 writes halved the rate of a pass bound by them (with a backlog, runs stood queued while agents ran nothing)."""
 PAUSE_MAX = 0.5
 """Seconds: the longest wait after one pass, however long it decided (the next pass must still come soon)."""
+WALK_PAST_FULL = 2_048
+"""Demands a placement pass looks at, once no slot is free anywhere and nothing may be preempted, for their waiting
+reasons: the runs nearest their turn have one, and one further back gets its reason as it comes this near. Walking
+on until the reasons' budget was spent, a standing backlog's pass walked every run already given a reason, 64 more
+each second: at the design's midnight, most of 950,000 within hours."""
 
 
 def pause_after(deciding: float) -> float:
     """Seconds to wait after a pass that held the loop `deciding` seconds: none after a quick one."""
     return min(deciding, PAUSE_MAX) if deciding > SLOW_PASS else 0.0
+
+
+def walk_on_when_full(looked: int, reasons_left: int) -> bool:
+    """Whether a pass goes on past a demand when none can be placed (no slot free, nothing preemptible): only for
+    reasons still to write, and at most WALK_PAST_FULL demands past that point (`looked` counts them)."""
+    return reasons_left > 0 and looked <= WALK_PAST_FULL
 
 
 @dataclass

@@ -18,7 +18,7 @@ from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
-from jetcron.core.pacing import TokenBucket, pause_after
+from jetcron.core.pacing import TokenBucket, pause_after, walk_on_when_full
 from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.core.run_state import RunEvent
@@ -42,11 +42,6 @@ first; the rest are written as the budget comes back, and a run placed before it
 a backlog of 100,000 runs behind full agents asked 100,000 writes of the pass that first found them waiting, and
 a backlog that stood (every run waiting past REASON_AFTER) a write more for every run, ahead of the assignments
 that would drain it (bench/longlife.py)."""
-WALK_PAST_FULL = 2_048
-"""Demands a pass looks at, once no slot is free anywhere and nothing may be preempted, for their waiting reasons:
-the runs nearest their turn have one, and one further back gets its reason as it comes this near. Walking on until
-the budget was spent, a standing backlog's pass walked every run already given a reason, 64 more each second:
-at the design's midnight, most of 950,000 within hours."""
 TAKE_UP_BATCH = 2_000
 """Waiting records a new leader takes up between two turns of the event loop (follow_records)."""
 TOUCH_EVERY = 10.0
@@ -303,7 +298,7 @@ class Placer:
                 # than walking the whole backlog (a midnight herd behind a full fleet: 0.32 s per 100,000 waiting,
                 # every pass, bench/placement_memory.py). A slot coming free wakes the next pass (view.changed).
                 past_full += 1
-                if len(waiting) >= budget or past_full > WALK_PAST_FULL:
+                if not walk_on_when_full(past_full, budget - len(waiting)):
                     break
             if self._waits(held[0], now):
                 at = held[0].due_at - self.ahead

@@ -250,7 +250,15 @@ class View:
         had = old is not None and old.record is not None
         keep = had or self._kept < self.records_kept
         self._kept += keep - had
-        cmd = place_run_for(run)
+        spec = run.spec
+        assert spec is not None
+        # A new revision of the same attempt (its waiting reason written, say) keeps the PlaceRun the leader holds
+        # already: a second one per revision cost its build and, held beside the first, its memory.
+        if old is not None and (old.cmd.attempt, old.cmd.priority, old.cmd.queue) == (run.attempt, spec.priority,
+                                                                                       spec.queue):
+            cmd = old.cmd
+        else:
+            cmd = place_run_for(run)
         self.scheduled[run.run_id] = Waiting(cmd, revision, run if keep else None)
         if self.on_scheduled is not None:
             self.on_scheduled(cmd)

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import msgspec
 import pytest
 from twin_support import twin_context
 
 from jetcron.bus.consume import Hold
 from jetcron.bus.memory import MemoryPublisher, MemoryQueue
-from jetcron.core.models import AgentInfo, JobSpec, Resources, Run, RunState
+from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, RunState
 from jetcron.core.runs import new_run
 from jetcron.services.placement.service import TAKE_UP_BATCH, Placer
 from jetcron.services.placement.view import View
@@ -222,3 +223,19 @@ async def test_a_new_leader_takes_up_a_herd_of_waiting_records_in_batches_lettin
     view.on_record("herd4999.r1", None, 5_001)
     assert await task == 5_000
     assert len(placer.held) == 4_999 and "herd4999.r1" not in placer.held
+
+
+async def test_a_new_revision_of_a_waiting_attempt_keeps_the_place_run_the_leader_holds() -> None:
+    # Given a held run whose record comes again at a new revision of the same attempt (its waiting reason written)
+    ctx, placer, _, run = await setup()
+    await leading(ctx, placer)
+    held = placer.held[run.run_id][0]
+    placer.view.on_record(run.run_id, run, 99)
+
+    # Then the view and the leader share the one PlaceRun; a new priority makes a new one, and the run moves
+    assert placer.view.scheduled[run.run_id].cmd is held and placer.view.copy(run.run_id) == (run, 99)
+    urgent = Run(**{**{f: getattr(run, f) for f in run.__struct_fields__},
+                    "spec": msgspec.structs.replace(SPEC, priority=Priority.HIGH)})
+    placer.view.on_record(run.run_id, urgent, 100)
+    assert placer.view.scheduled[run.run_id].cmd.priority is Priority.HIGH
+    assert placer.held[run.run_id][0].priority is Priority.HIGH

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from jetcron.config import Settings
+from jetcron.core import pacing
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, Preemption, Priority, Resources, TenantPolicy
 from jetcron.core.pacing import SLOW_PASS, TokenBucket, pause_after
 from jetcron.core.placement import Demand, Placement, Unplaced
-from jetcron.services.placement import service
 from jetcron.services.placement.service import REASONS_PER_SECOND, Placer
 from jetcron.services.placement.view import View
 from jetcron.wire.messages import PlaceRun
@@ -227,6 +227,12 @@ async def test_a_pass_slow_to_decide_leaves_the_loop_free_as_long_after_it() -> 
     assert assigned == FAIR
 
 
+def test_a_pass_with_nothing_placeable_walks_on_only_for_reasons_left_and_only_so_far() -> None:
+    limit = pacing.WALK_PAST_FULL
+    assert [pacing.walk_on_when_full(1, left) for left in (0, 1)] == [False, True]
+    assert [pacing.walk_on_when_full(n, 10) for n in (limit, limit + 1)] == [True, False]
+
+
 def test_the_pause_after_a_pass_is_its_deciding_past_slow_pass_and_at_most_half_a_second() -> None:
     assert [pause_after(s) for s in (0.0, SLOW_PASS, 0.2, 3.0)] == [0.0, 0.0, 0.2, 0.5]
 
@@ -234,7 +240,7 @@ def test_the_pause_after_a_pass_is_its_deciding_past_slow_pass_and_at_most_half_
 async def test_with_no_slot_anywhere_only_the_head_of_a_backlog_is_walked_for_its_reasons(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Given the one slot taken, 13 runs waiting over a second, a budget for every reason, and a walk of 5 past full
-    monkeypatch.setattr(service, "WALK_PAST_FULL", 5)
+    monkeypatch.setattr(pacing, "WALK_PAST_FULL", 5)
     p, assigned = placer(slots=1)
     await p.place_once()
     p.reasons = TokenBucket.full(1000.0, T0.timestamp())
