@@ -150,8 +150,11 @@ def _t(stamp: str) -> float:
 
 
 async def _limits(client: Client) -> str:
-    agents = await wait_for(lambda: client.call("agents.list"), 10, what="agents")
-    return str(agents["items"][0]["limits"])
+    async def registered() -> list[dict[str, object]]:
+        return list((await client.call("agents.list"))["items"])  # empty until the agent's first heartbeat
+
+    agents = await wait_for(registered, 10, what="the agent registered")
+    return str(agents[0]["limits"])
 
 
 async def test_memory_exhaustion_kills_the_child_with_the_reason_and_the_agent_survives(
