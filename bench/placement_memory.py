@@ -47,8 +47,9 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * 4096
 
 
-def _context() -> Any:
-    """A placement Context on the twins: settings, clock and log are what the view and the leader read."""
+def _context(name: str = "placement") -> Any:
+    """A service's Context on the twins: settings, clock and log are what the view and the leader (or the tracker's
+    reconciler) read."""
     from jetcron.bus.lease import Leases
     from jetcron.bus.memory import (
         MemoryBuckets,
@@ -70,7 +71,7 @@ def _context() -> Any:
     settings, clock = Settings(), SystemClock()
     tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)
     return Context(
-        name="placement", settings=settings, nc=cast(Any, None), js=cast(Any, None),
+        name=name, settings=settings, nc=cast(Any, None), js=cast(Any, None),
         jobs=MemoryRecords(s.BUCKET_JOBS, JobRecord), runs=MemoryRecords(s.BUCKET_RUNS, Run),
         cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
         tenants=tenants, calendars=MemoryRecords(s.BUCKET_CALENDARS, CalendarRecord),

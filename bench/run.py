@@ -83,6 +83,7 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.trigger_takeover", ["--schedules", "100000", "--every", "600"], None),
     ("bench.trigger_memory", [], ["--sizes", "2000", "--reps", "1"]),
     ("bench.placement_memory", [], ["--sizes", "2000", "--reps", "1"]),
+    ("bench.tracker_memory", [], ["--sizes", "2000", "--reps", "1"]),
     # jetcron beside Celery on Redis and a bare JetStream pipeline, in one window (`make bench-peers`)
     ("bench.peers", [], ["--runs", "100", "--tasks", "200", "--reps", "1"]),
     # ~9 minutes at 300 runs/s, a few past the retention window; the 3,000,000-run size is `make bench-longlife`

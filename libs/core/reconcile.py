@@ -10,6 +10,7 @@ about its reports before a lease is seen gone twice, and later gang members are 
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
 
 import msgspec
@@ -43,6 +44,7 @@ from jetcron.core.reconcile_steps import (
     TakeAway,
     Upstream,
 )
+from jetcron.core.run_state import ACTIVE
 
 REPORT_WAIT_CAP = timedelta(seconds=300)
 """The longest a run whose lease is gone waits for its live agent's queued reports before it is called lost: a
@@ -94,11 +96,14 @@ class GangLooks(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Tracked(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One non-terminal run as the reconciler knows it: the record the runs watch delivered, and what was found."""
+    """One non-terminal run as the reconciler knows it: the record the runs watch delivered (in its `index_form`),
+    and what was found."""
 
     run: Run
     revision: int
-    """The revision of `run` in the runs bucket: the tracker's CAS starts from it."""
+    """The revision of `run` in the runs bucket: the tracker's CAS starts from it (when `run` is whole)."""
+    queue: str = "default"
+    """Its job's queue, which the listing filters by and an index form's record no longer says."""
     looked: datetime | None = None
     """When its lease was last read, or it was last re-driven (both are paced by it)."""
     next_look: datetime | None = None
@@ -120,17 +125,39 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     action: Action
 
 
+def index_form(run: Run) -> Run:
+    """The record as the tracker's index keeps it. Whole while it is assigned or running (its agent's reports are
+    written from it, with no read), or when it has a deadline (judged from its spec every half second). A run
+    waiting for a place, its upstreams or its retry time, as many as a midnight herd, is kept without its spec and
+    history: what the sweeps, the listing's filters and the wait timeouts read (about a third of the decoded
+    record); what needs the rest reads the record back (`whole`)."""
+    spec = run.spec
+    if (spec is None or run.state in ACTIVE or spec.start_deadline_seconds is not None
+            or spec.finish_deadline_seconds is not None):
+        return run
+    # One string per tenant, not one per run: decoding gives every record its own.
+    return replace(run, spec=None, history=[], tenant=sys.intern(run.tenant))
+
+
+def whole(run: Run) -> bool:
+    """Whether the index keeps `run` whole. Every non-terminal record carries its job's spec (only a skipped one
+    has none, and those are never tracked), so one without is in the index's form."""
+    return run.spec is not None
+
+
 def track(old: Tracked | None, run: Run | None, revision: int) -> Tracked | None:
     """A run's record changed (None: deleted). A terminal run is no longer tracked; a new state or attempt makes
     what was found about its lease moot (when it was last looked at, and its gang's looks, still pace it)."""
     if run is None or run.state.terminal:
         return None
+    queue = sys.intern(run.spec.queue) if run.spec is not None else "default"
+    kept = index_form(run)
     if old is None:
-        return Tracked(run=run, revision=revision)
+        return Tracked(run=kept, revision=revision, queue=queue)
     if (old.run.state, old.run.attempt) != (run.state, run.attempt):
-        return replace(old, run=run, revision=revision, lease_gone_since=None, horizon=None, cleared=False,
-                       awaiting=None)
-    return replace(old, run=run, revision=revision)
+        return replace(old, run=kept, revision=revision, queue=queue, lease_gone_since=None, horizon=None,
+                       cleared=False, awaiting=None)
+    return replace(old, run=kept, revision=revision, queue=queue)
 
 
 def stall(run: Run, timing: Timing) -> timedelta:

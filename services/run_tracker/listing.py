@@ -1,18 +1,20 @@
 """The index of runs by state that `runs.list?state=` reads: every tracker replica keeps its watched records of
 the non-terminal runs (reconciler.active), and answers `jc.tracker.runs` from them, so listing the running (or
-scheduled, waiting, ...) runs never reads the run bucket. Terminal runs are listed by job (their keys start
-with the job's: docs/architecture.md)."""
+scheduled, waiting, ...) runs never scans the run bucket: it reads back only the page's records that the index
+keeps in its form (a waiting run's). Terminal runs are listed by job (their keys start with the job's:
+docs/architecture.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable
 
 import msgspec
 
 from jetcron.bus.ports import Message
 from jetcron.core.models import Run
+from jetcron.services.run_tracker.reconciler import ActiveRuns
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.api import Page, Reply, error_reply
@@ -20,28 +22,38 @@ from jetcron.wire.codec import encode
 from jetcron.wire.messages import ActiveRunsQuery
 
 
-def select(active: Mapping[str, Run], query: ActiveRunsQuery) -> Page[Run]:
-    """The page of active runs in `query.state` (and its tenant and queue), by run id after the cursor: one pass,
-    no sort of the whole index."""
-    def wanted(run: Run) -> bool:
+def select(active: Iterable[tuple[Run, str]], query: ActiveRunsQuery) -> Page[Run]:
+    """The page of active runs in `query.state` (and its tenant and queue), by run id after the cursor: one pass
+    over (record, queue) pairs, no sort of the whole index."""
+    def wanted(run: Run, queue: str) -> bool:
         return (run.state == query.state and run.run_id > query.cursor
                 and (query.tenant is None or run.tenant == query.tenant)
-                and (query.queue is None or (run.spec.queue if run.spec else "default") == query.queue))
+                and (query.queue is None or queue == query.queue))
 
-    page = heapq.nsmallest(query.limit + 1, (r for r in active.values() if wanted(r)), key=lambda r: r.run_id)
+    page = heapq.nsmallest(query.limit + 1, (r for r, queue in active if wanted(r, queue)), key=lambda r: r.run_id)
     more = len(page) > query.limit
     items = page[:query.limit]
     return Page(items=items, next_cursor=items[-1].run_id if more and items else None)
 
 
-async def serve_listing(ctx: Context, active: Mapping[str, Run], synced: asyncio.Event) -> None:
-    """Answer queries once the watch has caught up (before, a replica would answer with a partial index)."""
+async def whole_page(page: Page[Run], read: Callable[[Run], Awaitable[Run | None]]) -> Page[Run]:
+    """The page with every record whole: the index keeps a waiting run without its spec and history, so those are
+    read back (one read each, together). One that moved on meanwhile is left out; the cursor stays where the
+    index's page ended, so the next page neither repeats nor skips a run."""
+    found = await asyncio.gather(*(read(run) for run in page.items))
+    return Page(items=[run for run in found if run is not None], next_cursor=page.next_cursor)
+
+
+async def serve_listing(ctx: Context, active: ActiveRuns, read: Callable[[Run], Awaitable[Run | None]],
+                        synced: asyncio.Event) -> None:
+    """Answer queries once the watch has caught up (before, a replica would answer with a partial index); `read`
+    gives a record whole (Reconciler.read_whole)."""
     await synced.wait()
 
     async def answer(msg: Message) -> None:
         try:
             query = msgspec.json.decode(msg.data, type=ActiveRunsQuery)
-            reply = Reply(ok=True, result=select(active, query))
+            reply = Reply(ok=True, result=await whole_page(select(active.with_queues(), query), read))
         except Exception as exc:
             reply = error_reply(exc)
         await msg.respond(encode(reply))

@@ -21,7 +21,7 @@ from jetcron.core.due_index import DueIndex
 from jetcron.core.errors import JetcronError
 from jetcron.core.leases import foreign_claim
 from jetcron.core.models import Run
-from jetcron.core.reconcile import Timing, Tracked, judge, quiet_until, release, track, with_horizon
+from jetcron.core.reconcile import Timing, Tracked, judge, quiet_until, release, track, whole, with_horizon
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
 from jetcron.ops.dispatch import dispatch
@@ -42,7 +42,8 @@ run finished (bench/longlife.py). Four sweeps a second: 64 re-drives/s at most, 
 
 
 class ActiveRuns(Mapping[str, Run]):
-    """The watched records of the non-terminal runs by id (what the deadlines and the listing read)."""
+    """The watched records of the non-terminal runs by id (what the deadlines and the listing read), each in the
+    index's form (`core/reconcile.index_form`: a waiting run's without its spec and history)."""
 
     def __init__(self, tracked: dict[str, Tracked]) -> None:
         self._tracked = tracked
@@ -58,6 +59,10 @@ class ActiveRuns(Mapping[str, Run]):
 
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._tracked
+
+    def with_queues(self) -> Iterator[tuple[Run, str]]:
+        """Each record with its job's queue (which a record in the index's form no longer says)."""
+        return ((tracked.run, tracked.queue) for tracked in self._tracked.values())
 
 
 class Reconciler:
@@ -158,9 +163,20 @@ class Reconciler:
                     self.looked_at.add(run_id)
 
     def known(self, run_id: str) -> tuple[Run, int] | None:
-        """The last watched record of an active run and its revision (maybe stale: Records.change checks)."""
+        """The last watched record of an active run and its revision (maybe stale: Records.change checks), if the
+        index keeps it whole (a write must start from the whole record: one in the index's form is read back)."""
         tracked = self.tracked.get(run_id)
-        return None if tracked is None else (tracked.run, tracked.revision)
+        return None if tracked is None or not whole(tracked.run) else (tracked.run, tracked.revision)
+
+    async def read_whole(self, seen: Run) -> Run | None:
+        """`seen` whole: itself, or its record read back if the index keeps it in its form; None if the record
+        has moved on from `seen`'s state and attempt meanwhile (its new revision comes by the watch)."""
+        if whole(seen):
+            return seen
+        found = await self.ctx.runs.maybe(seen.run_id)
+        if found is None or (found[0].state, found[0].attempt) != (seen.state, seen.attempt):
+            return None
+        return found[0]
 
     async def sweep(self, now: datetime) -> None:
         """Check every active run; those that need a read or a write proceed concurrently (many agents can
@@ -289,9 +305,12 @@ class Reconciler:
             case step.Retry():
                 await self._change(seen, Change(event=RunEvent.RETRY))
             case step.Redrive(times=times):
+                run = await self.read_whole(seen)
+                if run is None:
+                    return
                 metrics.child(metrics.REDRIVES, step="scheduled").inc()
                 with _span(seen, "redrive"):
-                    await dispatch(self.ctx.publisher, seen, place_by=self.ctx.settings.place_by, redrive=times)
+                    await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by, redrive=times)
             case step.Lose(loss=loss, reason=reason):
                 if loss is step.Loss.NOT_STARTED:
                     metrics.child(metrics.REDRIVES, step="assigned").inc()

@@ -30,7 +30,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_start_delay-second": {"trigger_start_delay_second_20"},
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
-    "placement_memory": {"placement_memory_2000"},
+    "placement_memory": {"placement_memory_2000"}, "tracker_memory": {"tracker_memory_2000"},
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
     "batch_publish": {"batch_publish_r1"}, "expiry": {"expiry"}, "liveness": {"liveness"},
@@ -126,6 +126,9 @@ def _check(result: dict[str, Any]) -> None:
         whole, record = result["bytes_per_waiting_run"]["median"], result["record_bytes_per_run"]["median"]
         assert whole > record > result["bytes_per_run_past_window"]["median"] > 0
         assert result["encoded_record_bytes"] > 0 and result["pass_seconds"]["median"] > 0
+    elif name == "tracker_memory_2000":  # a waiting run in the index's form costs less than kept whole
+        assert 0 < result["bytes_per_run"]["median"] < result["whole_bytes_per_run"]["median"]
+        assert result["encoded_record_bytes"] > 0 and result["sweep_seconds"]["median"] > 0
     elif name == "peers":  # every party measured, and each ratio its own two rates' quotient
         rates = {k: result[f"{k}_runs_per_s"]["median"] for k in ("jetcron_always", "jetcron_default", "bare_always",
                                                                     "bare_default")}

@@ -1,11 +1,16 @@
-"""The trackers' index of active runs by state: one pass, a page after the cursor, tenant and queue filters."""
+"""The trackers' index of active runs by state: one pass, a page after the cursor, tenant and queue filters; a
+waiting run kept in the index's form (no spec) still filters by its queue and is listed whole."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from msgspec.structs import replace
+
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.services.run_tracker.listing import select
+from jetcron.core.reconcile import index_form, track
+from jetcron.services.run_tracker.listing import select, whole_page
+from jetcron.wire.api import Page
 from jetcron.wire.messages import ActiveRunsQuery
 
 T0 = datetime(2026, 12, 3, tzinfo=UTC)
@@ -17,13 +22,16 @@ def _run(run_id: str, state: RunState, tenant: str = "default", queue: str = "de
                created_at=T0, spec=spec)
 
 
-ACTIVE = {r.run_id: r for r in (
+RECORDS = [
     _run("b.20261203T000000000Z", RunState.RUNNING),
     _run("a.20261203T000000000Z", RunState.RUNNING),
     _run("c.20261203T000000000Z", RunState.SCHEDULED),
     _run("acme.d.20261203T000000000Z", RunState.RUNNING, tenant="acme", queue="etl"),
     _run("acme.e.20261203T000000000Z", RunState.RUNNING, tenant="acme"),
-)}
+    _run("acme.f.20261203T000000000Z", RunState.SCHEDULED, tenant="acme", queue="etl"),
+]
+INDEX = [tracked for tracked in (track(None, run, 1) for run in RECORDS) if tracked is not None]
+ACTIVE = [(tracked.run, tracked.queue) for tracked in INDEX]
 
 
 def test_a_page_of_one_state_in_run_id_order_with_a_cursor() -> None:
@@ -40,4 +48,38 @@ def test_a_tenant_and_a_queue_narrow_it() -> None:
     assert [r.run_id for r in mine.items] == ["acme.d.20261203T000000000Z", "acme.e.20261203T000000000Z"]
     etl = select(ACTIVE, ActiveRunsQuery(state="running", queue="etl"))
     assert [r.run_id for r in etl.items] == ["acme.d.20261203T000000000Z"]
-    assert select(ACTIVE, ActiveRunsQuery(state="scheduled", tenant="acme")).items == []
+    assert [r.run_id for r in select(ACTIVE, ActiveRunsQuery(state="scheduled", tenant="acme")).items] == [
+        "acme.f.20261203T000000000Z"]
+
+
+def test_a_waiting_run_is_indexed_without_its_spec_and_still_filtered_by_its_queue() -> None:
+    # A scheduled run is kept without its spec (and so without its queue); its queue is kept beside it
+    waiting = next(t for t in INDEX if t.run.run_id == "acme.f.20261203T000000000Z")
+    assert (waiting.run.spec, waiting.queue) == (None, "etl")
+    running = next(t for t in INDEX if t.run.run_id == "acme.d.20261203T000000000Z")
+    assert running.run.spec is not None and running.run.spec.queue == "etl"
+    assert [r.run_id for r in select(ACTIVE, ActiveRunsQuery(state="scheduled", queue="etl")).items] == [
+        "acme.f.20261203T000000000Z"]
+    assert select(ACTIVE, ActiveRunsQuery(state="scheduled", queue="default", tenant="acme")).items == []
+
+
+def test_a_run_with_a_deadline_is_kept_whole_even_while_it_waits() -> None:
+    run = _run("g.20261203T000000000Z", RunState.SCHEDULED)
+    assert run.spec is not None
+    timed = replace(run, spec=replace(run.spec, start_deadline_seconds=60.0))
+    assert index_form(timed) is timed
+    assert index_form(run).spec is None
+
+
+async def test_a_page_is_listed_whole_and_a_run_that_moved_on_is_left_out() -> None:
+    stored = {r.run_id: r for r in RECORDS}
+    page = select(ACTIVE, ActiveRunsQuery(state="scheduled"))
+    assert [r.spec for r in page.items] == [None, None]
+
+    async def read(run: Run) -> Run | None:
+        # c's record moved on (its new revision comes by the watch); acme.f is read back whole
+        return None if run.run_id.startswith("c.") else stored[run.run_id]
+
+    listed = await whole_page(Page(items=page.items, next_cursor="x"), read)
+    assert listed.items == [stored["acme.f.20261203T000000000Z"]]
+    assert listed.next_cursor == "x"

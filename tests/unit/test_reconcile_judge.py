@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.core.models import AttemptRecord, JobSpec, Run, RunState
 from jetcron.core.reconcile import (
     REPORT_WAIT_CAP,
     Awaiting,
@@ -391,7 +391,17 @@ def test_an_ended_run_is_no_longer_tracked(r: Run | None) -> None:
 
 
 def test_a_new_run_starts_with_nothing_found() -> None:
-    assert track(None, run(S), 4) == Tracked(run=run(S), revision=4)
+    assert track(None, run(R), 4) == Tracked(run=run(R), revision=4)
+
+
+def test_a_waiting_run_is_tracked_without_its_spec_and_history_a_live_one_whole() -> None:
+    # A scheduled run (as many as a midnight herd) is kept in the index's form: no spec, no history
+    waiting = track(None, run(S, history=[AttemptRecord(attempt=1, outcome="lost")]), 4)
+    assert waiting is not None
+    assert (waiting.run.spec, waiting.run.history, waiting.queue) == (None, [], "default")
+    assert waiting.run == replace(run(S), spec=None)
+    # Assigned and running records are kept whole: their reports are written from them
+    assert [t.run for t in (track(None, run(A), 5), track(waiting, run(R), 6)) if t is not None] == [run(A), run(R)]
 
 
 @pytest.mark.parametrize(("r", "until"), [

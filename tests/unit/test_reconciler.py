@@ -23,7 +23,7 @@ from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher, MemoryStreams
 from jetcron.bus.ports import LeaseEntry
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
-from jetcron.core.models import AgentInfo, JobSpec, Run, RunState
+from jetcron.core.models import AgentInfo, AttemptRecord, JobSpec, Run, RunState
 from jetcron.core.reconcile import Beat
 from jetcron.services.run_tracker.progress import Progress
 from jetcron.services.run_tracker.reconciler import REDRIVES_PER_SWEEP, Reconciler
@@ -299,3 +299,30 @@ async def test_a_run_over_the_re_drive_budget_that_ended_meanwhile_is_not_put_ba
     assert cast(MemoryPublisher, tracker.ctx.publisher).on(s.PLACE_ALL) == []
     assert tracker.reconciler.quiet.pop_due(0, at(3600), limit=10) == []
     await tracker.sweep(3600)  # and a sweep after its would-be time does not trip over it
+
+
+async def test_a_retry_of_a_run_kept_in_the_index_form_is_written_from_its_whole_record(tracker: Tracker) -> None:
+    # Given a run waiting for its retry: the index keeps it without its spec and history
+    spec = JobSpec(name="j", command=["true"], queue="etl")
+    failed = AttemptRecord(attempt=1, agent="agent-1", outcome="failed", exit_code=1)
+    await tracker.ctx.runs.put("j.r", Run(run_id="j.r", job="j", state=RunState.RETRY_WAIT, attempt=1,
+                                          scheduled_at=DUE, due_at=at(5), created_at=DUE, spec=spec,
+                                          history=[failed]))
+    tracker.watching = asyncio.create_task(tracker.reconciler.watch())
+    await asyncio.wait_for(tracker.reconciler.synced.wait(), 5)
+    kept = tracker.reconciler.tracked["j.r"]
+    assert (kept.run.spec, kept.run.history, kept.queue) == (None, [], "etl")
+    assert tracker.reconciler.known("j.r") is None
+    # When its retry comes due
+    await tracker.sweep(6)
+    # Then the next attempt is written from the stored record (its spec and history kept), not from the index's
+    stored = (await tracker.ctx.runs.get("j.r"))[0]
+    assert (stored.state, stored.attempt, stored.spec, stored.history) == (RunState.SCHEDULED, 2, spec, [failed])
+    # And once it is assigned the index keeps it whole, so its agent's reports are written with no read
+    assigned = msgspec.structs.replace(stored, state=RunState.ASSIGNED, agent="agent-1", agents=["agent-1"],
+                                       assigned_at=at(7))
+    await tracker.ctx.runs.put("j.r", assigned)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    known = tracker.reconciler.known("j.r")
+    assert known is not None and known[0].spec == spec
