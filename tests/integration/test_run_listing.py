@@ -64,3 +64,28 @@ async def test_runs_of_a_job_are_listed_newest_first_in_pages(services: Services
     assert [r.run_id for r in (await acme.runs.list(job="hourly", limit=2)).items] == ids[:2]
     with pytest.raises(InvalidError, match="newest: must be true or false"):
         await acme.call("runs.list", {"job": "hourly", "newest": "yes"})
+
+
+async def test_waiting_runs_are_listed_whole_and_filtered_by_queue(services: Services, client: Client) -> None:
+    # No agent: both runs stay `scheduled`, which the trackers' index keeps without their specs
+    await services.start_system(agents=0)
+    acme = Client(client.nc, tenant="acme")
+    await acme.jobs.create(JobSpec(name="etl", command=["echo", "etl"], queue="etl"))
+    await acme.jobs.create(JobSpec(name="plain", command=["echo", "plain"]))
+
+    async def scheduled() -> list[Run] | None:
+        try:
+            page = await acme.runs.list(state="scheduled")
+        except UnavailableError:  # the tracker's index not ready yet
+            return None
+        return page.items if len(page.items) == 2 else None
+
+    both = await wait_for(scheduled, 30, what="two scheduled runs")
+    # Listed whole: each record as stored, its spec read back
+    assert [(r.job, r.spec.command if r.spec else None) for r in both] == [
+        ("acme.etl", ["echo", "etl"]), ("acme.plain", ["echo", "plain"])]
+    etl = (await acme.runs.list(state="scheduled", queue="etl")).items
+    assert [(r.job, r.spec.queue if r.spec else None) for r in etl] == [("acme.etl", "etl")]
+    first = await acme.runs.list(state="scheduled", limit=1)
+    rest = await acme.runs.list(state="scheduled", limit=1, cursor=first.next_cursor)
+    assert [r.run_id for r in first.items + rest.items] == [r.run_id for r in both] and rest.next_cursor is None
