@@ -22,78 +22,21 @@ meanwhile (`take_up_longest_hold_seconds`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
-import json
-import subprocess
-import sys
 import time
 import tracemalloc
-from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from datetime import UTC, datetime
+from typing import Any
 
-from bench.common import emit, summary
+from bench.common import summary
+from bench.memory_common import children, herd_records, main, rss_bytes, service_context
 
 MODES = ("records", "placement", "past")
 """The decoded records alone; the whole path with the view's window of kept records (view.RECORDS_KEPT); the whole
 path with no record kept (each run as one past the window)."""
 PASSES = 5
 """Placement passes timed per child (the median is kept)."""
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
-
-
-def _context(name: str = "placement") -> Any:
-    """A service's Context on the twins: settings, clock and log are what the view and the leader (or the tracker's
-    reconciler) read."""
-    from jetcron.bus.lease import Leases
-    from jetcron.bus.memory import (
-        MemoryBuckets,
-        MemoryConsumers,
-        MemoryLeaseLog,
-        MemoryPublisher,
-        MemoryRecords,
-        MemoryRpc,
-        MemoryStreams,
-    )
-    from jetcron.config import Settings
-    from jetcron.core.calendars import CalendarRecord
-    from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
-    from jetcron.services.retention import History
-    from jetcron.services.runtime import Context, SystemClock
-    from jetcron.wire import subjects as s
-    from jetcron.wire.messages import Cursor
-
-    settings, clock = Settings(), SystemClock()
-    tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)
-    return Context(
-        name=name, settings=settings, nc=cast(Any, None), js=cast(Any, None),
-        jobs=MemoryRecords(s.BUCKET_JOBS, JobRecord), runs=MemoryRecords(s.BUCKET_RUNS, Run),
-        cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
-        tenants=tenants, calendars=MemoryRecords(s.BUCKET_CALENDARS, CalendarRecord),
-        leases=Leases(MemoryLeaseLog()), history=History(tenants, settings.history), publisher=MemoryPublisher(),
-        rpc=MemoryRpc(), buckets=MemoryBuckets(), consumers=MemoryConsumers(), streams=MemoryStreams(clock.now),
-        clock=clock)
-
-
-def _encoded(n: int, now: datetime) -> list[bytes]:
-    """n scheduled records as the watch delivers them: a midnight herd of one-shot jobs over three tenants."""
-    from jetcron.core.models import JobSpec, Resources, RunState
-    from jetcron.core.runs import new_run
-    from jetcron.wire.codec import encode
-
-    out = []
-    for i in range(n):
-        spec = JobSpec(name=f"herd{i:07d}", command=["true"], resources=Resources(cpu=1, memory_mb=256),
-                       tenant=f"tenant-{i % 3}")
-        due = now + timedelta(milliseconds=i % 1000)
-        out.append(encode(new_run(spec, run_id=f"herd{i:07d}.r1", state=RunState.SCHEDULED, scheduled_at=due,
-                                  due_at=due, now=now)))
-    return out
 
 
 async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
@@ -103,8 +46,8 @@ async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
     from jetcron.wire.codec import decode
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    blobs = _encoded(n, now)
-    ctx = _context()
+    blobs = herd_records(n, now)
+    ctx = service_context("placement")
     view = View(ctx)
     if mode == "past":
         view.records_kept = 0
@@ -118,7 +61,7 @@ async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
     if trace:
         tracemalloc.start()  # its own record of each block costs RSS: the RSS figure comes from an untraced child
     traced = tracemalloc.get_traced_memory()[0]
-    before = _rss_bytes()
+    before = rss_bytes()
     for revision, blob in enumerate(blobs, 1):
         run = decode(blob, Run)
         if mode == "records":
@@ -128,7 +71,7 @@ async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
     gc.collect()
     held = len(kept) if mode == "records" else sum(view.queue.waiting_by_tenant().values())
     assert held == n, f"{mode}: {held} of {n} runs held"
-    grown = _rss_bytes() - before
+    grown = rss_bytes() - before
     if trace:
         return {"bytes_per_run": (tracemalloc.get_traced_memory()[0] - traced) / n,
                 "encoded_bytes_per_run": sum(map(len, blobs)) / n}
@@ -176,19 +119,13 @@ def run(n: int, reps: int) -> dict[str, object]:
     take_up: list[float] = []
     longest: list[float] = []
     encoded = 0.0
-    for _ in range(reps):
-        for mode in MODES:
-            for kind in ("heap", "rss"):
-                out = subprocess.run([sys.executable, "-m", "bench.placement_memory", "--child", str(n), "--mode",
-                                      mode, *(["--trace"] if kind == "heap" else [])],
-                                     capture_output=True, text=True, check=True)
-                child = json.loads(out.stdout)
-                got[mode][kind].append(child["bytes_per_run"])
-                encoded = child.get("encoded_bytes_per_run", encoded)
-                if "pass_seconds" in child:
-                    passes.append(child["pass_seconds"])
-                    take_up.append(child["take_up_seconds"])
-                    longest.append(child["take_up_longest_hold_seconds"])
+    for mode, kind, child in children("bench.placement_memory", n, MODES, reps):
+        got[mode][kind].append(child["bytes_per_run"])
+        encoded = child.get("encoded_bytes_per_run", encoded)
+        if "pass_seconds" in child:
+            passes.append(child["pass_seconds"])
+            take_up.append(child["take_up_seconds"])
+            longest.append(child["take_up_longest_hold_seconds"])
     from jetcron.services.placement.view import RECORDS_KEPT
 
     return {"bench": f"placement_memory_{n}", "waiting_runs": n, "records_kept": RECORDS_KEPT,
@@ -206,20 +143,5 @@ def run(n: int, reps: int) -> dict[str, object]:
                     "taking them all up: its seconds and the longest it held the event loop"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--mode", choices=MODES, default="placement", help=argparse.SUPPRESS)
-    parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(asyncio.run(_measure(args.child, args.mode, args.trace))))
-        return
-    for n in args.sizes:
-        emit(run(n, args.reps))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, MODES, _measure, run)

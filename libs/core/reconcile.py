@@ -130,7 +130,7 @@ def index_form(run: Run) -> Run:
     written from it, with no read), or when it has a deadline (judged from its spec every half second). A run
     waiting for a place, its upstreams or its retry time, as many as a midnight herd, is kept without its spec and
     history: what the sweeps, the listing's filters and the wait timeouts read (about a third of the decoded
-    record); what needs the rest reads the record back (`whole`)."""
+    record); what needs the rest reads the record back (`whole` says which form a copy is in)."""
     spec = run.spec
     if (spec is None or run.state in ACTIVE or spec.start_deadline_seconds is not None
             or spec.finish_deadline_seconds is not None):

@@ -17,14 +17,7 @@ async def test_running_runs_are_listed_per_tenant_from_the_index(services: Servi
     await globex.jobs.create(JobSpec(name="long", command=["sleep", "30"]))
     await acme.jobs.create(JobSpec(name="short", command=["true"]))
 
-    async def running() -> list[Run] | None:
-        try:
-            page = await client.runs.list(state="running")
-        except UnavailableError:  # the tracker's index not ready yet
-            return None
-        return page.items if len(page.items) == 2 else None
-
-    both = await wait_for(running, 30, what="two running runs")
+    both = await wait_for(lambda: _listed(client, "running", 2), 30, what="two running runs")
     assert sorted(r.tenant for r in both) == ["acme", "globex"]
     assert [r.job for r in (await acme.runs.list(state="running")).items] == ["acme.long"]
     assert [r.job for r in (await globex.runs.list(state="running")).items] == ["globex.long"]
@@ -36,6 +29,16 @@ async def test_running_runs_are_listed_per_tenant_from_the_index(services: Servi
     # without a tracker's index, a listing by active state is unavailable (retry), never a scan of every record
     with pytest.raises(UnavailableError, match="no run tracker has its index of active runs ready"):
         await acme.runs.list(state="running")
+
+
+async def _listed(client: Client, state: str, count: int) -> list[Run] | None:
+    """The runs listed in `state` once there are `count` of them (None before, or while no tracker's index is
+    ready)."""
+    try:
+        page = await client.runs.list(state=state)
+    except UnavailableError:
+        return None
+    return page.items if len(page.items) == count else None
 
 
 async def _succeeded(client: Client) -> bool:
@@ -72,15 +75,7 @@ async def test_waiting_runs_are_listed_whole_and_filtered_by_queue(services: Ser
     acme = Client(client.nc, tenant="acme")
     await acme.jobs.create(JobSpec(name="etl", command=["echo", "etl"], queue="etl"))
     await acme.jobs.create(JobSpec(name="plain", command=["echo", "plain"]))
-
-    async def scheduled() -> list[Run] | None:
-        try:
-            page = await acme.runs.list(state="scheduled")
-        except UnavailableError:  # the tracker's index not ready yet
-            return None
-        return page.items if len(page.items) == 2 else None
-
-    both = await wait_for(scheduled, 30, what="two scheduled runs")
+    both = await wait_for(lambda: _listed(acme, "scheduled", 2), 30, what="two scheduled runs")
     # Listed whole: each record as stored, its spec read back
     assert [(r.job, r.spec.command if r.spec else None) for r in both] == [
         ("acme.etl", ["echo", "etl"]), ("acme.plain", ["echo", "plain"])]
