@@ -145,6 +145,12 @@ def whole(run: Run) -> bool:
     return run.spec is not None
 
 
+def same_step(a: Run, b: Run) -> bool:
+    """Whether two copies of a run's record stand at the same state and attempt: what one copy found or decided
+    still applies to the other (a copy that moved on meanwhile is another step's business)."""
+    return (a.state, a.attempt) == (b.state, b.attempt)
+
+
 def track(old: Tracked | None, run: Run | None, revision: int) -> Tracked | None:
     """A run's record changed (None: deleted). A terminal run is no longer tracked; a new state or attempt makes
     what was found about its lease moot (when it was last looked at, and its gang's looks, still pace it)."""
@@ -154,7 +160,7 @@ def track(old: Tracked | None, run: Run | None, revision: int) -> Tracked | None
     kept = index_form(run)
     if old is None:
         return Tracked(run=kept, revision=revision, queue=queue)
-    if (old.run.state, old.run.attempt) != (run.state, run.attempt):
+    if not same_step(old.run, run):
         return replace(old, run=kept, revision=revision, queue=queue, lease_gone_since=None, horizon=None,
                        cleared=False, awaiting=None)
     return replace(old, run=kept, revision=revision, queue=queue)

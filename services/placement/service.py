@@ -16,6 +16,7 @@ from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, ack_held, touch
 from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
+from jetcron.core.demand import waits_from
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
 from jetcron.core.pacing import TokenBucket, pause_after, walk_on_when_full
@@ -118,14 +119,9 @@ class Placer:
 
     def hold(self, cmd: PlaceRun, msg: Message | None) -> None:
         self.held[cmd.run_id] = (cmd, msg, "")
-        # A run waits, and ages towards a higher priority level, from when it is due, not from when it was staged:
-        # a midnight herd recorded over the 500 s before its instant had its first runs two ageing periods up at
-        # the instant, and the levels, served oldest first, overrode the tenants' weights (100,000 runs, weights
-        # 1 : 2 : 1, started 0.30 : 0.39 : 0.30; bench/scale.py). As Slurm's age factor counts from eligibility.
-        waits_from = max(self.ctx.clock.now(), cmd.due_at)
         self.view.queue.push(Demand(run_id=cmd.run_id, tenant=cmd.tenant, priority=cmd.priority,
                                     resources=cmd.resources, require=cmd.require, needs=cmd.needs,
-                                    enqueued_at=waits_from, queue=cmd.queue))
+                                    enqueued_at=waits_from(self.ctx.clock.now(), cmd.due_at), queue=cmd.queue))
         metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).inc()
         self.view.changed.set()
 

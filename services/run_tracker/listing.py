@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 
 import msgspec
 
-from jetcron.bus.ports import Message
+from jetcron.bus.ports import Message, Records
 from jetcron.core.models import Run
+from jetcron.core.reconcile import same_step, whole
 from jetcron.services.run_tracker.reconciler import ActiveRuns
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -36,24 +37,25 @@ def select(active: Iterable[tuple[Run, str]], query: ActiveRunsQuery) -> Page[Ru
     return Page(items=items, next_cursor=items[-1].run_id if more and items else None)
 
 
-async def whole_page(page: Page[Run], read: Callable[[Run], Awaitable[Run | None]]) -> Page[Run]:
+async def whole_page(page: Page[Run], runs: Records[Run]) -> Page[Run]:
     """The page with every record whole: the index keeps a waiting run without its spec and history, so those are
-    read back (one read each, together). One that moved on meanwhile is left out; the cursor stays where the
+    read back (together, `Records.page`). One that moved on meanwhile is left out; the cursor stays where the
     index's page ended, so the next page neither repeats nor skips a run."""
-    found = await asyncio.gather(*(read(run) for run in page.items))
-    return Page(items=[run for run in found if run is not None], next_cursor=page.next_cursor)
+    kept = {run.run_id: run for run in page.items if not whole(run)}
+    found, _ = await runs.page(list(kept), len(kept), lambda run: same_step(run, kept[run.run_id]))
+    read = {run.run_id: run for run in found}
+    items = [run if whole(run) else read[run.run_id] for run in page.items if whole(run) or run.run_id in read]
+    return Page(items=items, next_cursor=page.next_cursor)
 
 
-async def serve_listing(ctx: Context, active: ActiveRuns, read: Callable[[Run], Awaitable[Run | None]],
-                        synced: asyncio.Event) -> None:
-    """Answer queries once the watch has caught up (before, a replica would answer with a partial index); `read`
-    gives a record whole (Reconciler.read_whole)."""
+async def serve_listing(ctx: Context, active: ActiveRuns, synced: asyncio.Event) -> None:
+    """Answer queries once the watch has caught up (before, a replica would answer with a partial index)."""
     await synced.wait()
 
     async def answer(msg: Message) -> None:
         try:
             query = msgspec.json.decode(msg.data, type=ActiveRunsQuery)
-            reply = Reply(ok=True, result=await whole_page(select(active.with_queues(), query), read))
+            reply = Reply(ok=True, result=await whole_page(select(active.with_queues(), query), ctx.runs))
         except Exception as exc:
             reply = error_reply(exc)
         await msg.respond(encode(reply))

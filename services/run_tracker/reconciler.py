@@ -21,7 +21,17 @@ from jetcron.core.due_index import DueIndex
 from jetcron.core.errors import JetcronError
 from jetcron.core.leases import foreign_claim
 from jetcron.core.models import Run
-from jetcron.core.reconcile import Timing, Tracked, judge, quiet_until, release, track, whole, with_horizon
+from jetcron.core.reconcile import (
+    Timing,
+    Tracked,
+    judge,
+    quiet_until,
+    release,
+    same_step,
+    track,
+    whole,
+    with_horizon,
+)
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
 from jetcron.ops.dispatch import dispatch
@@ -174,7 +184,7 @@ class Reconciler:
         if whole(seen):
             return seen
         found = await self.ctx.runs.maybe(seen.run_id)
-        if found is None or (found[0].state, found[0].attempt) != (seen.state, seen.attempt):
+        if found is None or not same_step(found[0], seen):
             return None
         return found[0]
 
@@ -349,7 +359,7 @@ class Reconciler:
     async def _change(self, seen: Run, change: Change) -> None:
         def make(run: Run) -> Change | None:
             # Act only if the run is still where we saw it; otherwise someone else moved it on.
-            return change if (run.state, run.attempt) == (seen.state, seen.attempt) else None
+            return change if same_step(run, seen) else None
 
         with _span(seen, str(change.event)):
             await self.records.change(seen.run_id, make)

@@ -97,7 +97,7 @@ async def main(ctx: Context) -> None:
         ctx.consumers.consume(s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
         reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs),
                             StorageKeeper(ctx), flows, losses, finished),
-        serve_listing(ctx, reconciler.active, reconciler.read_whole, reconciler.synced))]
+        serve_listing(ctx, reconciler.active, reconciler.synced))]
     ctx.ready.set()
     ctx.log.info("run tracker ready")
     await ctx.stop.wait()

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from msgspec.structs import replace
 
+from jetcron.bus.memory import MemoryRecords
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.reconcile import index_form, track
 from jetcron.services.run_tracker.listing import select, whole_page
@@ -71,15 +72,21 @@ def test_a_run_with_a_deadline_is_kept_whole_even_while_it_waits() -> None:
     assert index_form(run).spec is None
 
 
-async def test_a_page_is_listed_whole_and_a_run_that_moved_on_is_left_out() -> None:
-    stored = {r.run_id: r for r in RECORDS}
-    page = select(ACTIVE, ActiveRunsQuery(state="scheduled"))
-    assert [r.spec for r in page.items] == [None, None]
-
-    async def read(run: Run) -> Run | None:
-        # c's record moved on (its new revision comes by the watch); acme.f is read back whole
-        return None if run.run_id.startswith("c.") else stored[run.run_id]
-
-    listed = await whole_page(Page(items=page.items, next_cursor="x"), read)
-    assert listed.items == [stored["acme.f.20261203T000000000Z"]]
+async def test_a_page_is_listed_whole_in_its_order_and_a_run_that_moved_on_is_left_out() -> None:
+    runs = MemoryRecords("jc_runs", Run)
+    for run in RECORDS:
+        await runs.put(run.run_id, run)
+    waiting = {r.run_id: r for r in select(ACTIVE, ActiveRunsQuery(state="scheduled")).items}
+    assert [r.spec for r in waiting.values()] == [None, None]
+    # c's record moved on since the index's copy (its new revision comes by the watch)
+    moved = replace(RECORDS[2], state=RunState.ASSIGNED, agent="a1")
+    await runs.put(moved.run_id, moved)
+    # A waiting run with a deadline is kept whole, so it is listed as the index has it, with no read
+    timed = _run("b2.20261203T000000000Z", RunState.SCHEDULED)
+    assert timed.spec is not None
+    timed = replace(timed, spec=replace(timed.spec, finish_deadline_seconds=60.0))
+    page = Page(items=[waiting["acme.f.20261203T000000000Z"], timed, waiting["c.20261203T000000000Z"]],
+                next_cursor="x")
+    listed = await whole_page(page, runs)
+    assert listed.items == [RECORDS[5], timed]
     assert listed.next_cursor == "x"
