@@ -1,9 +1,9 @@
 """A virtual fleet: N agents in one process, each the agent's own protocol code with a simulated executor.
 
 Each virtual agent is `services.agent.service.Agent` served by its `_serve` (heartbeat, its durable consumer on
-JC_ASSIGN, its control subscription, run leases and fencing tokens, reports), booted with `runtime.boot` into a
-Context of its own: its own id, settings, NATS connection and credential. It runs on an event loop of its own in
-a thread of its own, so that each can be frozen, cut off or killed alone, as a host would be:
+JC_ASSIGN, its control and hand-off subscriptions, run leases and fencing tokens, reports), booted with
+`runtime.boot` into a Context of its own: its own id, settings, NATS connection and credential. It runs on an event
+loop of its own in a thread of its own, so that each can be frozen, cut off or killed alone, as a host would be:
 
 - freeze: its loop blocks in a callback (SIGSTOP): no heartbeat, renewal or report, nothing read from its socket;
   its timers are overdue when it is thawed, and it wakes to stale leases as a stopped process does;

@@ -10,7 +10,9 @@ messages of the same run.
   delete a message once acked. Their consumers' acks are plain publishes, though, to the reply subject the server
   delivered the message with, and that subject carries the message's stored time (`$JS.ACK.<stream>.<consumer>.
   <delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`): a core subscription on `$JS.ACK.>` reads it. A core
-  subscription on the subjects themselves is the fallback (our receipt time, counted in `fallbacks`).
+  subscription on the subjects themselves is the fallback (our receipt time, counted in `fallbacks`). An
+  assignment handed to its agent directly (`assign_by` direct, the default) is stored nowhere: `assigned_to_lease`
+  is then its hop, the `assigned` record to the claim the agent stores before it answers.
 - The agent's own clock (same host) gives the child's spawn and exit: a run shorter than START_REPORT_DELAY
   reports once, its finish carrying `started_at`.
 """
@@ -50,6 +52,7 @@ HOPS: list[tuple[str, str, str]] = [
     (".created_to_place", "created", "place"),
     (".place_to_assigned", "place", "assigned"),
     ("assigned_to_assign", "assigned", "assign"),
+    ("assigned_to_lease", "assigned", "lease"),
     ("assign_to_started", "assign", "spawned"),
     (".agent_assign_to_lease", "assign", "lease"),
     (".agent_lease_to_spawned", "lease", "spawned"),

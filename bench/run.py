@@ -36,6 +36,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # the record hand-off against PlaceRun messages, one after the other in each repetition (handoff_sim_*.json)
     ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--place-by",
                           "record,message"], None),
+    # the direct hand-off of assignments against AssignRun messages, one after the other (assign_sim_*.json)
+    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--assign-by",
+                          "direct,stream"], None),
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1", "--sync", "always"]),
     ("bench.hops", ["--runs", "100", "--reps", "3", "--spare", "both"], ["--runs", "5", "--reps", "1"]),
     ("bench.floor", ["--reps", "3"], ["--runs", "50", "--idle-runs", "5", "--reps", "1", "--sync", "always"]),

@@ -65,37 +65,54 @@ async def spawn_rate(n: int = 2000, concurrency: int = 8) -> float:
     return n / (time.perf_counter() - start)
 
 
-def run(mode: str, runs: int, reps: int, sync_always: bool, place_by: list[str]) -> list[dict[str, object]]:
-    """One result per hand-off setting (JETCRON_PLACE_BY); with several, each repetition runs them one after the
-    other, so that the machine's busy spells fall on both alike."""
+Variant = tuple[str, str, dict[str, str]]
+"""(result name, the setting's value, the settings the system runs with)."""
+
+
+def variants(mode: str, place_by: list[str], assign_by: list[str]) -> list[Variant]:
+    """The systems to compare: one lever's settings at a time (JETCRON_PLACE_BY or JETCRON_ASSIGN_BY), the other
+    at its first setting. The defaults alone keep the name their results always had."""
+    if len(place_by) > 1 and len(assign_by) > 1:
+        raise ValueError("compare one lever at a time: --place-by or --assign-by, not both")
+    if len(assign_by) > 1:
+        return [(f"assign_{mode}_{by}", by, {"JETCRON_PLACE_BY": place_by[0], "JETCRON_ASSIGN_BY": by})
+                for by in assign_by]
+    if len(place_by) > 1:
+        return [(f"handoff_{mode}_{by}", by, {"JETCRON_PLACE_BY": by, "JETCRON_ASSIGN_BY": assign_by[0]})
+                for by in place_by]
+    return [(f"throughput_{mode}", place_by[0], {"JETCRON_PLACE_BY": place_by[0], "JETCRON_ASSIGN_BY": assign_by[0]})]
+
+
+def run(mode: str, runs: int, reps: int, sync_always: bool, compared: list[Variant]) -> list[dict[str, object]]:
+    """One result per system compared; with several, each repetition runs them one after the other, so that the
+    machine's busy spells fall on each alike."""
     sim = mode == "sim"
     agents = 2 if sim else 4
-    rates: dict[str, list[float]] = {p: [] for p in place_by}
-    writes: dict[str, list[float]] = {p: [] for p in place_by}
-    raws: dict[str, list[dict[str, float]]] = {p: [] for p in place_by}
+    rates: dict[str, list[float]] = {name: [] for name, _, _ in compared}
+    writes: dict[str, list[float]] = {name: [] for name, _, _ in compared}
+    raws: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in compared}
     for rep in range(reps):
-        for by in place_by:
-            with system(sync_always=sync_always, agents=agents, sim=sim, JETCRON_PLACE_BY=by) as jc:
-                raws[by].append(asyncio.run(raw_js.measure(jc.url)))
+        for name, _, env in compared:
+            with system(sync_always=sync_always, agents=agents, sim=sim, **env) as jc:
+                raws[name].append(asyncio.run(raw_js.measure(jc.url)))
                 before = stored_messages(jc.server.monitor_url)
                 elapsed, done = asyncio.run(_submit_and_wait(jc.url, runs, ["true"], f"b{rep}x"))
                 after = stored_messages(jc.server.monitor_url)
-                rates[by].append(done / elapsed)
-                writes[by].append((after - before) / max(1, done))
+                rates[name].append(done / elapsed)
+                writes[name].append((after - before) / max(1, done))
     spawns = [asyncio.run(spawn_rate()) for _ in range(reps)] if not sim else []
     results: list[dict[str, object]] = []
-    for by in place_by:
+    for name, _, env in compared:
         result: dict[str, object] = {
-            # the default hand-off alone keeps the name its results always had; a comparison is named apart
-            "bench": f"throughput_{mode}" if place_by == ["record"] else f"handoff_{mode}_{by}", "place_by": by,
+            "bench": name, "place_by": env["JETCRON_PLACE_BY"], "assign_by": env["JETCRON_ASSIGN_BY"],
             "runs": runs, "sync_always": sync_always, "agents": agents,
-            "runs_per_s": summary(rates[by]), "writes_per_run": summary(writes[by]), **raw_js.fields(raws[by]),
+            "runs_per_s": summary(rates[name]), "writes_per_run": summary(writes[name]), **raw_js.fields(raws[name]),
         }
         result["ratio_to_raw_publish"] = summary([r / raw["publish_ack_per_s"]
-                                                  for r, raw in zip(rates[by], raws[by], strict=True)])
+                                                  for r, raw in zip(rates[name], raws[name], strict=True)])
         if spawns:
             result["bare_spawn_per_s"] = summary(spawns)
-            result["ratio_to_bare_spawn"] = summary([r / sp for r, sp in zip(rates[by], spawns, strict=True)])
+            result["ratio_to_bare_spawn"] = summary([r / sp for r, sp in zip(rates[name], spawns, strict=True)])
         results.append(result)
     return results
 
@@ -108,12 +125,20 @@ def main() -> None:
     parser.add_argument("--sync", choices=["always", "default", "both"], default="both")
     parser.add_argument("--place-by", default="record",
                         help="hand-off settings to compare, comma-separated: record, message (JETCRON_PLACE_BY)")
+    parser.add_argument("--assign-by", default="direct",
+                        help="assignment settings to compare, comma-separated: direct, stream (JETCRON_ASSIGN_BY)")
     args = parser.parse_args()
-    place_by = args.place_by.split(",")
+    place_by, assign_by = args.place_by.split(","), args.assign_by.split(",")
     if unknown := sorted(set(place_by) - {"record", "message"}):
         parser.error(f"--place-by: unknown setting {', '.join(unknown)} (record, message)")
+    if unknown := sorted(set(assign_by) - {"direct", "stream"}):
+        parser.error(f"--assign-by: unknown setting {', '.join(unknown)} (direct, stream)")
+    try:
+        compared = variants(args.mode, place_by, assign_by)
+    except ValueError as exc:
+        parser.error(str(exc))
     for sync in ([True, False] if args.sync == "both" else [args.sync == "always"]):
-        for result in run(args.mode, args.runs, args.reps, sync, place_by):
+        for result in run(args.mode, args.runs, args.reps, sync, compared):
             emit(result)
 
 

@@ -141,7 +141,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             watches=(s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_RUNS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_AGENTS, s.BUCKET_TENANTS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS,
                          s.BUCKET_JOBS, s.BUCKET_CLUSTER, s.BUCKET_LEASES), s.STREAM_PLACE, s.STREAM_EVENTS),
-            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS), s.ASSIGN_ALL, s.PLACE_ALL,
+            # The assignments: by the stream, or handed to the agent directly (the same messages, not stored).
+            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_PLACEMENT, s.BUCKET_LEADERS), s.ASSIGN_ALL, s.HANDOFF_ALL, s.PLACE_ALL,
                     *CANCELS, s.event_subject("preempted", s.PLACEMENT_SOURCE), _registry("placement"), VERDICT),
             consumes=((s.STREAM_PLACE, s.CONSUMER_PLACEMENT),), manages=True)
     if role is Role.TRACKER:
@@ -188,7 +189,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),
                     f"$JS.API.CONSUMER.CREATE.{s.STREAM_ASSIGN}.{consumer}.{s.assign_subject(agent_id)}",
                     f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}", s.mint_subject(agent_id)),
-            consumes=((s.STREAM_ASSIGN, consumer),), listens=(s.control_subject(agent_id),))
+            consumes=((s.STREAM_ASSIGN, consumer),),
+            listens=(s.control_subject(agent_id), s.handoff_subject(agent_id)))
     if role is Role.TENANT:
         if not tenant:
             raise ValueError("a tenant's grant names its tenant")

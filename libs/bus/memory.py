@@ -148,6 +148,8 @@ class MemoryMessage:
     queue: MemoryQueue | None = None
     responses: list[bytes] = field(default_factory=list)
     """What `respond` sent, in order."""
+    responded: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by the first `respond`: a handler may answer from a task of its own, after it has returned."""
 
     @property
     def metadata(self) -> MemoryDelivery:
@@ -170,6 +172,7 @@ class MemoryMessage:
 
     async def respond(self, data: bytes) -> None:
         self.responses.append(data)
+        self.responded.set()
 
 
 class MemoryQueue:
@@ -383,8 +386,11 @@ class MemoryRpc:
         if not takers:
             raise NoAnswer(f"{subject}: no responders", responders=False)
         msg = MemoryMessage(subject, data, dict(headers) if headers else None)
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
             await asyncio.wait_for(takers[0].handler(msg), timeout)
+            if not msg.responded.is_set():
+                await asyncio.wait_for(msg.responded.wait(), max(0.0, deadline - asyncio.get_running_loop().time()))
         except TimeoutError:
             pass
         if not msg.responses:

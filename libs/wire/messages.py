@@ -213,6 +213,15 @@ class ServiceInstance(_Msg, frozen=True, kw_only=True):
 PlaceBy = Literal["record", "message"]
 """How a run waiting for placement reaches the leader: its `scheduled` record alone, or a PlaceRun as well."""
 
+AssignBy = Literal["direct", "stream"]
+"""How placement hands an assignment to its agent: `direct`, a core request the agent answers once its claim is
+stored (the stream only when it does not answer so); `stream`, always an AssignRun on JC_ASSIGN."""
+
+HANDOFF_TAKEN = b"taken"
+"""The agent's answer to a direct hand-off it has acted on (claimed, or found a duplicate): nothing to send."""
+HANDOFF_REFUSED = b"refused"
+"""Its answer to one it has not (no free slot, draining, its lease not held): placement sends it to the stream."""
+
 
 def place_run_for(run: Run) -> PlaceRun:
     """The placement command for a run's current attempt."""

@@ -99,6 +99,16 @@ def assign_subject(agent_id: str) -> str:
 ASSIGN_ALL = f"{PREFIX}.assign.>"
 
 
+def handoff_subject(agent_id: str) -> str:
+    """Core NATS request/reply (not stored): an assignment handed to its agent directly, answered once the agent
+    has stored its claim; one not answered so goes to the agent's stream (`assign_subject`). Outside ASSIGN_ALL,
+    so that the stream does not store it."""
+    return f"{PREFIX}.handoff.{agent_id}"
+
+
+HANDOFF_ALL = f"{PREFIX}.handoff.*"
+
+
 def assign_consumer(agent_id: str) -> str:
     return f"agent_{agent_id}"
 

@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -41,7 +42,7 @@ from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import AssignRun, CancelRun
+from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN, AssignRun, CancelRun
 
 STOP_WRITE_TIMEOUT = 2.0
 """Seconds the stop's own writes (the draining heartbeat, the entry's removal) wait on the server."""
@@ -87,6 +88,10 @@ class Agent:
         """This agent's own lease, which its run claims are bound to (None: each run renews its own claim)."""
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._handing: set[asyncio.Task[None]] = set()
+        """Direct hand-offs being taken (`on_handoff`)."""
+        self._takes: dict[str, asyncio.Event] = {}
+        """Runs whose assignment is being taken now, set when it is done (`_taking`)."""
         self.started_at = ctx.clock.now()
         self.job_user = job_user(ctx.settings.agent_job_user, os.getuid())
         """Who jobs run as (looked up once: an unknown user stops the agent at start, not each run)."""
@@ -115,21 +120,71 @@ class Agent:
     async def take(self, msg: Message) -> None:
         """Consumer handler: wait for a slot, take the lease (the run lease, or a gang member's own), start the
         attempt in the background, ack."""
+        cmd = _assignment(msg)
+        async with self._taking(cmd.run_id):
+            if self._known(cmd):
+                return
+            await self._slot(msg)
+            await self._take(cmd, msg)
+
+    async def on_handoff(self, msg: Message) -> None:
+        """Subscription handler of the direct hand-off: each in a task of its own, since the subscription
+        waits for one handler before it delivers the next, and each waits for a claim to be stored."""
+        self._handing.add(task := asyncio.create_task(self._handed(msg)))
+        task.add_done_callback(self._handing.discard)
+
+    async def _handed(self, msg: Message) -> None:
+        """Take an assignment handed over directly, as `take` does, and answer once its claim is stored (or it is
+        known here already). Refused at once, not waited on, when no slot is free or the agent drains: placement
+        then sends it to this agent's stream, which waits for a slot."""
+        answer = HANDOFF_REFUSED
         try:
-            cmd = decode(msg.data, AssignRun)
-        except Exception as exc:
-            raise Drop(f"undecodable AssignRun: {exc}") from exc
+            cmd = _assignment(msg)
+            async with self._taking(cmd.run_id):
+                if self._known(cmd):
+                    answer = HANDOFF_TAKEN
+                elif not self.draining and not self.slots.locked():
+                    await self.slots.acquire()  # free: returns at once
+                    await self._take(cmd, msg)
+                    answer = HANDOFF_TAKEN
+        except Exception as exc:  # Retry (the agent lease not held), Drop, the storage: the stream's way then
+            self.ctx.log.info("direct assignment refused", error=str(exc))
+        with contextlib.suppress(Exception):  # unanswered: placement sends it to the stream after its timeout
+            await faults.slow_point("agent.handoff_answer")  # tests: an answer late or lost (claimed or not)
+            await msg.respond(answer)
+
+    @contextlib.asynccontextmanager
+    async def _taking(self, run_id: str) -> AsyncIterator[None]:
+        """One assignment of a run taken at a time here: the same one may come twice at once, handed over
+        directly and then (its answer late) by the stream, and two claims of one attempt would fence each
+        other. The second waits for the first and then finds it known (`_known`)."""
+        while (busy := self._takes.get(run_id)) is not None:
+            await busy.wait()
+        self._takes[run_id] = done = asyncio.Event()
+        try:
+            yield
+        finally:
+            del self._takes[run_id]
+            done.set()
+
+    def _known(self, cmd: AssignRun) -> bool:
+        """Whether this assignment is one here already: running, or ended lately. An older attempt of the run
+        still here is stopped (a re-dispatch onto this host) and the assignment is not known."""
         existing = self.attempts.get(cmd.run_id)
         if existing is not None:
             if existing.cmd.attempt >= cmd.attempt:
-                return  # duplicate delivery of a run we are already running
-            self._stop(existing, f"superseded by attempt {cmd.attempt}")  # a re-dispatch onto this host
-        elif self.ended.ran(cmd.run_id, cmd.attempt, time.monotonic()):
+                return True  # duplicate delivery of a run we are already running
+            self._stop(existing, f"superseded by attempt {cmd.attempt}")
+            return False
+        if self.ended.ran(cmd.run_id, cmd.attempt, time.monotonic()):
             # Every re-dispatch is a new attempt, so this is the same assignment again: its ack was lost.
             self.ctx.log.info("assignment skipped: this attempt already ran here", run_id=cmd.run_id,
                               attempt=cmd.attempt)
-            return
-        await self._slot(msg)
+            return True
+        return False
+
+    async def _take(self, cmd: AssignRun, msg: Message) -> None:
+        """In the slot taken for it: take the assignment's lease and start its attempt (or give the slot back)."""
         if self.draining:  # stopped taking work while this one waited for a slot: leave it for the reconciler
             self.slots.release()
             raise Retry(1.0, "agent draining")
@@ -344,6 +399,13 @@ class Agent:
 _K = TypeVar("_K", str, int)
 
 
+def _assignment(msg: Message) -> AssignRun:
+    try:
+        return decode(msg.data, AssignRun)
+    except Exception as exc:
+        raise Drop(f"undecodable AssignRun: {exc}") from exc
+
+
 def _index(index: dict[_K, list[Attempt]], key: _K, attempt: Attempt, add: bool) -> None:
     if add:
         index.setdefault(key, []).append(attempt)
@@ -404,6 +466,9 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     remake = partial(ctx.consumers.ensure, s.STREAM_ASSIGN, agent_durable(agent.agent_id))
     durable = await remake()
     control = await ctx.rpc.serve(s.control_subject(agent.agent_id), agent.on_control)
+    # Served before the first heartbeat, which is what makes placement send anything here.
+    handoff = await ctx.rpc.serve(s.handoff_subject(agent.agent_id), agent.on_handoff, flush=True) \
+        if ctx.settings.assign_by == "direct" else None
     consume_stop = asyncio.Event()
     if setup.gpus[0]:
         await agent.gpu_health.check()  # the first heartbeat already carries a result
@@ -419,6 +484,8 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
                  job_uids=len(scratches.uids) if scratches and scratches.uids else 0)
     await ctx.stop.wait()
     consume_stop.set()
+    if handoff is not None:  # refused while draining anyway: placement's stream path is the one for the rest
+        await handoff.unsubscribe()
     await agent.drain()
     if liveness is not None and kept is not None:
         liveness.finished.set()

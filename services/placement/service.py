@@ -24,6 +24,7 @@ from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
+from jetcron.services.placement.handoff import HandOff
 from jetcron.services.placement.preempt import Preemptor
 from jetcron.services.placement.view import View, open_board
 from jetcron.services.runtime import Context, background
@@ -76,6 +77,8 @@ class Placer:
         self.writes = asyncio.Semaphore(ASSIGN_CONCURRENCY)
         self._acking: set[asyncio.Future[None]] = set()
         """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback)."""
+        self.handoff = HandOff(ctx.rpc, ctx.settings.handoff_timeout) if ctx.settings.assign_by == "direct" else None
+        """Assignments handed to their agents directly, the stream only for those not taken so (handoff.py)."""
         self.preemptor = Preemptor(ctx, view)
         """A run with no place may take that of lower-priority runs whose policy allows it (preempt.py)."""
         self.reasons = TokenBucket.full(REASONS_PER_SECOND, ctx.clock.now().timestamp())
@@ -230,9 +233,12 @@ class Placer:
         return written
 
     async def _dispatch(self, agent: str, cmd: AssignRun) -> None:
-        """Publish one AssignRun, again while its stream does not answer (a NATS node lost): the run is already
-        recorded as assigned, and a failure here once ended the placement loop for good (chaos suite). One never
-        sent leaves the run `assigned` until the tracker re-dispatches it as not started."""
+        """Hand one assignment to its agent directly, or else publish it as an AssignRun, again while its stream
+        does not answer (a NATS node lost): the run is already recorded as assigned, and a failure here once ended
+        the placement loop for good (chaos suite). One never sent leaves the run `assigned` until the tracker
+        re-dispatches it as not started."""
+        if self.handoff is not None and await self.handoff.hand(agent, cmd):
+            return
         for tries in range(1, OUTAGE_TRIES + 1):
             try:
                 faults.point("placement.dispatch")

@@ -355,6 +355,7 @@ async def test_an_assignment_delivered_again_after_its_attempt_ended_does_not_ru
         async def copy(msg: Any) -> None:
             sent.append(msg.data)
         await nc.subscribe(s.assign_subject("agent-1"), cb=copy)
+        await nc.subscribe(s.handoff_subject("agent-1"), cb=copy)  # handed over directly (assign_by direct)
         ran = tmp_path / "ran.log"
         await client.call("jobs.create", now_job("once", "sh", "-c", f'echo "$JETCRON_ATTEMPT" >> {ran}'))
         run = await the_run(client, "once", when=state_is("succeeded"), what="once to succeed")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from jetcron.bus.memory import MemoryRpc
 from jetcron.config import Settings
 from jetcron.core import pacing
 from jetcron.core.clock import ManualClock
@@ -29,8 +30,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def placer(slots: int | None) -> tuple[Placer, list[str]]:
     """A leader's Placer on one agent, a and b weighted 2 and 1; what it assigns is recorded, not written."""
-    ctx: Any = SimpleNamespace(settings=Settings(), clock=ManualClock(T0), log=SimpleNamespace(info=print,
-                                                                                                warning=print))
+    ctx: Any = SimpleNamespace(settings=Settings(), clock=ManualClock(T0), rpc=MemoryRpc(),
+                               log=SimpleNamespace(info=print, warning=print))
     view = View(ctx)
     view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=64, memory_mb=65536, slots=slots, heartbeat_at=T0,
                                 started_at=T0))

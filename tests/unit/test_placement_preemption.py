@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+from jetcron.bus.memory import MemoryRpc
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import Contended
@@ -27,7 +28,8 @@ GPUS8 = Resources(cpu=1, memory_mb=1024, gpus=8)
 def placer(policy: Preemption | None = Preemption(min_runtime_seconds=0, grace_seconds=5)) -> tuple[Placer, list[Any]]:
     """A leader on two 8-GPU hosts of leaf l1, whose assignments and preemptions are recorded, not written."""
     log = SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None)
-    ctx: Any = SimpleNamespace(settings=Settings(), clock=ManualClock(T0 + timedelta(hours=1)), log=log)
+    ctx: Any = SimpleNamespace(settings=Settings(), clock=ManualClock(T0 + timedelta(hours=1)), rpc=MemoryRpc(),
+                               log=log)
     view = View(ctx)
     for agent in ("agent-1", "agent-2"):
         view.upsert_agent(AgentInfo(agent_id=agent, cpu=8, memory_mb=65536, gpus=8, labels={"leaf": "l1"},

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
+from jetcron.bus.memory import MemoryRpc
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import NotFound
@@ -112,7 +113,7 @@ def test_a_record_for_an_agent_not_seen_yet_is_counted_when_it_appears() -> None
 
 
 async def test_the_leaders_loops_stop_when_its_leadership_ends_even_if_the_cancel_is_lost() -> None:
-    ctx = SimpleNamespace(settings=Settings(), clock=ManualClock(T0), stop=asyncio.Event())
+    ctx = SimpleNamespace(settings=Settings(), clock=ManualClock(T0), stop=asyncio.Event(), rpc=MemoryRpc())
     v = View(ctx)  # type: ignore[arg-type]
     over = asyncio.Event()
     placer = Placer(ctx, v, over)  # type: ignore[arg-type]

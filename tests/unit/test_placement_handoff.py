@@ -1,0 +1,133 @@
+"""The direct hand-off of an assignment (services/placement/handoff.py) on the bus's twins: an agent that answers
+`taken` gets no AssignRun on its stream; one that refuses, does not answer in time or does not serve the subject
+gets the AssignRun on the stream; one that let a hand-off go unanswered is sent to the stream straight away for
+a while, then asked again."""
+
+from __future__ import annotations
+
+import asyncio
+
+from twin_support import twin_context
+
+from jetcron.bus.memory import MemoryPublisher, MemoryRpc
+from jetcron.bus.ports import Message
+from jetcron.config import Settings
+from jetcron.core.models import AgentInfo, JobSpec, Resources, RunState
+from jetcron.core.runs import new_run
+from jetcron.services.placement.handoff import QUIET_FOR, HandOff
+from jetcron.services.placement.service import Placer
+from jetcron.services.placement.view import View
+from jetcron.services.runtime import Context
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
+from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN, AssignRun, place_run_for
+
+SPEC = JobSpec(name="nightly", command=["true"], resources=Resources(cpu=1, memory_mb=256))
+
+
+class Agent:
+    """Serves agent-1's hand-off subject: answers each request with `answer` (None: never answers)."""
+
+    def __init__(self, rpc: MemoryRpc, answer: bytes | None) -> None:
+        self.answer = answer
+        self.got: list[AssignRun] = []
+        self.rpc = rpc
+
+    async def serve(self) -> None:
+        await self.rpc.serve(s.handoff_subject("agent-1"), self.on_handoff)
+
+    async def on_handoff(self, msg: Message) -> None:
+        self.got.append(decode(msg.data, AssignRun))
+        if self.answer is not None:
+            # Answered from a task of its own after the handler has returned, as the agent answers
+            asyncio.get_running_loop().call_soon(asyncio.ensure_future, msg.respond(self.answer))
+
+
+async def placed(answer: bytes | None, *, served: bool = True) -> tuple[Context, Agent, list[AssignRun]]:
+    """A leader on the twins whose one agent answers `answer`; one scheduled run placed by one pass. Returns the
+    context, the agent, and the AssignRuns the stream got."""
+    ctx = twin_context("placement", settings=Settings(handoff_timeout=0.05))
+    assert isinstance(ctx.rpc, MemoryRpc)
+    agent = Agent(ctx.rpc, answer)
+    if served:
+        await agent.serve()
+    now = ctx.clock.now()
+    view = View(ctx)
+    view.upsert_agent(AgentInfo(agent_id="agent-1", cpu=4, memory_mb=4096, heartbeat_at=now, started_at=now))
+    placer = Placer(ctx, view)
+    run = new_run(SPEC, run_id="nightly.r1", state=RunState.SCHEDULED, scheduled_at=now, due_at=now, now=now)
+    await ctx.runs.create(run.run_id, run)
+    placer.offered(place_run_for(run))
+    await placer.place_once()
+    stored, _ = await ctx.runs.get(run.run_id)
+    assert (stored.state, stored.agents) == (RunState.ASSIGNED, ["agent-1"])
+    assert isinstance(ctx.publisher, MemoryPublisher)
+    return ctx, agent, [decode(p.data, AssignRun) for p in ctx.publisher.on(s.assign_subject("*"))]
+
+
+async def test_an_assignment_the_agent_takes_is_not_written_to_its_stream() -> None:
+    _, agent, streamed = await placed(HANDOFF_TAKEN)
+    assert [(cmd.run_id, cmd.attempt, cmd.agent) for cmd in agent.got] == [("nightly.r1", 1, "agent-1")]
+    assert agent.got[0].spec == SPEC
+    assert streamed == []
+
+
+async def test_an_assignment_the_agent_refuses_goes_to_its_stream() -> None:
+    _, agent, streamed = await placed(HANDOFF_REFUSED)
+    assert len(agent.got) == 1
+    assert [(cmd.run_id, cmd.attempt, cmd.agent) for cmd in streamed] == [("nightly.r1", 1, "agent-1")]
+
+
+async def test_an_assignment_not_answered_in_time_goes_to_its_stream() -> None:
+    _, agent, streamed = await placed(None)
+    assert len(agent.got) == 1
+    assert [(cmd.run_id, cmd.agent) for cmd in streamed] == [("nightly.r1", "agent-1")]
+
+
+async def test_an_agent_that_does_not_serve_hand_offs_gets_its_assignment_by_the_stream() -> None:
+    _, agent, streamed = await placed(HANDOFF_TAKEN, served=False)
+    assert agent.got == []
+    assert [(cmd.run_id, cmd.agent) for cmd in streamed] == [("nightly.r1", "agent-1")]
+
+
+def _cmd(run_id: str) -> AssignRun:
+    now = twin_context().clock.now()
+    return AssignRun(run_id=run_id, attempt=1, job="nightly", agent="agent-1", spec=SPEC, scheduled_at=now,
+                     due_at=now)
+
+
+async def test_an_agent_that_let_a_hand_off_go_unanswered_is_sent_to_the_stream_for_a_while_then_asked_again(
+        ) -> None:
+    rpc = MemoryRpc()
+    agent = Agent(rpc, None)
+    await agent.serve()
+    now = [100.0]
+    handoff = HandOff(rpc, timeout=0.01, clock=lambda: now[0])
+
+    # When one hand-off goes unanswered
+    assert await handoff.hand("agent-1", _cmd("a")) is False
+    # Then the next ones within QUIET_FOR timeouts are not asked at all
+    agent.answer = HANDOFF_TAKEN
+    now[0] += 0.01 * QUIET_FOR - 0.001
+    assert await handoff.hand("agent-1", _cmd("b")) is False
+    assert [cmd.run_id for cmd in agent.got] == ["a"]
+    # And once that has passed the agent is asked again, and takes it
+    now[0] += 0.002
+    assert await handoff.hand("agent-1", _cmd("c")) is True
+    assert [cmd.run_id for cmd in agent.got] == ["a", "c"]
+    assert handoff.quiet_until == {}
+
+
+async def test_an_agent_with_no_responder_is_not_asked_again_at_once() -> None:
+    rpc = MemoryRpc()
+    now = [0.0]
+    handoff = HandOff(rpc, timeout=0.5, clock=lambda: now[0])
+    assert await handoff.hand("agent-1", _cmd("a")) is False
+    assert handoff.quiet_until == {"agent-1": 0.5 * QUIET_FOR}
+    # A refusal is an answer: it quiets nothing (the agent was full, the next may fit)
+    agent = Agent(rpc, HANDOFF_REFUSED)
+    await agent.serve()
+    now[0] = 0.5 * QUIET_FOR
+    assert await handoff.hand("agent-1", _cmd("b")) is False
+    assert handoff.quiet_until == {}
+    assert [cmd.run_id for cmd in agent.got] == ["b"]
