@@ -633,10 +633,11 @@ def processes_for(args: argparse.Namespace, agents: int) -> int:
 
 
 def measure(jc: System, args: argparse.Namespace, agents: int, log: Any) -> dict[str, Any]:
+    # Every finish by the events stream: "each run once" counts the reports stored there (finished_reports).
     base = Settings(nats_url=jc.url, nats_monitor_url=jc.server.monitor_url, data_dir=str(jc.base),
                     allow_unsafe_storage=not jc.server.sync_always, heartbeat=args.heartbeat,
                     agent_entry_seconds=args.entry,
-                    agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots)
+                    agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots, report_by="stream")
     sim = SimExecution.parse(args.seconds, args.exit_codes)
     local = LocalCreds.ensure(jc.base / "auth", agents) if jc.creds is not None else None
 

@@ -12,7 +12,9 @@ messages of the same run.
   <delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`): a core subscription on `$JS.ACK.>` reads it. A core
   subscription on the subjects themselves is the fallback (our receipt time, counted in `fallbacks`). An
   assignment handed to its agent directly (`assign_by` direct, the default) is stored nowhere: `assigned_to_lease`
-  is then its hop, the `assigned` record to the claim the agent stores before it answers.
+  is then its hop, the `assigned` record to the claim the agent stores before it answers. A finish report handed
+  to the tracker directly (`report_by`) is not stored either: its moment is the agent's exit (agent clock), and
+  `exited_to_succeeded` its hop.
 - The agent's own clock (same host) gives the child's spawn and exit: a run shorter than START_REPORT_DELAY
   reports once, its finish carrying `started_at`.
 """
@@ -60,6 +62,7 @@ HOPS: list[tuple[str, str, str]] = [
     (".child_spawned_to_exited", "spawned", "exited"),
     (".agent_exited_to_report", "exited", "finished"),
     ("finished_to_succeeded", "finished", "succeeded"),
+    ("exited_to_succeeded", "exited", "succeeded"),
     ("total", "submit", "succeeded"),
     ("observed", "submit", "observed"),
 ]
@@ -135,6 +138,11 @@ def timeline(name: str, submit: float, reply: float, seen: list[Seen]) -> dict[s
         elif kind == "finished":
             t["exited"] = first.data["at"]
             t.setdefault("spawned", first.data["started_at"] or t["exited"])
+    done = next((x for x in revisions if x.data["state"] == "succeeded"), None)
+    if "exited" not in t and done is not None and done.data["finished_at"] is not None:
+        # Handed to the tracker directly: the record holds the report's times (the agent's clock).
+        t["exited"] = done.data["finished_at"]
+        t.setdefault("spawned", done.data["started_at"] or t["exited"])
     return t
 
 
@@ -205,7 +213,9 @@ class Recorder:
         if not msg.data:
             return
         run = decode(msg.data, Run)
-        self._note("run", run.run_id, msg, job=run.job, state=run.state.value)
+        self._note("run", run.run_id, msg, job=run.job, state=run.state.value,
+                   started_at=run.started_at.timestamp() if run.started_at else None,
+                   finished_at=run.finished_at.timestamp() if run.finished_at else None)
         if run.state.terminal and run.job in self.done:
             self.done[run.job].set()
 
@@ -285,19 +295,22 @@ def _limits(base: Path) -> str:
     return "?"
 
 
-def run(n: int, reps: int, sync_always: bool, gap: float, spare: bool) -> dict[str, Any]:
+def run(n: int, reps: int, sync_always: bool, gap: float, spare: bool, handoffs: str = "direct") -> dict[str, Any]:
+    """`handoffs`: the system's JETCRON_ASSIGN_BY and JETCRON_REPORT_BY; the default's results keep the names they
+    always had."""
     per_rep: list[dict[str, Any]] = []
-    name = "idle_hops" if spare else "idle_hops_no_spare"
+    name = ("idle_hops" if spare else "idle_hops_no_spare") + ("" if handoffs == "direct" else f"_{handoffs}")
     for rep in range(reps):
-        with system(sync_always=sync_always, agents=1, agent_env={"JETCRON_AGENT_SPARE": str(spare).lower()}) as jc:
+        with system(sync_always=sync_always, agents=1, agent_env={"JETCRON_AGENT_SPARE": str(spare).lower()},
+                    JETCRON_ASSIGN_BY=handoffs, JETCRON_REPORT_BY=handoffs) as jc:
             result = asyncio.run(measure(jc.url, n, gap))
             limits = _limits(jc.base)
         result = {"bench": name, "rep": rep + 1, "sync_always": sync_always, "runs": n, "agent_spare": spare,
-                  "agent_limits": limits, **result}
+                  "handoffs": handoffs, "agent_limits": limits, **result}
         emit(result)  # one line per repetition; bench.run keeps the last line of a name, the summary below
         per_rep.append(result)
     out: dict[str, Any] = {"bench": name, "sync_always": sync_always, "runs": n, "reps": reps,
-                           "agent_spare": spare, "agent_limits": per_rep[-1]["agent_limits"],
+                           "agent_spare": spare, "handoffs": handoffs, "agent_limits": per_rep[-1]["agent_limits"],
                            "write_rtt_p50_ms": summary([r["write_rtt_p50_ms"] for r in per_rep])}
     for name, _, _ in HOPS:
         for q in ("p50", "p99"):
@@ -315,10 +328,17 @@ def main() -> None:
     parser.add_argument("--sync", choices=("always", "default", "both"), default="always")
     parser.add_argument("--spare", choices=("on", "off", "both"), default="on",
                         help="the agent's spare child (JETCRON_AGENT_SPARE); both: off, then on, to compare")
+    parser.add_argument("--handoffs", default="direct",
+                        help="how assignments reach the agent and finish reports the tracker, comma-separated to "
+                             "compare: direct, stream (JETCRON_ASSIGN_BY and JETCRON_REPORT_BY)")
     args = parser.parse_args()
+    handoffs = args.handoffs.split(",")
+    if unknown := sorted(set(handoffs) - {"direct", "stream"}):
+        parser.error(f"--handoffs: unknown setting {', '.join(unknown)} (direct, stream)")
     for sync in {"always": (True,), "default": (False,), "both": (True, False)}[args.sync]:
         for spare in {"on": (True,), "off": (False,), "both": (False, True)}[args.spare]:
-            emit(run(args.runs, args.reps, sync, args.gap, spare))
+            for by in handoffs:
+                emit(run(args.runs, args.reps, sync, args.gap, spare, by))
 
 
 if __name__ == "__main__":

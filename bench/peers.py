@@ -38,6 +38,7 @@ from nats.js.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConf
 from bench.common import emit, summary, system
 from bench.floor import SIZES
 from bench.throughput import run as jetcron_run
+from bench.throughput import variants
 from jetcron.bus.server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,7 +218,7 @@ def run(runs: int, tasks: int, reps: int) -> dict[str, object]:
                                                    "celery")}
     for rep in range(reps):
         for sync in ("always", "default"):
-            (result,) = jetcron_run("sim", runs, 1, sync == "always", ["record"])
+            (result,) = jetcron_run("sim", runs, 1, sync == "always", variants("sim", {}))
             got[f"jetcron_{sync}"].append(float(result["runs_per_s"]["median"]))  # type: ignore[index]
             got[f"bare_{sync}"].append(bare_pipeline(runs, sync == "always", f"p{rep}{sync[0]}"))
         got["celery"].append(celery_drain(tasks))

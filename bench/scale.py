@@ -264,9 +264,10 @@ def _cpu(pids: dict[str, int]) -> dict[str, float]:
 def measure(args: argparse.Namespace, rep: int) -> dict[str, Any]:
     with system(sync_always=True, services=("api", "trigger", "placement", "run_tracker"),
                 JETCRON_RUN_LEASE_TTL=str(args.ttl), JETCRON_HEARTBEAT=str(args.heartbeat)) as jc:
+        # Every finish by the events stream: "none succeeded twice" counts the success reports stored there.
         base = Settings(nats_url=jc.url, nats_monitor_url=jc.server.monitor_url, data_dir=str(jc.base),
                         heartbeat=args.heartbeat, run_lease_ttl=args.ttl, liveness=args.liveness,
-                        agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots)
+                        agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots, report_by="stream")
         loaded = asyncio.run(_load_schedules(jc, args.schedules)) if args.scenario == "steady_day" else 0.0
         seconds = f"exp:{args.seconds},{args.seconds * 5}" if args.scenario == "steady_day" else f"fixed:{args.seconds}"
         fleet: Fleet | ProcessFleet = (

@@ -41,7 +41,10 @@ from jetcron.wire import subjects as s
 
 LINE = b"x" * 79 + b"\n"
 """An 80-byte line of output."""
-AGENT = {"JETCRON_AGENT_SLOTS": "64", "JETCRON_AGENT_CPU": "1000", "JETCRON_AGENT_MEMORY_MB": "10000000"}
+AGENT = {"JETCRON_AGENT_SLOTS": "64", "JETCRON_AGENT_CPU": "1000", "JETCRON_AGENT_MEMORY_MB": "10000000",
+         # Finish reports stored, as a cluster behind on its reports stores them (a report handed to the trackers
+         # directly is not): the projection's events per run is the worst case.
+         "JETCRON_REPORT_BY": "stream"}
 _RUNS_PREFIX = len(s.kv_subject(s.BUCKET_RUNS, ""))
 Streams = dict[str, dict[str, int]]
 

@@ -68,19 +68,23 @@ async def spawn_rate(n: int = 2000, concurrency: int = 8) -> float:
 Variant = tuple[str, str, dict[str, str]]
 """(result name, the setting's value, the settings the system runs with)."""
 
+LEVERS = {"place_by": ("JETCRON_PLACE_BY", "handoff", ("record", "message")),
+          "assign_by": ("JETCRON_ASSIGN_BY", "assign", ("direct", "stream")),
+          "report_by": ("JETCRON_REPORT_BY", "report", ("direct", "stream"))}
+"""Each protocol lever compared: its setting, the name its comparisons' results take, its values (default first)."""
 
-def variants(mode: str, place_by: list[str], assign_by: list[str]) -> list[Variant]:
-    """The systems to compare: one lever's settings at a time (JETCRON_PLACE_BY or JETCRON_ASSIGN_BY), the other
-    at its first setting. The defaults alone keep the name their results always had."""
-    if len(place_by) > 1 and len(assign_by) > 1:
-        raise ValueError("compare one lever at a time: --place-by or --assign-by, not both")
-    if len(assign_by) > 1:
-        return [(f"assign_{mode}_{by}", by, {"JETCRON_PLACE_BY": place_by[0], "JETCRON_ASSIGN_BY": by})
-                for by in assign_by]
-    if len(place_by) > 1:
-        return [(f"handoff_{mode}_{by}", by, {"JETCRON_PLACE_BY": by, "JETCRON_ASSIGN_BY": assign_by[0]})
-                for by in place_by]
-    return [(f"throughput_{mode}", place_by[0], {"JETCRON_PLACE_BY": place_by[0], "JETCRON_ASSIGN_BY": assign_by[0]})]
+
+def variants(mode: str, chosen: dict[str, list[str]]) -> list[Variant]:
+    """The systems to compare: one lever's settings at a time, the others at their first chosen setting (a lever
+    not chosen: its default). The defaults alone keep the name their results always had."""
+    varied = [lever for lever, values in chosen.items() if len(values) > 1]
+    if len(varied) > 1:
+        raise ValueError(f"compare one lever at a time, not {' and '.join(varied)}")
+    base = {setting: chosen.get(lever, values)[0] for lever, (setting, _, values) in LEVERS.items()}
+    if not varied:
+        return [(f"throughput_{mode}", "", base)]
+    setting, prefix, _ = LEVERS[varied[0]]
+    return [(f"{prefix}_{mode}_{by}", by, {**base, setting: by}) for by in chosen[varied[0]]]
 
 
 def run(mode: str, runs: int, reps: int, sync_always: bool, compared: list[Variant]) -> list[dict[str, object]]:
@@ -104,7 +108,7 @@ def run(mode: str, runs: int, reps: int, sync_always: bool, compared: list[Varia
     results: list[dict[str, object]] = []
     for name, _, env in compared:
         result: dict[str, object] = {
-            "bench": name, "place_by": env["JETCRON_PLACE_BY"], "assign_by": env["JETCRON_ASSIGN_BY"],
+            "bench": name, **{lever: env[setting] for lever, (setting, _, _) in LEVERS.items()},
             "runs": runs, "sync_always": sync_always, "agents": agents,
             "runs_per_s": summary(rates[name]), "writes_per_run": summary(writes[name]), **raw_js.fields(raws[name]),
         }
@@ -123,18 +127,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--sync", choices=["always", "default", "both"], default="both")
-    parser.add_argument("--place-by", default="record",
-                        help="hand-off settings to compare, comma-separated: record, message (JETCRON_PLACE_BY)")
-    parser.add_argument("--assign-by", default="direct",
-                        help="assignment settings to compare, comma-separated: direct, stream (JETCRON_ASSIGN_BY)")
+    for lever, (setting, _, values) in LEVERS.items():
+        parser.add_argument(f"--{lever.replace('_', '-')}", default=values[0],
+                            help=f"settings to compare, comma-separated: {', '.join(values)} ({setting})")
     args = parser.parse_args()
-    place_by, assign_by = args.place_by.split(","), args.assign_by.split(",")
-    if unknown := sorted(set(place_by) - {"record", "message"}):
-        parser.error(f"--place-by: unknown setting {', '.join(unknown)} (record, message)")
-    if unknown := sorted(set(assign_by) - {"direct", "stream"}):
-        parser.error(f"--assign-by: unknown setting {', '.join(unknown)} (direct, stream)")
+    chosen = {lever: getattr(args, lever).split(",") for lever in LEVERS}
+    for lever, values in chosen.items():
+        if unknown := sorted(set(values) - set(LEVERS[lever][2])):
+            parser.error(f"--{lever.replace('_', '-')}: unknown setting {', '.join(unknown)} "
+                         f"({', '.join(LEVERS[lever][2])})")
     try:
-        compared = variants(args.mode, place_by, assign_by)
+        compared = variants(args.mode, chosen)
     except ValueError as exc:
         parser.error(str(exc))
     for sync in ([True, False] if args.sync == "both" else [args.sync == "always"]):

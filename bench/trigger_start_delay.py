@@ -75,8 +75,9 @@ def run(scenario: str, n: int, reps: int, lead: float, timeout: float, rounds: i
         # Instant: two sim agents with room for half the herd each, so it can all be assigned ahead (they execute
         # nothing); each job takes 0.001 cpu (trigger_common.job_record)
         room = {"JETCRON_AGENT_SLOTS": str(max(512, n)), "JETCRON_AGENT_CPU": str(max(1.0, n * 0.001 / 2 * 1.02))} \
-            if scenario == "instant" else None
-        with system(sync_always=True, agents=2, sim=True, agent_env=room) as jc:
+            if scenario == "instant" else {}
+        # Every finish by the events stream: the herd has settled once every report is stored there.
+        with system(sync_always=True, agents=2, sim=True, agent_env={**room, "JETCRON_REPORT_BY": "stream"}) as jc:
             time.sleep(1.0)  # leaders elected, consumers bound
             results.append(asyncio.run(_herd(jc.url, n, spread, lead, timeout, f"h{rep}x", rounds, period)))
             raws.append(asyncio.run(raw_js.measure(jc.url)))  # after the herd, not competing with it

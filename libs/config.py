@@ -13,7 +13,7 @@ from jetcron.core.errors import Misconfigured
 from jetcron.core.retention import ClusterHistory
 from jetcron.core.sim import SimExecution
 from jetcron.core.uid_pool import parse_uid_range
-from jetcron.wire.messages import AssignBy, PlaceBy
+from jetcron.wire.messages import HandBy, PlaceBy
 
 _Count = Annotated[int, Field(ge=0)]
 _MiB = 1024 * 1024
@@ -58,15 +58,21 @@ class Settings(BaseSettings):
     less per run); `message`, by a PlaceRun on JC_PLACE as well (the protocol before, for a cluster whose placement
     replicas are older). Either way a run still `scheduled` past its due time is re-driven by the tracker as a
     PlaceRun, which placement consumes too (docs/deploy.md, upgrading)."""
-    assign_by: AssignBy = "direct"
+    assign_by: HandBy = "direct"
     """How placement hands an assignment to its agent: `direct`, a core NATS request the agent answers once it has
     stored the attempt's claim, so no AssignRun is written (one acknowledged write less per run); an assignment
     not answered so within `handoff_timeout` (no responder, no free slot, a frozen agent) goes to JC_ASSIGN as
     before. `stream`, always JC_ASSIGN (the protocol before); an agent set so does not answer direct requests, so
     agents of both kinds may share a cluster (docs/deploy.md, upgrading)."""
+    report_by: HandBy = "direct"
+    """How an agent's finish report reaches the run trackers: `direct`, a core NATS request a tracker answers once
+    it has written the run record, so no RunFinished is stored (one acknowledged write less per run); a report not
+    answered so within `handoff_timeout` (no tracker of this version, a finish ahead of its start, the storage
+    slow) goes to JC_EVENTS as before. `stream`, always JC_EVENTS (the protocol before); a tracker serves both."""
     handoff_timeout: float = Field(default=0.5, gt=0, le=30)
-    """Seconds placement waits for an agent's answer to a direct hand-off before it sends the assignment to the
-    stream; an agent that let one pass is sent to the stream only for `handoff_timeout` × 20 after."""
+    """Seconds placement waits for an agent's answer to a direct hand-off (an agent for a tracker's) before it sends
+    the message to its stream; a taker that let one pass is sent to the stream only for `handoff_timeout` × 20
+    after."""
     run_claim_ttl: float = Field(default=600.0, gt=1)
     """Seconds a run claim bound to its agent's lease lives without renewal (liveness `agent`): the agent renews
     it at a third of this, so that it outlives no run by much once the run has ended; its liveness is the agent

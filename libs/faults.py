@@ -5,7 +5,8 @@ Points: trigger.after_publish (run recorded and handed to placement, cursor not 
 nothing reported), agent.before_release (attempt over, its lease not yet released; slow_point), agent.on_control
 (a cancel's control message received, not yet acted on: fail drops it), tracker.after_receive (event decoded, run
 record not yet written), placement.dispatch (an AssignRun about to be published), placement.pass (a placement
-pass about to start), agent.handoff_answer (a direct hand-off acted on, its answer not yet sent; slow_point).
+pass about to start), agent.handoff_answer (a direct hand-off acted on, its answer not yet sent; slow_point),
+tracker.report_answer (a report handed over directly and applied, its answer not yet sent; slow_point).
 """
 
 from __future__ import annotations

@@ -162,7 +162,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     # the headroom of every stream (its info only, not its messages).
                     *(f"$JS.API.STREAM.PURGE.{x}" for x in (kv_stream(s.BUCKET_RUNS), s.STREAM_LOGS, s.STREAM_EVENTS)),
                     *(f"$JS.API.STREAM.INFO.{x}" for x in ALL_STREAMS)),
-            consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), listens=(s.TRACKER_RUNS,), manages=True)
+            # Finish reports handed over directly (the same reports as on JC_EVENTS, not stored).
+            consumes=((s.STREAM_EVENTS, s.CONSUMER_TRACKER),), listens=(s.TRACKER_RUNS, s.REPORT_ALL), manages=True)
     if role is Role.NOTIFIER:
         # The secrets bucket: a webhook rule's `secret` signs its bodies (the notifier holds the secrets key).
         return Grant(
@@ -186,6 +187,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             # another agent's; a claim on a run placed elsewhere is taken away by the tracker (reconciler.py).
             writes=(s.kv_subject(s.BUCKET_AGENTS, agent_id), s.lease_subject(s.run_lease_key(">"), agent_id),
                     s.kv_subject(s.BUCKET_LEASES, s.gang_lease_key(">", agent_id)), f"{s.PREFIX}.event.*.{agent_id}",
+                    s.report_subject("*", agent_id),
                     f"{s.PREFIX}.logs.*.*.{agent_id}", f"{s.PREFIX}.logs.*.*.*.{agent_id}", _registry("agent"),
                     f"$JS.API.CONSUMER.CREATE.{s.STREAM_ASSIGN}.{consumer}.{s.assign_subject(agent_id)}",
                     f"$JS.API.CONSUMER.DURABLE.CREATE.{s.STREAM_ASSIGN}.{consumer}", s.mint_subject(agent_id)),

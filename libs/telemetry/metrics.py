@@ -43,9 +43,9 @@ AGENTS_LOST = Counter("jetcron_agents_lost_total", "Agents whose entry aged out 
 AGENTS_ALIVE = Gauge("jetcron_agents_alive", "Agents with a live heartbeat entry, as the run tracker's leader sees "
                      "them (0 on other replicas)")
 PLACEMENTS = Counter("jetcron_placements_total", "Placement decisions", ["result"])
-HANDOFFS = Counter("jetcron_handoffs_total", "Assignments handed to their agent directly (assign_by direct), by "
+HANDOFFS = Counter("jetcron_handoffs_total", "Messages handed to their taker directly (kind: assign, report), by "
                    "result: taken, refused, unanswered, no_responders, skipped (the last four went to the stream)",
-                   ["result"])
+                   ["kind", "result"])
 PREEMPTIONS = Counter("jetcron_preemptions_total", "Running runs preempted to give their place to a waiting run of "
                       "higher priority, by the preempted run's named queue and what the waiting run was short of "
                       "(gpus, cpu, memory, slots)", ["queue", "reason"])

@@ -213,14 +213,14 @@ class ServiceInstance(_Msg, frozen=True, kw_only=True):
 PlaceBy = Literal["record", "message"]
 """How a run waiting for placement reaches the leader: its `scheduled` record alone, or a PlaceRun as well."""
 
-AssignBy = Literal["direct", "stream"]
-"""How placement hands an assignment to its agent: `direct`, a core request the agent answers once its claim is
-stored (the stream only when it does not answer so); `stream`, always an AssignRun on JC_ASSIGN."""
+HandBy = Literal["direct", "stream"]
+"""How a message reaches its taker: `direct`, a core request answered once what the taker did with it is stored
+(the stream only when it is not answered so); `stream`, always by its stream."""
 
 HANDOFF_TAKEN = b"taken"
-"""The agent's answer to a direct hand-off it has acted on (claimed, or found a duplicate): nothing to send."""
+"""A taker's answer to a direct hand-off it has acted on (stored what it does with it, or knew it already)."""
 HANDOFF_REFUSED = b"refused"
-"""Its answer to one it has not (no free slot, draining, its lease not held): placement sends it to the stream."""
+"""Its answer to one it has not (an agent with no free slot, a finish ahead of its start): the stream carries it."""
 
 
 def place_run_for(run: Run) -> PlaceRun:

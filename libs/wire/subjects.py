@@ -109,6 +109,15 @@ def handoff_subject(agent_id: str) -> str:
 HANDOFF_ALL = f"{PREFIX}.handoff.*"
 
 
+def report_subject(kind: str, agent_id: str) -> str:
+    """Core NATS request/reply (not stored): an agent's report handed to the trackers directly, answered once the
+    run record is written; one not answered so goes to the events stream (`event_subject`, the same shape)."""
+    return f"{PREFIX}.report.{kind}.{agent_id}"
+
+
+REPORT_ALL = f"{PREFIX}.report.>"
+
+
 def assign_consumer(agent_id: str) -> str:
     return f"agent_{agent_id}"
 

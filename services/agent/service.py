@@ -17,6 +17,7 @@ import msgspec
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Retry, touch
+from jetcron.bus.direct import Direct
 from jetcron.bus.lease import Stop
 from jetcron.bus.ports import Message
 from jetcron.bus.topology import agent_durable
@@ -101,7 +102,9 @@ class Agent:
             if ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits) else None
         self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
                                 spares=self.spares, scratches=scratches, sim=sim or SimExecution(),
-                                agent_nonce=lambda: self.liveness.nonce if self.liveness is not None else "")
+                                agent_nonce=lambda: self.liveness.nonce if self.liveness is not None else "",
+                                trackers=Direct(ctx.rpc, "report", ctx.settings.handoff_timeout)
+                                if ctx.settings.report_by == "direct" else None)
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:
         run_vars = {

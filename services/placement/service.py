@@ -14,6 +14,7 @@ import msgspec
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Hold, ack_held, touch
+from jetcron.bus.direct import Direct
 from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
 from jetcron.core.demand import waits_from
@@ -24,14 +25,13 @@ from jetcron.core.placement import Demand, Placement, Unplaced
 from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
-from jetcron.services.placement.handoff import HandOff
 from jetcron.services.placement.preempt import Preemptor
 from jetcron.services.placement.view import View, open_board
 from jetcron.services.runtime import Context, background
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, messaging_span, tracer
 from jetcron.wire import subjects as s
-from jetcron.wire.codec import decode
+from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, PlaceRun
 
 ASSIGN_CONCURRENCY = 128
@@ -77,8 +77,9 @@ class Placer:
         self.writes = asyncio.Semaphore(ASSIGN_CONCURRENCY)
         self._acking: set[asyncio.Future[None]] = set()
         """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback)."""
-        self.handoff = HandOff(ctx.rpc, ctx.settings.handoff_timeout) if ctx.settings.assign_by == "direct" else None
-        """Assignments handed to their agents directly, the stream only for those not taken so (handoff.py)."""
+        self.handoff = Direct(ctx.rpc, "assign", ctx.settings.handoff_timeout) \
+            if ctx.settings.assign_by == "direct" else None
+        """Assignments handed to their agents directly, the stream only for those not taken so (bus/direct.py)."""
         self.preemptor = Preemptor(ctx, view)
         """A run with no place may take that of lower-priority runs whose policy allows it (preempt.py)."""
         self.reasons = TokenBucket.full(REASONS_PER_SECOND, ctx.clock.now().timestamp())
@@ -237,7 +238,7 @@ class Placer:
         does not answer (a NATS node lost): the run is already recorded as assigned, and a failure here once ended
         the placement loop for good (chaos suite). One never sent leaves the run `assigned` until the tracker
         re-dispatches it as not started."""
-        if self.handoff is not None and await self.handoff.hand(agent, cmd):
+        if self.handoff is not None and await self.handoff.hand(agent, s.handoff_subject(agent), encode(cmd)):
             return
         for tries in range(1, OUTAGE_TRIES + 1):
             try:

@@ -15,7 +15,7 @@ from jetcron.core.models import Run
 from jetcron.services.run_tracker.agents import AgentLosses
 from jetcron.services.run_tracker.checkpoints import CheckpointJanitor
 from jetcron.services.run_tracker.deadlines import Deadlines
-from jetcron.services.run_tracker.events import EventHandler
+from jetcron.services.run_tracker.events import DirectReports, EventHandler
 from jetcron.services.run_tracker.finished import FinishedCounts
 from jetcron.services.run_tracker.flows import Flows
 from jetcron.services.run_tracker.history import Pruner, StorageKeeper
@@ -98,9 +98,12 @@ async def main(ctx: Context) -> None:
         reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs),
                             StorageKeeper(ctx), flows, losses, finished),
         serve_listing(ctx, reconciler.active, reconciler.synced))]
+    # Any replica applies a report (the record's CAS decides), so one member of the group takes each.
+    direct = await ctx.rpc.serve(s.REPORT_ALL, DirectReports(handler).on_report, queue="run_tracker", flush=True)
     ctx.ready.set()
     ctx.log.info("run tracker ready")
     await ctx.stop.wait()
+    await direct.unsubscribe()  # a report being applied still gets its answer; new ones go to the stream
     stop.set()
     for task in tasks[:4]:  # the watches and the pruner end only when cancelled
         task.cancel()

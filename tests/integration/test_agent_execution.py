@@ -292,8 +292,8 @@ async def test_a_restarted_agent_kills_what_its_earlier_life_left(services: Serv
 
 
 async def test_a_quick_run_reports_once(services: Services, client: Client) -> None:
-    # Given one agent
-    await services.start_system(agents=1)
+    # Given one agent, publishing its reports to the events stream to be counted there
+    await services.start_system(agents=1, JETCRON_REPORT_BY="stream")
 
     # When a job ends well within the start-report delay
     await client.call("jobs.create", now_job("blink", "true"))

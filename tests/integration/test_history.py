@@ -50,8 +50,8 @@ async def _events_of(js: JetStreamContext, run_id: str) -> int:
 
 async def test_an_ended_run_its_events_output_and_its_one_shot_job_age_out_and_are_not_fired_again(
         services: Services, nats_server: EmbeddedNats, client: Client) -> None:
-    # Given a system that keeps finished runs 2 s
-    await services.start_system(agents=1, **SHORT)
+    # Given a system that keeps finished runs 2 s, its agent publishing its finish reports to the events stream
+    await services.start_system(agents=1, **SHORT, JETCRON_REPORT_BY="stream")
     nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     try:

@@ -1,4 +1,4 @@
-"""The direct hand-off of an assignment (services/placement/handoff.py) on the bus's twins: an agent that answers
+"""The direct hand-off of an assignment (bus/direct.py, as placement uses it) on the bus's twins: an agent that answers
 `taken` gets no AssignRun on its stream; one that refuses, does not answer in time or does not serve the subject
 gets the AssignRun on the stream; one that let a hand-off go unanswered is sent to the stream straight away for
 a while, then asked again."""
@@ -9,17 +9,17 @@ import asyncio
 
 from twin_support import twin_context
 
+from jetcron.bus.direct import QUIET_FOR, Direct
 from jetcron.bus.memory import MemoryPublisher, MemoryRpc
 from jetcron.bus.ports import Message
 from jetcron.config import Settings
 from jetcron.core.models import AgentInfo, JobSpec, Resources, RunState
 from jetcron.core.runs import new_run
-from jetcron.services.placement.handoff import QUIET_FOR, HandOff
 from jetcron.services.placement.service import Placer
 from jetcron.services.placement.view import View
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
-from jetcron.wire.codec import decode
+from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN, AssignRun, place_run_for
 
 SPEC = JobSpec(name="nightly", command=["true"], resources=Resources(cpu=1, memory_mb=256))
@@ -90,6 +90,10 @@ async def test_an_agent_that_does_not_serve_hand_offs_gets_its_assignment_by_the
     assert [(cmd.run_id, cmd.agent) for cmd in streamed] == [("nightly.r1", "agent-1")]
 
 
+async def hand(direct: Direct, cmd: AssignRun) -> bool:
+    return await direct.hand(cmd.agent, s.handoff_subject(cmd.agent), encode(cmd))
+
+
 def _cmd(run_id: str) -> AssignRun:
     now = twin_context().clock.now()
     return AssignRun(run_id=run_id, attempt=1, job="nightly", agent="agent-1", spec=SPEC, scheduled_at=now,
@@ -102,18 +106,18 @@ async def test_an_agent_that_let_a_hand_off_go_unanswered_is_sent_to_the_stream_
     agent = Agent(rpc, None)
     await agent.serve()
     now = [100.0]
-    handoff = HandOff(rpc, timeout=0.01, clock=lambda: now[0])
+    handoff = Direct(rpc, "assign", timeout=0.01, clock=lambda: now[0])
 
     # When one hand-off goes unanswered
-    assert await handoff.hand("agent-1", _cmd("a")) is False
+    assert await hand(handoff, _cmd("a")) is False
     # Then the next ones within QUIET_FOR timeouts are not asked at all
     agent.answer = HANDOFF_TAKEN
     now[0] += 0.01 * QUIET_FOR - 0.001
-    assert await handoff.hand("agent-1", _cmd("b")) is False
+    assert await hand(handoff, _cmd("b")) is False
     assert [cmd.run_id for cmd in agent.got] == ["a"]
     # And once that has passed the agent is asked again, and takes it
     now[0] += 0.002
-    assert await handoff.hand("agent-1", _cmd("c")) is True
+    assert await hand(handoff, _cmd("c")) is True
     assert [cmd.run_id for cmd in agent.got] == ["a", "c"]
     assert handoff.quiet_until == {}
 
@@ -121,13 +125,13 @@ async def test_an_agent_that_let_a_hand_off_go_unanswered_is_sent_to_the_stream_
 async def test_an_agent_with_no_responder_is_not_asked_again_at_once() -> None:
     rpc = MemoryRpc()
     now = [0.0]
-    handoff = HandOff(rpc, timeout=0.5, clock=lambda: now[0])
-    assert await handoff.hand("agent-1", _cmd("a")) is False
+    handoff = Direct(rpc, "assign", timeout=0.5, clock=lambda: now[0])
+    assert await hand(handoff, _cmd("a")) is False
     assert handoff.quiet_until == {"agent-1": 0.5 * QUIET_FOR}
     # A refusal is an answer: it quiets nothing (the agent was full, the next may fit)
     agent = Agent(rpc, HANDOFF_REFUSED)
     await agent.serve()
     now[0] = 0.5 * QUIET_FOR
-    assert await handoff.hand("agent-1", _cmd("b")) is False
+    assert await hand(handoff, _cmd("b")) is False
     assert handoff.quiet_until == {}
     assert [cmd.run_id for cmd in agent.got] == ["b"]
