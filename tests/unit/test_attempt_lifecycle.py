@@ -439,3 +439,54 @@ async def test_a_bound_claims_release_is_tried_again_until_it_lands_and_one_of_i
     assert [key for key, value in log.written if not value.holder] == ["run.r1"] * (tries - 1)
     assert (await released(agent.ctx, log)) == (["run.r1"] if tries == 2 else [])
     assert sent(agent.ctx) == [s.event_subject("handed_back", "a")]
+
+
+class _Trackers:
+    """Serves the direct finish reports on ctx.rpc, answering each with `answer`; what it got, by subject."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.got: list[str] = []
+
+    async def on_report(self, msg: Any) -> None:
+        self.got.append(msg.subject)
+        await msg.respond(self.answer)
+
+
+async def _direct_attempt(answer: bytes, *, in_flight: int = 0) -> tuple[Context, Attempt, _Trackers, Log]:
+    """An attempt whose finish report goes to the trackers directly, `in_flight` of the agent's reports already
+    waiting in its window."""
+    from jetcron.bus.direct import Direct
+    from jetcron.services.agent.reports import ReportWindow
+
+    ctx, log = _ctx()
+    trackers = _Trackers(answer)
+    await ctx.rpc.serve(s.REPORT_ALL, trackers.on_report, queue="run_tracker")
+    lease = await ctx.leases.take(s.run_lease_key("r"), "a", ctx.settings.run_lease_ttl, attempt=1)
+    assert lease is not None
+    window = ReportWindow(64, hold=0.0)
+    window._queued = in_flight
+    deps = AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None), reports=window,
+                       trackers=Direct(ctx.rpc, "report", timeout=5))
+    return ctx, Attempt(ctx, deps, _cmd(), lease, dict, TraceContext()), trackers, log
+
+
+async def test_a_finish_the_trackers_take_directly_is_not_published() -> None:
+    from jetcron.wire.messages import HANDOFF_TAKEN
+    ctx, attempt, trackers, _ = await _direct_attempt(HANDOFF_TAKEN)
+    await asyncio.wait_for(attempt.run(None), 5)
+    assert (attempt.phase, trackers.got, sent(ctx)) == (P.ENDED, [s.report_subject("finished", "a")], [])
+
+
+async def test_a_finish_the_trackers_refuse_is_published_to_the_stream() -> None:
+    from jetcron.wire.messages import HANDOFF_REFUSED
+    ctx, attempt, trackers, _ = await _direct_attempt(HANDOFF_REFUSED)
+    await asyncio.wait_for(attempt.run(None), 5)
+    assert (attempt.phase, len(trackers.got), sent(ctx)) == (P.ENDED, 1, [s.event_subject("finished", "a")])
+
+
+async def test_with_many_reports_in_flight_a_finish_goes_to_the_stream_without_asking() -> None:
+    from jetcron.wire.messages import HANDOFF_TAKEN
+    ctx, attempt, trackers, _ = await _direct_attempt(HANDOFF_TAKEN, in_flight=attempt_module.DIRECT_REPORTS_MOST)
+    await asyncio.wait_for(attempt.run(None), 5)
+    assert (attempt.phase, trackers.got, sent(ctx)) == (P.ENDED, [], [s.event_subject("finished", "a")])
