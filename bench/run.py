@@ -36,8 +36,11 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # the record hand-off against PlaceRun messages, one after the other in each repetition (handoff_sim_*.json)
     ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--place-by",
                           "record,message"], None),
-    # the direct hand-off of assignments against AssignRun messages, one after the other (assign_sim_*.json)
+    # the direct hand-offs against their streams, one after the other in each repetition (assign_sim_*.json,
+    # report_sim_*.json); idle, in alternating pairs: docs/decisions-protocol.md
     ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--assign-by",
+                          "direct,stream"], None),
+    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--report-by",
                           "direct,stream"], None),
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1", "--sync", "always"]),
     ("bench.hops", ["--runs", "100", "--reps", "3", "--spare", "both"], ["--runs", "5", "--reps", "1"]),
