@@ -21,6 +21,9 @@ run, revision-checked across every agent's subject for that run, its sequence th
 `assigned` CAS and no run lease, liveness being the agent's lease), and the finish report as the terminal write
 (checked against that token: no `succeeded` CAS). Each repetition first checks that the server fences a stale
 report (an earlier attempt's token) on that log.
+
+And the five writes of the protocol as built now, with the direct hand-offs taking their messages (`built_*`):
+what the services' own work is measured against (docs/decisions-protocol.md).
 """
 
 from __future__ import annotations
@@ -64,6 +67,21 @@ async def chain(js: JetStreamContext, n: int, tag: str) -> None:
     await publish_acked(js, s.assign_subject("floor"), b"A" * SIZES["assign"], {s.HDR_MSG_ID: f"{run}/1"})
     await publish_acked(js, _kv(s.BUCKET_LEASES, run), b"l" * SIZES["lease"], {**create, s.HDR_TTL: LEASE_TTL})
     await publish_acked(js, s.event_subject("finished", "floor"), b"e" * SIZES["event"], {s.HDR_MSG_ID: f"{run}/f"})
+    await publish_acked(js, _kv(s.BUCKET_RUNS, run), b"s" * SIZES["run"],
+                        {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(revision)})
+
+
+async def chain_built(js: JetStreamContext, n: int, tag: str) -> None:
+    """The five writes of one run as the protocol is built now, when nothing falls back to a stream: the job, the
+    fire gate (which placement reads), the `assigned` CAS, the run claim, the `succeeded` CAS. The assignment and
+    the finish report travel as core requests (the direct hand-offs), which store nothing."""
+    job, run = f"{tag}j{n}", f"{tag}r{n}"
+    create = {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: "0"}
+    await publish_acked(js, _kv(s.BUCKET_JOBS, job), b"j" * SIZES["job"], create)
+    revision = await publish_acked(js, _kv(s.BUCKET_RUNS, run), b"r" * SIZES["run"], create)
+    revision = await publish_acked(js, _kv(s.BUCKET_RUNS, run), b"a" * SIZES["run"],
+                                   {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(revision)})
+    await publish_acked(js, _kv(s.BUCKET_LEASES, run), b"l" * SIZES["lease"], {**create, s.HDR_TTL: LEASE_TTL})
     await publish_acked(js, _kv(s.BUCKET_RUNS, run), b"s" * SIZES["run"],
                         {s.HDR_EXPECTED_LAST_SUBJECT_SEQ: str(revision)})
 
@@ -180,6 +198,7 @@ def run(runs: int, concurrency: int, idle_runs: int, reps: int, sync_always: boo
     rates, cpus, raws, ratios, writes, chain_p50, chain_p99, child_p50, floors = [], [], [], [], [], [], [], [], []
     v2: dict[str, list[float]] = {k: [] for k in ("rates", "cpus", "ratios", "over_v1", "writes", "p50", "p99",
                                                   "folded_rates", "folded_over_v1")}
+    built: dict[str, list[float]] = {k: [] for k in ("rates", "over_v1", "writes", "p50", "p99")}
     for rep in range(reps):
         with system(sync_always=sync_always, services=()) as jc:
             raws.append(asyncio.run(raw_js.measure(jc.url)))
@@ -198,6 +217,11 @@ def run(runs: int, concurrency: int, idle_runs: int, reps: int, sync_always: boo
             v2["cpus"].append(cpu2)
             v2["ratios"].append(rate2 / raws[-1]["publish_ack_per_s"])
             v2["over_v1"].append(rate2 / rate)
+            before = stored_messages(jc.server.monitor_url)
+            rate4, _ = asyncio.run(throughput(jc.url, runs, concurrency, f"b{rep}", chain_built))
+            built["writes"].append((stored_messages(jc.server.monitor_url) - before) / runs)
+            built["rates"].append(rate4)
+            built["over_v1"].append(rate4 / rate)
             rate3, _ = asyncio.run(throughput(jc.url, runs, concurrency, f"x{rep}", chain_v2_folded))
             v2["folded_rates"].append(rate3)
             v2["folded_over_v1"].append(rate3 / rate)
@@ -205,6 +229,9 @@ def run(runs: int, concurrency: int, idle_runs: int, reps: int, sync_always: boo
             took2 = asyncio.run(idle(jc.url, idle_runs, f"w{rep}", chain_v2))
             v2["p50"].append(statistics.median(took2))
             v2["p99"].append(percentile(took2, 99))
+            took4 = asyncio.run(idle(jc.url, idle_runs, f"c{rep}", chain_built))
+            built["p50"].append(statistics.median(took4))
+            built["p99"].append(percentile(took4, 99))
         spawned = asyncio.run(child(idle_runs))
         chain_p50.append(statistics.median(took))
         chain_p99.append(percentile(took, 99))
@@ -223,6 +250,9 @@ def run(runs: int, concurrency: int, idle_runs: int, reps: int, sync_always: boo
         "v2_idle_four_writes_p99_ms": summary(v2["p99"]), "v2_stale_report_refused": True,
         "v2_folded_floor_runs_per_s": summary(v2["folded_rates"]),
         "v2_folded_over_v1_floor": summary(v2["folded_over_v1"]),
+        "built_writes_per_run": summary(built["writes"]), "built_floor_runs_per_s": summary(built["rates"]),
+        "built_over_v1_floor": summary(built["over_v1"]), "built_idle_five_writes_p50_ms": summary(built["p50"]),
+        "built_idle_five_writes_p99_ms": summary(built["p99"]),
     }
 
 
