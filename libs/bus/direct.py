@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from jetcron.bus.ports import Rpc
 from jetcron.bus.rpc import NoAnswer
-from jetcron.core.errors import JetcronError
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire.messages import HANDOFF_TAKEN
@@ -50,7 +49,7 @@ class Direct:
             self.quiet_until[taker] = now + self.timeout * QUIET_FOR
             self._count("unanswered" if exc.responders else "no_responders")
             return False
-        except JetcronError:  # the connection is down: the stream's publish retries through the outage
+        except Exception:  # the connection down or closing: the stream's publish retries through the outage
             self._count("unanswered")
             return False
         taken = reply.data == HANDOFF_TAKEN

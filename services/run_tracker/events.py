@@ -128,9 +128,9 @@ class EventHandler:
 
 
 DIRECT_IN_FLIGHT = 256
-"""Direct reports a tracker applies at once, as many as its events consumer does; past that one is refused at once
-(the agent sends it to the events stream) rather than queued here past the agent's wait: a report answered late
-is written twice, once from each path (a burst of 5,000 runs sent half its reports both ways)."""
+"""Direct reports a tracker applies at once, as many as its events consumer does: the tasks a burst of requests
+makes here are bounded, and a report past them is refused at once (the agent sends it to the events stream)
+rather than queued past the agent's wait, after which it would be written from both paths."""
 
 
 class DirectReports:

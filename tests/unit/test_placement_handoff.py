@@ -6,6 +6,7 @@ a while, then asked again."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from twin_support import twin_context
 
@@ -135,3 +136,13 @@ async def test_an_agent_with_no_responder_is_not_asked_again_at_once() -> None:
     assert await hand(handoff, _cmd("b")) is False
     assert handoff.quiet_until == {}
     assert [cmd.run_id for cmd in agent.got] == ["b"]
+
+
+async def test_a_connection_failing_under_a_hand_off_sends_it_to_the_stream() -> None:
+    class Closed(MemoryRpc):
+        async def request(self, subject: str, data: bytes, *, timeout: float,
+                          headers: dict[str, str] | None = None) -> Any:
+            raise RuntimeError("nats: connection closed")
+
+    handoff = Direct(Closed(), "assign", timeout=0.5, clock=lambda: 0.0)
+    assert await hand(handoff, _cmd("a")) is False
