@@ -49,7 +49,7 @@ DIRECT_REPORTS_MOST = 16
 flight (its own included). More in flight means the trackers are behind (reports in flight = rate × the trackers'
 answer time), and there the stream does better: it buffers a burst durably and the tracker's consumer takes it in
 batches, where requests would wait past their timeout and be sent both ways. A burst of 5,000 sim runs with no
-such bound handed 29 % of its reports over directly, 6 % of them answered too late."""
+such bound handed 29 % of its reports over directly, and 6 % of all of them were answered too late."""
 START_REPORT_DELAY = 0.25
 RELEASE_RETRY = 1.0
 """Seconds between tries to release a bound claim while the storage does not answer (Attempt._release)."""
