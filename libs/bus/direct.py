@@ -9,44 +9,42 @@ after all (its answer lost, or late) is one the taker knows already, as it knows
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from jetcron.bus.ports import Rpc
+from jetcron import faults
+from jetcron.bus.ports import Message, Rpc
 from jetcron.bus.rpc import NoAnswer
+from jetcron.core.handoff import Quiet
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import inject_headers
-from jetcron.wire.messages import HANDOFF_TAKEN
-
-QUIET_FOR = 20
-"""A taker that let a hand-off go unanswered is skipped (the stream straight away) for this many timeouts: a frozen
-agent, until its heartbeat entry expires, would cost every placement pass that assigns to it the whole wait, and
-a taker of the earlier protocol (no responder) a round trip per message."""
+from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN
 
 
 class Direct:
+    """The giver's side: ask the taker, say whether it took the message."""
+
     def __init__(self, rpc: Rpc, kind: str, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.rpc = rpc
         self.kind = kind
         """What is handed over (the metric's label): assign, report."""
         self.timeout = timeout
         self.clock = clock
-        self.quiet_until: dict[str, float] = {}
-        """Takers skipped, until when (monotonic)."""
+        self.quiet = Quiet(timeout)
+        """Takers skipped for a while (core/handoff.py)."""
 
     async def hand(self, taker: str, subject: str, data: bytes) -> bool:
         """Whether `taker` (on `subject`) took it, or had it already; False: the stream must carry it."""
         now = self.clock()
-        quiet = self.quiet_until.get(taker)
-        if quiet is not None:
-            if quiet > now:
-                self._count("skipped")
-                return False
-            del self.quiet_until[taker]
+        if self.quiet.skips(taker, now):
+            self._count("skipped")
+            return False
         try:
             reply = await self.rpc.request(subject, data, timeout=self.timeout, headers=inject_headers({}) or None)
         except NoAnswer as exc:
-            self.quiet_until[taker] = now + self.timeout * QUIET_FOR
+            self.quiet.unanswered(taker, now)
             self._count("unanswered" if exc.responders else "no_responders")
             return False
         except Exception:  # the connection down or closing: the stream's publish retries through the outage
@@ -58,3 +56,38 @@ class Direct:
 
     def _count(self, result: str) -> None:
         metrics.child(metrics.HANDOFFS, kind=self.kind, result=result).inc()
+
+
+class Taker:
+    """The taker's side: each request decided in a task of its own (a subscription waits for one handler before it
+    delivers the next, and each decision waits for a write), then answered. `decide` gives the answer; one that
+    raises is answered refused. Past `most` in flight a request is refused at once, rather than queued past the
+    giver's wait, after which it would be carried both ways."""
+
+    def __init__(self, decide: Callable[[Message], Awaitable[bytes]], *, fault: str, most: int | None = None) -> None:
+        self.decide = decide
+        self.fault = fault
+        """The fault point before each answer (tests: an answer late or lost)."""
+        self.most = most
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def on_request(self, msg: Message) -> None:
+        if self.most is not None and len(self._tasks) >= self.most:
+            await _answer(msg, HANDOFF_REFUSED)
+            return
+        self._tasks.add(task := asyncio.create_task(self._answer(msg)))
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, msg: Message) -> None:
+        try:
+            answer = await self.decide(msg)
+        except Exception:  # whatever it was, the stream's way then
+            answer = HANDOFF_REFUSED
+        with contextlib.suppress(Exception):  # unanswered: the giver uses the stream after its timeout
+            await faults.slow_point(self.fault)
+            await _answer(msg, answer)
+
+
+async def _answer(msg: Message, answer: bytes) -> None:
+    with contextlib.suppress(Exception):
+        await msg.respond(answer)

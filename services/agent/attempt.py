@@ -19,6 +19,7 @@ from jetcron.core import leases
 from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
 from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.core.handoff import report_directly
 from jetcron.core.launch_plan import HostFacts, container_name, plan
 from jetcron.core.retention import stream_ttl
 from jetcron.core.sim import SimExecution
@@ -44,12 +45,6 @@ TRUNCATED = b"\n[jetcron: output truncated at the per-run cap]\n"
 # A run that ends sooner than this reports once: its finish carries the start (one write instead of two).
 TRACKERS = "trackers"
 """The one taker of direct finish reports (bus/direct.Direct's key): any tracker replica answers."""
-DIRECT_REPORTS_MOST = 16
-"""A finish report is handed to the trackers directly only while at most this many of this agent's reports are in
-flight (its own included). More in flight means the trackers are behind (reports in flight = rate × the trackers'
-answer time), and there the stream does better: it buffers a burst durably and the tracker's consumer takes it in
-batches, where requests would wait past their timeout and be sent both ways. A burst of 5,000 sim runs with no
-such bound handed 29 % of its reports over directly, and 6 % of all of them were answered too late."""
 START_REPORT_DELAY = 0.25
 RELEASE_RETRY = 1.0
 """Seconds between tries to release a bound claim while the storage does not answer (Attempt._release)."""
@@ -518,9 +513,9 @@ class Attempt:
     async def _hand_in(self, finished: RunFinished) -> bool:
         """Whether a tracker took the finish report directly, its run record written (bus/direct.py). The finish
         carries its start, so it needs no start report ahead of it (one still unread on the stream is then
-        dropped as late). Only while few reports are in flight here (DIRECT_REPORTS_MOST)."""
+        dropped as late). Only while few reports are in flight here (core/handoff.report_directly)."""
         trackers = self.deps.trackers
-        if trackers is None or self.window.queued > DIRECT_REPORTS_MOST:
+        if trackers is None or not report_directly(self.window.queued):
             return False
         return await trackers.hand(TRACKERS, s.report_subject("finished", self.cmd.agent), encode(finished))
 

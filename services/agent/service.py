@@ -17,7 +17,7 @@ import msgspec
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Retry, touch
-from jetcron.bus.direct import Direct
+from jetcron.bus.direct import Direct, Taker
 from jetcron.bus.lease import Stop
 from jetcron.bus.ports import Message
 from jetcron.bus.topology import agent_durable
@@ -89,8 +89,8 @@ class Agent:
         """This agent's own lease, which its run claims are bound to (None: each run renews its own claim)."""
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._handing: set[asyncio.Task[None]] = set()
-        """Direct hand-offs being taken (`on_handoff`)."""
+        self.handoffs = Taker(self._handed, fault="agent.handoff_answer")
+        """Assignments handed over directly (bus/direct.py), each taken in a task of its own."""
         self._takes: dict[str, asyncio.Event] = {}
         """Runs whose assignment is being taken now, set when it is done (`_taking`)."""
         self.started_at = ctx.clock.now()
@@ -130,31 +130,20 @@ class Agent:
             await self._slot(msg)
             await self._take(cmd, msg)
 
-    async def on_handoff(self, msg: Message) -> None:
-        """Subscription handler of the direct hand-off: each in a task of its own, since the subscription
-        waits for one handler before it delivers the next, and each waits for a claim to be stored."""
-        self._handing.add(task := asyncio.create_task(self._handed(msg)))
-        task.add_done_callback(self._handing.discard)
-
-    async def _handed(self, msg: Message) -> None:
-        """Take an assignment handed over directly, as `take` does, and answer once its claim is stored (or it is
-        known here already). Refused at once, not waited on, when no slot is free or the agent drains: placement
-        then sends it to this agent's stream, which waits for a slot."""
-        answer = HANDOFF_REFUSED
-        try:
-            cmd = _assignment(msg)
-            async with self._taking(cmd.run_id):
-                if self._known(cmd):
-                    answer = HANDOFF_TAKEN
-                elif not self.draining and not self.slots.locked():
-                    await self.slots.acquire()  # free: returns at once
-                    await self._take(cmd, msg)
-                    answer = HANDOFF_TAKEN
-        except Exception as exc:  # Retry (the agent lease not held), Drop, the storage: the stream's way then
-            self.ctx.log.info("direct assignment refused", error=str(exc))
-        with contextlib.suppress(Exception):  # unanswered: placement sends it to the stream after its timeout
-            await faults.slow_point("agent.handoff_answer")  # tests: an answer late or lost (claimed or not)
-            await msg.respond(answer)
+    async def _handed(self, msg: Message) -> bytes:
+        """The direct hand-off (`handoffs`): take an assignment as `take` does, answered `taken` once its claim is
+        stored (or it is known here already). Refused at once, not waited on, when no slot is free or the agent
+        drains: placement then sends it to this agent's stream, which waits for a slot. Whatever else goes wrong
+        (the agent lease not held, the storage) is refused too (bus/direct.Taker)."""
+        cmd = _assignment(msg)
+        async with self._taking(cmd.run_id):
+            if self._known(cmd):
+                return HANDOFF_TAKEN
+            if self.draining or self.slots.locked():
+                return HANDOFF_REFUSED
+            await self.slots.acquire()  # free: returns at once
+            await self._take(cmd, msg)
+            return HANDOFF_TAKEN
 
     @contextlib.asynccontextmanager
     async def _taking(self, run_id: str) -> AsyncIterator[None]:
@@ -470,7 +459,7 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     durable = await remake()
     control = await ctx.rpc.serve(s.control_subject(agent.agent_id), agent.on_control)
     # Served before the first heartbeat, which is what makes placement send anything here.
-    handoff = await ctx.rpc.serve(s.handoff_subject(agent.agent_id), agent.on_handoff, flush=True) \
+    handoff = await ctx.rpc.serve(s.handoff_subject(agent.agent_id), agent.handoffs.on_request, flush=True) \
         if ctx.settings.assign_by == "direct" else None
     consume_stop = asyncio.Event()
     if setup.gpus[0]:

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Retry
+from jetcron.bus.direct import Taker
 from jetcron.bus.ports import Message
 from jetcron.core.errors import IllegalTransition, JetcronError, NotFound, StaleReport
 from jetcron.core.models import Run, RunState
@@ -18,14 +19,7 @@ from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
-from jetcron.wire.messages import (
-    EVENT_KINDS,
-    HANDOFF_REFUSED,
-    HANDOFF_TAKEN,
-    RunFinished,
-    RunHandedBack,
-    RunStarted,
-)
+from jetcron.wire.messages import EVENT_KINDS, HANDOFF_TAKEN, RunFinished, RunHandedBack, RunStarted
 
 _tracer = tracer("run_tracker")
 _FINISHED = {"succeeded": RunEvent.SUCCEED, "cancelled": RunEvent.CANCEL}
@@ -128,42 +122,19 @@ class EventHandler:
 
 
 DIRECT_IN_FLIGHT = 256
-"""Direct reports a tracker applies at once, as many as its events consumer does: the tasks a burst of requests
-makes here are bounded, and a report past them is refused at once (the agent sends it to the events stream)
-rather than queued past the agent's wait, after which it would be written from both paths."""
+"""Direct reports a tracker applies at once, as many as its events consumer does (bus/direct.Taker's `most`)."""
 
 
-class DirectReports:
-    """Reports handed to the trackers directly (`report_by` direct, bus/direct.py): each is applied as one from
-    the stream is, and answered `taken` once the run record is written, or the report is dropped (stale, forged,
-    a duplicate: the stream would drop it too). It is answered `refused` when it must wait (a finish ahead of its
-    start) or the write failed, and not at all by a tracker that dies on it: the agent then publishes it to the
-    events stream, whose consumer retries and redelivers."""
+def direct_reports(handler: EventHandler, most: int = DIRECT_IN_FLIGHT) -> Taker:
+    """Reports handed to the trackers directly (`report_by` direct): each is applied as one from the stream is,
+    and answered `taken` once the run record is written, or the report is dropped (stale, forged, a duplicate: the
+    stream would drop it too). One that must wait (a finish ahead of its start) or whose write failed is answered
+    refused, and one a tracker dies on not at all: the agent then publishes it to the events stream, whose
+    consumer retries and redelivers."""
 
-    def __init__(self, handler: EventHandler, most: int = DIRECT_IN_FLIGHT) -> None:
-        self.handler = handler
-        self.most = most
-        self._tasks: set[asyncio.Task[None]] = set()
+    async def decide(msg: Message) -> bytes:
+        with contextlib.suppress(Drop):
+            await handler.handle(msg)
+        return HANDOFF_TAKEN
 
-    async def on_report(self, msg: Message) -> None:
-        """Subscription handler: each report in a task of its own, since the subscription waits for one handler
-        before it delivers the next, and each waits for a write. Refused at once past `most` in flight."""
-        if len(self._tasks) >= self.most:
-            with contextlib.suppress(Exception):
-                await msg.respond(HANDOFF_REFUSED)
-            return
-        self._tasks.add(task := asyncio.create_task(self._answer(msg)))
-        task.add_done_callback(self._tasks.discard)
-
-    async def _answer(self, msg: Message) -> None:
-        answer = HANDOFF_REFUSED
-        try:
-            await self.handler.handle(msg)
-            answer = HANDOFF_TAKEN
-        except Drop:
-            answer = HANDOFF_TAKEN
-        except Exception:  # Retry (ahead of its start), the storage: the events stream's way then
-            pass
-        with contextlib.suppress(Exception):
-            await faults.slow_point("tracker.report_answer")  # tests: an answer late or lost (written or not)
-            await msg.respond(answer)
+    return Taker(decide, fault="tracker.report_answer", most=most)

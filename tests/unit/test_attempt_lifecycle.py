@@ -27,6 +27,7 @@ from jetcron.core.attempt_state import (
 )
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import IllegalTransition, JetcronError, Unavailable
+from jetcron.core.handoff import DIRECT_REPORTS_MOST
 from jetcron.core.models import JobSpec
 from jetcron.services.agent import attempt as attempt_module
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
@@ -487,6 +488,6 @@ async def test_a_finish_the_trackers_refuse_is_published_to_the_stream() -> None
 
 async def test_with_many_reports_in_flight_a_finish_goes_to_the_stream_without_asking() -> None:
     from jetcron.wire.messages import HANDOFF_TAKEN
-    ctx, attempt, trackers, _ = await _direct_attempt(HANDOFF_TAKEN, in_flight=attempt_module.DIRECT_REPORTS_MOST)
+    ctx, attempt, trackers, _ = await _direct_attempt(HANDOFF_TAKEN, in_flight=DIRECT_REPORTS_MOST)
     await asyncio.wait_for(attempt.run(None), 5)
     assert (attempt.phase, trackers.got, sent(ctx)) == (P.ENDED, [], [s.event_subject("finished", "a")])

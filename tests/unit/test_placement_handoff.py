@@ -10,10 +10,11 @@ from typing import Any
 
 from twin_support import twin_context
 
-from jetcron.bus.direct import QUIET_FOR, Direct
+from jetcron.bus.direct import Direct
 from jetcron.bus.memory import MemoryPublisher, MemoryRpc
 from jetcron.bus.ports import Message
 from jetcron.config import Settings
+from jetcron.core.handoff import QUIET_FOR
 from jetcron.core.models import AgentInfo, JobSpec, Resources, RunState
 from jetcron.core.runs import new_run
 from jetcron.services.placement.service import Placer
@@ -120,7 +121,7 @@ async def test_an_agent_that_let_a_hand_off_go_unanswered_is_sent_to_the_stream_
     now[0] += 0.002
     assert await hand(handoff, _cmd("c")) is True
     assert [cmd.run_id for cmd in agent.got] == ["a", "c"]
-    assert handoff.quiet_until == {}
+    assert handoff.quiet.until == {}
 
 
 async def test_an_agent_with_no_responder_is_not_asked_again_at_once() -> None:
@@ -128,13 +129,13 @@ async def test_an_agent_with_no_responder_is_not_asked_again_at_once() -> None:
     now = [0.0]
     handoff = Direct(rpc, "assign", timeout=0.5, clock=lambda: now[0])
     assert await hand(handoff, _cmd("a")) is False
-    assert handoff.quiet_until == {"agent-1": 0.5 * QUIET_FOR}
+    assert handoff.quiet.until == {"agent-1": 0.5 * QUIET_FOR}
     # A refusal is an answer: it quiets nothing (the agent was full, the next may fit)
     agent = Agent(rpc, HANDOFF_REFUSED)
     await agent.serve()
     now[0] = 0.5 * QUIET_FOR
     assert await hand(handoff, _cmd("b")) is False
-    assert handoff.quiet_until == {}
+    assert handoff.quiet.until == {}
     assert [cmd.run_id for cmd in agent.got] == ["b"]
 
 

@@ -1,4 +1,4 @@
-"""Finish reports handed to the trackers directly (services/run_tracker/events.DirectReports) on the bus's twins:
+"""Finish reports handed to the trackers directly (services/run_tracker/events.direct_reports) on the bus's twins:
 answered `taken` only once the run record is written, or when the report is one the stream would drop too;
 `refused` when it must wait for its start, or past the reports a tracker applies at once; and the agent's side
 (bus/direct.Direct) publishes nothing to the stream for a report taken."""
@@ -11,12 +11,12 @@ from datetime import timedelta
 
 from twin_support import twin_context
 
-from jetcron.bus.direct import Direct
+from jetcron.bus.direct import Direct, Taker
 from jetcron.bus.memory import MemoryMessage, MemoryRpc
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
-from jetcron.services.run_tracker.events import DirectReports, EventHandler
+from jetcron.services.run_tracker.events import EventHandler, direct_reports
 from jetcron.services.run_tracker.records import Records
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -40,16 +40,16 @@ def finish(ctx: Context, *, started: bool = True, agent: str = "agent-1", token:
                        at=now + timedelta(seconds=1), started_at=now if started else None)
 
 
-async def answer(reports: DirectReports, report: RunFinished, source: str = "agent-1") -> bytes:
+async def answer(reports: Taker, report: RunFinished, source: str = "agent-1") -> bytes:
     msg = MemoryMessage(s.report_subject("finished", source), encode(report))
-    await reports.on_report(msg)
+    await reports.on_request(msg)
     await asyncio.wait_for(msg.responded.wait(), 5)
     return msg.responses[0]
 
 
-def tracker() -> tuple[Context, DirectReports]:
+def tracker() -> tuple[Context, Taker]:
     ctx = twin_context("run_tracker")
-    return ctx, DirectReports(EventHandler(Records(ctx, random.Random(0))))
+    return ctx, direct_reports(EventHandler(Records(ctx, random.Random(0))))
 
 
 async def test_a_finish_is_answered_taken_once_the_record_is_written() -> None:
@@ -81,7 +81,7 @@ async def test_a_report_naming_another_agent_is_dropped_and_taken() -> None:
 async def test_past_the_reports_in_flight_a_report_is_refused_at_once() -> None:
     ctx, _ = tracker()
     await assigned(ctx)
-    reports = DirectReports(EventHandler(Records(ctx, random.Random(0))), most=0)
+    reports = direct_reports(EventHandler(Records(ctx, random.Random(0))), most=0)
     assert await answer(reports, finish(ctx)) == HANDOFF_REFUSED
     assert (await ctx.runs.get("nightly.r1"))[0].state is RunState.ASSIGNED
 
@@ -90,7 +90,7 @@ async def test_an_agent_hands_a_finish_to_a_tracker_and_nothing_goes_to_the_stre
     ctx, reports = tracker()
     await assigned(ctx)
     rpc = MemoryRpc()
-    await rpc.serve(s.REPORT_ALL, reports.on_report, queue="run_tracker")
+    await rpc.serve(s.REPORT_ALL, reports.on_request, queue="run_tracker")
     direct = Direct(rpc, "report", timeout=5)
     assert await direct.hand("trackers", s.report_subject("finished", "agent-1"), encode(finish(ctx))) is True
     assert (await ctx.runs.get("nightly.r1"))[0].state is RunState.SUCCEEDED
