@@ -10,8 +10,9 @@ The protocol (docs/architecture.md, "Gangs"):
   reports the gang failed (with the run's fencing token, read from the record) when its child fails;
 - a member whose host dies lets its lease lapse: the tracker's reconciler then loses the run, which
   re-dispatches the whole gang as a new attempt;
-- every member, leader included, reads the run record at each renewal and kills its child once the
-  record has left its attempt (ended, failed, lost, retried): that is how a gang is torn down.
+- every member, leader included, reads the run record at each renewal and stops its child once the
+  record has left its attempt (ended, failed, lost, retried): that is how a gang is torn down. A cancel or a
+  preemption found there stops it with the grace its control message gives (core/gang_end).
 
 A member is an attempt like any other (attempt.py, its lifecycle core/attempt_state): the agent takes its
 lease and starts it in one of its slots (`Agent.start`); this module says which lease and which kind.
@@ -25,6 +26,7 @@ from typing import Any
 
 from jetcron.core.attempt_state import REPORTS, AttemptEvent
 from jetcron.core.errors import JetcronError
+from jetcron.core.gang_end import member_stop
 from jetcron.core.models import Run
 from jetcron.core.run_state import ACTIVE
 from jetcron.services.agent.attempt import Attempt
@@ -79,13 +81,15 @@ class _GangWatch(Attempt):
             if self.done.is_set():
                 return
             run = await self._record()
-            if run is None or (run.attempt == self.cmd.attempt and run.state in ACTIVE):
+            stop = None if run is None else member_stop(run, self.cmd.attempt, self.ctx.clock.now())
+            if run is None or stop is None:
                 continue
             self.over.set()
             if self.phase not in REPORTS:  # a child that ended and reported has nothing left to kill
                 self.ctx.log.info("gang attempt over: stopping this member", run_id=self.cmd.run_id,
-                                  attempt=self.cmd.attempt, state=str(run.state), now_attempt=run.attempt)
-                self.fence(f"gang attempt {self.cmd.attempt} is over (run {run.state}, attempt {run.attempt})")
+                                  attempt=self.cmd.attempt, state=str(run.state), now_attempt=run.attempt,
+                                  grace=stop.grace)
+                self.fence(stop.why, grace=stop.grace, grace_seconds=stop.grace_seconds)
             return
 
     def _fenced(self) -> None:

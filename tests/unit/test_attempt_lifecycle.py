@@ -28,7 +28,10 @@ from jetcron.core.attempt_state import (
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import IllegalTransition, JetcronError, Unavailable
 from jetcron.core.handoff import DIRECT_REPORTS_MOST
-from jetcron.core.models import JobSpec
+from jetcron.core.models import JobSpec, Run, RunState
+from jetcron.core.run_state import RunEvent
+from jetcron.core.runs import Change, apply
+from jetcron.core.sim import SimExecution
 from jetcron.services.agent import attempt as attempt_module
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
 from jetcron.services.agent.gang import GangLeader, GangMember
@@ -174,8 +177,9 @@ class _Log:
 
 def _ctx(**settings: Any) -> tuple[Context, Log]:
     log = Log()
-    ctx = twin_context("agent", settings=Settings(agent_sim=True, run_lease_ttl=10.0, agent_job_user="@agent",
-                                                  **settings), clock=ManualClock(T0), lease_log=log)
+    ctx = twin_context("agent", settings=Settings(**{"agent_sim": True, "run_lease_ttl": 10.0,
+                                                     "agent_job_user": "@agent", **settings}),
+                       clock=ManualClock(T0), lease_log=log)
     ctx.log = cast(Any, _Log())  # the lines an operator reads ("attempt fenced") are part of what is tested
     return ctx, log
 
@@ -247,6 +251,26 @@ async def test_a_gang_member_holding_its_lease_stops_holding_it_when_fenced() ->
     # Then it ends, reporting nothing and leaving the lease to its new holder
     await asyncio.wait_for(task, 5)
     assert (member.phase, sent(ctx), await released(ctx, log)) == (P.ENDED, [], [])
+
+
+async def test_a_gang_member_that_sees_its_attempt_preempted_in_the_record_stops_with_the_grace() -> None:
+    # Given a member running (sim, a minute), the record at its attempt; the record watch every TTL/3 = 0.5 s
+    ctx, _ = _ctx(run_lease_ttl=1.5)
+    lease = await ctx.leases.take(s.run_lease_key("r"), "a", ctx.settings.run_lease_ttl, attempt=1)
+    assert lease is not None
+    record = Run(run_id="r", job="j", state=RunState.RUNNING, attempt=1, scheduled_at=T0, due_at=T0, created_at=T0,
+                 spec=JobSpec(name="j", command=["true"]), agent="a", agents=["a", "b"], token=lease.token)
+    await ctx.runs.create("r", record)
+    member = GangMember(ctx, AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None),
+                                         sim=SimExecution(a=60.0)), _cmd(gang=["b", "a"]), lease, dict, TraceContext())
+    task = asyncio.create_task(member.run())
+    # When placement preempts it with a 5 s grace, and the record is all the member sees of it (no message came)
+    await ctx.runs.put("r", apply(record, Change(event=RunEvent.PREEMPT, delay_seconds=5.0), T0))
+    # Then its watch stops it as the control message would have: SIGTERM first, the grace left (the clock at T0)
+    await asyncio.wait_for(task, 5)
+    assert (member.phase, member.graceful, member.grace_seconds, member.why) == (
+        P.ENDED, True, 5.0, "gang attempt 1 is over (run scheduled, attempt 2)")
+    assert sent(ctx) == []  # and it reports nothing: the attempt is the record's to close
 
 
 # --- the agent: every attempt starts through Agent.start --------------------------------------------------------
