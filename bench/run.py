@@ -44,6 +44,8 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
                           "direct,stream"], None),
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1", "--sync", "always"]),
     ("bench.hops", ["--runs", "100", "--reps", "3", "--spare", "both"], ["--runs", "5", "--reps", "1"]),
+    # messages per run per process, priced at nats-py's own CPU per message (docs/decisions-protocol.md)
+    ("bench.messages", ["--runs", "5000", "--reps", "3"], ["--runs", "30", "--reps", "1"]),
     ("bench.floor", ["--reps", "3"], ["--runs", "50", "--idle-runs", "5", "--reps", "1", "--sync", "always"]),
     # atomic batches against plain publishes, R1 and R3 (docs/decisions-protocol.md): about 7 minutes
     ("bench.batch_publish", [], ["--sizes", "1,4", "--in-flight", "2", "--seconds", "0.3", "--reps", "1",
