@@ -25,7 +25,8 @@ def _id(module: str, args: list[str]) -> str:
 
 EXPECTED: dict[str, set[str]] = {
     "throughput-sim": {"throughput_sim"}, "throughput-true": {"throughput_true"}, "latency": {"idle_single_run"},
-    "hops": {"idle_hops"}, "floor": {"floor"}, "messages": {"messages"}, "failover": {"failover_trigger", "failover_placement", "failover_agent"},
+    "hops": {"idle_hops"}, "floor": {"floor"}, "messages": {"messages"},
+    "failover": {"failover_trigger", "failover_placement", "failover_agent"},
     "placement_core": {"placement_core"}, "profile": {"profile"},
     "trigger_start_delay-second": {"trigger_start_delay_second_20"},
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
