@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from twin_support import twin_context
 
 from jetcron.core.models import HistoryPolicy, JobSpec, Run, RunState
-from jetcron.services.run_tracker.history import Pruner
+from jetcron.services.run_tracker.history import PRUNE_AFTER, Pruner
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 
@@ -46,30 +47,45 @@ def ended(i: int) -> Run:
                spec=SPEC, started_at=at, finished_at=at)
 
 
+def reading(ctx: Context) -> list[str]:
+    """The keys of every run or job record read from now on, in order."""
+    reads: list[str] = []
+    for records in (ctx.runs, ctx.jobs):
+        async def counted(key: str, maybe: Any = records.maybe) -> Any:
+            reads.append(key)
+            return await maybe(key)
+
+        records.maybe = counted  # type: ignore[method-assign]
+    return reads
+
+
 async def test_the_runs_a_replica_recorded_ending_are_pruned_without_reading_them_back() -> None:
     # Given three succeeded runs of a job that keeps one, each noted as it ended (the record in hand)
     ctx, purges = tracker()
     runs = [ended(i) for i in range(3)]
     for run in runs:
         await ctx.runs.create(run.run_id, run)
-    pruner = Pruner(ctx)
-    reads: list[str] = []
-    maybe = ctx.runs.maybe
-
-    async def counted(key: str) -> Any:
-        reads.append(key)
-        return await maybe(key)
-
-    ctx.runs.maybe = counted  # type: ignore[method-assign]
-    ctx.jobs.maybe = counted  # type: ignore[method-assign]
+    clock = [0.0]
+    pruner = Pruner(ctx, monotonic=lambda: clock[0])
+    reads = reading(ctx)
     for run in runs:
         pruner.noted(run)
 
-    # When its limits are applied, a day later
-    let_go = await pruner.prune("tick", T0 + timedelta(days=1), SPEC)
+    # When the job's limits come due and the pruner applies them
+    clock[0] += PRUNE_AFTER
+    task = asyncio.create_task(pruner.run())
 
-    # Then the two older ones are let go, and neither a run nor the job was read
-    assert sorted(let_go) == sorted(purges.records()) == ["tick.0", "tick.1"]
+    async def two_let_go() -> None:
+        while len(purges.records()) < 2:
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(two_let_go(), 5)
+    ctx.stop.set()
+    pruner.wake.set()
+    await asyncio.wait_for(task, 5)
+
+    # Then the two older ones are let go, and neither a run nor the job was read (the spec came with the runs)
+    assert sorted(purges.records()) == ["tick.0", "tick.1"]
     assert reads == []
 
 
@@ -81,14 +97,7 @@ async def test_a_run_another_replica_recorded_is_read_once_and_counted() -> None
         await ctx.runs.create(run.run_id, run)
     pruner = Pruner(ctx)
     pruner.noted(mine)
-    reads: list[str] = []
-    maybe = ctx.runs.maybe
-
-    async def counted(key: str) -> Any:
-        reads.append(key)
-        return await maybe(key)
-
-    ctx.runs.maybe = counted  # type: ignore[method-assign]
+    reads = reading(ctx)
     # When its limits are applied
     let_go = await pruner.prune("tick", T0 + timedelta(days=1), SPEC)
     # Then the other replica's run was read, counted, and let go as the older; this replica's was not read
