@@ -49,8 +49,8 @@ class Pruner:
         """A run ended: its job's limits are applied soon, if it has any."""
         if run.spec is None or not self.ctx.history.may_count(run.spec):
             return
-        # Ended runs never change: the record in hand is the one a prune would read back (a read per run, about
-        # a fifth of the tracker's messages in a burst of one-shot jobs).
+        # Ended runs never change: the record in hand is the one a prune would read back (a read per ended run of a
+        # job with count limits, and a read of the job for its spec).
         self._ended.setdefault(run.job, {})[run.run_id] = self._known(run)
         self._specs[run.job] = run.spec
         self._due.setdefault(run.job, self._monotonic() + PRUNE_AFTER)
