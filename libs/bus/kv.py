@@ -26,6 +26,8 @@ from jetcron.wire.codec import decode, encode
 T = TypeVar("T", bound=msgspec.Struct)
 
 WATCH_BATCH = 1000
+FETCH_RETRY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
+"""Seconds between a watch's pulls that nothing answered (503) while it loads a bucket: about 5 s in all."""
 """Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
 between pulls without holding the event loop for long."""
 DROP_TIMEOUT = 1.0
@@ -82,6 +84,8 @@ def translate(exc: BaseException, what: str) -> Exception:
     """Map a nats-py error to a jetcron error that says what happened and whether to retry."""
     if isinstance(exc, jse.KeyWrongLastSequenceError):
         return WriteConflict(f"{what}: written by someone else first")
+    if isinstance(exc, jse.ServiceUnavailableError) and exc.err_code is None:
+        return Unavailable(f"{what}: no server answered (503: a stream or consumer with no leader yet); retry later")
     if isinstance(exc, jse.APIError):
         if exc.err_code in WRONG_LAST:
             return WriteConflict(f"{what}: written by someone else first")
@@ -291,12 +295,21 @@ class Store(RecordOps[T]):
             pending = (await sub.consumer_info()).num_pending
         except Exception as exc:
             raise translate(exc, f"watch {self.name}") from exc
+        unanswered = 0
         try:
             while pending:
                 try:
                     msgs = await sub.fetch(WATCH_BATCH, timeout=5)
                 except (TimeoutError, nats.errors.TimeoutError):
                     return  # nothing came in 5 s: the rest was deleted meanwhile
+                except (jse.ServiceUnavailableError, nats.errors.NoRespondersError) as exc:
+                    # The consumer, just made on a cluster, has no leader to take the pull yet (503): it answers
+                    # within moments. Raised at once, it would end the watch, and the service's view with it.
+                    unanswered += 1
+                    if unanswered > len(FETCH_RETRY_PAUSES):
+                        raise translate(exc, f"watch {self.name}") from exc
+                    await asyncio.sleep(FETCH_RETRY_PAUSES[unanswered - 1])
+                    continue
                 for msg in msgs:
                     meta = msg.metadata
                     if meta.sequence.stream > snapshot:
