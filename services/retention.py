@@ -9,7 +9,7 @@ from collections.abc import Callable
 from jetcron.bus.ports import Records
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import HistoryPolicy, JobSpec, TenantPolicy
-from jetcron.core.retention import ClusterHistory, keep_seconds, resolve
+from jetcron.core.retention import ClusterHistory, counts, keep_seconds, resolve
 
 REFRESH = 30.0
 """Seconds a tenant's policy is used before it is read again: a change applies to runs recorded after it, within
@@ -49,7 +49,7 @@ class History:
         if cached is None:
             return True
         layers.append(cached[0])
-        return any(p is not None and (p.keep_succeeded is not None or p.keep_failed is not None) for p in layers)
+        return any(p is not None and counts(p) for p in layers)
 
     async def keep_for(self, spec: JobSpec) -> float:
         """Run.keep_seconds of a new run of `spec`."""

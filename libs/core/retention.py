@@ -132,6 +132,11 @@ class Ended:
     gate_seconds: float
 
 
+def counts(policy: HistoryPolicy) -> bool:
+    """Whether the policy limits how many of a job's ended runs are kept (keep_succeeded, keep_failed)."""
+    return policy.keep_succeeded is not None or policy.keep_failed is not None
+
+
 def over_count(runs: Iterable[Ended], policy: HistoryPolicy, now: datetime) -> list[str]:
     """The run ids a job's count limits let go: beyond the newest keep_succeeded succeeded runs and the newest
     keep_failed failed-like ones (by run id, which orders a job's runs by occurrence), those past their gate."""

@@ -14,7 +14,7 @@ from jetcron.bus import storage
 from jetcron.bus.topology import stream_names
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.models import JobSpec, Run
-from jetcron.core.retention import Ended, gate_seconds, may_shed, over_count, to_free
+from jetcron.core.retention import Ended, counts, gate_seconds, may_shed, over_count, to_free
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
@@ -81,6 +81,11 @@ class Pruner:
     async def prune(self, job: str, now: datetime, spec: JobSpec | None = None) -> list[str]:
         """Let go of the job's ended runs beyond its count limits (the job's `spec` when known, else read); the run
         ids let go."""
+        if spec is not None and not counts(await self.ctx.history.policy(spec)):
+            # No count limit after all (its tenant's policy, unknown when its runs ended, says none): nothing to list
+            # or keep. A fresh tracker notes every ending as possibly limited until it has read the tenant.
+            self._ended.pop(job, None)
+            return []
         keys = await self.ctx.runs.keys(s.runs_of_job_filter(job))
         runs: list[Ended] = []
         ended = self._ended.setdefault(job, {})

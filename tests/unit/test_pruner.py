@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import msgspec
 from twin_support import twin_context
 
 from jetcron.core.models import HistoryPolicy, JobSpec, Run, RunState
@@ -103,3 +104,28 @@ async def test_a_run_another_replica_recorded_is_read_once_and_counted() -> None
     # Then the other replica's run was read, counted, and let go as the older; this replica's was not read
     assert let_go == purges.records() == ["tick.1"]
     assert reads == ["tick.1"]
+
+
+async def test_a_job_with_no_count_limit_after_all_is_neither_listed_nor_kept() -> None:
+    # Given a fresh tracker noting the end of a run whose tenant it has not read yet (it may have a limit)
+    ctx, purges = tracker()
+    free = JobSpec(name="free", command=["true"])
+    run = msgspec.structs.replace(ended(1), run_id="free.1", job="free", spec=free)
+    await ctx.runs.create(run.run_id, run)
+    pruner = Pruner(ctx)
+    listed: list[str] = []
+    keys = ctx.runs.keys
+
+    async def listing(pattern: str = ">") -> list[str]:
+        listed.append(pattern)
+        return await keys(pattern)
+
+    ctx.runs.keys = listing  # type: ignore[method-assign]
+    pruner.noted(run)
+    # When its limits are applied, and neither the job, its tenant nor the cluster has any
+    assert await pruner.prune("free", T0 + timedelta(days=1), free) == []
+    # Then nothing was listed or let go, and the pruner keeps nothing of the job
+    assert (listed, purges.asked, pruner._ended) == ([], [], {})
+    # And a later ending of a run of that tenant is not even noted
+    pruner.noted(msgspec.structs.replace(run, run_id="free.2"))
+    assert pruner._ended == {}
