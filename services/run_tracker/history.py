@@ -14,7 +14,7 @@ from jetcron.bus import storage
 from jetcron.bus.topology import stream_names
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.models import JobSpec, Run
-from jetcron.core.retention import Ended, counts, gate_seconds, may_shed, over_count, to_free
+from jetcron.core.retention import Ended, counts, gate_seconds, may_shed, one_shot, over_count, to_free
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
@@ -114,7 +114,9 @@ class Pruner:
         present = set(keys)
         for key in [k for k in ended if k not in present]:
             del ended[key]  # gone by its TTL
-        if not ended:
+        if not ended or one_shot(spec):
+            # A one-shot job is pruned once: what is kept of it would only wait for a prune that never comes (a
+            # manual run's end makes one, which reads its runs again).
             self._ended.pop(job, None)
         return let_go
 

@@ -9,7 +9,7 @@ from typing import Any, cast
 import msgspec
 from twin_support import twin_context
 
-from jetcron.core.models import HistoryPolicy, JobSpec, Run, RunState
+from jetcron.core.models import HistoryPolicy, JobSpec, Run, RunState, Schedule, ScheduleKind
 from jetcron.services.run_tracker.history import PRUNE_AFTER, Pruner
 from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
@@ -128,4 +128,19 @@ async def test_a_job_with_no_count_limit_after_all_is_neither_listed_nor_kept() 
     assert (listed, purges.asked, pruner._ended) == ([], [], {})
     # And a later ending of a run of that tenant is not even noted
     pruner.noted(msgspec.structs.replace(run, run_id="free.2"))
+    assert pruner._ended == {}
+
+
+async def test_a_one_shot_job_once_pruned_is_not_kept() -> None:
+    # Given a `now` job that keeps one succeeded run, one of whose runs ended here
+    ctx, _ = tracker()
+    once = JobSpec(name="once", command=["true"], schedule=Schedule(kind=ScheduleKind.NOW),
+                   history=HistoryPolicy(keep_succeeded=1))
+    run = msgspec.structs.replace(ended(1), run_id="once.1", job="once", spec=once)
+    await ctx.runs.create(run.run_id, run)
+    pruner = Pruner(ctx)
+    pruner.noted(run)
+    # When its limits are applied
+    assert await pruner.prune("once", T0 + timedelta(days=1), once) == []
+    # Then nothing of it is kept for a next prune (it fires once)
     assert pruner._ended == {}
