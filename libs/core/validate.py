@@ -30,6 +30,8 @@ IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 # checkpoints to another server or credential.
 FORBIDDEN_ENV_PREFIXES = ("LD_", "DYLD_", "JETCRON_", "NATS_")
 MAX_SECRETS = 64
+MAX_MEMORY_MB = 16 * 1024 * 1024
+"""The most memory a run may ask for (16 TiB), in MiB."""
 FORBIDDEN_ENV = frozenset(
     {
         "CUDA_VISIBLE_DEVICES",
@@ -250,7 +252,7 @@ def validate_spec(
         raise InvalidSpec("image", spec.image, "is not a valid image reference")
     r = spec.resources
     _finite("resources.cpu", r.cpu, 0, 1024, lo_inclusive=False)
-    _finite("resources.memory_mb", r.memory_mb, 1, 16 * 1024 * 1024)
+    _finite("resources.memory_mb", r.memory_mb, 1, MAX_MEMORY_MB)
     _finite("resources.gpus", r.gpus, 0, 64)
     _finite("resources.hosts", r.hosts, 1, 1024)
     if r.hosts > 1 and r.gpus == 0:

@@ -18,6 +18,7 @@ from jetcron.core.ics import MAX_ICS_BYTES
 from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.notify import DELIVERY_ID_RE, Delivery
+from jetcron.core.validate import MAX_MEMORY_MB
 from jetcron.services.gateway import status as words
 from jetcron.services.gateway.admin import TenantPolicyBody
 from jetcron.services.gateway.calendars import CalendarBody, CalendarPage, CalendarView, CreateCalendar
@@ -292,8 +293,9 @@ CONSTRAINTS: dict[str, dict[str, dict[str, Any]]] = {
         "depends_on": {"maxItems": 32, "items": {"type": "string", "pattern": JOB_NAME_RE.pattern}},
         "exclude_calendars": _CALENDAR_NAMES, "only_calendars": _CALENDAR_NAMES,
     },
-    "ResourcesBody": {"cpu": {"exclusiveMinimum": 0, "maximum": 1024}, "memory_gb": {"exclusiveMinimum": 0},
-                      "memory_mb": {"minimum": 1, "maximum": 16 * 1024 * 1024},
+    "ResourcesBody": {"cpu": {"exclusiveMinimum": 0, "maximum": 1024},
+                      "memory_gb": {"exclusiveMinimum": 0, "maximum": MAX_MEMORY_MB // 1024},
+                      "memory_mb": {"minimum": 1, "maximum": MAX_MEMORY_MB},
                       "gpus": {"minimum": 0, "maximum": 64}, "hosts": {"minimum": 1, "maximum": 1024}},
     "RetryPolicyBody": {"max_retries": {"minimum": 0, "maximum": 99},
                         "initial_seconds": {"exclusiveMinimum": 0, "maximum": 86400}},

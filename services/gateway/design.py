@@ -31,6 +31,7 @@ from jetcron.core.models import (
     Run,
     Schedule,
 )
+from jetcron.core.validate import MAX_MEMORY_MB
 from jetcron.services.gateway import status as words
 
 
@@ -150,6 +151,10 @@ def _schedule(body: CreateJob) -> dict[str, Any]:
     return {"kind": "at", "at": instant.isoformat(), "tz": tz}
 
 
+MAX_MEMORY_GB = MAX_MEMORY_MB // 1024
+"""The spec's own bound (core/validate), in GiB: a larger float would not even convert (1e308 GiB is infinite MiB)."""
+
+
 def _resources(body: ResourcesBody) -> dict[str, Any]:
     if body.memory_mb is not None and body.memory_gb is not None:
         raise InvalidSpec("resources.memory_mb", body.memory_mb, "give resources.memory_gb or resources.memory_mb, "
@@ -158,8 +163,8 @@ def _resources(body: ResourcesBody) -> dict[str, Any]:
         memory = body.memory_mb
     else:
         gib = 0.0625 if body.memory_gb is None else body.memory_gb
-        if not math.isfinite(gib) or gib <= 0:
-            raise InvalidSpec("resources.memory_gb", gib, "must be a positive number of GiB")
+        if not math.isfinite(gib) or gib <= 0 or gib > MAX_MEMORY_GB:
+            raise InvalidSpec("resources.memory_gb", gib, f"must be a positive number of GiB, at most {MAX_MEMORY_GB}")
         memory = max(1, round(gib * 1024))
     return {"cpu": body.cpu, "memory_mb": memory, "gpus": body.gpus, "gpu_model": body.gpu_model,
             "hosts": body.hosts}

@@ -258,11 +258,20 @@ def test_the_designs_fields_and_the_specs_combine() -> None:
     ({"retry_policy": {"max_retries": 1}, "retry": {"max_attempts": 2}}, "retry"),
     ({"schedule": {"kind": "cron", "cron": "0 * * * *"}, "timezone": "Europe/Paris"}, "timezone"),
     ({"resources": {"memory_gb": -1}}, "resources.memory_gb"),
-    ({"resources": {"memory_gb": math.inf}}, "resources.memory_gb")])
+    ({"resources": {"memory_gb": math.inf}}, "resources.memory_gb"),
+    ({"resources": {"memory_gb": 1.6e308}}, "resources.memory_gb"),  # finite, but infinite once in MiB
+    ({"resources": {"memory_gb": 16385}}, "resources.memory_gb")])
 def test_parts_that_cannot_work_together_are_refused_naming_the_field(fields: dict[str, Any], named: str) -> None:
     with pytest.raises(InvalidSpec) as refused:
         job_spec(_body(**fields))
     assert refused.value.field == named
+
+
+def test_the_most_memory_in_gib_is_the_specs_own_bound() -> None:
+    assert decode_spec(job_spec(_body(resources={"memory_gb": 16384}))).resources.memory_mb == 16 * 1024 * 1024
+    with pytest.raises(InvalidSpec) as refused:
+        job_spec(_body(resources={"memory_gb": 1.6e308}))
+    assert str(refused.value) == "resources.memory_gb: must be a positive number of GiB, at most 16384 (got 1.6e+308)"
 
 
 def test_api_errors_name_the_field_in_the_shape_the_body_used() -> None:
