@@ -20,14 +20,13 @@ from jetcron.bus.natspy import api_prefix, connection_of, consumer_of, request_t
 from jetcron.bus.ordered import in_order, stream_sequence
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.core.errors import NotFound, StorageFull, Unavailable, WriteConflict
+from jetcron.core.retry import OUTAGE_TRIES, outage_wait
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
 
 WATCH_BATCH = 1000
-FETCH_RETRY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
-"""Seconds between a watch's pulls that nothing answered (503) while it loads a bucket: about 5 s in all."""
 """Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
 between pulls without holding the event loop for long."""
 DROP_TIMEOUT = 1.0
@@ -306,9 +305,9 @@ class Store(RecordOps[T]):
                     # The consumer, just made on a cluster, has no leader to take the pull yet (503): it answers
                     # within moments. Raised at once, it would end the watch, and the service's view with it.
                     unanswered += 1
-                    if unanswered > len(FETCH_RETRY_PAUSES):
+                    if unanswered >= OUTAGE_TRIES:
                         raise translate(exc, f"watch {self.name}") from exc
-                    await asyncio.sleep(FETCH_RETRY_PAUSES[unanswered - 1])
+                    await asyncio.sleep(outage_wait(unanswered))
                     continue
                 for msg in msgs:
                     meta = msg.metadata

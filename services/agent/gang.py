@@ -81,8 +81,7 @@ class _GangWatch(Attempt):
             if self.done.is_set():
                 return
             run = await self._record()
-            stop = None if run is None else member_stop(run, self.cmd.attempt, self.ctx.clock.now())
-            if run is None or stop is None:
+            if run is None or (stop := member_stop(run, self.cmd.attempt, self.ctx.clock.now())) is None:
                 continue
             self.over.set()
             if self.phase not in REPORTS:  # a child that ended and reported has nothing left to kill

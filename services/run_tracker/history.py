@@ -81,7 +81,8 @@ class Pruner:
     async def prune(self, job: str, now: datetime, spec: JobSpec | None = None) -> list[str]:
         """Let go of the job's ended runs beyond its count limits (the job's `spec` when known, else read); the run
         ids let go."""
-        if spec is not None and not counts(await self.ctx.history.policy(spec)):
+        policy = None if spec is None else await self.ctx.history.policy(spec)
+        if policy is not None and not counts(policy):
             # No count limit after all (its tenant's policy, unknown when its runs ended, says none): nothing to list
             # or keep. A fresh tracker notes every ending as possibly limited until it has read the tenant.
             self._ended.pop(job, None)
@@ -106,7 +107,7 @@ class Pruner:
                     self._ended.pop(job, None)
                 return []
             spec = found_job[0].spec
-        let_go = over_count(runs, await self.ctx.history.policy(spec), now)
+        let_go = over_count(runs, policy or await self.ctx.history.policy(spec), now)
         for run_id in let_go:
             await storage.remove_run(self.ctx.streams, run_id)
             ended.pop(run_id, None)

@@ -12,6 +12,7 @@ from jetcron.bus import kv
 from jetcron.bus.kv import Store
 from jetcron.core.errors import Unavailable
 from jetcron.core.models import TenantPolicy
+from jetcron.core.retry import OUTAGE_TRIES
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 
@@ -60,7 +61,7 @@ async def load(pulls: Pulls) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kv, "FETCH_RETRY_PAUSES", (0.0,) * len(kv.FETCH_RETRY_PAUSES))
+    monkeypatch.setattr(kv, "outage_wait", lambda tries: 0.0)
 
 
 async def test_pulls_not_answered_yet_are_asked_again_and_the_load_completes() -> None:
@@ -77,4 +78,4 @@ async def test_a_consumer_that_never_answers_ends_the_load_saying_so() -> None:
         await load(pulls)
     assert str(refused.value) == ("watch jc_tenants: no server answered (503: a stream or consumer with no leader "
                                   "yet); retry later")
-    assert pulls.fetches == len(kv.FETCH_RETRY_PAUSES) + 1
+    assert pulls.fetches == OUTAGE_TRIES  # each a stream leader election's worth of waits apart (core/retry)
