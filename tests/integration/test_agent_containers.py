@@ -21,8 +21,12 @@ async def test_an_image_run_waits_for_an_agent_with_a_working_runtime_then_runs_
     await services.start_system(agents=0)
     services.start("agent-1", "agent", JETCRON_AGENT_ID="agent-1", PATH=f"{broken}:{path}")
     await services["agent-1"].wait_logged("agent ready", 30)
-    agents = await wait_for(lambda: client.call("agents.list"), 10, what="agent-1 registered")
-    assert agents["items"][0]["capabilities"] == []
+
+    async def listed() -> list[dict[str, object]]:
+        return list((await client.call("agents.list"))["items"])  # empty until the agent's first heartbeat
+
+    agents = await wait_for(listed, 10, what="agent-1 registered")
+    assert [(a["agent_id"], a["capabilities"]) for a in agents] == [("agent-1", [])]
 
     # When a job asks for an image, and for a secret
     await client.call("jobs.create", now_job(
