@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
 import nats.errors
 import nats.js.errors as jse
+import structlog
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
 from nats.js.kv import KeyValue
@@ -26,9 +28,14 @@ from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
 
+_log = structlog.get_logger("jetcron.kv")
+
 WATCH_BATCH = 1000
 """Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
 between pulls without holding the event loop for long."""
+WATCH_RETRY_MAX = 5.0
+"""Seconds between tries of a watch the server has not answered OUTAGE_TRIES times running (a stream leader
+election is over by then: this is an outage, and a watch waits it out)."""
 DROP_TIMEOUT = 1.0
 """Seconds a watch that ends waits for the server to delete its consumer."""
 
@@ -147,6 +154,15 @@ def bind(js: JetStreamContext, bucket: str) -> KeyValue:
     return KeyValue(name=bucket, stream=s.kv_stream(bucket), pre=s.kv_subject(bucket, ""), js=js, direct=False)
 
 
+@dataclass
+class WatchPosition:
+    """How far a watch has come: whether its initial load is in, and the stream sequence up to which every change
+    was yielded (or was a value it does not yield): where a watch the server stopped answering starts again."""
+
+    loaded: bool = False
+    covered: int = 0
+
+
 class Store(RecordOps[T]):
     """A KV bucket whose values are one msgspec type (the NATS adapter of ports.Records)."""
 
@@ -258,67 +274,88 @@ class Store(RecordOps[T]):
         caller takes it; nats-py's push-based watch answered the server's flow control on arrival and overflowed
         its buffer (docs/benchmarks.md). Live changes then come from an ordered consumer starting right after
         the last sequence the snapshot covers.
+
+        A watch ends only with its connection (or its caller). A step the server does not answer (a stream or
+        consumer with no leader yet, a cluster without quorum, a bucket not made yet) is tried again, for ever,
+        from where the watch stands: what was yielded is not yielded again, and nothing after it is skipped.
+        A service's view is its watches: one that ended on a fault ended the view, and a placement whose agents
+        watch had ended placed nothing.
         """
-        js = self.js
         subject = s.kv_subject(self.name, pattern)
-        try:
-            info = await js.stream_info(self.stream)
-        except Exception as exc:
-            raise translate(exc, f"watch {self.name}") from exc
+        at = WatchPosition()
+        failures = 0
+        while True:
+            try:
+                if not at.loaded:
+                    async for item in self._load(subject, at):
+                        failures = 0
+                        yield item
+                    at.loaded = True
+                    yield "", None, 0
+                async for item in self._live(subject, at):
+                    failures = 0
+                    yield item
+            except Exception as exc:
+                if connection_of(self.js).is_closed:
+                    raise  # the service is stopping (a connection is closed only then)
+                failures += 1
+                wait = outage_wait(failures) if failures < OUTAGE_TRIES else WATCH_RETRY_MAX
+                _log.warning("watch not answered; trying again from where it stands", bucket=self.name,
+                             revision=at.covered, loaded=at.loaded, failures=failures, retry_in=wait,
+                             error=str(translate(exc, f"watch {self.name}")))
+                await asyncio.sleep(wait)
+
+    async def _load(self, subject: str, at: WatchPosition) -> AsyncIterator[tuple[str, T | None, int]]:
+        """The last value of every key written at or before the stream's last sequence now (later ones come with
+        the live changes). A load started again after a failure yields only what is newer than what the first
+        yielded, deletes included: a key it yielded may have been deleted in between."""
+        js = self.js
+        info = await js.stream_info(self.stream)
         snapshot = int(info.state.last_seq or 0)
-        async for item in self._current(js, subject, snapshot):
-            yield item
-        yield "", None, 0
-        try:
-            live = await js.subscribe(subject, stream=self.stream, ordered_consumer=True, config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot + 1))
-        except Exception as exc:
-            raise translate(exc, f"watch {self.name}") from exc
+        again = at.covered > 0
+        if snapshot > at.covered:
+            config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE,
+                                    inactive_threshold=60.0, filter_subject=subject)
+            sub = await js.pull_subscribe(subject, stream=self.stream, config=config)
+            try:
+                pending = (await sub.consumer_info()).num_pending
+                while pending:
+                    try:
+                        msgs = await sub.fetch(WATCH_BATCH, timeout=5)
+                    except (TimeoutError, nats.errors.TimeoutError):
+                        break  # nothing came in 5 s: the rest was deleted meanwhile
+                    for msg in msgs:
+                        meta = msg.metadata
+                        sequence = meta.sequence.stream
+                        if sequence > snapshot:
+                            pending = 0
+                            break
+                        pending = meta.num_pending
+                        # The server delivers the last values in stream order, so what a failed load yielded
+                        # is all at or below `covered`.
+                        if sequence <= at.covered:
+                            continue
+                        entry = self._entry(msg)
+                        if entry is not None and (entry[1] is not None or again):
+                            at.covered = sequence
+                            yield entry
+            finally:
+                await drop_subscription(js, sub)
+        at.covered = max(at.covered, snapshot)
+
+    async def _live(self, subject: str, at: WatchPosition) -> AsyncIterator[tuple[str, T | None, int]]:
+        """Every change after `at.covered`, for ever."""
+        js = self.js
+        live = await js.subscribe(subject, stream=self.stream, ordered_consumer=True, config=ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=at.covered + 1))
         try:
             async for msg in in_order(live):
                 entry = self._entry(msg)
+                at.covered = stream_sequence(msg.reply)
                 if entry is not None:
                     yield entry
         finally:
             await drop_subscription(js, live)
-
-    async def _current(self, js: JetStreamContext, subject: str, snapshot: int
-                       ) -> AsyncIterator[tuple[str, T | None, int]]:
-        """The last value of every key written at or before `snapshot` (later ones come with the live changes)."""
-        if snapshot == 0:
-            return
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE,
-                                inactive_threshold=60.0, filter_subject=subject)
-        try:
-            sub = await js.pull_subscribe(subject, stream=self.stream, config=config)
-            pending = (await sub.consumer_info()).num_pending
-        except Exception as exc:
-            raise translate(exc, f"watch {self.name}") from exc
-        unanswered = 0
-        try:
-            while pending:
-                try:
-                    msgs = await sub.fetch(WATCH_BATCH, timeout=5)
-                except (TimeoutError, nats.errors.TimeoutError):
-                    return  # nothing came in 5 s: the rest was deleted meanwhile
-                except (jse.ServiceUnavailableError, nats.errors.NoRespondersError) as exc:
-                    # The consumer, just made on a cluster, has no leader to take the pull yet (503): it answers
-                    # within moments. Raised at once, it would end the watch, and the service's view with it.
-                    unanswered += 1
-                    if unanswered >= OUTAGE_TRIES:
-                        raise translate(exc, f"watch {self.name}") from exc
-                    await asyncio.sleep(outage_wait(unanswered))
-                    continue
-                for msg in msgs:
-                    meta = msg.metadata
-                    if meta.sequence.stream > snapshot:
-                        return
-                    entry = self._entry(msg)
-                    if entry is not None and entry[1] is not None:
-                        yield entry
-                    pending = meta.num_pending
-        finally:
-            await drop_subscription(js, sub)
 
     def _entry(self, msg: Any) -> tuple[str, T | None, int] | None:
         """(key, value or None for a delete, revision) of a stream message; None if undecodable."""

@@ -8,7 +8,6 @@ import socket
 from collections.abc import Iterator
 
 import uvicorn
-from structlog.stdlib import BoundLogger
 
 from jetcron.auth.tokens import TokenRecord
 from jetcron.bus.ports import Records
@@ -18,8 +17,6 @@ from jetcron.services.gateway.app import build_app
 from jetcron.services.gateway.gate import Gate
 from jetcron.services.runtime import Context, background
 from jetcron.wire import subjects as s
-
-WATCH_RETRY_SECONDS = 1.0
 
 
 class TokenBook:
@@ -33,24 +30,17 @@ class TokenBook:
     def lookup(self, token_id: str) -> TokenRecord | None:
         return self.records.get(token_id)
 
-    async def follow(self, store: Records[TokenRecord], log: BoundLogger) -> None:
-        """For ever; a watch that fails (the bucket not made yet, NATS away) starts again from the top."""
-        while True:
-            try:
-                seen: dict[str, TokenRecord] = {}
-                async for key, record, _ in store.watch():
-                    if not key:
-                        self.records = seen
-                        self.loaded.set()
-                    elif record is None:
-                        seen.pop(key, None)
-                    else:
-                        seen[key] = record
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("token watch failed; starting it again", error=str(exc))
-                await asyncio.sleep(WATCH_RETRY_SECONDS)
+    async def follow(self, store: Records[TokenRecord]) -> None:
+        """For ever: the watch itself waits out a bucket not made yet or NATS away (bus/kv.Store.watch)."""
+        seen: dict[str, TokenRecord] = {}
+        async for key, record, _ in store.watch():
+            if not key:
+                self.records = seen
+                self.loaded.set()
+            elif record is None:
+                seen.pop(key, None)
+            else:
+                seen[key] = record
 
 
 class _Server(uvicorn.Server):
@@ -80,7 +70,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 async def main(ctx: Context) -> None:
     book = TokenBook()
-    watch = background(ctx, book.follow(await ctx.buckets.open(s.BUCKET_TOKENS, TokenRecord), ctx.log))
+    watch = background(ctx, book.follow(await ctx.buckets.open(s.BUCKET_TOKENS, TokenRecord)))
     timeout = ctx.settings.http_api_timeout
 
     def ready() -> str | None:
