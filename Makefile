@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LAUNCHER := $(BIN)/jetcron-launch
 
 .PHONY: up test test-bench test-fuzz test-fast test-deploy chaos lint typecheck schemas bench bench-scale bench-longlife bench-peers peers-tools screenshots browser tools clean
 
@@ -14,7 +15,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-up: $(STAMP)
+# The agent's launcher (services/agent/host/jetcron_launch.c): static, so that no dynamic loader reads a job's
+# environment while it runs as root. Where it cannot be built (no C compiler or static libc), agents start runs
+# through a chain of setpriv, sh and util-linux tools instead, which costs about 7 ms more CPU per run.
+$(LAUNCHER): services/agent/host/jetcron_launch.c | $(BIN)/python
+	$(CC) -O2 -Wall -Wextra -static -o $@ $< || { rm -f $@; \
+	  echo "jetcron-launch not built: agents start runs through setpriv and sh instead"; }
+
+up: $(STAMP) $(LAUNCHER)
 	$(BIN)/jetcron up
 
 # Debian's chromium for the dashboard's browser tests and screenshots (Playwright cannot download its own here), and
@@ -31,7 +39,7 @@ browser: tools
 # In parallel (pytest-xdist): most tests wait on processes and leases, so six workers keep two cores busy;
 # worksteal rebalances the long tests. TEST_WORKERS=0 runs them in this process, one at a time.
 TEST_WORKERS ?= 6
-test: $(STAMP) tools
+test: $(STAMP) $(LAUNCHER) tools
 	$(BIN)/python -m pytest -q -m "not slow and not chaos and not deploy and not bench and not fuzz" \
 	  -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
 
@@ -41,7 +49,7 @@ test-fuzz: $(STAMP)
 	$(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider -n 3 --dist worksteal
 
 # Every benchmark script at smoke size (tests/integration/test_bench_smoke.py): the harness does not rot.
-test-bench: $(STAMP) peers-tools
+test-bench: $(STAMP) $(LAUNCHER) peers-tools
 	$(BIN)/python -m pytest -q -m bench -p no:cacheprovider -n 4 --dist worksteal
 
 # The image and the compose stack in real containers (podman; installed here when missing): docs/deploy.md.
@@ -57,7 +65,7 @@ test-fast: $(STAMP)
 # outcomes and figures regenerate docs/guarantees.md.
 CHAOS_TESTS = tests/chaos tests/integration/test_api_bad_input.py tests/integration/test_api_fuzz.py \
 	tests/integration/test_admission.py tests/integration/test_graceful_stop.py tests/e2e/test_up_job_view.py
-chaos: $(STAMP)
+chaos: $(STAMP) $(LAUNCHER)
 	JETCRON_TEST_PRELOAD=0 JETCRON_GUARANTEES_REPORT=docs/chaos-report.json $(BIN)/python -m pytest -q $(CHAOS_TESTS) \
 	  -p no:cacheprovider; \
 	status=$$?; $(BIN)/python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md; exit $$status
@@ -74,18 +82,18 @@ typecheck: $(STAMP)
 	MYPYPATH=build/mypy $(BIN)/mypy -p jetcron
 
 # A screenshot of every dashboard page, on a small live system, into docs/images/ (docs/dashboard.md).
-screenshots: $(STAMP) browser
+screenshots: $(STAMP) $(LAUNCHER) browser
 	$(BIN)/python -m bench.screenshots docs/images
 
 schemas: $(STAMP)
 	$(BIN)/python -m jetcron.wire.schema schemas
 
-bench: $(STAMP) peers-tools
+bench: $(STAMP) $(LAUNCHER) peers-tools
 	$(BIN)/python bench/run.py
 
 # jetcron beside its peers in one window (bench/peers.py, docs/benchmarks.md "Ahead of the peers"): Celery on Redis
 # and a bare JetStream pipeline of the same hops. Debian's redis-server is installed when missing.
-bench-peers: $(STAMP) peers-tools
+bench-peers: $(STAMP) $(LAUNCHER) peers-tools
 	$(BIN)/python bench/run.py --only bench.peers
 
 peers-tools: $(STAMP)
@@ -95,14 +103,14 @@ peers-tools: $(STAMP)
 
 # About 1.5 h: the design's scale scenarios on a virtual fleet (dead hosts, steady day, midnight; bench/scale.py) at
 # the largest sizes this machine carries, results in bench/results/ and docs/benchmarks.md; then their plots.
-bench-scale: $(STAMP)
+bench-scale: $(STAMP) $(LAUNCHER)
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/run.py --only bench.scale
 	$(BIN)/python -m bench.scale_plot
 
 # Hours: 3,000,000 runs through a system whose history ages out in minutes, a ledger of every occurrence, disk and
 # memory every minute (bench/longlife.py); then docs/images/longlife.png. LONGLIFE_ARGS="--runs 20000" for less.
-bench-longlife: $(STAMP)
+bench-longlife: $(STAMP) $(LAUNCHER)
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.longlife $(LONGLIFE_ARGS)
 	$(BIN)/python -m bench.longlife_plot

@@ -164,6 +164,11 @@ class Settings(BaseSettings):
     agent_spare: bool = True
     """Keep a child waiting in fresh run groups, so that a run starts without joining them (services/agent/
     spares.py: 10-20 ms saved per run on an idle host). Off: every run is spawned and joins its groups."""
+    agent_launcher: bool = True
+    """Start each run's child through jetcron-launch where it is built (make, the image): one static exec that
+    joins the run's groups, binds its private /tmp, sets its limits and switches to the job's user, in place of a
+    chain of setpriv, unshare, sh, env, mount and prlimit (about 7 ms less CPU per run; docs/decisions-job-view.md).
+    Off, or where it is missing: the chain."""
     agent_scratch_dir: str = ""
     """Where each attempt's private scratch directory is made (its working directory, JETCRON_SCRATCH and TMPDIR;
     removed when the attempt ends): a folder of the agent's, mode 0711, with one folder per agent id in it (agents

@@ -410,7 +410,7 @@ class Attempt:
             env.update(view.env(scratch, spec.env))
         self.execution = Execution(launch.argv, env, limits=limits, timeout=spec.timeout_seconds, user=switch,
                                    kill_grace=settings.kill_grace, on_output=self.output, on_kill=on_kill,
-                                   spare=spare, view=view, scratch=scratch)
+                                   spare=spare, view=view, scratch=scratch, launcher=deps.setup.launcher)
         try:
             failed = await self.execution.start()
             if failed is not None:

@@ -97,9 +97,10 @@ class Agent:
         self.job_user = job_user(ctx.settings.agent_job_user, os.getuid())
         """Who jobs run as (looked up once: an unknown user stops the agent at start, not each run)."""
         self.strays = StrayGuard(Path(ctx.settings.data_dir) / f"agent-{agent_id}.pgids", agent_id)
+        spares = ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits,
+                                                                                              setup.launcher)
         self.spares = SparePool(setup.limits, max_pids=ctx.settings.agent_max_pids, strays=self.strays,
-                                agent_id=agent_id, scratches=scratches) \
-            if ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits) else None
+                                agent_id=agent_id, scratches=scratches, launcher=setup.launcher) if spares else None
         self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
                                 spares=self.spares, scratches=scratches, sim=sim or SimExecution(),
                                 agent_nonce=lambda: self.liveness.nonce if self.liveness is not None else "",
@@ -413,11 +414,11 @@ async def main(ctx: Context) -> None:
     agent_id = checked_agent_id(ctx.settings.agent_id or socket.gethostname().split(".")[0])
     parse_labels(ctx.settings.agent_labels)  # a bad label refuses the start (Misconfigured), not a heartbeat
     # Probed once: `docker info` and the cgroup checks are too slow for every heartbeat.
-    setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir)
+    setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir, ctx.settings.agent_launcher)
     scratches = None
     if not ctx.settings.agent_sim:  # a simulation runs nothing: no scratch, no uid
         scratches, notes = await asyncio.to_thread(Scratches.setup, ctx.settings, agent_id,
-                                                   job_user(ctx.settings.agent_job_user, os.getuid()))
+                                                   job_user(ctx.settings.agent_job_user, os.getuid()), setup.launcher)
         for note in notes:
             ctx.log.warning(note)
     agent = Agent(ctx, agent_id, setup, scratches, sim=ctx.settings.agent_sim_execution)
@@ -473,7 +474,8 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     ctx.log.info("agent ready", agent=agent.agent_id, limits=setup.limits.mechanism,
                  capabilities=setup.capabilities, scratch=str(scratches.dir) if scratches else None,
                  private_tmp=bool(scratches and scratches.private_tmp),
-                 job_uids=len(scratches.uids) if scratches and scratches.uids else 0)
+                 job_uids=len(scratches.uids) if scratches and scratches.uids else 0,
+                 launcher=setup.launcher is not None)
     await ctx.stop.wait()
     consume_stop.set()
     if handoff is not None:  # refused while draining anyway: placement's stream path is the one for the rest

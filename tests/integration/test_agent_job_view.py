@@ -1,5 +1,6 @@
-"""A job's view of the host through both launch paths (services/agent/host/scratch.py, launch.py, spares.py): real
-processes, real mount namespaces and cgroups, no NATS needed.
+"""A job's view of the host through both launch paths (services/agent/host/scratch.py, launch.py, spares.py), each
+set up by jetcron-launch and by the chain of tools it replaces: real processes, real mount namespaces and cgroups,
+no NATS needed.
 
 A spawned child and one that took a spare must see the same: its scratch as its working directory and its /tmp,
 owned by its user, mode 0700, nothing of the host's /tmp, the file size bound.
@@ -16,6 +17,7 @@ import pytest
 from harness import wait_for
 
 from jetcron.config import Settings
+from jetcron.services.agent.host import launch
 from jetcron.services.agent.host.confine import JobUser
 from jetcron.services.agent.host.executor import Execution, Outcome
 from jetcron.services.agent.host.limits import RLIMIT, LimitRoot, RunLimits, detect
@@ -32,22 +34,32 @@ LOOK = (f'pwd; echo "$JETCRON_SCRATCH $TMPDIR"; stat -c "%a %u" .; id -u; touch 
         'sed -n "s/^Max file size *\\([0-9a-z]*\\).*/\\1/p" /proc/self/limits')
 
 
+@pytest.fixture(params=["jetcron-launch", "tools"])
+def launcher(request: pytest.FixtureRequest) -> str | None:
+    """How the child is set up: jetcron-launch (make builds it), or the chain of setpriv, unshare, sh and mount."""
+    if request.param == "tools":
+        return None
+    path = launch.launcher_path()
+    assert path is not None, "jetcron-launch is not built or does not run here (make builds it)"
+    return path
+
+
 @pytest.fixture
-def scratches(tmp_path: Path) -> Scratches:
+def scratches(tmp_path: Path, launcher: str | None) -> Scratches:
     made, notes = Scratches.setup(Settings(data_dir=str(tmp_path / "data"), agent_slots=1, agent_max_file_mb=1),
-                                  "agent-v", NOBODY)
+                                  "agent-v", NOBODY, launcher)
     if not made.private_tmp:
         pytest.skip(f"no private /tmp on this host: {notes}")
     return made
 
 
 @pytest.fixture
-async def pool(tmp_path: Path, scratches: Scratches) -> AsyncIterator[SparePool]:
+async def pool(tmp_path: Path, scratches: Scratches, launcher: str | None) -> AsyncIterator[SparePool]:
     root = detect(f"view-{uuid.uuid4().hex[:8]}")
-    if not SparePool.usable(root):
+    if not SparePool.usable(root, launcher):
         pytest.skip(f"spares need cgroups, perl and setpriv (limits here: {root.mechanism})")
     strays = StrayGuard(tmp_path / "agent.pgids", "agent-v")
-    made = SparePool(root, max_pids=64, strays=strays, agent_id="agent-v", scratches=scratches)
+    made = SparePool(root, max_pids=64, strays=strays, agent_id="agent-v", scratches=scratches, launcher=launcher)
     try:
         yield made
     finally:
@@ -56,8 +68,8 @@ async def pool(tmp_path: Path, scratches: Scratches) -> AsyncIterator[SparePool]
         root.close()
 
 
-async def run(scratches: Scratches, root: LimitRoot, argv: list[str], spare: Spare | None = None
-              ) -> tuple[Outcome, str, Room, int]:
+async def run(scratches: Scratches, root: LimitRoot, argv: list[str], spare: Spare | None = None,
+              launcher: str | None = None) -> tuple[Outcome, str, Room, int]:
     """As an attempt starts its child (attempt.py): the room (a spare's scratch if it took one), its env, its user."""
     room = scratches.open(run_as_root=False, path=spare.hand_over() if spare is not None else None)
     env = {"PATH": "/usr/bin:/bin", **room.view.env(str(room.path), {})}
@@ -68,13 +80,13 @@ async def run(scratches: Scratches, root: LimitRoot, argv: list[str], spare: Spa
 
     execution = Execution(argv, env, limits=RunLimits(root, f"run-{uuid.uuid4().hex[:6]}", memory_mb=64, max_pids=64),
                           timeout=20, kill_grace=1, on_output=keep, spare=spare, user=room.view.user,
-                          view=room.view, scratch=str(room.path))
+                          view=room.view, scratch=str(room.path), launcher=launcher)
     assert await execution.start() is None
     return await execution.wait(), b"".join(out).decode(), room, execution.pid
 
 
 async def test_a_spawned_child_and_one_in_a_spare_see_only_their_own_scratch_as_their_tmp(
-        pool: SparePool, scratches: Scratches) -> None:
+        pool: SparePool, scratches: Scratches, launcher: str | None) -> None:
     # Given a spare made with its scratch bound over /tmp in a namespace of its own
     pool.refill()
     spare = await wait_for(lambda: pool.ready, 10, what="a spare")
@@ -82,8 +94,8 @@ async def test_a_spawned_child_and_one_in_a_spare_see_only_their_own_scratch_as_
     spare_scratch, taken = spare.scratch, pool.take()
 
     # When a job looks around, once in the spare and once spawned
-    seen = [await run(scratches, pool.root, ["/bin/sh", "-c", LOOK], taken),
-            await run(scratches, pool.root, ["/bin/sh", "-c", LOOK])]
+    seen = [await run(scratches, pool.root, ["/bin/sh", "-c", LOOK], taken, launcher),
+            await run(scratches, pool.root, ["/bin/sh", "-c", LOOK], launcher=launcher)]
 
     # Then each started in /tmp, its scratch, told so, owned by its user with mode 0700, holding only its own file,
     # with files bounded at 1 MiB
@@ -100,13 +112,15 @@ async def test_a_spawned_child_and_one_in_a_spare_see_only_their_own_scratch_as_
         assert scratches.close(room) and not room.path.exists()
 
 
-async def test_without_cgroups_the_rlimit_path_gives_the_same_view_and_bounds_a_file(scratches: Scratches) -> None:
+async def test_without_cgroups_the_rlimit_path_gives_the_same_view_and_bounds_a_file(
+        scratches: Scratches, launcher: str | None) -> None:
     # Given an agent with rlimits only (no cgroup delegated)
     root = LimitRoot(RLIMIT)
 
     # When a job looks around, then writes 2 MiB into one file
-    outcome, output, room, _ = await run(scratches, root, ["/bin/sh", "-c", LOOK])
-    big, said, big_room, _ = await run(scratches, root, ["/bin/sh", "-c", "head -c 2097152 /dev/zero > big"])
+    outcome, output, room, _ = await run(scratches, root, ["/bin/sh", "-c", LOOK], launcher=launcher)
+    big, said, big_room, _ = await run(scratches, root, ["/bin/sh", "-c", "head -c 2097152 /dev/zero > big"],
+                                       launcher=launcher)
 
     # Then it saw what a job in a cgroup sees, and the write past 1 MiB was refused (SIGXFSZ ends the writer)
     assert outcome == Outcome("succeeded", 0), output

@@ -58,7 +58,8 @@ class Execution:
     def __init__(self, argv: list[str], env: dict[str, str], *, limits: RunLimits | None, timeout: float | None,
                  kill_grace: float, on_output: Callable[[str, bytes], Awaitable[None]],
                  on_kill: Callable[[], Awaitable[None]] | None = None, user: tuple[int, int] | None = None,
-                 spare: Spare | None = None, view: ChildView | None = None, scratch: str | None = None) -> None:
+                 spare: Spare | None = None, view: ChildView | None = None, scratch: str | None = None,
+                 launcher: str | None = None) -> None:
         self.argv = argv
         self.view = view
         """What the child sees of the host: a private /tmp, its file size limit (core/job_view.py); None: the
@@ -66,6 +67,8 @@ class Execution:
         self.scratch = scratch
         """The attempt's scratch directory on the host: the child's working directory."""
         self.spare = spare
+        self.launcher = launcher
+        """jetcron-launch, which sets the child up in one exec; None: the chain of tools (launch.command)."""
         """A child already in groups of its own, to start the program in instead of spawning (spares.py)."""
         self.user = user
         """(uid, gid) the child switches to after joining its cgroups; None: the agent's own."""
@@ -103,7 +106,8 @@ class Execution:
             await spare.discard()
         if self.limits is not None:
             self.limits.create()
-        argv, preexec = launch.command([program, *self.argv[1:]], self.limits, self.user, self.view, self.scratch)
+        argv, preexec = launch.command([program, *self.argv[1:]], self.limits, self.user, self.view, self.scratch,
+                                       self.launcher)
         try:
             # cwd: entered as the agent, before the switch (the job's user may not search the dirs above it)
             self.proc = await asyncio.create_subprocess_exec(

@@ -16,7 +16,7 @@ from jetcron.core.ids import AGENT_ID_RE
 from jetcron.core.launch_plan import runtime_name
 from jetcron.core.models import AgentInfo
 from jetcron.core.validate import LABEL_RE
-from jetcron.services.agent.host import capacity
+from jetcron.services.agent.host import capacity, launch
 from jetcron.services.agent.host.container import detect_runtime
 from jetcron.services.agent.host.limits import LimitRoot
 from jetcron.services.agent.host.limits import detect as detect_limits
@@ -65,13 +65,15 @@ class HostSetup:
     limits: LimitRoot
     capacity: tuple[float, int] = (1.0, 1024)
     """Cores and MiB this agent may hand out: the host's cut to its own cgroup's limits (capacity.probe)."""
+    launcher: str | None = None
+    """jetcron-launch's path where runs start through it (launch.launcher_path), else None: the chain of tools."""
 
     @classmethod
-    def probe(cls, agent_id: str, data_dir: str) -> HostSetup:
+    def probe(cls, agent_id: str, data_dir: str, use_launcher: bool = True) -> HostSetup:
         # Two agents may share an id on one host only with different data dirs (tests do): the pair is the identity.
         scope = f"{agent_id}-{hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:8]}"
         return cls(gpus=discover_gpus(), runtime=detect_runtime(), limits=detect_limits(scope),
-                   capacity=capacity.probe())
+                   capacity=capacity.probe(), launcher=launch.launcher_path() if use_launcher else None)
 
     @property
     def capabilities(self) -> list[str]:

@@ -221,7 +221,8 @@ class Scratches:
     # --- the agent's start ---------------------------------------------------------------------------------
 
     @classmethod
-    def setup(cls, settings: Settings, agent_id: str, job_user: JobUser) -> tuple[Scratches, list[str]]:
+    def setup(cls, settings: Settings, agent_id: str, job_user: JobUser, launcher: str | None = None
+              ) -> tuple[Scratches, list[str]]:
         """At the agent's start (blocking): the scratch root and this agent's folder; whether a private /tmp works
         here; the uid pool; the data dir closed to job users. With notes for the log: what jobs will not get here,
         and why. Misconfigured: a uid range that cannot serve every slot, a scratch folder not the agent's."""
@@ -244,7 +245,7 @@ class Scratches:
                         max_file_mb=settings.agent_max_file_mb, uids=uids, lock_dir=lock_dir)
         _make_private_dir(scratches.dir, SCRATCH_PARENT_MODE)
         if switches and settings.agent_private_tmp:
-            why = probe_private_tmp(scratches.dir)
+            why = probe_private_tmp(scratches.dir, launcher)
             scratches.private_tmp = why is None
             if why is not None:
                 notes.append(f"no private /tmp for jobs: {why}")
@@ -298,13 +299,13 @@ class Scratches:
         return notes
 
 
-def probe_private_tmp(scratch_parent: Path) -> str | None:
+def probe_private_tmp(scratch_parent: Path, launcher: str | None = None) -> str | None:
     """Whether a child can be given a mount namespace with a folder bound over /tmp, by the very tools a run's
     child uses (launch.command): None if it can, else why not (not root, no CAP_SYS_ADMIN in a container, a tool
     missing). The namespace is gone when the probe exits."""
     if os.geteuid() != 0:
         return "the agent is not root"
-    if launch.setpriv_path() is None or not launch.private_tmp_prefix():
+    if launcher is None and (launch.setpriv_path() is None or not launch.private_tmp_prefix()):
         return "setpriv, unshare, env, mount or sh is missing"
     test = shutil.which("test")
     if test is None:
@@ -315,7 +316,7 @@ def probe_private_tmp(scratch_parent: Path) -> str | None:
         marker = f"seen-{secrets.token_hex(4)}"
         (probe / marker).touch()
         view = ChildView(user=None, private_tmp=True, own_uid=False, max_file_bytes=None)
-        argv, _ = launch.command([test, "-e", f"{PRIVATE_TMP}/{marker}"], None, None, view, str(probe))
+        argv, _ = launch.command([test, "-e", f"{PRIVATE_TMP}/{marker}"], None, None, view, str(probe), launcher)
         done = subprocess.run(argv, cwd=probe, capture_output=True, timeout=10, check=False, env={})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the probe did not run ({exc})"

@@ -136,8 +136,11 @@ class SparePool:
     """One spare, made again each time one is taken."""
 
     def __init__(self, root: LimitRoot, *, max_pids: int, strays: StrayGuard, agent_id: str,
-                 scratches: Scratches | None = None) -> None:
+                 scratches: Scratches | None = None, launcher: str | None = None) -> None:
         self.root = root
+        self.launcher = launcher
+        """jetcron-launch: a spare's death signal, namespace and /tmp in one exec before its perl (None: setpriv and
+        the tools of launch.spare_prefix)."""
         self.max_pids = max_pids
         self.strays = strays
         self.agent_id = agent_id
@@ -150,9 +153,10 @@ class SparePool:
         self._discarding: set[asyncio.Task[None]] = set()
 
     @staticmethod
-    def usable(root: LimitRoot) -> bool:
-        """Spares pay only where runs join groups, and need perl and a setpriv with --pdeathsig."""
-        return root.mechanism in (CGROUP1, CGROUP2) and launch.setpriv_path() is not None and _perl() is not None
+    def usable(root: LimitRoot, launcher: str | None = None) -> bool:
+        """Spares pay only where runs join groups, and need perl and jetcron-launch or a setpriv with --pdeathsig."""
+        return (root.mechanism in (CGROUP1, CGROUP2) and (launcher is not None or launch.setpriv_path() is not None)
+                and _perl() is not None)
 
     @property
     def private_tmp(self) -> bool:
@@ -183,20 +187,26 @@ class SparePool:
             self._made += 1
             limits = RunLimits(self.root, f"spare-{self._made}", memory_mb=None, max_pids=self.max_pids)
             limits.create()
-            setpriv, perl = launch.setpriv_path(), _perl()
-            if not limits.groups or setpriv is None or perl is None:
+            perl = _perl()
+            if not limits.groups or perl is None:
                 return  # the groups could not be made: runs are spawned as before, and the next take tries again
-            scratch, prefix = None, []
+            scratch, view = None, None
             if self.scratches is not None:
                 try:
                     scratch = self.scratches.make()
                 except OSError:
                     limits.remove()
                     return
-                prefix = launch.spare_prefix(self.scratches.view(run_as_root=False), str(scratch))
+                view = self.scratches.view(run_as_root=False)
+            prefix = launch.spare_prefix(view, None if scratch is None else str(scratch), self.launcher)
+            if prefix is None:  # no way to tie it to the agent's life here (usable() said so already)
+                limits.remove()
+                if scratch is not None:
+                    remove_tree(scratch)
+                return
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    setpriv, "--pdeathsig", "KILL", "--", *prefix, perl, "-e", WAIT_AND_EXEC, "--",
+                    *prefix, perl, "-e", WAIT_AND_EXEC, "--",
                     *(str(g / "cgroup.procs") for g in limits.groups),
                     env={"JETCRON_AGENT_ID": self.agent_id}, stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,

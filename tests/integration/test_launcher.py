@@ -1,0 +1,132 @@
+"""jetcron-launch (services/agent/host/jetcron_launch.c), the binary itself: what a run's child is given, in which
+order, and what a bad option or a failed step says. Real processes; the user switch and the namespace need root."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import wait_until
+
+from jetcron.services.agent.host import launch
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="a user switch and a mount namespace take root")
+# A child that reports its ids, its groups, its parent-death signal, its file size limit and its working directory.
+REPORT = ("import ctypes, os, resource; sig = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(sig)); "
+          "print(os.getresuid(), os.getresgid(), os.getgroups(), sig.value, "
+          "resource.getrlimit(resource.RLIMIT_FSIZE)[0], os.getcwd())")
+
+
+@pytest.fixture(scope="module")
+def launcher() -> str:
+    path = launch.launcher_path()
+    assert path is not None, "jetcron-launch is not built or does not run here (make builds it)"
+    return path
+
+
+# The system's interpreter, which any user may run (this one may live where the job's user may not search).
+PYTHON = "/usr/bin/python3"
+
+
+def launched(launcher: str, *options: str, program: tuple[str, ...] = (PYTHON, "-c", REPORT),
+             **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([launcher, *options, "--", *program], capture_output=True, text=True, timeout=10,
+                          check=False, **kw)  # type: ignore[call-overload]
+
+
+@root_only
+@pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"the child reports through {PYTHON}, missing here")
+def test_the_child_gets_its_tmp_limits_and_user_and_still_dies_with_the_agent(launcher: str, tmp_path: Path) -> None:
+    # Given a scratch folder the job's user (nobody) owns
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.chown(scratch, 65534, 65534)
+    # When a program is launched in it as nobody, with /tmp bound to it and files bounded at 1 MiB
+    done = launched(launcher, "--private-tmp", str(scratch), "--fsize", "1048576", "--user", "65534:65534")
+    # Then it runs as nobody in every id, with no supplementary group, the parent-death signal set again after the
+    # switch (a credential change clears it), the file size bound, in /tmp
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == ("(65534, 65534, 65534) (65534, 65534, 65534) [] 9 1048576 /tmp")
+    # And its /tmp is the scratch: what it writes there lands in the folder, the host's /tmp untouched
+    mark = f"mark-{os.getpid()}"
+    wrote = launched(launcher, "--private-tmp", str(scratch), "--user", "65534:65534",
+                     program=("/bin/sh", "-c", f"touch /tmp/{mark}"))
+    assert wrote.returncode == 0, wrote.stderr
+    assert (scratch / mark).exists() and not (Path("/tmp") / mark).exists()
+
+
+def test_a_bad_option_is_refused_naming_it_and_nothing_runs(launcher: str, tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    touch = ("/bin/sh", "-c", f"touch {ran}")
+    for options, said in [
+            (("--fsize", "12x"), "jetcron-launch: --fsize is not a whole number: 12x"),
+            (("--fsize", "-1"), "jetcron-launch: --fsize is not a whole number: -1"),
+            (("--user", "5"), "jetcron-launch: --user is not UID:GID: 5"),
+            (("--user", "5:x"), "jetcron-launch: --user is not a whole number: 5:x"),
+            (("--private-tmp", "relative"), "jetcron-launch: --private-tmp is not an absolute path: relative"),
+            (("--bogus", "1"), "jetcron-launch: option is not known: --bogus"),
+            # a valid step before the bad one is not taken either: every option is read first
+            (("--join", str(tmp_path / "missing"), "--nproc", "many"), "jetcron-launch: --nproc is not a whole "
+                                                                         "number: many")]:
+        done = launched(launcher, *options, program=touch)
+        assert (done.returncode, done.stderr.strip()) == (125, said)
+    relative = launched(launcher, program=("sh", "-c", "true"))
+    assert (relative.returncode, relative.stderr.strip()) == (
+        125, "jetcron-launch: the program is not an absolute path: sh")
+    assert not ran.exists()
+
+
+def test_a_failed_step_or_a_missing_program_says_which(launcher: str, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-group" / "cgroup.procs"
+    joined = launched(launcher, "--join", str(missing), program=("/bin/true",))
+    assert (joined.returncode, joined.stderr.strip()) == (
+        125, f"jetcron: could not join {missing}: No such file or directory")
+    absent = launched(launcher, program=(str(tmp_path / "absent"),))
+    assert (absent.returncode, absent.stderr.strip()) == (
+        127, f"jetcron: could not start {tmp_path / 'absent'}: No such file or directory")
+
+
+def test_the_program_dies_with_the_process_that_launched_it(launcher: str, tmp_path: Path) -> None:
+    # Given a parent that launched a long sleep and printed its pid
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; p = subprocess.Popen(sys.argv[1:]); "
+                               "print(p.pid, flush=True); time.sleep(60)", launcher, "--", "/bin/sleep", "60"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert wait_until(lambda: _command(child) == "sleep", 5, what="the sleep to start")
+        # When the parent is killed
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        # Then the kernel kills the sleep too
+        assert wait_until(lambda: _command(child) in (None, "zombie"), 5, what="the sleep to die with its parent")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def _command(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    name, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
+    return "zombie" if state == "Z" else name
+
+
+def test_it_is_static_so_no_loader_reads_the_jobs_environment_as_root(launcher: str) -> None:
+    # A dynamic binary names its loader in a PT_INTERP program header; that loader would honour a job's LD_PRELOAD
+    # while the launcher is still root. (64-bit little-endian ELF: the layout this build makes.)
+    data = Path(launcher).read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    kinds = [struct.unpack_from("<I", data, phoff + i * phentsize)[0] for i in range(phnum)]
+    assert kinds and 3 not in kinds  # PT_INTERP = 3
