@@ -335,7 +335,7 @@ class Store(RecordOps[T]):
                         # is all at or below `covered`.
                         if sequence <= at.covered:
                             continue
-                        entry = self._entry(msg)
+                        entry = self._entry(msg, sequence)
                         if entry is not None and (entry[1] is not None or again):
                             at.covered = sequence
                             yield entry
@@ -350,17 +350,16 @@ class Store(RecordOps[T]):
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=at.covered + 1))
         try:
             async for msg in in_order(live):
-                entry = self._entry(msg)
-                at.covered = stream_sequence(msg.reply)
+                at.covered = sequence = stream_sequence(msg.reply)
+                entry = self._entry(msg, sequence)
                 if entry is not None:
                     yield entry
         finally:
             await drop_subscription(js, live)
 
-    def _entry(self, msg: Any) -> tuple[str, T | None, int] | None:
-        """(key, value or None for a delete, revision) of a stream message; None if undecodable."""
+    def _entry(self, msg: Any, revision: int) -> tuple[str, T | None, int] | None:
+        """(key, value or None for a delete, revision) of a stream message at `revision`; None if undecodable."""
         key = msg.subject[len(self.prefix):]
-        revision = stream_sequence(msg.reply)
         if (data := value_of(msg.data, msg.headers)) is None:
             return key, None, revision
         try:
