@@ -177,6 +177,7 @@ int main(int argc, char **argv) {
         usage("the program", "is not an absolute path", program[0]);
 
     die_with_parent();
+    pid_t parent = getppid();
     for (int j = 0; j < joined; j++)
         join(joins[j]);
     if (tmp != NULL)
@@ -190,6 +191,11 @@ int main(int argc, char **argv) {
     if (user.text != NULL) {
         switch_user(user);
         die_with_parent();
+        /* A parent that died between the switch and the signal set again would never send it. */
+        if (getppid() != parent) {
+            fprintf(stderr, "jetcron: the process that launched %s is gone\n", program[0]);
+            exit(SETUP_FAILED);
+        }
     }
     execv(program[0], program);
     fprintf(stderr, "jetcron: could not start %s: %s\n", program[0], strerror(errno));
