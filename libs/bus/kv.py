@@ -22,7 +22,7 @@ from jetcron.bus.natspy import api_prefix, connection_of, consumer_of, request_t
 from jetcron.bus.ordered import in_order, stream_sequence
 from jetcron.bus.records import RecordOps, kind_of
 from jetcron.core.errors import NotFound, StorageFull, Unavailable, WriteConflict
-from jetcron.core.retry import OUTAGE_TRIES, outage_wait
+from jetcron.core.retry import outlasting_wait
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 
@@ -33,9 +33,6 @@ _log = structlog.get_logger("jetcron.kv")
 WATCH_BATCH = 1000
 """Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
 between pulls without holding the event loop for long."""
-WATCH_RETRY_MAX = 5.0
-"""Seconds between tries of a watch the server has not answered OUTAGE_TRIES times running (a stream leader
-election is over by then: this is an outage, and a watch waits it out)."""
 DROP_TIMEOUT = 1.0
 """Seconds a watch that ends waits for the server to delete its consumer."""
 
@@ -278,8 +275,8 @@ class Store(RecordOps[T]):
         A watch ends only with its connection (or its caller). A step the server does not answer (a stream or
         consumer with no leader yet, a cluster without quorum, a bucket not made yet) is tried again, for ever,
         from where the watch stands: what was yielded is not yielded again, and nothing after it is skipped.
-        A service's view is its watches: one that ended on a fault ended the view, and a placement whose agents
-        watch had ended placed nothing.
+        A service's view is its watches: one that ended would freeze that view for good (a placement that no
+        longer sees agents places nothing).
         """
         subject = s.kv_subject(self.name, pattern)
         at = WatchPosition()
@@ -299,7 +296,7 @@ class Store(RecordOps[T]):
                 if connection_of(self.js).is_closed:
                     raise  # the service is stopping (a connection is closed only then)
                 failures += 1
-                wait = outage_wait(failures) if failures < OUTAGE_TRIES else WATCH_RETRY_MAX
+                wait = outlasting_wait(failures)
                 _log.warning("watch not answered; trying again from where it stands", bucket=self.name,
                              revision=at.covered, loaded=at.loaded, failures=failures, retry_in=wait,
                              error=str(translate(exc, f"watch {self.name}")))

@@ -39,6 +39,17 @@ def outage_wait(tries: int) -> float:
     return min(2.0, 0.25 * 2.0 ** (tries - 1))
 
 
+OUTLASTING_WAIT = 5.0
+"""Seconds between tries of something that must outlast any outage (a watch: a service's view of a bucket) once
+OUTAGE_TRIES have gone unanswered: a stream leader election is over by then, so this is an outage, waited out."""
+
+
+def outlasting_wait(tries: int) -> float:
+    """Seconds to wait after the `tries`-th unanswered try of what is tried for ever: outage_wait's steps for the
+    length of an election, then OUTLASTING_WAIT."""
+    return outage_wait(tries) if tries < OUTAGE_TRIES else OUTLASTING_WAIT
+
+
 def failures_so_far(run: Run) -> int:
     return sum(1 for a in run.history if a.outcome in FAILURE_OUTCOMES)
 

@@ -414,7 +414,9 @@ async def main(ctx: Context) -> None:
     agent_id = checked_agent_id(ctx.settings.agent_id or socket.gethostname().split(".")[0])
     parse_labels(ctx.settings.agent_labels)  # a bad label refuses the start (Misconfigured), not a heartbeat
     # Probed once: `docker info` and the cgroup checks are too slow for every heartbeat.
-    setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir, ctx.settings.agent_launcher)
+    # A simulated agent spawns nothing: no launcher to look for (and run once) at its start.
+    setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir,
+                                    ctx.settings.agent_launcher and not ctx.settings.agent_sim)
     scratches = None
     if not ctx.settings.agent_sim:  # a simulation runs nothing: no scratch, no uid
         scratches, notes = await asyncio.to_thread(Scratches.setup, ctx.settings, agent_id,

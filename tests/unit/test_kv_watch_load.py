@@ -128,8 +128,7 @@ class Js:
 
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kv, "outage_wait", lambda tries: 0.0)
-    monkeypatch.setattr(kv, "WATCH_RETRY_MAX", 0.0)
+    monkeypatch.setattr(kv, "outlasting_wait", lambda tries: 0.0)
     monkeypatch.setattr(kv, "in_order", lambda live: live.messages())
 
 

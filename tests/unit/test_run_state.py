@@ -207,6 +207,11 @@ def test_an_idempotent_write_is_tried_through_a_stream_leader_election_and_no_lo
     assert sum(waits) == 5.75
 
 
+def test_what_must_outlast_an_outage_waits_as_an_election_then_every_few_seconds() -> None:
+    # A watch: the same steps through an election, then a steady pace for as long as the outage lasts
+    assert [retry.outlasting_wait(n) for n in range(1, 10)] == [0.25, 0.5, 1.0, 2.0, 2.0, 5.0, 5.0, 5.0, 5.0]
+
+
 @pytest.mark.parametrize("event", [RunEvent.SUCCEED, RunEvent.FAIL, RunEvent.HAND_BACK, RunEvent.START],
                          ids=lambda e: e.value)
 def test_a_report_from_an_agent_the_run_was_not_assigned_to_is_refused(event: RunEvent) -> None:
