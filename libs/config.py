@@ -18,6 +18,7 @@ from jetcron.wire.messages import HandBy, PlaceBy
 _Count = Annotated[int, Field(ge=0)]
 _MiB = 1024 * 1024
 _GiB = 1024 * _MiB
+NowJobEnd = Literal["created", "fired"]
 
 
 class Settings(BaseSettings):
@@ -69,6 +70,12 @@ class Settings(BaseSettings):
     it has written the run record, so no RunFinished is stored (one acknowledged write less per run); a report not
     answered so within `handoff_timeout` (no tracker of this version, a finish ahead of its start, the storage
     slow) goes to JC_EVENTS as before. `stream`, always JC_EVENTS (the protocol before); a tracker serves both."""
+    now_job_end: NowJobEnd = "created"
+    """When a `now` job's record gets its end (its Nats-TTL: its runs' retention): `created`, as the api makes it,
+    so that the trigger writes nothing to it once its run is recorded (its shard's fire mark says it has fired:
+    one write per shard now and then, not one per job; core/fire_marks). `fired`, by the trigger once its run is
+    recorded (a write per job: the protocol before, for a cluster whose triggers are older; docs/deploy.md,
+    upgrading). A trigger serves both."""
     handoff_timeout: float = Field(default=0.5, gt=0, le=30)
     """Seconds placement waits for an agent's answer to a direct hand-off (an agent for a tracker's) before it sends
     the message to its stream; a taker that let one pass is sent to the stream only for `handoff_timeout` × 20

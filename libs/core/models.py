@@ -300,7 +300,12 @@ class JobRecord(_Record, frozen=True, kw_only=True):
     """When the job was last resumed: occurrences before it that were not recorded missed their time (misfire)."""
     expires_at: datetime | None = None
     """When the server removes this record (core/retention.job_ttl): a one-shot job's, its run's retention after it
-    fired; a deleted job's, the cluster's retention after it was deleted. None: kept."""
+    fired (a `now` job's made with it, `fired_by_mark`: its runs' retention after it was made); a deleted job's,
+    the cluster's retention after it was deleted. None: kept."""
+    fired_by_mark: bool = False
+    """A `now` job made with its end already set: whether it has fired is its shard's fire mark (core/fire_marks),
+    not its end; the trigger writes nothing to it. Any later change by the api turns it into an ordinary one-shot
+    job, ended if the mark says it fired (api/jobs.settled)."""
 
 
 class AttemptRecord(_Record, frozen=True, kw_only=True):

@@ -15,11 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from msgspec.structs import replace
+
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import HistoryPolicy, JobRecord, JobSpec, Run, RunState, ScheduleKind
 
-__all__ = ["ClusterHistory", "Ended", "gate_seconds", "job_ttl", "keep_seconds", "may_shed", "one_shot", "over_count",
-           "record_ttl", "resolve", "stream_ttl", "to_free", "validate_history"]
+__all__ = ["ClusterHistory", "Ended", "fires_by_mark", "gate_seconds", "job_ttl", "keep_seconds", "may_shed",
+           "one_shot", "over_count", "record_ttl", "resolve", "settled", "stream_ttl", "to_free", "validate_history"]
 
 FAILED_LIKE = frozenset({RunState.FAILED, RunState.DEAD, RunState.BLOCKED})
 """What keep_failed counts (Kubernetes counts a CronJob's failed Jobs; a dead or blocked run failed too)."""
@@ -93,6 +95,21 @@ def stream_ttl(keep: float | None, cluster: ClusterHistory) -> int:
 def one_shot(spec: JobSpec) -> bool:
     """A job that fires once (now, at): once fired, its record has done its work and ages out after its run."""
     return spec.schedule.kind in (ScheduleKind.NOW, ScheduleKind.AT)
+
+
+def fires_by_mark(spec: JobSpec) -> bool:
+    """Whether a job is made with its end set and its firing recorded by its shard's mark (core/fire_marks): a
+    `now` job the trigger fires itself (one joined on upstreams is released by them, and ends as before)."""
+    return spec.schedule.kind is ScheduleKind.NOW and not spec.depends_on
+
+
+def settled(record: JobRecord, fired: bool) -> JobRecord:
+    """A job made with its end (JobRecord.fired_by_mark), about to change: an ordinary one-shot job from now on,
+    ended if it `fired` (never planned again), else without an end (the trigger plans it; its gate refuses an
+    occurrence already recorded, and its end is written once it fires). Any other job: as it is."""
+    if not record.fired_by_mark:
+        return record
+    return replace(record, fired_by_mark=False, expires_at=record.expires_at if fired else None)
 
 
 def job_ttl(record: JobRecord, now: datetime) -> int | None:

@@ -186,7 +186,8 @@ change none: blocked and missed carry the run record as written, reprioritized a
 
 
 class Cursor(_Msg, frozen=True, kw_only=True):
-    """The trigger's resume point for one job: the last nominal fire time it recorded."""
+    """The trigger's resume point for one job: the last nominal fire time it recorded. Under a shard's mark key
+    (core/fire_marks.mark_key), the shard's fire mark instead: `fired_through`."""
 
     job: str
     last: datetime | None = None
@@ -194,6 +195,9 @@ class Cursor(_Msg, frozen=True, kw_only=True):
     """The job version the cursor was computed for."""
     last_run: str = ""
     """The run id of the last occurrence that was started (for the overlap policy)."""
+    fired_through: int = 0
+    """A shard's mark: every `now` job of the shard made with its end (JobRecord.fired_by_mark) at a revision up to
+    this one has had its occurrence recorded."""
 
 
 class ServiceInstance(_Msg, frozen=True, kw_only=True):

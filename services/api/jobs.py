@@ -8,12 +8,14 @@ from typing import Any
 
 import msgspec
 
+from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.core import dag, exclusions, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id
-from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule
-from jetcron.core.retention import validate_history
+from jetcron.core.fire_marks import mark_key
+from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id, shard_of
+from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule, ShardLayout
+from jetcron.core.retention import fires_by_mark, settled, validate_history
 from jetcron.core.runs import WAITING_STATES, new_run
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.ops.dispatch import dispatch
@@ -146,6 +148,10 @@ class Jobs(Noun):
         # A one-off job's run continues this request's trace (the trigger fires it from a KV watch, no message).
         record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id(),
                            warnings=await self.capacity.warnings(spec))
+        if self.ctx.settings.now_job_end == "created" and fires_by_mark(spec):
+            # Its end from the start, so that firing it costs no second write (core/fire_marks).
+            ends = now + timedelta(seconds=await self.ctx.history.keep_for(spec))
+            record = msgspec.structs.replace(record, expires_at=ends, fired_by_mark=True)
         try:
             await self.ctx.jobs.create(spec.key, record)
         except WriteConflict:
@@ -176,6 +182,7 @@ class Jobs(Noun):
             raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
                            "read; read it again and retry")
         await self._calendars_ok(spec, old.created_at)
+        old = settled(old, await self._fired(old, revision))
         # A fired one-shot job keeps its end while its schedule stays; a new schedule fires again, so it stays.
         expires = old.expires_at if spec.schedule == old.spec.schedule else None
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
@@ -185,6 +192,17 @@ class Jobs(Noun):
         if flag(req, "apply_to_waiting"):
             await self._move_waiting(spec, call.tenant)
         return record
+
+    async def _fired(self, record: JobRecord, revision: int) -> bool:
+        """Whether a job made with its end (fired_by_mark), stored at `revision`, has fired: its shard's mark says
+        so. False for any other job (its end says it), and while no mark covers it yet (it may not have fired)."""
+        if not record.fired_by_mark:
+            return False
+        shards = await pinned_shards(await self.ctx.buckets.open(s.BUCKET_CLUSTER, ShardLayout))
+        if shards is None:
+            return False  # no trigger has ever started: nothing has fired
+        mark = await self.ctx.cursors.maybe(mark_key(shard_of(record.spec.key, shards)))
+        return mark is not None and revision <= mark[0].fired_through
 
     async def _move_waiting(self, spec: JobSpec, caller: str | None) -> int:
         """The job's runs that have not started yet go to its new priority and queue; how many moved."""
@@ -239,11 +257,15 @@ class Jobs(Noun):
         record, revision = await self._job(name, call.tenant)
         asked = name or record.spec.key  # _job refused a missing name
         now = self.ctx.clock.now()
+        # Only the api changes a job made with its end, and its first change settles it: a stored copy that is
+        # still one is the record read here, at this revision.
+        fired = await self._fired(record, revision)
 
         def decide(current: JobRecord) -> JobRecord:
             if current.status is JobStatus.DELETED:  # deleted meanwhile: never brought back by a pause
                 raise NotFound("job", asked)
-            new = msgspec.structs.replace(current, status=status, version=current.version + 1, updated_at=now)
+            new = msgspec.structs.replace(settled(current, fired), status=status, version=current.version + 1,
+                                          updated_at=now)
             # The pause window tells the trigger which unrecorded occurrences came due while paused (misfire).
             if status is JobStatus.PAUSED and current.status is JobStatus.ACTIVE:
                 new = msgspec.structs.replace(new, paused_at=now)

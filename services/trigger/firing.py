@@ -60,7 +60,7 @@ class Firer:
             faults.point("trigger.after_publish")  # chaos: runs recorded and dispatched, cursor not moved
         # A one-shot job that has fired needs no cursor: its record ends instead (`_end`), no later than its run's.
         one_shot_done = plan.done and one_shot(spec)
-        if one_shot_done and plan.fires:
+        if one_shot_done and plan.fires and not record.fired_by_mark:  # that one's end was made with it
             await self._end(record, revision, now, keep)
         if plan.cursor is not None and not one_shot_done and (cursor is None or plan.cursor != cursor[0].last):
             new = Cursor(job=spec.key, last=plan.cursor, version=record.version, last_run=last_run)

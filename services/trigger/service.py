@@ -9,9 +9,12 @@ import secrets
 from collections import deque
 from datetime import datetime, timedelta
 
+import msgspec
+
 from jetcron.bus.cluster import shard_layout
 from jetcron.core import triggers
-from jetcron.core.errors import JetcronError, WriteConflict
+from jetcron.core.errors import JetcronError, NotFound, WriteConflict
+from jetcron.core.fire_marks import mark_key, mark_shard
 from jetcron.core.herds import Herds
 from jetcron.core.models import ShardLayout
 from jetcron.services.runtime import Context, background
@@ -19,10 +22,14 @@ from jetcron.services.trigger.calendars import CalendarView
 from jetcron.services.trigger.firing import Firer
 from jetcron.services.trigger.shards import ShardOwner
 from jetcron.services.trigger.warm import Warm
+from jetcron.wire.messages import Cursor
 from jetcron.wire.subjects import BUCKET_CLUSTER
 
 FIRES_IN_FLIGHT = 1024
 """Jobs planned and recorded concurrently: enough to keep the server's pipeline full during a herd."""
+MARK_SECONDS = 0.5
+"""How often a shard's holder moves its fire mark on (core/fire_marks): a write per busy shard this often, and at
+most this much of a shard's fired `now` jobs that a new holder plans again (their gate refuses them)."""
 
 
 class Trigger:
@@ -49,6 +56,7 @@ class Trigger:
         self.again: set[str] = set()
 
     async def watch_jobs(self) -> None:
+        await self.cursors_synced.wait()  # the shards' fire marks first: a `now` job they cover is not held at all
         async for name, record, revision in self.ctx.jobs.watch():
             if not name:
                 self.synced.set()
@@ -64,8 +72,48 @@ class Trigger:
             if not name:
                 self.cursors_synced.set()
             elif cursor is not None:
-                self.warm.cursor_changed(name, cursor, revision)
-                self._park(name)
+                if (shard := mark_shard(name)) is not None:
+                    self._marked(shard, cursor.fired_through)
+                else:
+                    self.warm.cursor_changed(name, cursor, revision)
+                    self._park(name)
+
+    def _marked(self, shard: int, mark: int) -> None:
+        for name in self.warm.mark_noted(shard, mark):
+            self.herds.leave(name)
+
+    async def keep_marks(self) -> None:
+        while not self.ctx.stop.is_set():
+            await _sleep_or(self.ctx.stop, MARK_SECONDS)
+            await self.write_marks()
+
+    async def write_marks(self) -> None:
+        """Move the fire mark of each shard we hold on to what has fired (core/fire_marks)."""
+        for shard in sorted(self.owner.owned):
+            mark = self.warm.marks.advance(shard)
+            if mark is None:
+                continue
+            try:
+                await self._write_mark(shard, mark)
+            except JetcronError as exc:
+                self.ctx.log.warning("fire mark not written; trying again", shard=shard, error=str(exc))
+
+    async def _write_mark(self, shard: int, mark: int) -> None:
+        """Raise the shard's mark to `mark`, revision-checked; never lower it (a replica that held the shard
+        before may have written a higher one: each is true of what it saw)."""
+        key = mark_key(shard)
+
+        def decide(current: Cursor) -> Cursor | None:
+            return None if current.fired_through >= mark else msgspec.structs.replace(current, fired_through=mark)
+
+        try:
+            await self.ctx.cursors.change(key, decide)
+        except NotFound:
+            try:
+                await self.ctx.cursors.create(key, Cursor(job=key, fired_through=mark))
+            except WriteConflict:
+                return  # written meanwhile by another replica: the next round raises it
+        self._marked(shard, mark)
 
     async def watch_calendars(self) -> None:
         """Every calendar, compiled as it changes: applied from the next occurrence each job plans."""
@@ -101,6 +149,7 @@ class Trigger:
             except JetcronError as exc:
                 self.ctx.log.warning("shard balance failed", error=str(exc))
             await _sleep_or(self.ctx.stop, self.ctx.settings.trigger_lease_ttl / 3)
+        await self.write_marks()  # what fired since the last round: the next holders need not plan it again
         await self.owner.release_all()
 
     async def _fire(self, name: str) -> None:
@@ -137,9 +186,9 @@ class Trigger:
             if record is None:
                 return
             now = self.ctx.clock.now()  # not the loop's: a herd's tail may have waited for the gate
+            revision = self.warm.revisions.get(name)
             try:
-                plan, cursor = await self.firer.fire(record, self.cursors.get(name), now, extra,
-                                                     revision=self.warm.revisions.get(name))
+                plan, cursor = await self.firer.fire(record, self.cursors.get(name), now, extra, revision=revision)
             except JetcronError as exc:
                 # Nothing past the failure was recorded and the cursor did not move: re-read it and plan again;
                 # what was recorded meanwhile fails the gate harmlessly. A lost cursor race (another replica
@@ -152,6 +201,8 @@ class Trigger:
                 return
             if cursor is not None:
                 self.cursors[name] = cursor
+            if plan.done and record.fired_by_mark and revision is not None:
+                self.warm.fired(name, revision)
             if not plan.done and plan.next_wake is not None:
                 self._queue(name, plan.next_wake)
             return
@@ -210,7 +261,7 @@ async def main(ctx: Context) -> None:
     await shard_layout(cluster, wanted=ctx.settings.trigger_shards, by=replica, now=ctx.clock.now())
     trigger = Trigger(ctx, replica)
     tasks = [background(ctx, c) for c in (trigger.watch_jobs(), trigger.watch_cursors(), trigger.keep_shards(),
-                                              trigger.fire_loop(), trigger.watch_calendars())]
+                                              trigger.fire_loop(), trigger.watch_calendars(), trigger.keep_marks())]
     ctx.ready.set()
     ctx.log.info("trigger ready", replica=trigger.replica, shards=ctx.settings.trigger_shards)
     await ctx.stop.wait()

@@ -10,6 +10,7 @@ import msgspec
 from jetcron.core import triggers
 from jetcron.core.dag import join_of
 from jetcron.core.due_index import DueIndex
+from jetcron.core.fire_marks import FireMarks
 from jetcron.core.models import JobRecord, JobStatus, JoinPolicy, ScheduleKind
 from jetcron.wire.messages import Cursor
 
@@ -54,6 +55,8 @@ class Warm:
         """Each held job's revision as its watch delivered it: a write of the job (a one-shot job's end) is
         checked against it instead of reading the job first."""
         self.cursors: dict[str, tuple[Cursor, int]] = {}
+        self.marks = FireMarks()
+        """The shards' fire marks, and the jobs made with their end that none covers yet."""
         self._intern = _Interner()
 
     def _compact(self, name: str, record: JobRecord) -> JobRecord:
@@ -69,22 +72,49 @@ class Warm:
     def fireable(record: JobRecord) -> bool:
         # A job joined on the same occurrence is started by its upstreams (DAG release), not by a schedule; one
         # joined on the latest fires on its own schedule, once its upstreams allow (firing.Firer._record). A
-        # one-shot job that has an end has fired (firing.Firer._end): nothing is left to plan, nor held in memory.
+        # one-shot job that has an end has fired (firing.Firer._end): nothing is left to plan, nor held in memory;
+        # one made with its end has fired once its shard's mark covers it (job_changed).
         spec = record.spec
         own_schedule = spec.schedule.kind is not ScheduleKind.NOW
         fires = not spec.depends_on or (join_of(spec) is JoinPolicy.LATEST and own_schedule)
-        return record.status is JobStatus.ACTIVE and fires and record.expires_at is None
+        return record.status is JobStatus.ACTIVE and fires and (record.fired_by_mark or record.expires_at is None)
 
     def job_changed(self, name: str, record: JobRecord | None, now: datetime, revision: int = 0) -> None:
         """A job was created, changed or removed; a changed schedule applies from its next occurrence."""
+        shard = self.index.shard(name)
+        self.marks.delivered(revision)
+        judged = record is not None and record.fired_by_mark and self.fireable(record)
+        if record is not None and judged and not self.marks.fired(shard, revision):
+            self.marks.opened(shard, name, revision)
+        else:
+            self.marks.closed(shard, name)
+            if record is not None and record.fired_by_mark:
+                record = None  # fired already: nothing to plan
         if record is None or not self.fireable(record):
-            self.jobs.pop(name, None)
-            self.revisions.pop(name, None)
-            self.index.remove(name)
+            self.forget(name)
         else:
             self.jobs[name] = self._compact(name, record)
             self.revisions[name] = revision
             self.index.set(name, now)  # re-plan from the cursor at once
+
+    def forget(self, name: str) -> None:
+        self.jobs.pop(name, None)
+        self.revisions.pop(name, None)
+        self.index.remove(name)
+
+    def fired(self, name: str, revision: int) -> None:
+        """A job made with its end has fired at `revision` (its occurrence recorded): held no longer, unless a
+        newer revision came meanwhile (that one is planned again)."""
+        if self.revisions.get(name) == revision:
+            self.marks.closed(self.index.shard(name), name, revision)
+            self.forget(name)
+
+    def mark_noted(self, shard: int, mark: int) -> list[str]:
+        """A shard's mark read or written: the jobs it covers have fired and are let go (their names)."""
+        covered = self.marks.noted(shard, mark)
+        for name in covered:
+            self.forget(name)
+        return covered
 
     def standby_wake(self, name: str, horizon_seconds: float) -> datetime | None:
         """For a job of a shard we do not hold: when it next has work, from the cursor its holder wrote."""

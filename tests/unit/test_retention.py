@@ -13,6 +13,7 @@ from jetcron.core.models import HistoryPolicy, JobRecord, JobSpec, MisfirePolicy
 from jetcron.core.retention import (
     ClusterHistory,
     Ended,
+    fires_by_mark,
     gate_seconds,
     job_ttl,
     keep_seconds,
@@ -21,6 +22,7 @@ from jetcron.core.retention import (
     over_count,
     record_ttl,
     resolve,
+    settled,
     stream_ttl,
     to_free,
     validate_history,
@@ -158,6 +160,24 @@ def test_a_job_without_an_end_is_kept_and_an_ended_one_lives_until_its_end() -> 
 def test_only_now_and_at_jobs_are_one_shot() -> None:
     assert one_shot(_spec(kind=ScheduleKind.NOW)) and one_shot(_spec(kind=ScheduleKind.AT))
     assert not one_shot(_spec(kind=ScheduleKind.EVERY))
+
+
+def test_only_a_now_job_the_trigger_fires_itself_is_made_with_its_end() -> None:
+    assert fires_by_mark(_spec(kind=ScheduleKind.NOW))
+    assert not fires_by_mark(msgspec.structs.replace(_spec(kind=ScheduleKind.NOW), depends_on=["up"]))
+    assert not fires_by_mark(_spec(kind=ScheduleKind.AT)) and not fires_by_mark(_spec(kind=ScheduleKind.EVERY))
+
+
+def test_a_job_made_with_its_end_is_settled_ended_if_it_fired_and_unended_if_not() -> None:
+    ends = T0 + timedelta(days=3)
+    made = JobRecord(spec=_spec(kind=ScheduleKind.NOW), created_at=T0, updated_at=T0, expires_at=ends,
+                     fired_by_mark=True)
+    fired = settled(made, fired=True)
+    assert (fired.fired_by_mark, fired.expires_at) == (False, ends)
+    unfired = settled(made, fired=False)
+    assert (unfired.fired_by_mark, unfired.expires_at) == (False, None)
+    ordinary = msgspec.structs.replace(made, fired_by_mark=False)
+    assert settled(ordinary, fired=False) is ordinary  # its own end says whether it fired
 
 
 @pytest.mark.parametrize(("policy", "field", "match"), [

@@ -1,0 +1,72 @@
+"""A shard's fire mark never passes a `now` job whose occurrence is still to be recorded (core/fire_marks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jetcron.core.fire_marks import FireMarks, mark_key, mark_shard
+
+
+def test_a_mark_key_names_its_shard_and_no_job_key_is_one() -> None:
+    assert mark_key(7) == "_fired.7"
+    assert mark_shard(mark_key(7)) == 7
+    assert mark_shard("default.nightly") is None
+    assert mark_shard("_fired.x") is None
+
+
+def test_the_mark_stays_below_the_oldest_open_job_and_moves_on_once_it_fired() -> None:
+    marks = FireMarks()
+    for revision, name in ((3, "a"), (5, "b"), (9, "c")):
+        marks.delivered(revision)
+        marks.opened(0, name, revision)
+    assert marks.advance(0) == 2
+    marks.noted(0, 2)
+    marks.closed(0, "b", 5)  # fired out of order: a is still open
+    assert marks.advance(0) is None
+    marks.closed(0, "a", 3)
+    assert marks.advance(0) == 8
+    marks.closed(0, "c", 9)
+    assert marks.advance(0) == 9
+
+
+def test_the_mark_never_passes_what_the_watch_has_delivered() -> None:
+    marks = FireMarks()
+    marks.delivered(4)
+    assert marks.advance(1) == 4
+    marks.noted(1, 4)
+    assert marks.advance(1) is None
+    marks.delivered(6)  # a job of another shard, or one the mark does not judge
+    assert marks.advance(1) == 6
+
+
+def test_a_fire_of_an_older_revision_leaves_the_newer_one_open() -> None:
+    marks = FireMarks()
+    marks.delivered(3)
+    marks.opened(0, "a", 3)
+    marks.delivered(7)
+    marks.opened(0, "a", 7)  # changed while it fired
+    marks.closed(0, "a", 3)
+    assert marks.advance(0) == 6
+    marks.closed(0, "a")  # gone (deleted, or no longer judged by the mark)
+    assert marks.advance(0) == 7
+
+
+def test_a_mark_read_lets_go_of_the_jobs_it_covers_and_never_goes_back() -> None:
+    marks = FireMarks()
+    for revision, name in ((3, "a"), (5, "b"), (9, "c")):
+        marks.delivered(revision)
+        marks.opened(2, name, revision)
+    assert sorted(marks.noted(2, 5)) == ["a", "b"]
+    assert marks.fired(2, 5) and not marks.fired(2, 6) and not marks.fired(3, 1)
+    assert marks.noted(2, 4) == []  # an older mark (a replica that held the shard before) changes nothing
+    assert marks.fired(2, 5)
+    assert marks.advance(2) == 8
+
+
+@pytest.mark.parametrize("shards", [1, 16])
+def test_each_shard_has_a_mark_of_its_own(shards: int) -> None:
+    marks = FireMarks()
+    marks.delivered(10)
+    marks.opened(0, "a", 4)
+    assert marks.advance(0) == 3
+    assert marks.advance(shards) == 10
