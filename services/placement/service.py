@@ -76,6 +76,8 @@ class Placer:
         # lapsed (seen at 2,000 runs with fsync on); a bounded number in flight keeps the server as busy.
         self.writes = asyncio.Semaphore(ASSIGN_CONCURRENCY)
         self._acking: set[asyncio.Future[None]] = set()
+        self._sending: dict[str, asyncio.Future[None]] = {}
+        """Assignments being handed to their agents (_send), by run: each outlives the pass that made it."""
         """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback)."""
         self.handoff = Direct(ctx.rpc, "assign", ctx.settings.handoff_timeout) \
             if ctx.settings.assign_by == "direct" else None
@@ -162,9 +164,9 @@ class Placer:
         if held is not None and (attempt is None or held[0].attempt <= attempt):
             self._ack_later(self._unqueue(run_id))
 
-    def _ack_later(self, msg: Message | None) -> None:
+    def _ack_later(self, msg: Message | None, after: asyncio.Future[None] | None = None) -> None:
         if msg is not None:
-            self._acking.add(task := asyncio.ensure_future(ack_held(msg)))
+            self._acking.add(task := asyncio.ensure_future(_ack_after(msg, after)))
             task.add_done_callback(self._acking.discard)
 
     def _unqueue(self, run_id: str) -> Message | None:
@@ -203,8 +205,8 @@ class Placer:
             metrics.child(metrics.QUEUE_DEPTH, priority=cmd.priority.value).dec()
 
     async def _assign(self, cmd: PlaceRun, placement: Placement, now: datetime) -> int | None:
-        """CAS scheduled -> assigned (with the GPU devices), then one AssignRun per host; the revision
-        written, or None if the run moved on."""
+        """CAS scheduled -> assigned (with the GPU devices), then one AssignRun per host, sent beside the pass
+        (_send); the revision written, or None if the run moved on."""
         def decide(run: Run) -> Run | None:
             if run.attempt != cmd.attempt:
                 return None
@@ -222,29 +224,54 @@ class Placer:
         if done is None:
             return None
         run, new, written = done
-        assert new.spec is not None
-        with messaging_span(_tracer, "process", s.place_subject(cmd.priority),
-                            parent=context_from_trace_id(run.trace_id), run_id=run.run_id, job=run.job,
-                            attempt=run.attempt):
-            for agent in placement.agents:
-                await self._dispatch(agent, AssignRun(
-                    run_id=run.run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec,
-                    scheduled_at=run.scheduled_at, due_at=run.due_at, gpu_indices=placement.gpu_indices.get(agent, []),
-                    gang=placement.agents if len(placement.agents) > 1 else [], keep_seconds=run.keep_seconds))
+        # Sent beside the pass, outside the write slots: a hand-off may wait for its agent's answer up to the
+        # hand-off timeout, and a pass that waited for it left every slot freed meanwhile empty until the next.
+        self._sending[run.run_id] = task = asyncio.ensure_future(self._send(cmd, run, new, placement))
+        task.add_done_callback(partial(self._sent, run.run_id))
         return written
+
+    def _sent(self, run_id: str, task: asyncio.Future[None]) -> None:
+        if self._sending.get(run_id) is task:
+            del self._sending[run_id]
+
+    async def sent(self) -> None:
+        """Until every assignment made so far has been handed over (or published), and the messages held for
+        them acked."""
+        while self._sending or self._acking:
+            await asyncio.gather(*self._sending.values(), *self._acking)
+
+    async def _send(self, cmd: PlaceRun, run: Run, new: Run, placement: Placement) -> None:
+        """One AssignRun per host of a run recorded as assigned. One not sent (a bug: _dispatch gives up on the
+        storage's errors itself) leaves the run `assigned` until the tracker re-dispatches it as not started."""
+        assert new.spec is not None
+        try:
+            with messaging_span(_tracer, "process", s.place_subject(cmd.priority),
+                                parent=context_from_trace_id(run.trace_id), run_id=run.run_id, job=run.job,
+                                attempt=run.attempt):
+                for agent in placement.agents:
+                    await self._dispatch(agent, AssignRun(
+                        run_id=run.run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec,
+                        scheduled_at=run.scheduled_at, due_at=run.due_at,
+                        gpu_indices=placement.gpu_indices.get(agent, []),
+                        gang=placement.agents if len(placement.agents) > 1 else [], keep_seconds=run.keep_seconds))
+        except Exception:
+            self.ctx.log.exception("assignment not sent; the tracker re-dispatches it", run_id=run.run_id)
+            return
+        faults.point("placement.after_dispatch")  # chaos: assigned and AssignRun published, PlaceRun not acked
 
     async def _dispatch(self, agent: str, cmd: AssignRun) -> None:
         """Hand one assignment to its agent directly, or else publish it as an AssignRun, again while its stream
         does not answer (a NATS node lost): the run is already recorded as assigned, and a failure here once ended
         the placement loop for good (chaos suite). One never sent leaves the run `assigned` until the tracker
-        re-dispatches it as not started."""
+        re-dispatches it as not started. Waiting for the agent's answer takes no write slot; the publish does."""
         if self.handoff is not None and await self.handoff.hand(agent, s.handoff_subject(agent), encode(cmd)):
             return
         for tries in range(1, OUTAGE_TRIES + 1):
             try:
                 faults.point("placement.dispatch")
-                await self.ctx.publisher.publish(s.assign_subject(agent), cmd,
-                                                 msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
+                async with self.writes:
+                    await self.ctx.publisher.publish(s.assign_subject(agent), cmd,
+                                                     msg_id=s.msg_id(cmd.run_id, cmd.attempt, f"assign.{agent}"))
                 return
             except JetcronError as exc:
                 if not exc.retryable or tries == OUTAGE_TRIES:
@@ -355,13 +382,12 @@ class Placer:
             written = await self._assign(cmd, placement, now)
         self.preemptor.done(demand.run_id)
         if written is not None:
-            faults.point("placement.after_dispatch")  # chaos: assigned and AssignRun published, PlaceRun not acked
             self.view.assigned(demand.run_id, written)
             metrics.child(metrics.PLACEMENTS, result="placed").inc()
         else:
             self.view.unhold(demand.run_id)
-        if msg is not None:
-            await ack_held(msg)
+        # Acked once its AssignRun is sent (a placement that dies between the two leaves it to be redelivered)
+        self._ack_later(msg, after=self._sending.get(demand.run_id))
 
     async def keep_alive(self) -> None:
         """Tell the server the held messages are still being worked on, so they are not redelivered.
@@ -447,6 +473,12 @@ async def lead(ctx: Context, view: View) -> None:
         placer.let_go()
         view.drop_in_flight()
         placer.preemptor.put_back()  # after the waiting runs' places are given back: their victims count again
+
+
+async def _ack_after(msg: Message, sending: asyncio.Future[None] | None) -> None:
+    if sending is not None:
+        await asyncio.shield(sending)
+    await ack_held(msg)
 
 
 async def _take_up(ctx: Context, placer: Placer) -> None:

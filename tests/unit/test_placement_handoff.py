@@ -45,10 +45,9 @@ class Agent:
             asyncio.get_running_loop().call_soon(asyncio.ensure_future, msg.respond(self.answer))
 
 
-async def placed(answer: bytes | None, *, served: bool = True) -> tuple[Context, Agent, list[AssignRun]]:
-    """A leader on the twins whose one agent answers `answer`; one scheduled run placed by one pass. Returns the
-    context, the agent, and the AssignRuns the stream got."""
-    ctx = twin_context("placement", settings=Settings(handoff_timeout=0.05))
+async def leader(answer: bytes | None, *, served: bool = True, timeout: float = 0.05) -> tuple[Context, Agent, Placer]:
+    """A leader on the twins whose one agent answers `answer`, holding one scheduled run."""
+    ctx = twin_context("placement", settings=Settings(handoff_timeout=timeout))
     assert isinstance(ctx.rpc, MemoryRpc)
     agent = Agent(ctx.rpc, answer)
     if served:
@@ -60,11 +59,23 @@ async def placed(answer: bytes | None, *, served: bool = True) -> tuple[Context,
     run = new_run(SPEC, run_id="nightly.r1", state=RunState.SCHEDULED, scheduled_at=now, due_at=now, now=now)
     await ctx.runs.create(run.run_id, run)
     placer.offered(place_run_for(run))
-    await placer.place_once()
-    stored, _ = await ctx.runs.get(run.run_id)
-    assert (stored.state, stored.agents) == (RunState.ASSIGNED, ["agent-1"])
+    return ctx, agent, placer
+
+
+def streamed(ctx: Context) -> list[AssignRun]:
     assert isinstance(ctx.publisher, MemoryPublisher)
-    return ctx, agent, [decode(p.data, AssignRun) for p in ctx.publisher.on(s.assign_subject("*"))]
+    return [decode(p.data, AssignRun) for p in ctx.publisher.on(s.assign_subject("*"))]
+
+
+async def placed(answer: bytes | None, *, served: bool = True) -> tuple[Context, Agent, list[AssignRun]]:
+    """One pass of a leader (leader()) and its assignment sent. Returns the context, the agent, and the
+    AssignRuns the stream got."""
+    ctx, agent, placer = await leader(answer, served=served)
+    await placer.place_once()
+    await placer.sent()
+    stored, _ = await ctx.runs.get("nightly.r1")
+    assert (stored.state, stored.agents) == (RunState.ASSIGNED, ["agent-1"])
+    return ctx, agent, streamed(ctx)
 
 
 async def test_an_assignment_the_agent_takes_is_not_written_to_its_stream() -> None:
@@ -84,6 +95,20 @@ async def test_an_assignment_not_answered_in_time_goes_to_its_stream() -> None:
     _, agent, streamed = await placed(None)
     assert len(agent.got) == 1
     assert [(cmd.run_id, cmd.agent) for cmd in streamed] == [("nightly.r1", "agent-1")]
+
+
+async def test_a_pass_does_not_wait_for_a_hand_off_its_agent_has_not_answered() -> None:
+    # Given an agent that does not answer, and a hand-off timeout far longer than a pass takes
+    ctx, agent, placer = await leader(None, timeout=0.5)
+    # When a pass places the run
+    await placer.place_once()
+    # Then the pass is over with the run assigned while its hand-off still waits: nothing is on the stream yet
+    stored, _ = await ctx.runs.get("nightly.r1")
+    assert (stored.state, streamed(ctx)) == (RunState.ASSIGNED, [])
+    # And once the hand-off's time is up, the assignment goes to the stream
+    await placer.sent()
+    assert len(agent.got) == 1
+    assert [(cmd.run_id, cmd.agent) for cmd in streamed(ctx)] == [("nightly.r1", "agent-1")]
 
 
 async def test_an_agent_that_does_not_serve_hand_offs_gets_its_assignment_by_the_stream() -> None:
