@@ -40,6 +40,9 @@ class FireMarks:
         """Per shard, each job (by name) not yet known fired, at the revision that is to fire."""
         self.position = 0
         """The highest revision the jobs watch has delivered."""
+        self.moved: set[int] = set()
+        """Shards where a job closed since their mark was last noted: only their marks are worth a write (a
+        shard that fires no `now` job is never written, however far the watch moves)."""
 
     def fired(self, shard: int, revision: int) -> bool:
         """Whether a job made with its end, at `revision`, has had its occurrence recorded."""
@@ -61,9 +64,13 @@ class FireMarks:
         del held[name]
         if not held:
             del self.open[shard]
+        self.moved.add(shard)
 
     def advance(self, shard: int) -> int | None:
-        """The mark the shard's holder may write now, or None if it would not move on."""
+        """The mark the shard's holder may write now, or None if nothing closed there since the last one or it
+        would not move on."""
+        if shard not in self.moved:
+            return None
         held = self.open.get(shard)
         mark = min(held.values()) - 1 if held else self.position
         return mark if mark > self.through.get(shard, 0) else None
@@ -73,6 +80,7 @@ class FireMarks:
         if mark <= self.through.get(shard, 0):
             return []
         self.through[shard] = mark
+        self.moved.discard(shard)
         held = self.open.get(shard, {})
         covered = [name for name, revision in held.items() if revision <= mark]
         for name in covered:

@@ -14,7 +14,7 @@ import msgspec
 from jetcron.core.dag import join_of, took_at
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.ids import run_id, stamp_of
-from jetcron.core.models import JobRecord, JobStatus, JoinPolicy, Run, RunState, ScheduleKind
+from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, ScheduleKind
 from jetcron.core.retention import stream_ttl
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
@@ -34,10 +34,18 @@ def flow_stamp(run: Run) -> str:
     return stamp_of(run.flow_id or run.run_id)
 
 
+def consulted(spec: JobSpec) -> bool:
+    """Whether the tracker ever looks a job up: a downstream job (its upstreams' ends release it), or one with a
+    deadline (Deadlines) or a wait timeout. It holds no other job: most are not (a day's `now` jobs, kept days)."""
+    return bool(spec.depends_on) or spec.wait_timeout_seconds is not None \
+        or spec.start_deadline_seconds is not None or spec.finish_deadline_seconds is not None
+
+
 class Flows:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.jobs: dict[str, JobRecord] = {}
+        """The active jobs the tracker consults (consulted()), by key."""
         self.downstream: dict[str, set[str]] = {}
         self._expired_at = 0.0
 
@@ -49,7 +57,7 @@ class Flows:
             if old is not None:
                 for up in old.spec.upstream_keys():
                     self.downstream.get(up, set()).discard(name)
-            if record is not None and record.status is JobStatus.ACTIVE:
+            if record is not None and record.status is JobStatus.ACTIVE and consulted(record.spec):
                 self.jobs[name] = record
                 for up in record.spec.upstream_keys():
                     self.downstream.setdefault(up, set()).add(name)

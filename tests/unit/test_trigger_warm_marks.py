@@ -22,7 +22,7 @@ def test_a_job_is_held_until_the_mark_of_its_shard_covers_it() -> None:
     warm = Warm(16)
     warm.job_changed("a", _made("a"), T0, revision=5)
     shard = warm.index.shard("a")
-    assert "a" in warm.jobs and warm.marks.advance(shard) == 4
+    assert "a" in warm.jobs and warm.marks.advance(shard) is None  # open, and nothing fired
     assert warm.mark_noted(shard, 4) == []
     assert "a" in warm.jobs
     assert warm.mark_noted(shard, 5) == ["a"]
@@ -38,7 +38,8 @@ def test_a_fire_lets_go_of_the_revision_it_planned_only() -> None:
     warm.job_changed("a", _made("a"), T0, revision=8)  # changed while it fired
     warm.fired("a", 5)
     shard = warm.index.shard("a")
-    assert "a" in warm.jobs and warm.marks.advance(shard) == 7
+    assert "a" in warm.jobs and warm.marks.advance(shard) is None
+    assert warm.marks.open == {shard: {"a": 8}}
     warm.fired("a", 8)
     assert "a" not in warm.jobs and warm.marks.advance(shard) == 8
 
@@ -51,3 +52,6 @@ def test_an_ordinary_or_paused_revision_is_no_longer_judged_by_the_mark() -> Non
     assert "a" in warm.jobs and warm.marks.advance(0) == 6
     warm.job_changed("a", msgspec.structs.replace(ordinary, status=JobStatus.PAUSED), T0, revision=7)
     assert "a" not in warm.jobs and warm.marks.advance(0) == 7
+    warm.mark_noted(0, 7)
+    warm.job_changed("b", ordinary, T0, revision=8)  # an ordinary job moves the watch on, and writes no mark
+    assert warm.marks.advance(0) is None
