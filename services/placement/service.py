@@ -76,9 +76,10 @@ class Placer:
         # lapsed (seen at 2,000 runs with fsync on); a bounded number in flight keeps the server as busy.
         self.writes = asyncio.Semaphore(ASSIGN_CONCURRENCY)
         self._acking: set[asyncio.Future[None]] = set()
+        """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback), and
+        of the messages of runs assigned, once their assignments are sent."""
         self._sending: dict[str, asyncio.Future[None]] = {}
         """Assignments being handed to their agents (_send), by run: each outlives the pass that made it."""
-        """Acks of the messages of attempts a newer record replaced (offered() is the watch's plain callback)."""
         self.handoff = Direct(ctx.rpc, "assign", ctx.settings.handoff_timeout) \
             if ctx.settings.assign_by == "direct" else None
         """Assignments handed to their agents directly, the stream only for those not taken so (bus/direct.py)."""
