@@ -12,11 +12,17 @@ def test_a_mark_key_names_its_shard_and_no_job_key_is_one() -> None:
     assert mark_shard("_fired.x") is None
 
 
-def test_the_mark_stays_below_the_oldest_open_job_and_moves_on_once_it_fired() -> None:
+def _three_open(shard: int) -> FireMarks:
+    """Marks that know of jobs a, b and c of `shard`, open at revisions 3, 5 and 9."""
     marks = FireMarks()
     for revision, name in ((3, "a"), (5, "b"), (9, "c")):
         marks.delivered(revision)
-        marks.opened(0, name, revision)
+        marks.opened(shard, name, revision)
+    return marks
+
+
+def test_the_mark_stays_below_the_oldest_open_job_and_moves_on_once_it_fired() -> None:
+    marks = _three_open(0)
     assert marks.advance(0) is None  # nothing has fired: nothing to write
     marks.closed(0, "b", 5)  # fired out of order: a is still open
     assert marks.advance(0) == 2
@@ -54,10 +60,7 @@ def test_a_fire_of_an_older_revision_leaves_the_newer_one_open() -> None:
 
 
 def test_a_mark_read_lets_go_of_the_jobs_it_covers_and_never_goes_back() -> None:
-    marks = FireMarks()
-    for revision, name in ((3, "a"), (5, "b"), (9, "c")):
-        marks.delivered(revision)
-        marks.opened(2, name, revision)
+    marks = _three_open(2)
     assert sorted(marks.noted(2, 5)) == ["a", "b"]
     assert marks.fired(2, 5) and not marks.fired(2, 6) and not marks.fired(3, 1)
     assert marks.noted(2, 4) == []  # an older mark (a replica that held the shard before) changes nothing
