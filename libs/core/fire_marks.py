@@ -1,6 +1,6 @@
 """A shard's fire mark: which `now` jobs have fired, as one number per shard instead of a write per job.
 
-A `now` job is made with its end already set (JobRecord.fired_by_mark, core/retention.end_at_creation), so the
+A `now` job is made with its end already set (JobRecord.fired_by_mark, core/retention.fires_by_mark), so the
 trigger writes nothing to it once its run is recorded. Whether it has fired is then its shard's mark: the jobs
 bucket's revision up to which every such job of the shard has had its occurrence recorded (or met its gate). The
 shard's holder moves the mark on (one revision-checked write per shard now and then, however many jobs fired);

@@ -114,9 +114,10 @@ def settled(record: JobRecord, fired: bool) -> JobRecord:
 
 def job_ttl(record: JobRecord, now: datetime) -> int | None:
     """Whole seconds a job record written now lives (None: kept): until its expires_at. A fired one-shot job's is
-    `keep` after its run was recorded, so it goes about when its run's record does (`keep` after the run ended);
-    either way a job with an end is never planned again (trigger/warm.Warm.fireable), so it cannot fire twice when
-    its run's record has gone first (the server keeps it at least the jobs bucket's marker TTL)."""
+    `keep` after its run was recorded (a `now` job made with its end: `keep` after it was made), so it goes no later
+    than its run's record does (`keep` after the run ended); either way a fired job with an end is never planned
+    again (trigger/warm.Warm.fireable; one made with its end once its shard's mark covers it), so it cannot fire
+    twice when its run's record has gone first (the server keeps it at least the jobs bucket's marker TTL)."""
     if record.expires_at is None:
         return None
     return max(1, math.ceil((record.expires_at - now).total_seconds()))
