@@ -305,7 +305,7 @@ class JobRecord(_Record, frozen=True, kw_only=True):
     fired_by_mark: bool = False
     """A `now` job made with its end already set: whether it has fired is its shard's fire mark (core/fire_marks),
     not its end; the trigger writes nothing to it. Any later change by the api turns it into an ordinary one-shot
-    job, ended if the mark says it fired (api/jobs.settled)."""
+    job, ended if the mark says it fired (core/retention.settled)."""
 
 
 class AttemptRecord(_Record, frozen=True, kw_only=True):
