@@ -30,6 +30,12 @@ def mark_shard(key: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
+def covers(mark: int, revision: int) -> bool:
+    """Whether a shard's mark says a job made with its end, at `revision`, has fired (a mark `mark` read as a
+    revision: also whether one mark already holds another)."""
+    return revision <= mark
+
+
 class FireMarks:
     """The marks one trigger replica knows, and the jobs it holds that no mark covers yet."""
 
@@ -46,7 +52,7 @@ class FireMarks:
 
     def fired(self, shard: int, revision: int) -> bool:
         """Whether a job made with its end, at `revision`, has had its occurrence recorded."""
-        return revision <= self.through.get(shard, 0)
+        return covers(self.through.get(shard, 0), revision)
 
     def delivered(self, revision: int) -> None:
         self.position = max(self.position, revision)
@@ -77,12 +83,12 @@ class FireMarks:
 
     def noted(self, shard: int, mark: int) -> list[str]:
         """A mark read or written (by any replica): the open jobs it covers, to forget (they have fired)."""
-        if mark <= self.through.get(shard, 0):
+        if covers(self.through.get(shard, 0), mark):
             return []
         self.through[shard] = mark
         self.moved.discard(shard)
         held = self.open.get(shard, {})
-        covered = [name for name, revision in held.items() if revision <= mark]
+        covered = [name for name, revision in held.items() if covers(mark, revision)]
         for name in covered:
             del held[name]
         if not held:

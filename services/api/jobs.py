@@ -12,7 +12,7 @@ from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.core import dag, exclusions, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.fire_marks import mark_key
+from jetcron.core.fire_marks import covers, mark_key
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id, shard_of
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule, ShardLayout
 from jetcron.core.retention import fires_by_mark, settled, validate_history
@@ -202,7 +202,7 @@ class Jobs(Noun):
         if shards is None:
             return False  # no trigger has ever started: nothing has fired
         mark = await self.ctx.cursors.maybe(mark_key(shard_of(record.spec.key, shards)))
-        return mark is not None and revision <= mark[0].fired_through
+        return mark is not None and covers(mark[0].fired_through, revision)
 
     async def _move_waiting(self, spec: JobSpec, caller: str | None) -> int:
         """The job's runs that have not started yet go to its new priority and queue; how many moved."""

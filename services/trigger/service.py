@@ -14,7 +14,7 @@ import msgspec
 from jetcron.bus.cluster import shard_layout
 from jetcron.core import triggers
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
-from jetcron.core.fire_marks import mark_key, mark_shard
+from jetcron.core.fire_marks import covers, mark_key, mark_shard
 from jetcron.core.herds import Herds
 from jetcron.core.models import ShardLayout
 from jetcron.services.runtime import Context, background
@@ -104,7 +104,7 @@ class Trigger:
         key = mark_key(shard)
 
         def decide(current: Cursor) -> Cursor | None:
-            return None if current.fired_through >= mark else msgspec.structs.replace(current, fired_through=mark)
+            return None if covers(current.fired_through, mark) else msgspec.structs.replace(current, fired_through=mark)
 
         try:
             await self.ctx.cursors.change(key, decide)
