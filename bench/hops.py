@@ -12,7 +12,9 @@ messages of the same run.
   <delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`): a core subscription on `$JS.ACK.>` reads it. A core
   subscription on the subjects themselves is the fallback (our receipt time, counted in `fallbacks`). An
   assignment handed to its agent directly (`assign_by` direct, the default) is stored nowhere: `assigned_to_lease`
-  is then its hop, the `assigned` record to the claim the agent stores before it answers. A finish report handed
+  is then its hop, the `assigned` record to the claim the agent stores before it answers, where it claims first
+  (`run_claim` eager); a run due now that starts before its claim (lazy, the default) and ends within a quarter
+  second stores none, and `assigned_to_spawned` (the agent's clock for the spawn) is its hop. A finish report handed
   to the tracker directly (`report_by`) is not stored either: its moment is the agent's exit (agent clock), and
   `exited_to_succeeded` its hop.
 - The agent's own clock (same host) gives the child's spawn and exit: a run shorter than START_REPORT_DELAY
@@ -55,6 +57,7 @@ HOPS: list[tuple[str, str, str]] = [
     (".place_to_assigned", "place", "assigned"),
     ("assigned_to_assign", "assigned", "assign"),
     ("assigned_to_lease", "assigned", "lease"),
+    ("assigned_to_spawned", "assigned", "spawned"),
     ("assign_to_started", "assign", "spawned"),
     (".agent_assign_to_lease", "assign", "lease"),
     (".agent_lease_to_spawned", "lease", "spawned"),
@@ -71,7 +74,7 @@ created -> assigned exist only where a PlaceRun is written (JETCRON_PLACE_BY=mes
 placement takes the run from its record, and nothing is stored between the two."""
 _PARTS_OF_PLACING = (".created_to_place", ".place_to_assigned")
 LEAVES = [h[0] for h in HOPS if h[0].startswith(".") and h[0] not in _PARTS_OF_PLACING] + [
-    "created_to_assigned", "assigned_to_assign", "finished_to_succeeded"]
+    "created_to_assigned", "assigned_to_assign", "assigned_to_spawned", "finished_to_succeeded"]
 """The hops that add up to `total` (submit -> created -> ... -> succeeded), for blaming a slow run."""
 
 

@@ -45,6 +45,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # a `now` job made with its end (the shard's fire mark) against the trigger's end write (now_end_sim_*.json)
     ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--now-job-end",
                           "created,fired"], None),
+    # a run due now started before its claim against the claim before its child (claim_sim_*.json)
+    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--run-claim",
+                          "lazy,eager"], None),
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1", "--sync", "always"]),
     ("bench.hops", ["--runs", "100", "--reps", "3", "--spare", "both"], ["--runs", "5", "--reps", "1"]),
     # messages per run per process, priced at nats-py's own CPU per message (docs/decisions-protocol.md)

@@ -19,6 +19,7 @@ _Count = Annotated[int, Field(ge=0)]
 _MiB = 1024 * 1024
 _GiB = 1024 * _MiB
 NowJobEnd = Literal["created", "fired"]
+RunClaim = Literal["lazy", "eager"]
 
 
 class Settings(BaseSettings):
@@ -61,10 +62,10 @@ class Settings(BaseSettings):
     PlaceRun, which placement consumes too (docs/deploy.md, upgrading)."""
     assign_by: HandBy = "direct"
     """How placement hands an assignment to its agent: `direct`, a core NATS request the agent answers once it has
-    stored the attempt's claim, so no AssignRun is written (one acknowledged write less per run); an assignment
-    not answered so within `handoff_timeout` (no responder, no free slot, a frozen agent) goes to JC_ASSIGN as
-    before. `stream`, always JC_ASSIGN (the protocol before); an agent set so does not answer direct requests, so
-    agents of both kinds may share a cluster (docs/deploy.md, upgrading)."""
+    taken the attempt (started it, or stored its claim: `run_claim`), so no AssignRun is written (one acknowledged
+    write less per run); an assignment not answered so within `handoff_timeout` (no responder, no free slot, a
+    frozen agent) goes to JC_ASSIGN as before. `stream`, always JC_ASSIGN (the protocol before); an agent set so
+    does not answer direct requests, so agents of both kinds may share a cluster (docs/deploy.md, upgrading)."""
     report_by: HandBy = "direct"
     """How an agent's finish report reaches the run trackers: `direct`, a core NATS request a tracker answers once
     it has written the run record, so no RunFinished is stored (one acknowledged write less per run); a report not
@@ -76,6 +77,13 @@ class Settings(BaseSettings):
     one write per shard now and then, not one per job; core/fire_marks). `fired`, by the trigger once its run is
     recorded (a write per job: the protocol before, for a cluster whose triggers are older; docs/deploy.md,
     upgrading). A trigger serves both."""
+    run_claim: RunClaim = "lazy"
+    """When an attempt writes its run claim: `lazy`, for a run due now that its agent took by the direct hand-off
+    (`assign_by` direct) under its own lease (`liveness` agent), once the run has gone on for a quarter second,
+    just before its start report: a run that ends sooner writes no claim (its finish is fenced by its attempt and
+    its agent, as every report of an attempt not yet started is; one acknowledged write less per run). `eager`,
+    every attempt before its child starts (the protocol before). A tracker judges both alike: a run is claimed,
+    or its child is stopped, well within `assign_stall` of its assignment (docs/decisions-protocol.md)."""
     handoff_timeout: float = Field(default=0.5, gt=0, le=30)
     """Seconds placement waits for an agent's answer to a direct hand-off (an agent for a tracker's) before it sends
     the message to its stream; a taker that let one pass is sent to the stream only for `handoff_timeout` × 20

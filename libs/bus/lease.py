@@ -79,6 +79,13 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     (core/leases.outlasting)."""
 
 
+def unclaimed(key: str, holder: str, attempt: int, bound: str) -> Lease:
+    """An attempt's claim not written yet (core/leases.claims_late): token 0, nothing stored; `bound` to the agent
+    lease that fences it meanwhile."""
+    return Lease(key=key, token=0, value=LeaseValue(holder=holder, attempt=attempt, bound=bound),
+                 writer=_writer(key, holder))
+
+
 def _ttl_of(headers: dict[str, str] | None) -> float | None:
     try:
         return float((headers or {})[s.HDR_TTL])

@@ -253,6 +253,9 @@ class StreamState(msgspec.Struct, frozen=True, kw_only=True):
     bytes: int
     first_seq: int
     last_seq: int
+    starts_at: int = 0
+    """The sequence the stream was made to start from (a fenced bucket's: the fencing floor at its making,
+    topology.FENCED_BUCKETS); 0 for one that started at 1."""
     max_msgs: int = 0
     max_bytes: int = 0
     max_age: float = 0.0

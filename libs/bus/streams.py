@@ -43,7 +43,7 @@ async def stream_state(js: JetStream, stream: str) -> StreamState:
         raise translate(exc, f"state of stream {stream}") from exc
     return StreamState(messages=int(info.state.messages or 0), bytes=int(info.state.bytes or 0),
                        first_seq=int(info.state.first_seq or 0), last_seq=int(info.state.last_seq or 0),
-                       max_msgs=max(int(info.config.max_msgs or 0), 0),
+                       starts_at=int(info.config.first_seq or 0), max_msgs=max(int(info.config.max_msgs or 0), 0),
                        max_bytes=max(int(info.config.max_bytes or 0), 0),
                        max_age=max(float(info.config.max_age or 0), 0.0))
 

@@ -289,10 +289,12 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, notes: list
     await _update(js, config, notes)
 
 
-FENCED_BUCKETS = (s.BUCKET_LEASES, s.BUCKET_LEADERS)
-"""Buckets whose revisions are fencing tokens (bus/lease.py): they must only grow, also across a bucket
-deleted and made again, which would otherwise start its sequence at 1 again under runs still holding
-tokens of the one before."""
+FENCED_BUCKETS = (s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_RUNS)
+"""Buckets whose revisions are fencing tokens (bus/lease.py; a run's `assigned` write, wire AssignRun.token):
+they must only grow, also across a bucket deleted and made again, which would otherwise start its sequence at 1
+again under runs still holding tokens of the one before. A runs bucket made from the floor also hands out
+revisions above every lease token of its cluster, so an attempt's token may be either (core/leases.claims_late);
+one made before (its sequence from 1) is left as it is, and its attempts keep the claim's revision."""
 _ALREADY_IN_USE = 10058  # "stream name already in use with a different configuration"
 _NO_STORAGE = 10047  # "insufficient storage resources available": max_bytes beyond the server's store
 _MAX_CONSUMERS = 10026  # "maximum consumers limit reached"

@@ -67,3 +67,15 @@ def fencing_floor(now: datetime) -> int:
     JetStream stream takes a million writes a second), and it stays under 2^53 (JSON numbers) for another two
     centuries."""
     return int(now.timestamp()) * 1_000_000 + now.microsecond
+
+
+def claims_late(mode: str, *, direct: bool, bound: str, token: int, due_at: datetime, now: datetime) -> bool:
+    """Whether an attempt starts before its claim is written (`run_claim` lazy), claiming only once it has gone on
+    for a while (services/agent/attempt.CLAIM_AFTER): a run that ends sooner writes none.
+
+    Only where nothing else needs the claim first: its fencing token came with the assignment (the child's
+    environment carries it from the start; `token`), it was handed over directly, just after it was written
+    (from the stream it may have waited for a slot any time, so its claim is what tells it whether it is still
+    the run's), its liveness is its agent's (`bound`: the agent lease fences it while unclaimed), and it is due
+    (a staged run's claim is what covers its wait). A gang member is never asked: its lease is its own."""
+    return mode == "lazy" and direct and bool(bound) and token > 0 and due_at <= now

@@ -50,6 +50,10 @@ class AssignRun(_Msg, frozen=True, kw_only=True):
     """Every agent of a gang, this one included; empty for a single-host run."""
     keep_seconds: float | None = None
     """The run's retention (Run.keep_seconds): its events and output are written to live that long."""
+    token: int = 0
+    """The attempt's fencing token: the revision of its run record's `assigned` write, where the runs bucket's
+    revisions lie above every lease token (made from the fencing floor: bus/topology.FENCED_BUCKETS). 0 where they
+    do not, or from a placement before it: the attempt's token is then its claim's revision."""
 
 
 class MintRunCredential(_Msg, frozen=True, kw_only=True):

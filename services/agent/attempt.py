@@ -47,7 +47,11 @@ TRACKERS = "trackers"
 """The one taker of direct finish reports (bus/direct.Direct's key): any tracker replica answers."""
 START_REPORT_DELAY = 0.25
 RELEASE_RETRY = 1.0
-"""Seconds between tries to release a bound claim while the storage does not answer (Attempt._release)."""
+"""Seconds between tries to release a bound claim while the storage does not answer (Attempt._release), and to
+write a late claim (Attempt._claim_late)."""
+CLAIM_WITHIN = 10.0
+"""Seconds from its hand-over within which an attempt started before its claim must have written it, or stop
+(never more than half the tracker's assignment stall, after which it would judge the attempt never started)."""
 _tracer = tracer("agent")
 P, E = AttemptPhase, AttemptEvent
 
@@ -158,8 +162,9 @@ class Attempt:
         self._settled: Settled = _nothing
         self.sent = 0
         self.seq = 0
-        # The fencing token is the revision that granted the lease; renewals move the revision on.
-        self.first_token = lease.token
+        # The fencing token is the one the assignment carries (its record's `assigned` revision), or else the
+        # revision that granted the lease; renewals move the lease's revision on, not the token.
+        self.first_token = cmd.token or lease.token
 
     async def output(self, stream: str, data: bytes) -> None:
         cap = self.ctx.settings.log_cap_bytes
@@ -282,6 +287,9 @@ class Attempt:
         herd's) end before it, and a task waiting meanwhile costs a herd's start rate for nothing."""
         return leases.renew_at(self.leased_at, self.granted, self.lease_ttl) - time.monotonic()
 
+    def _arm_keeper(self) -> None:
+        self._keeper_timer = asyncio.get_running_loop().call_later(max(0.0, self.keeper_delay()), self._start_keeper)
+
     def _start_keeper(self) -> None:
         if not self.done.is_set():
             self.keeper = asyncio.create_task(self.keep_lease())
@@ -292,8 +300,8 @@ class Attempt:
         agent starts a staged herd as a stream, waiting.py)."""
         cmd, spec = self.cmd, self.cmd.spec
         self._settled = settled or _nothing
-        self._keeper_timer = asyncio.get_running_loop().call_later(max(0.0, self.keeper_delay()),
-                                                                   self._start_keeper)
+        if self.lease.token:  # an unclaimed one's keeper is armed once its claim is written (_claim_late)
+            self._arm_keeper()
         try:
             if self.phase is P.STAGED:  # fenced or handed back, it ends before it starts: no need to wait
                 self._apply(E.LAUNCH)
@@ -315,7 +323,8 @@ class Attempt:
                 # before: making a spare forks on this loop, and the report would wait behind the fork.
                 self.deps.spares.refill()
             self._rewake.set()
-            self._keeper_timer.cancel()
+            if self._keeper_timer is not None:
+                self._keeper_timer.cancel()
             if self.keeper is not None:
                 await self.keeper
             await self._settle_start_report()
@@ -338,6 +347,8 @@ class Attempt:
         answering), it would keep the run `running` for the claim's long TTL. So its release is tried again until
         it lands, the agent stops, or the agent's lease is no longer the one the claim is bound to (then the
         tracker judges the claim dead anyway)."""
+        if not self.lease.token:  # never claimed: nothing stored to give up
+            return
         while True:
             try:
                 await self.ctx.leases.release(self.lease)
@@ -471,13 +482,43 @@ class Attempt:
 
     async def _report_start_later(self) -> None:
         await asyncio.sleep(START_REPORT_DELAY)
-        self._start_publishing = True
+        self._start_publishing = True  # from here the finish waits for it: the claim and the start land first
+        if not self.lease.token and not await self._claim_late():
+            return
         assert self.started_at is not None
         async with self.window:
             await self.ctx.publisher.publish(s.event_subject("started", self.cmd.agent), RunStarted(
                 run_id=self.cmd.run_id, attempt=self.cmd.attempt, token=self.first_token, agent=self.cmd.agent,
                 pid=self.pid, at=self.started_at), msg_id=s.msg_id(self.cmd.run_id, self.cmd.attempt, "started"),
                 ttl=self.ttl)
+
+    async def _claim_late(self) -> bool:
+        """Write the claim of an attempt that started without one (core/leases.claims_late), before its start
+        report says it runs; an older attempt's claim is taken over as at any take. Whether it holds it: one
+        held for this attempt elsewhere or for a newer one, or not written within CLAIM_WITHIN of the hand-over
+        (the storage not answering; the tracker judges an attempt never claimed by the assignment stall), fences
+        the attempt."""
+        deadline = self.leased_at + min(CLAIM_WITHIN, self.ctx.settings.assign_stall / 2)
+        while self.phase is not P.FENCED:
+            sent = time.monotonic()
+            if sent >= deadline:
+                self.fence("claim not written in time (the storage did not answer)")
+                return False
+            try:
+                lease = await asyncio.wait_for(self.ctx.leases.take(
+                    self.lease.key, self.lease.value.holder, self.lease_ttl, attempt=self.cmd.attempt,
+                    now=self.ctx.clock.now(), bound=self.bound), timeout=deadline - sent)
+            except (JetcronError, TimeoutError):
+                await asyncio.sleep(min(RELEASE_RETRY, max(0.0, deadline - time.monotonic())))
+                continue
+            if lease is None:
+                self.fence("claim held for another or a newer attempt (re-dispatched or cancelled)")
+                return False
+            self.lease, self.leased_at, self.granted = lease, sent, self.lease_ttl
+            if not self.done.is_set():
+                self._arm_keeper()
+            return True
+        return False
 
     async def _settle_start_report(self) -> None:
         """Before the finish: drop a start report not yet sent, or let one in flight land first (order)."""

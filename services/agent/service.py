@@ -18,7 +18,7 @@ import msgspec
 from jetcron import faults
 from jetcron.bus.consume import Drop, Retry, touch
 from jetcron.bus.direct import Direct, Taker
-from jetcron.bus.lease import Stop
+from jetcron.bus.lease import Stop, unclaimed
 from jetcron.bus.ports import Message
 from jetcron.bus.topology import agent_durable
 from jetcron.core import leases
@@ -133,9 +133,10 @@ class Agent:
 
     async def _handed(self, msg: Message) -> bytes:
         """The direct hand-off (`handoffs`): take an assignment as `take` does, answered `taken` once its claim is
-        stored (or it is known here already). Refused at once, not waited on, when no slot is free or the agent
-        drains: placement then sends it to this agent's stream, which waits for a slot. Whatever else goes wrong
-        (the agent lease not held, the storage) is refused too (bus/direct.Taker)."""
+        stored, or it has started with its claim still to write (core/leases.claims_late), or it is known here.
+        Refused at once, not waited on, when no slot is free or the agent drains: placement then sends it to this
+        agent's stream, which waits for a slot. Whatever else goes wrong (the agent lease not held, the storage) is
+        refused too (bus/direct.Taker)."""
         cmd = _assignment(msg)
         async with self._taking(cmd.run_id):
             if self._known(cmd):
@@ -143,7 +144,7 @@ class Agent:
             if self.draining or self.slots.locked():
                 return HANDOFF_REFUSED
             await self.slots.acquire()  # free: returns at once
-            await self._take(cmd, msg)
+            await self._take(cmd, msg, direct=True)
             return HANDOFF_TAKEN
 
     @contextlib.asynccontextmanager
@@ -176,13 +177,15 @@ class Agent:
             return True
         return False
 
-    async def _take(self, cmd: AssignRun, msg: Message) -> None:
-        """In the slot taken for it: take the assignment's lease and start its attempt (or give the slot back)."""
+    async def _take(self, cmd: AssignRun, msg: Message, *, direct: bool = False) -> None:
+        """In the slot taken for it: take the assignment's lease and start its attempt (or give the slot back).
+        `direct`: handed over by placement's request, just after its assignment was written (not from the stream,
+        where it may have waited for a slot for any time)."""
         if self.draining:  # stopped taking work while this one waited for a slot: leave it for the reconciler
             self.slots.release()
             raise Retry(1.0, "agent draining")
         try:
-            attempt = await self._lease(cmd, msg)
+            attempt = await self._lease(cmd, msg, direct)
         except BaseException:
             self.slots.release()
             raise
@@ -196,8 +199,9 @@ class Agent:
             return
         await self.start(attempt)
 
-    async def _lease(self, cmd: AssignRun, msg: Message) -> Attempt | None:
-        """Take the assignment's lease and make its attempt; None when the lease is held elsewhere."""
+    async def _lease(self, cmd: AssignRun, msg: Message, direct: bool) -> Attempt | None:
+        """Take the assignment's lease and make its attempt; None when the lease is held elsewhere. A run due now
+        handed over directly is made with its claim still to take (`run_claim` lazy: Attempt.claim_late)."""
         settings, now = self.ctx.settings, self.ctx.clock.now()
         if cmd.gang:
             # A member's lease covers no wait: its keeper renews it from the start.
@@ -211,6 +215,11 @@ class Agent:
                 raise Retry(1.0, "agent lease not held")  # lost a moment ago: taken afresh within a second
             granted = leases.first_grant(settings.run_claim_ttl if bound else settings.run_lease_ttl, cmd.due_at,
                                          now, queued=len(self.waiting), start_rate=settings.agent_start_rate)
+            if leases.claims_late(settings.run_claim, direct=direct, bound=bound, token=cmd.token, due_at=cmd.due_at,
+                                  now=now):
+                return kind(self.ctx, self.deps, cmd, unclaimed(key, self.agent_id, cmd.attempt, bound),
+                            partial(self._env, cmd, cmd.token), continue_trace(msg.headers), granted,
+                            time.monotonic())
         async with self.lease_writes:
             asked_at = time.monotonic()
             # An older attempt may still hold it: the record moved on, so it is taken over (that holder's next
@@ -220,7 +229,7 @@ class Agent:
         if lease is None:
             return None
         # The attempt's spans continue the run's trace from the traceparent placement sent with the assignment.
-        return kind(self.ctx, self.deps, cmd, lease, partial(self._env, cmd, lease.token),
+        return kind(self.ctx, self.deps, cmd, lease, partial(self._env, cmd, cmd.token or lease.token),
                     continue_trace(msg.headers), granted, asked_at)
 
     async def start(self, attempt: Attempt) -> None:

@@ -53,7 +53,7 @@ _tracer = tracer("placement")
 
 class Placer:
     def __init__(self, ctx: Context, view: View, over: asyncio.Event | None = None,
-                 acted: Callable[[datetime], None] | None = None, *,
+                 acted: Callable[[datetime], None] | None = None, *, record_tokens: bool = False,
                  timer: Callable[[], float] = time.monotonic,
                  pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.ctx = ctx
@@ -68,6 +68,9 @@ class Placer:
         """Set when this leadership ends. Its loops stop on it, not only on cancel(): Python 3.11's wait_for()
         swallows a cancel that lands as the awaited event is set, and `view.changed` is set all the time
         under a herd, so a cancelled loop went on forever and the replica never led again."""
+        self.record_tokens = record_tokens
+        """Whether an assignment carries its fencing token, its `assigned` write's revision (AssignRun.token): the
+        runs bucket's revisions lie above every lease token (record_tokens())."""
         self.ahead = timedelta(seconds=ctx.settings.lead_seconds)
         """How long before its due time a held run is assigned (the agent then starts it on time)."""
         # The message is None for a run taken up from its record at takeover (its message is still pending).
@@ -227,7 +230,8 @@ class Placer:
         run, new, written = done
         # Sent beside the pass, outside the write slots: a hand-off may wait for its agent's answer up to the
         # hand-off timeout, and a pass that waited for it left every slot freed meanwhile empty until the next.
-        self._sending[run.run_id] = task = asyncio.ensure_future(self._send(cmd, run, new, placement))
+        self._sending[run.run_id] = task = asyncio.ensure_future(
+            self._send(cmd, run, new, placement, written if self.record_tokens else 0))
         task.add_done_callback(partial(self._sent, run.run_id))
         return written
 
@@ -241,9 +245,10 @@ class Placer:
         while self._sending or self._acking:
             await asyncio.gather(*self._sending.values(), *self._acking)
 
-    async def _send(self, cmd: PlaceRun, run: Run, new: Run, placement: Placement) -> None:
-        """One AssignRun per host of a run recorded as assigned. One not sent (a bug: _dispatch gives up on the
-        storage's errors itself) leaves the run `assigned` until the tracker re-dispatches it as not started."""
+    async def _send(self, cmd: PlaceRun, run: Run, new: Run, placement: Placement, token: int) -> None:
+        """One AssignRun per host of a run recorded as assigned (`token`: the attempt's fencing token, or 0). One
+        not sent (a bug: _dispatch gives up on the storage's errors itself) leaves the run `assigned` until the
+        tracker re-dispatches it as not started."""
         assert new.spec is not None
         try:
             with messaging_span(_tracer, "process", s.place_subject(cmd.priority),
@@ -254,7 +259,8 @@ class Placer:
                         run_id=run.run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec,
                         scheduled_at=run.scheduled_at, due_at=run.due_at,
                         gpu_indices=placement.gpu_indices.get(agent, []),
-                        gang=placement.agents if len(placement.agents) > 1 else [], keep_seconds=run.keep_seconds))
+                        gang=placement.agents if len(placement.agents) > 1 else [], keep_seconds=run.keep_seconds,
+                        token=token))
         except Exception:
             self.ctx.log.exception("assignment not sent; the tracker re-dispatches it", run_id=run.run_id)
             return
@@ -439,6 +445,7 @@ async def lead(ctx: Context, view: View) -> None:
     # The books must count every run already out before anything is placed: load first, then contend
     # (a long load while holding the lease would let it lapse).
     await view.synced()
+    tokens = await record_tokens(ctx)
     while not ctx.stop.is_set():
         try:
             won = await leader.take()
@@ -454,7 +461,7 @@ async def lead(ctx: Context, view: View) -> None:
         metrics.child(metrics.LEASES_HELD, kind="placement_leader").set(1)
         view.leading = True
         stop = asyncio.Event()
-        placer = Placer(ctx, view, stop, acted=partial(_acted, leader))
+        placer = Placer(ctx, view, stop, acted=partial(_acted, leader), record_tokens=tokens)
         ctx.log.info("placement leader", replica=me, agents=len(view.cluster), running=len(view.placed),
                      waiting=len(view.scheduled))
         # The records waiting are taken up beside the lease's renewals (hold, below) and the first passes
@@ -474,6 +481,27 @@ async def lead(ctx: Context, view: View) -> None:
         placer.let_go()
         view.drop_in_flight()
         placer.preemptor.put_back()  # after the waiting runs' places are given back: their victims count again
+
+
+async def record_tokens(ctx: Context) -> bool:
+    """Whether assignments carry their fencing tokens (AssignRun.token), so that an agent may start a run before
+    its claim (`run_claim` lazy): only where the runs bucket was made from the fencing floor (bus/topology
+    .FENCED_BUCKETS), whose revisions lie above every lease token its cluster handed out. A bucket made before
+    counts from 1, below the claims' revisions its runs' earlier attempts carried: its attempts keep those.
+
+    Read once, before the replica contends for the lead, and waited for while the storage does not answer: a
+    guess either way could make a run's token go down. Whatever `run_claim` says: once a cluster's tokens are its
+    records' revisions they stay so (an `eager` agent's too), for a claim's revision may lie below an earlier
+    attempt's record token."""
+    while True:
+        try:
+            return (await ctx.streams.state(s.kv_stream(s.BUCKET_RUNS))).starts_at > 0
+        except JetcronError as exc:
+            if ctx.stop.is_set():
+                return False
+            ctx.log.warning("runs bucket not read yet; placement waits for it", error=str(exc))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stop.wait(), timeout=1.0)
 
 
 async def _ack_after(msg: Message, sending: asyncio.Future[None] | None) -> None:

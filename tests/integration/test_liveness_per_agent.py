@@ -49,15 +49,18 @@ async def test_agents_of_both_protocols_share_a_cluster_and_a_bound_claim_is_nev
             for job in ("first", "second")}
     assert {r["agent"] for r in runs.values()} == {"agent-v2", "agent-v1"}
     by_agent = {r["agent"]: r for r in runs.values()}
+    # (each claim is written before its start report: a running run has one)
+    first = {agent: await claim_revision(services.server.url, r["run_id"], agent) for agent, r in by_agent.items()}
+    assert None not in first.values(), first
 
     # When both have run for more than three of the v1 claim's renewal periods
     v1 = by_agent["agent-v1"]
-    await wait_for(lambda: _renewed(services.server.url, v1["run_id"], "agent-v1", v1["token"], 3), 10,
+    await wait_for(lambda: _renewed(services.server.url, v1["run_id"], "agent-v1", first["agent-v1"] or 0, 3), 10,
                    what="the v1 claim to be renewed three times")
 
-    # Then the v2 run's claim is still the write that granted it: its token, never renewed
+    # Then the v2 run's claim is still the write that granted it, never renewed
     v2 = by_agent["agent-v2"]
-    assert await claim_revision(services.server.url, v2["run_id"], "agent-v2") == v2["token"]
+    assert await claim_revision(services.server.url, v2["run_id"], "agent-v2") == first["agent-v2"]
 
     # When both agents are killed with SIGKILL and a third (v2) agent joins
     services["agent-v2"].kill9()
@@ -74,11 +77,11 @@ async def test_agents_of_both_protocols_share_a_cluster_and_a_bound_claim_is_nev
         assert "lease expired" in again["history"][0]["reason"]
 
 
-async def _renewed(url: str, run_id: str, agent: str, token: int, times: int) -> bool:
+async def _renewed(url: str, run_id: str, agent: str, granted: int, times: int) -> bool:
     found = await claim_revision(url, run_id, agent)
     # Each renewal is a write to the lease bucket: other writes land in between, so a count by revision would be
     # loose; the claim's revision moving on at all is what a bound claim never does.
-    return found is not None and found > token + times
+    return found is not None and found > granted + times
 
 
 async def test_a_cancel_whose_control_message_is_lost_stops_the_child_at_the_agents_next_renewal(
@@ -93,7 +96,8 @@ async def test_a_cancel_whose_control_message_is_lost_stops_the_child_at_the_age
     run = await the_run(client, "victim", when=lambda r: r["state"] == "running" and pids.exists()
                         and pids.read_text().strip() != "", what="the job to run")
     child = int(pids.read_text())
-    assert await claim_revision(services.server.url, run["run_id"], "agent-1") == run["token"]
+    # (its claim written before its start report said it runs)
+    assert await claim_revision(services.server.url, run["run_id"], "agent-1") is not None
 
     # When it is cancelled (the record moves to cancelled; the control message is lost)
     cancelled = await client.call("runs.cancel", {"run_id": run["run_id"], "reason": "not needed"})
