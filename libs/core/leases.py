@@ -71,7 +71,7 @@ def fencing_floor(now: datetime) -> int:
 
 def claims_late(mode: str, *, direct: bool, bound: str, token: int, due_at: datetime, now: datetime) -> bool:
     """Whether an attempt starts before its claim is written (`run_claim` lazy), claiming only once it has gone on
-    for a while (services/agent/attempt.CLAIM_AFTER): a run that ends sooner writes none.
+    for a while (services/agent/attempt.START_REPORT_DELAY): a run that ends sooner writes none.
 
     Only where nothing else needs the claim first: its fencing token came with the assignment (the child's
     environment carries it from the start; `token`), it was handed over directly, just after it was written
