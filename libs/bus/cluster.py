@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 from nats.js import JetStreamContext
@@ -13,6 +14,10 @@ from jetcron.core.errors import Misconfigured, WriteConflict
 from jetcron.core.models import ShardLayout
 from jetcron.wire import subjects as s
 
+LAGGING_READS = 20
+LAGGING_WAIT = 0.1
+"""Seconds between reads of a setting that a create refused as written already but a read did not find yet."""
+
 
 async def shard_layout(store: Records[ShardLayout], *, wanted: int, by: str, now: datetime) -> ShardLayout:
     """The cluster's trigger shard count, set by the first replica ever started (a create in jc_cluster);
@@ -21,7 +26,12 @@ async def shard_layout(store: Records[ShardLayout], *, wanted: int, by: str, now
         await store.create(s.SHARDS_KEY, ShardLayout(shards=wanted, set_at=now, set_by=by))
     except WriteConflict:
         pass  # set before: by this replica's earlier life, or another replica
-    layout, _ = await store.get(s.SHARDS_KEY)
+    for _ in range(LAGGING_READS):
+        # Set a moment ago by another replica, it may not be on the replica that answers the read yet.
+        if (found := await store.maybe(s.SHARDS_KEY)) is not None:
+            break
+        await asyncio.sleep(LAGGING_WAIT)
+    layout, _ = found if found is not None else await store.get(s.SHARDS_KEY)
     if layout.shards != wanted:
         raise Misconfigured(
             f"JETCRON_TRIGGER_SHARDS is {wanted}, but this cluster was created with {layout.shards} shards "

@@ -87,17 +87,20 @@ def translate(exc: BaseException, what: str) -> Exception:
     """Map a nats-py error to a jetcron error that says what happened and whether to retry."""
     if isinstance(exc, jse.KeyWrongLastSequenceError):
         return WriteConflict(f"{what}: written by someone else first")
+    if isinstance(exc, jse.KeyNotFoundError):  # an APIError that nats-py makes without an err_code
+        return NotFound("key", what)
     if isinstance(exc, jse.ServiceUnavailableError) and exc.err_code is None:
         return Unavailable(f"{what}: no server answered (503: a stream or consumer with no leader yet); retry later")
     if isinstance(exc, jse.APIError):
-        if exc.err_code in WRONG_LAST:
+        code, description = getattr(exc, "err_code", None), getattr(exc, "description", None)
+        if code in WRONG_LAST:
             return WriteConflict(f"{what}: written by someone else first")
-        if exc.err_code in _FULL or (exc.description and "maximum" in exc.description.lower()):
-            return StorageFull(f"{what}: storage full ({exc.description}). The run tracker lets the oldest finished "
+        if code in _FULL or (description and "maximum" in description.lower()):
+            return StorageFull(f"{what}: storage full ({description}). The run tracker lets the oldest finished "
                                "runs go near a limit; if this lasts, raise the limit (JETCRON_*_MAX_BYTES, or the "
                                "server's max_file_store) or shorten JETCRON_HISTORY_KEEP_SECONDS "
                                "(docs/operations.md, \"Storage pressure\"); retry later")
-        return Unavailable(f"{what}: server error {exc.err_code} {exc.description}; retry later")
+        return Unavailable(f"{what}: server error {code} {description}; retry later")
     if isinstance(exc, (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError,
                         nats.errors.ConnectionClosedError, jse.NoStreamResponseError)):
         return Unavailable(f"{what}: storage did not answer ({type(exc).__name__}); outcome unknown, retry")
@@ -223,10 +226,14 @@ class Store(RecordOps[T]):
                 try:
                     await self.kv.get(key)
                 except jse.KeyNotFoundError as gone:
-                    if gone.entry is None:  # nothing there at all: not a marker to write against
-                        raise
+                    if gone.entry is None:
+                        # Refused as written already, yet not found: the read came from a replica behind the write
+                        # that refused ours (a cluster just made, every replica creating the same key at once).
+                        raise WriteConflict(f"create {self.name}/{key}: written by someone else first") from None
                     return await self._write(key, data, int(gone.entry.revision or 0), ttl)
                 raise
+        except WriteConflict:
+            raise
         except Exception as exc:
             raise translate(exc, f"create {self.name}/{key}") from exc
 
