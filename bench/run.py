@@ -48,6 +48,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # a run due now started before its claim against the claim before its child (claim_sim_*.json)
     ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--run-claim",
                           "lazy,eager"], None),
+    # finish reports handed over a few dozen to a request against one to a request (report_batch_sim_*.json)
+    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--report-batch",
+                          "32,1"], None),
     ("bench.latency", ["--runs", "200", "--reps", "3"], ["--runs", "5", "--reps", "1", "--sync", "always"]),
     ("bench.hops", ["--runs", "100", "--reps", "3", "--spare", "both"], ["--runs", "5", "--reps", "1"]),
     # messages per run per process, priced at nats-py's own CPU per message (docs/decisions-protocol.md)

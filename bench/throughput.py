@@ -72,7 +72,8 @@ LEVERS = {"place_by": ("JETCRON_PLACE_BY", "handoff", ("record", "message")),
           "assign_by": ("JETCRON_ASSIGN_BY", "assign", ("direct", "stream")),
           "report_by": ("JETCRON_REPORT_BY", "report", ("direct", "stream")),
           "now_job_end": ("JETCRON_NOW_JOB_END", "now_end", ("created", "fired")),
-          "run_claim": ("JETCRON_RUN_CLAIM", "claim", ("lazy", "eager"))}
+          "run_claim": ("JETCRON_RUN_CLAIM", "claim", ("lazy", "eager")),
+          "report_batch": ("JETCRON_AGENT_REPORT_BATCH", "report_batch", ("32", "1"))}
 """Each protocol lever compared: its setting, the name its comparisons' results take, its values (default first)."""
 
 

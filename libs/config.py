@@ -154,6 +154,12 @@ class Settings(BaseSettings):
     """Reports (started, finished) an agent has in flight, waiting for their JetStream acks."""
     agent_report_hold: float = Field(default=10.0, ge=0)
     """Seconds an agent's reports may wait while it starts a herd's due attempts (services/agent/reports.py)."""
+    agent_report_batch: int = Field(default=32, ge=1, le=256)
+    """Finish reports an agent hands to the trackers in one direct request (`report_by` direct), as many as came
+    while its last two requests were out: one at once when idle, a few dozen to a request in a burst, where one
+    to a request left most to the events stream at a stored write each. 1: one to a request, and only while at
+    most 16 of the agent's reports are in flight (the protocol before; a tracker from before takes no batch, and
+    answers one so that the agent sends its reports to the stream)."""
     agent_sim: bool = False
     """Execute nothing and report how the simulated run ended (scale tests and the virtual fleet only)."""
     agent_sim_seconds: str = "0"

@@ -21,6 +21,7 @@ from jetcron.core.handoff import Quiet
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN
+from jetcron.wire.subjects import HDR_TRACEPARENT
 
 
 class Direct:
@@ -35,27 +36,39 @@ class Direct:
         self.quiet = Quiet(timeout)
         """Takers skipped for a while (core/handoff.py)."""
 
-    async def hand(self, taker: str, subject: str, data: bytes) -> bool:
+    async def hand(self, taker: str, subject: str, data: bytes, *, traceparent: str = "") -> bool:
         """Whether `taker` (on `subject`) took it, or had it already; False: the stream must carry it."""
-        now = self.clock()
-        if self.quiet.skips(taker, now):
-            self._count("skipped")
+        reply = await self.ask(taker, subject, data, traceparent=traceparent)
+        if reply is None:
             return False
-        try:
-            reply = await self.rpc.request(subject, data, timeout=self.timeout, headers=inject_headers({}) or None)
-        except NoAnswer as exc:
-            self.quiet.unanswered(taker, now)
-            self._count("unanswered" if exc.responders else "no_responders")
-            return False
-        except Exception:  # the connection down or closing: the stream's publish retries through the outage
-            self._count("unanswered")
-            return False
-        taken = reply.data == HANDOFF_TAKEN
-        self._count("taken" if taken else "refused")
+        taken = reply == HANDOFF_TAKEN
+        self.count("taken" if taken else "refused")
         return taken
 
-    def _count(self, result: str) -> None:
-        metrics.child(metrics.HANDOFFS, kind=self.kind, result=result).inc()
+    async def ask(self, taker: str, subject: str, data: bytes, *, messages: int = 1,
+                  traceparent: str = "") -> bytes | None:
+        """`taker`'s answer (on `subject`) to `data`, which carries `messages`; None when it was skipped or gave
+        none (counted for each message): the stream must carry them. The request continues `traceparent`, or
+        else the current trace."""
+        now = self.clock()
+        if self.quiet.skips(taker, now):
+            self.count("skipped", messages)
+            return None
+        try:
+            headers = {HDR_TRACEPARENT: traceparent} if traceparent else inject_headers({}) or None
+            reply = await self.rpc.request(subject, data, timeout=self.timeout, headers=headers)
+        except NoAnswer as exc:
+            self.quiet.unanswered(taker, now)
+            self.count("unanswered" if exc.responders else "no_responders", messages)
+            return None
+        except Exception:  # the connection down or closing: the stream's publish retries through the outage
+            self.count("unanswered", messages)
+            return None
+        return reply.data
+
+    def count(self, result: str, messages: int = 1) -> None:
+        """Messages handed over with this result (jetcron_handoffs_total)."""
+        metrics.child(metrics.HANDOFFS, kind=self.kind, result=result).inc(messages)
 
 
 class Taker:

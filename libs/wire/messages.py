@@ -132,6 +132,9 @@ class RunFinished(_Msg, frozen=True, kw_only=True):
     started_at: datetime | None = None
     """When the process started; a run that ends quickly reports only this finish, which carries its start."""
     pid: int = 0
+    traceparent: str = ""
+    """The attempt's trace context (W3C), where the report is handed over with others in one request, whose
+    headers carry none of theirs (services/agent/reports.FinishBatches)."""
 
 
 class RunHandedBack(_Msg, frozen=True, kw_only=True):

@@ -13,7 +13,6 @@ from functools import partial
 from opentelemetry.context import Context as TraceContext
 
 from jetcron import faults
-from jetcron.bus.direct import Direct
 from jetcron.bus.lease import Lease
 from jetcron.core import leases
 from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
@@ -31,20 +30,17 @@ from jetcron.services.agent.host.offer import HostSetup
 from jetcron.services.agent.host.scratch import NoRoom, Room, Scratches
 from jetcron.services.agent.host.spares import SparePool
 from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.agent.reports import ReportWindow
+from jetcron.services.agent.reports import FinishBatches, ReportWindow
 from jetcron.services.agent.run_creds import run_credential
 from jetcron.services.agent.secrets import resolve_secrets
 from jetcron.services.runtime import Context
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import messaging_span, tracer
 from jetcron.wire import subjects as s
-from jetcron.wire.codec import encode
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack, RunStarted
 
 TRUNCATED = b"\n[jetcron: output truncated at the per-run cap]\n"
 # A run that ends sooner than this reports once: its finish carries the start (one write instead of two).
-TRACKERS = "trackers"
-"""The one taker of direct finish reports (bus/direct.Direct's key): any tracker replica answers."""
 START_REPORT_DELAY = 0.25
 RELEASE_RETRY = 1.0
 """Seconds between tries to release a bound claim while the storage does not answer (Attempt._release), and to
@@ -94,7 +90,7 @@ class AttemptDeps:
     """How long a simulated attempt runs and how it exits (agent_sim only; sim.py)."""
     agent_nonce: Callable[[], str] = lambda: ""
     """The nonce of the agent lease held now ("" while none is): a bound claim is the agent's while it matches."""
-    trackers: Direct | None = None
+    finishes: FinishBatches | None = None
     """Finish reports handed to the trackers directly (`report_by` direct); None: each goes to the events stream."""
 
 
@@ -554,11 +550,12 @@ class Attempt:
     async def _hand_in(self, finished: RunFinished) -> bool:
         """Whether a tracker took the finish report directly, its run record written (bus/direct.py). The finish
         carries its start, so it needs no start report ahead of it (one still unread on the stream is then
-        dropped as late). Only while few reports are in flight here (core/handoff.report_directly)."""
-        trackers = self.deps.trackers
-        if trackers is None or not report_directly(self.window.queued):
+        dropped as late). One to a request only while few reports are in flight here (core/handoff
+        .report_directly); batched (`agent_report_batch` > 1), always (reports.FinishBatches)."""
+        finishes = self.deps.finishes
+        if finishes is None or (finishes.most == 1 and not report_directly(self.window.queued)):
             return False
-        return await trackers.hand(TRACKERS, s.report_subject("finished", self.cmd.agent), encode(finished))
+        return await finishes.hand(finished)
 
     async def hand_back(self, why: str) -> None:
         """Drain: stop the child; the run is given back once the child has ended and the lease is released

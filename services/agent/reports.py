@@ -14,7 +14,21 @@ Two rules, both learnt from herds of tens of thousands due at one instant on sim
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from types import TracebackType
+
+from msgspec.structs import replace
+
+from jetcron.bus.direct import Direct
+from jetcron.core.handoff import taken_each
+from jetcron.telemetry.tracing import inject_headers
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+from jetcron.wire.messages import RunFinished
+from jetcron.wire.subjects import HDR_TRACEPARENT
+
+TRACKERS = "trackers"
+"""The one taker of direct finish reports (bus/direct.Direct's key): any tracker replica answers."""
 
 
 class ReportWindow:
@@ -66,3 +80,67 @@ class ReportWindow:
                         tb: TracebackType | None) -> None:
         self._room.release()
         self._queued -= 1
+
+
+class FinishBatches:
+    """Finish reports handed to the trackers directly (`report_by` direct), as many to one request as came while
+    the requests before were out (at most `most`), with at most `flying` requests out at once: an idle agent's
+    report goes alone and at once, in the one-report form every tracker takes; a burst's go a few dozen to a
+    request. One at a time, a burst's requests would have waited past their timeout, so past a few in flight its
+    reports went to the events stream (core/handoff.DIRECT_REPORTS_MOST), at a stored write each.
+
+    A tracker answers a batch once each report's run record is written or the report dropped, one `1` or `0` per
+    report (core/handoff.answer_each); a report not taken so, and every report of a request not answered so, goes
+    to the stream (the caller publishes it)."""
+
+    def __init__(self, trackers: Direct, agent: str, *, most: int, flying: int = 2) -> None:
+        self.trackers = trackers
+        self.agent = agent
+        self.most = most
+        self.flying = flying
+        self._waiting: list[tuple[RunFinished, asyncio.Future[bool]]] = []
+        """Reports not sent yet, each with its attempt's trace context (RunFinished.traceparent)."""
+        self._out = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def hand(self, finished: RunFinished) -> bool:
+        """Whether a tracker took this report (its run record written); False: the stream must carry it."""
+        taken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        traced = replace(finished, traceparent=inject_headers({}).get(HDR_TRACEPARENT, ""))
+        self._waiting.append((traced, taken))
+        self._send()
+        return await taken
+
+    def _send(self) -> None:
+        while self._waiting and self._out < self.flying:
+            batch, self._waiting = self._waiting[:self.most], self._waiting[self.most:]
+            self._out += 1
+            # In a context of its own: the request's headers carry no attempt's trace (each report its own).
+            self._tasks.add(task := asyncio.create_task(self._request(batch), context=contextvars.Context()))
+            task.add_done_callback(self._tasks.discard)
+
+    async def _request(self, batch: list[tuple[RunFinished, asyncio.Future[bool]]]) -> None:
+        try:
+            reports = [finished for finished, _ in batch]
+            taken = await self._ask(reports)
+        except Exception:  # the stream's way then; a copy of one written after all is dropped there
+            taken = [False] * len(batch)
+        finally:
+            self._out -= 1
+            self._send()
+        for (_, future), one in zip(batch, taken, strict=True):
+            if not future.done():
+                future.set_result(one)
+
+    async def _ask(self, reports: list[RunFinished]) -> list[bool]:
+        if len(reports) == 1:
+            one = reports[0]  # the form every tracker takes, its trace in the request's headers as before
+            return [await self.trackers.hand(TRACKERS, s.report_subject("finished", self.agent),
+                                             encode(replace(one, traceparent="")), traceparent=one.traceparent)]
+        reply = await self.trackers.ask(TRACKERS, s.report_subject(s.REPORT_BATCH, self.agent), encode(reports),
+                                        messages=len(reports))
+        taken = taken_each(reply, len(reports))
+        if reply is not None:
+            self.trackers.count("taken", sum(taken))
+            self.trackers.count("refused", len(taken) - sum(taken))
+        return taken

@@ -25,6 +25,7 @@ from jetcron.core import leases
 from jetcron.core.agents_index import Used
 from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
+from jetcron.core.handoff import DIRECT_REPORTS_MOST
 from jetcron.core.sim import SimExecution
 from jetcron.services.agent import gang
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
@@ -36,7 +37,7 @@ from jetcron.services.agent.host.scratch import Scratches
 from jetcron.services.agent.host.spares import SparePool
 from jetcron.services.agent.host.strays import StrayGuard
 from jetcron.services.agent.liveness import AgentLiveness
-from jetcron.services.agent.reports import ReportWindow
+from jetcron.services.agent.reports import FinishBatches, ReportWindow
 from jetcron.services.agent.waiting import Settled, Waiting
 from jetcron.services.runtime import Context, background, ends_within, stopping_without_nats
 from jetcron.telemetry import metrics
@@ -104,7 +105,10 @@ class Agent:
         self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
                                 spares=self.spares, scratches=scratches, sim=sim or SimExecution(),
                                 agent_nonce=lambda: self.liveness.nonce if self.liveness is not None else "",
-                                trackers=Direct(ctx.rpc, "report", ctx.settings.handoff_timeout)
+                                finishes=FinishBatches(
+                                    Direct(ctx.rpc, "report", ctx.settings.handoff_timeout), agent_id,
+                                    most=ctx.settings.agent_report_batch,
+                                    flying=2 if ctx.settings.agent_report_batch > 1 else DIRECT_REPORTS_MOST)
                                 if ctx.settings.report_by == "direct" else None)
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
+
+from opentelemetry.context import Context as TraceContext
 
 from jetcron import faults
 from jetcron.bus.consume import Drop, Retry
 from jetcron.bus.direct import Taker
 from jetcron.bus.ports import Message
 from jetcron.core.errors import IllegalTransition, JetcronError, NotFound, StaleReport
+from jetcron.core.handoff import answer_each
 from jetcron.core.models import Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
@@ -26,27 +30,38 @@ _FINISHED = {"succeeded": RunEvent.SUCCEED, "cancelled": RunEvent.CANCEL}
 NOT_STARTED = "not_started"
 
 
-def change_for(kind: str, data: bytes, source: str = "") -> tuple[str, Change, Change | None]:
-    """The run id, the Change an event asks for, and for a finish the start it implies. `source` is the agent
-    the subject names (the one its credential allows): a report about another agent is a forgery."""
-    run_id, change, start = _change_for(kind, data)
+Decided = tuple[str, Change, Change | None]
+"""The run id, the Change an event asks for, and for a finish the start it implies."""
+
+
+def change_for(kind: str, data: bytes, source: str = "") -> Decided:
+    """What an event asks for. `source` is the agent the subject names (the one its credential allows): a report
+    about another agent is a forgery."""
+    return _from(source, kind, _change_for(kind, data))
+
+
+def _from(source: str, kind: str, decided: Decided) -> Decided:
+    run_id, change, _ = decided
     if source and change.agent != source:
         metrics.child(metrics.REPORTS_DROPPED, reason="forged").inc()
         raise Drop(f"{kind} report for {run_id} names agent {change.agent} but was sent by {source}")
-    return run_id, change, start
+    return decided
 
 
-def _change_for(kind: str, data: bytes) -> tuple[str, Change, Change | None]:
+def _finish(f: RunFinished) -> Decided:
+    event = _FINISHED.get(f.outcome, RunEvent.FAIL)
+    start = None if f.started_at is None else Change(
+        event=RunEvent.START, attempt=f.attempt, token=f.token, agent=f.agent, at=f.started_at)
+    return f.run_id, Change(event=event, attempt=f.attempt, token=f.token, agent=f.agent, exit_code=f.exit_code,
+                            outcome=f.outcome, reason=f.reason, at=f.at), start
+
+
+def _change_for(kind: str, data: bytes) -> Decided:
     if kind == "started":
         e = decode(data, RunStarted)
         return e.run_id, Change(event=RunEvent.START, attempt=e.attempt, token=e.token, agent=e.agent, at=e.at), None
     if kind == "finished":
-        f = decode(data, RunFinished)
-        event = _FINISHED.get(f.outcome, RunEvent.FAIL)
-        start = None if f.started_at is None else Change(
-            event=RunEvent.START, attempt=f.attempt, token=f.token, agent=f.agent, at=f.started_at)
-        return f.run_id, Change(event=event, attempt=f.attempt, token=f.token, agent=f.agent, exit_code=f.exit_code,
-                                outcome=f.outcome, reason=f.reason, at=f.at), start
+        return _finish(decode(data, RunFinished))
     if kind == "handed_back":
         h = decode(data, RunHandedBack)
         # outcome marks a hand-back of an attempt that never started: no start report will come for it
@@ -71,18 +86,40 @@ class EventHandler:
     async def handle(self, msg: Message) -> None:
         kind, source = s.parse_event_subject(msg.subject)
         try:
-            run_id, change, start = change_for(kind, msg.data, source)
+            decided = change_for(kind, msg.data, source)
         except Informational:
             return
         except Drop:
             raise
         except Exception as exc:
             raise Drop(f"undecodable {kind} event: {exc}") from exc
+        await self._decided(msg.subject, decided, extract_context(msg.headers))
+
+    async def finished_each(self, subject: str, reports: list[RunFinished]) -> list[bool]:
+        """Finish reports handed over in one request (`subject` names their agent), applied at once: whether each
+        was taken, its run record written or the report dropped (as `handle` then acks it); False where it must
+        wait (a finish ahead of its start) or its write failed, so that the agent sends it to the stream."""
+        _, source = s.parse_event_subject(subject)
+
+        async def one(f: RunFinished) -> bool:
+            try:
+                await self._decided(subject, _from(source, "finished", _finish(f)),
+                                    extract_context({s.HDR_TRACEPARENT: f.traceparent} if f.traceparent else None))
+            except Drop:
+                return True
+            except Exception:
+                return False
+            return True
+
+        return list(await asyncio.gather(*(one(f) for f in reports)))
+
+    async def _decided(self, subject: str, decided: Decided, parent: TraceContext) -> None:
+        run_id, change, start = decided
         faults.point("tracker.after_receive")  # chaos: event taken, run record not yet written
         lock = self.locks[run_id]
         async with lock:
             try:
-                with messaging_span(_tracer, "process", msg.subject, parent=extract_context(msg.headers), run_id=run_id,
+                with messaging_span(_tracer, "process", subject, parent=parent, run_id=run_id,
                                     attempt=change.attempt):
                     await self._apply(run_id, change, start)
             finally:
@@ -123,6 +160,31 @@ class EventHandler:
 
 DIRECT_IN_FLIGHT = 256
 """Direct reports a tracker applies at once, as many as its events consumer does (bus/direct.Taker's `most`)."""
+
+
+BATCHES_IN_FLIGHT = 16
+"""Requests of several finish reports a tracker applies at once (each up to the agents' `agent_report_batch`)."""
+
+
+def direct_batches(handler: EventHandler, most: int = BATCHES_IN_FLIGHT) -> Taker:
+    """Finish reports handed over several to a request (services/agent/reports.FinishBatches), each applied as
+    `direct_reports` applies one, answered with one `1` or `0` per report (core/handoff.answer_each). One that
+    cannot be read is answered refused: its agent sends every report of it to the stream."""
+
+    async def decide(msg: Message) -> bytes:
+        return answer_each(await handler.finished_each(msg.subject, decode(msg.data, list[RunFinished])))
+
+    return Taker(decide, fault="tracker.report_answer", most=most)
+
+
+def report_router(handler: EventHandler) -> Callable[[Message], Awaitable[None]]:
+    """The trackers' one subscription to the direct reports: batches to `direct_batches`, the rest one each."""
+    one, many = direct_reports(handler), direct_batches(handler)
+
+    async def route(msg: Message) -> None:
+        await (many if s.parse_event_subject(msg.subject)[0] == s.REPORT_BATCH else one).on_request(msg)
+
+    return route
 
 
 def direct_reports(handler: EventHandler, most: int = DIRECT_IN_FLIGHT) -> Taker:

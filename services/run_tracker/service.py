@@ -15,7 +15,7 @@ from jetcron.core.models import Run
 from jetcron.services.run_tracker.agents import AgentLosses
 from jetcron.services.run_tracker.checkpoints import CheckpointJanitor
 from jetcron.services.run_tracker.deadlines import Deadlines
-from jetcron.services.run_tracker.events import EventHandler, direct_reports
+from jetcron.services.run_tracker.events import EventHandler, report_router
 from jetcron.services.run_tracker.finished import FinishedCounts
 from jetcron.services.run_tracker.flows import Flows
 from jetcron.services.run_tracker.history import Pruner, StorageKeeper
@@ -99,7 +99,7 @@ async def main(ctx: Context) -> None:
                             StorageKeeper(ctx), flows, losses, finished),
         serve_listing(ctx, reconciler.active, reconciler.synced))]
     # Any replica applies a report (the record's CAS decides), so one member of the group takes each.
-    direct = await ctx.rpc.serve(s.REPORT_ALL, direct_reports(handler).on_request, queue="run_tracker", flush=True)
+    direct = await ctx.rpc.serve(s.REPORT_ALL, report_router(handler), queue="run_tracker", flush=True)
     ctx.ready.set()
     ctx.log.info("run tracker ready")
     await ctx.stop.wait()

@@ -482,7 +482,7 @@ async def _direct_attempt(answer: bytes, *, in_flight: int = 0) -> tuple[Context
     """An attempt whose finish report goes to the trackers directly, `in_flight` of the agent's reports already
     waiting in its window."""
     from jetcron.bus.direct import Direct
-    from jetcron.services.agent.reports import ReportWindow
+    from jetcron.services.agent.reports import FinishBatches, ReportWindow
 
     ctx, log = _ctx()
     trackers = _Trackers(answer)
@@ -492,7 +492,7 @@ async def _direct_attempt(answer: bytes, *, in_flight: int = 0) -> tuple[Context
     window = ReportWindow(64, hold=0.0)
     window._queued = in_flight
     deps = AttemptDeps(strays=cast(StrayGuard, None), setup=cast(HostSetup, None), reports=window,
-                       trackers=Direct(ctx.rpc, "report", timeout=5))
+                       finishes=FinishBatches(Direct(ctx.rpc, "report", timeout=5), "a", most=1, flying=16))
     return ctx, Attempt(ctx, deps, _cmd(), lease, dict, TraceContext()), trackers, log
 
 
