@@ -120,17 +120,17 @@ class FinishBatches:
             task.add_done_callback(self._tasks.discard)
 
     async def _request(self, batch: list[tuple[RunFinished, asyncio.Future[bool]]]) -> None:
+        taken = [False] * len(batch)  # unless answered: the stream's way (a copy of one written is dropped there)
         try:
-            reports = [finished for finished, _ in batch]
-            taken = await self._ask(reports)
-        except Exception:  # the stream's way then; a copy of one written after all is dropped there
-            taken = [False] * len(batch)
-        finally:
+            taken = await self._ask([finished for finished, _ in batch])
+        except Exception:
+            pass
+        finally:  # cancelled too (the agent stopping): no report is left waiting for an answer
             self._out -= 1
+            for (_, future), one in zip(batch, taken, strict=True):
+                if not future.done():
+                    future.set_result(one)
             self._send()
-        for (_, future), one in zip(batch, taken, strict=True):
-            if not future.done():
-                future.set_result(one)
 
     async def _ask(self, reports: list[RunFinished]) -> list[bool]:
         if len(reports) == 1:

@@ -141,3 +141,22 @@ async def test_each_report_carries_its_attempts_trace_a_batch_in_the_report_a_lo
     [(_, _, lone), (_, runs, header)] = trackers.got
     assert (lone, runs, header) == (traces[0], ["j.1", "j.2"], "")
     assert trackers.traces == ["", traces[1], traces[2]]  # the lone one's is in its header, not its body
+
+
+async def test_a_request_cancelled_leaves_no_report_waiting_each_goes_to_the_stream() -> None:
+    # Given reports in requests whose answers never come (held), as the agent stops
+    batches, trackers = await _batches(_answer_all_but_j2, most=2)
+    first = asyncio.create_task(batches.hand(_finished(0)))
+    while not trackers.got:
+        await asyncio.sleep(0)
+    rest = [asyncio.create_task(batches.hand(_finished(i))) for i in (1, 2)]
+    await asyncio.sleep(0)
+    # When its requests are cancelled (the first's end sends the next, which is cancelled too)
+    for held in (1, 2):
+        while len(trackers.got) < held:
+            await asyncio.sleep(0)
+        for task in list(batches._tasks):
+            task.cancel()
+    # Then every report is answered "not taken" (the stream's way), none waits on
+    assert await asyncio.wait_for(asyncio.gather(first, *rest), 5) == [False, False, False]
+    assert [runs for _, runs, _ in trackers.got] == [["j.0"], ["j.1", "j.2"]]
