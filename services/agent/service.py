@@ -205,7 +205,7 @@ class Agent:
 
     async def _lease(self, cmd: AssignRun, msg: Message, direct: bool) -> Attempt | None:
         """Take the assignment's lease and make its attempt; None when the lease is held elsewhere. A run due now
-        handed over directly is made with its claim still to take (`run_claim` lazy: Attempt.claim_late)."""
+        handed over directly is made with its claim still to take (`run_claim` lazy: Attempt._claim_late)."""
         settings, now = self.ctx.settings, self.ctx.clock.now()
         if cmd.gang:
             # A member's lease covers no wait: its keeper renews it from the start.
