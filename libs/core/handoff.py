@@ -32,10 +32,21 @@ def taken_each(reply: bytes | None, n: int) -> list[bool]:
     return [c == ord("1") for c in reply]
 
 
-def report_directly(in_flight: int) -> bool:
+BATCH_REQUESTS = 2
+"""Requests of several finish reports an agent has out at once: the reports that come meanwhile make the next."""
+
+
+def report_directly(in_flight: int, batch: int = 1) -> bool:
     """Whether a finish report goes to the trackers directly, `in_flight` of its agent's reports (its own
-    included) being out or waiting."""
-    return in_flight <= DIRECT_REPORTS_MOST
+    included) being out or waiting, `batch` (`agent_report_batch`) to a request: always when several go to a
+    request; one to a request, only while few are in flight."""
+    return batch > 1 or in_flight <= DIRECT_REPORTS_MOST
+
+
+def report_requests(batch: int) -> int:
+    """Requests an agent has out at once, `batch` reports at most to each: a few batches, or one report each for
+    as many as may go directly."""
+    return BATCH_REQUESTS if batch > 1 else DIRECT_REPORTS_MOST
 
 
 class Quiet:

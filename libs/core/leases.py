@@ -69,6 +69,24 @@ def fencing_floor(now: datetime) -> int:
     return int(now.timestamp()) * 1_000_000 + now.microsecond
 
 
+def record_tokens(runs_start_at: int) -> bool:
+    """Whether an attempt's fencing token may be its run record's `assigned` revision: only where the runs bucket
+    was made to start at the fencing floor (`runs_start_at`, its first sequence; 0 for one made from 1), so that
+    its revisions lie above every lease token its cluster handed out."""
+    return runs_start_at > 0
+
+
+CLAIM_WITHIN = 10.0
+"""Seconds from its hand-over within which an attempt started before its claim must have written it, or stop."""
+
+
+def claim_by(handed_at: float, assign_stall: float) -> float:
+    """When an attempt started before its claim (monotonic, from `handed_at`) stops if its claim is not written
+    yet: CLAIM_WITHIN, and never later than half the tracker's assignment stall, after which the tracker would
+    judge the attempt never started and may hand the run to another."""
+    return handed_at + min(CLAIM_WITHIN, assign_stall / 2)
+
+
 def claims_late(mode: str, *, direct: bool, bound: str, token: int, due_at: datetime, now: datetime) -> bool:
     """Whether an attempt starts before its claim is written (`run_claim` lazy), claiming only once it has gone on
     for a while (services/agent/attempt.START_REPORT_DELAY): a run that ends sooner writes none.

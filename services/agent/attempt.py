@@ -45,9 +45,6 @@ START_REPORT_DELAY = 0.25
 RELEASE_RETRY = 1.0
 """Seconds between tries to release a bound claim while the storage does not answer (Attempt._release), and to
 write a late claim (Attempt._claim_late)."""
-CLAIM_WITHIN = 10.0
-"""Seconds from its hand-over within which an attempt started before its claim must have written it, or stop
-(never more than half the tracker's assignment stall, after which it would judge the attempt never started)."""
 _tracer = tracer("agent")
 P, E = AttemptPhase, AttemptEvent
 
@@ -491,10 +488,10 @@ class Attempt:
     async def _claim_late(self) -> bool:
         """Write the claim of an attempt that started without one (core/leases.claims_late), before its start
         report says it runs; an older attempt's claim is taken over as at any take. Whether it holds it: one
-        held for this attempt elsewhere or for a newer one, or not written within CLAIM_WITHIN of the hand-over
+        held for this attempt elsewhere or for a newer one, or not written in time (core/leases.claim_by)
         (the storage not answering; the tracker judges an attempt never claimed by the assignment stall), fences
         the attempt."""
-        deadline = self.leased_at + min(CLAIM_WITHIN, self.ctx.settings.assign_stall / 2)
+        deadline = leases.claim_by(self.leased_at, self.ctx.settings.assign_stall)
         while self.phase is not P.FENCED:
             sent = time.monotonic()
             if sent >= deadline:
@@ -553,7 +550,7 @@ class Attempt:
         dropped as late). One to a request only while few reports are in flight here (core/handoff
         .report_directly); batched (`agent_report_batch` > 1), always (reports.FinishBatches)."""
         finishes = self.deps.finishes
-        if finishes is None or (finishes.most == 1 and not report_directly(self.window.queued)):
+        if finishes is None or not report_directly(self.window.queued, finishes.most):
             return False
         return await finishes.hand(finished)
 

@@ -20,7 +20,7 @@ from types import TracebackType
 from msgspec.structs import replace
 
 from jetcron.bus.direct import Direct
-from jetcron.core.handoff import taken_each
+from jetcron.core.handoff import BATCH_REQUESTS, taken_each
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -93,7 +93,7 @@ class FinishBatches:
     report (core/handoff.answer_each); a report not taken so, and every report of a request not answered so, goes
     to the stream (the caller publishes it)."""
 
-    def __init__(self, trackers: Direct, agent: str, *, most: int, flying: int = 2) -> None:
+    def __init__(self, trackers: Direct, agent: str, *, most: int, flying: int = BATCH_REQUESTS) -> None:
         self.trackers = trackers
         self.agent = agent
         self.most = most

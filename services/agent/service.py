@@ -25,7 +25,7 @@ from jetcron.core import leases
 from jetcron.core.agents_index import Used
 from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
-from jetcron.core.handoff import DIRECT_REPORTS_MOST
+from jetcron.core.handoff import report_requests
 from jetcron.core.sim import SimExecution
 from jetcron.services.agent import gang
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
@@ -108,7 +108,7 @@ class Agent:
                                 finishes=FinishBatches(
                                     Direct(ctx.rpc, "report", ctx.settings.handoff_timeout), agent_id,
                                     most=ctx.settings.agent_report_batch,
-                                    flying=2 if ctx.settings.agent_report_batch > 1 else DIRECT_REPORTS_MOST)
+                                    flying=report_requests(ctx.settings.agent_report_batch))
                                 if ctx.settings.report_by == "direct" else None)
 
     def _env(self, cmd: AssignRun, token: int) -> dict[str, str]:

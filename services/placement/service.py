@@ -17,6 +17,7 @@ from jetcron.bus.consume import Drop, Hold, ack_held, touch
 from jetcron.bus.direct import Direct
 from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
+from jetcron.core import leases
 from jetcron.core.demand import waits_from
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import Run
@@ -495,7 +496,7 @@ async def record_tokens(ctx: Context) -> bool:
     attempt's record token."""
     while True:
         try:
-            return (await ctx.streams.state(s.kv_stream(s.BUCKET_RUNS))).starts_at > 0
+            return leases.record_tokens((await ctx.streams.state(s.kv_stream(s.BUCKET_RUNS))).starts_at)
         except JetcronError as exc:
             if ctx.stop.is_set():
                 return False

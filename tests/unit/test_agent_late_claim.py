@@ -17,7 +17,7 @@ from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher
 from jetcron.config import Settings
 from jetcron.core.attempt_state import AttemptPhase
 from jetcron.core.errors import Unavailable
-from jetcron.core.leases import claims_late
+from jetcron.core.leases import claim_by, claims_late, record_tokens
 from jetcron.core.models import JobSpec
 from jetcron.core.sim import SimExecution
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
@@ -46,6 +46,16 @@ KEY = s.run_lease_key("r")
 def test_only_a_due_direct_assignment_with_its_token_under_an_agent_lease_starts_unclaimed(
         mode: str, direct: bool, bound: str, token: int, due: datetime, late: bool) -> None:
     assert claims_late(mode, direct=direct, bound=bound, token=token, due_at=due, now=T0) is late
+
+
+def test_an_unclaimed_attempt_stops_by_ten_seconds_or_half_the_assignment_stall_whichever_is_sooner() -> None:
+    assert claim_by(100.0, assign_stall=30.0) == 110.0
+    assert claim_by(100.0, assign_stall=4.0) == 102.0
+
+
+def test_tokens_come_from_the_records_only_where_the_runs_bucket_started_at_the_floor() -> None:
+    assert record_tokens(1_796_624_918_000_000) is True
+    assert record_tokens(0) is False  # a runs bucket made before, from 1
 
 
 def _ctx(**settings: object) -> Context:

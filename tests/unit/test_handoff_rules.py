@@ -3,7 +3,7 @@ timeouts and then asked again; a finish report goes directly only while few of i
 
 from __future__ import annotations
 
-from jetcron.core.handoff import DIRECT_REPORTS_MOST, QUIET_FOR, Quiet, report_directly
+from jetcron.core.handoff import BATCH_REQUESTS, DIRECT_REPORTS_MOST, QUIET_FOR, Quiet, report_directly, report_requests
 
 
 def test_an_unanswered_taker_is_skipped_for_its_quiet_then_forgotten() -> None:
@@ -20,3 +20,9 @@ def test_a_report_goes_directly_only_while_few_are_in_flight() -> None:
     assert report_directly(1)
     assert report_directly(DIRECT_REPORTS_MOST)
     assert not report_directly(DIRECT_REPORTS_MOST + 1)
+    assert report_directly(DIRECT_REPORTS_MOST * 10, batch=32)  # several to a request: always directly
+
+
+def test_an_agent_has_a_few_batches_out_or_as_many_single_reports_as_may_go_directly() -> None:
+    assert report_requests(32) == BATCH_REQUESTS == 2
+    assert report_requests(1) == DIRECT_REPORTS_MOST
