@@ -56,6 +56,10 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # messages per run per process, priced at nats-py's own CPU per message (docs/decisions-protocol.md)
     ("bench.messages", ["--runs", "5000", "--reps", "3"], ["--runs", "30", "--reps", "1"]),
     ("bench.floor", ["--reps", "3"], ["--runs", "50", "--idle-runs", "5", "--reps", "1", "--sync", "always"]),
+    # what a real run's child costs the host with no message at all, against bare spawns (docs/benchmarks.md)
+    # the built floor's four writes made by five processes as the services make them, beside jetcron in one window
+    ("bench.shape_floor", ["--runs", "5000", "--reps", "3"], ["--runs", "60", "--idle-runs", "3", "--reps", "1"]),
+    ("bench.child_floor", ["--runs", "2000", "--reps", "3"], ["--runs", "40", "--reps", "1", "--idle-runs", "5"]),
     # atomic batches against plain publishes, R1 and R3 (docs/decisions-protocol.md): about 7 minutes
     ("bench.batch_publish", [], ["--sizes", "1,4", "--in-flight", "2", "--seconds", "0.3", "--reps", "1",
                                  "--nodes", "1"]),

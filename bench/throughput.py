@@ -9,6 +9,7 @@ import time
 import nats
 
 from bench import raw_js
+from bench.child_floor import contained_rate
 from bench.common import emit, stored_messages, submit_now_jobs, summary, system
 from jetcron.bus.connect import Identity
 from jetcron.sdk.client import Client
@@ -108,6 +109,7 @@ def run(mode: str, runs: int, reps: int, sync_always: bool, compared: list[Varia
                 rates[name].append(done / elapsed)
                 writes[name].append((after - before) / max(1, done))
     spawns = [asyncio.run(spawn_rate()) for _ in range(reps)] if not sim else []
+    children = [asyncio.run(contained_rate()) for _ in range(reps)] if not sim else []
     results: list[dict[str, object]] = []
     for name, _, env in compared:
         result: dict[str, object] = {
@@ -120,6 +122,10 @@ def run(mode: str, runs: int, reps: int, sync_always: bool, compared: list[Varia
         if spawns:
             result["bare_spawn_per_s"] = summary(spawns)
             result["ratio_to_bare_spawn"] = summary([r / sp for r, sp in zip(rates[name], spawns, strict=True)])
+        if children and None not in children:  # the child floor, where this host gives children their view
+            floors = [c for c in children if c is not None]
+            result["contained_spawn_per_s"] = summary(floors)
+            result["ratio_to_contained_spawn"] = summary([r / c for r, c in zip(rates[name], floors, strict=True)])
         results.append(result)
     return results
 

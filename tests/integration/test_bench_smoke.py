@@ -25,7 +25,8 @@ def _id(module: str, args: list[str]) -> str:
 
 EXPECTED: dict[str, set[str]] = {
     "throughput-sim": {"throughput_sim"}, "throughput-true": {"throughput_true"}, "latency": {"idle_single_run"},
-    "hops": {"idle_hops"}, "floor": {"floor"}, "messages": {"messages"},
+    "hops": {"idle_hops"}, "floor": {"floor"}, "child_floor": {"child_floor"},
+    "shape_floor": {"shape_floor"}, "messages": {"messages"},
     "failover": {"failover_trigger", "failover_placement", "failover_agent"},
     "placement_core": {"placement_core"}, "profile": {"profile"},
     "trigger_start_delay-second": {"trigger_start_delay_second_20"},
@@ -47,6 +48,7 @@ def _check(result: dict[str, Any]) -> None:
         assert result["runs_per_s"]["median"] > 0 and 3 <= result["writes_per_run"]["median"] <= 20
     elif name == "throughput_true":
         assert result["bare_spawn_per_s"]["median"] > 0
+        assert result.get("contained_spawn_per_s", {"median": 1})["median"] > 0
     elif name == "trigger_start_delay_second_20":
         assert result["started"]["median"] == result["expected"]["median"] == 40  # 20 schedules, 2 rounds
     elif name == "idle_hops" and "reps" in result:  # the summary, after each rep
@@ -54,6 +56,14 @@ def _check(result: dict[str, Any]) -> None:
     elif name == "floor":  # exactly the protocol's eight writes per run, each acknowledged
         assert result["writes_per_run"]["median"] == 8 and result["floor_runs_per_s"]["median"] > 0
         assert 0 < result["idle_eight_writes_p50_ms"]["median"] < result["idle_floor_p50_ms"]["median"]
+    elif name == "shape_floor":  # the four writes each, between processes, and every run through
+        assert result["shape_writes_per_run"]["median"] == 4 and result["shape_runs_per_s"]["median"] > 0
+        assert 0 < result["built_chain_idle_p50_ms"]["median"] < result["shape_idle_p50_ms"]["median"]
+    elif name == "child_floor":  # every variant this host can run has a rate, each compared with bare spawns
+        assert result["runs_per_s"]["bare"]["median"] > 0
+        assert set(result["ratio_to_bare"]) | set(result["skipped"]) | {"bare"} >= {"bare", "launcher", "groups",
+                                                                                      "contained"}
+        assert all(0 < ratio["median"] < 3 for ratio in result["ratio_to_bare"].values())
     elif name == "failover_agent":
         assert result["redispatch_s"]["median"] > 0
     elif name == "longlife":  # the ledger balanced, and every sample names each stream and process
