@@ -14,8 +14,12 @@ Each repetition measures, one after the other on this machine:
   prefork pool of 2 (the machine's cores), no result backend: no-op tasks (`bench/peers_celery.py`) enqueued
   first, then drained; the rate is the tasks between the first and the last to run over that time.
 
+- **jetcron's shape with no logic** (`bench.shape_floor`'s pipeline): jetcron's four writes on its own buckets, each
+  made by the process that makes it in jetcron and learnt as jetcron learns it (KV watches, direct core requests),
+  at both sync settings: what the design allows against Celery before any service decides anything.
+
 The ratios are taken within a repetition: jetcron at `always` over Celery and over the bare pipeline at `always`,
-jetcron at default sync over Celery and over the bare pipeline at default sync.
+jetcron at default sync over Celery and over the bare pipeline at default sync, and the shape over Celery.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from nats.js.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConf
 
 from bench.common import emit, summary, system
 from bench.floor import SIZES
+from bench.shape_floor import shape_rate
 from bench.throughput import run as jetcron_run
 from bench.throughput import variants
 from jetcron.bus.server import free_port
@@ -215,12 +220,13 @@ def celery_drain(tasks: int) -> float:
 
 def run(runs: int, tasks: int, reps: int) -> dict[str, object]:
     got: dict[str, list[float]] = {k: [] for k in ("jetcron_always", "jetcron_default", "bare_always", "bare_default",
-                                                   "celery")}
+                                                   "shape_always", "shape_default", "celery")}
     for rep in range(reps):
         for sync in ("always", "default"):
             (result,) = jetcron_run("sim", runs, 1, sync == "always", variants("sim", {}))
             got[f"jetcron_{sync}"].append(float(result["runs_per_s"]["median"]))  # type: ignore[index]
             got[f"bare_{sync}"].append(bare_pipeline(runs, sync == "always", f"p{rep}{sync[0]}"))
+            got[f"shape_{sync}"].append(shape_rate(runs, sync == "always", f"s{rep}{sync[0]}"))
         got["celery"].append(celery_drain(tasks))
 
     def ratio(a: str, b: str) -> dict[str, float]:
@@ -231,7 +237,12 @@ def run(runs: int, tasks: int, reps: int) -> dict[str, object]:
         "jetcron_always_runs_per_s": summary(got["jetcron_always"]),
         "jetcron_default_runs_per_s": summary(got["jetcron_default"]),
         "bare_always_runs_per_s": summary(got["bare_always"]), "bare_default_runs_per_s": summary(got["bare_default"]),
+        "shape_always_runs_per_s": summary(got["shape_always"]),
+        "shape_default_runs_per_s": summary(got["shape_default"]),
         "celery_tasks_per_s": summary(got["celery"]),
+        "shape_always_over_celery": ratio("shape_always", "celery"),
+        "shape_default_over_celery": ratio("shape_default", "celery"),
+        "jetcron_always_over_shape_always": ratio("jetcron_always", "shape_always"),
         "jetcron_always_over_celery": ratio("jetcron_always", "celery"),
         "jetcron_always_over_bare_always": ratio("jetcron_always", "bare_always"),
         "jetcron_default_over_celery": ratio("jetcron_default", "celery"),
@@ -239,7 +250,8 @@ def run(runs: int, tasks: int, reps: int) -> dict[str, object]:
         "what": "runs/s of jetcron (2 sim agents), of a bare 4-process JetStream pipeline of the same hops (5 writes "
                 "and 3 acks per run, no logic) at always and default sync, and Celery's drain rate (Redis broker "
                 "without persistence, prefork x2, no-op tasks), each repetition all in one window; the ratios per "
-                "repetition",
+                "repetition. shape: bench.shape_floor's pipeline, jetcron's four writes made by five processes as "
+                "its services make them, with no logic",
     }
 
 

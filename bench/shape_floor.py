@@ -172,32 +172,45 @@ class Window(NamedTuple):
     v2_rate: float
 
 
-def shape_pipeline(runs: int, idle_runs: int, sync_always: bool, tag: str) -> Window:
-    """The pipeline's runs/s, stored writes per run and idle runs, then the one-process built chain's."""
+def pipeline(url: str, monitor_url: str, runs: int, idle_runs: int, tag: str) -> tuple[float, float, list[float]]:
+    """The pipeline's runs/s, stored writes per run and idle runs (ms each), on a server with jetcron's topology."""
+    procs = [subprocess.Popen([sys.executable, "-m", "bench.shape_floor", "--stage", name, "--url", url,
+                               "--runs", str(runs + idle_runs)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+             for name in STAGES]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a stage did not start"
+        before = stored_messages(monitor_url)
+        elapsed, took = asyncio.run(_drive(url, runs, idle_runs, tag))
+        writes = (stored_messages(monitor_url) - before) / (runs + idle_runs)
+        for proc in procs:
+            if proc.wait(timeout=60) != 0:
+                raise RuntimeError(f"a shape stage exited with {proc.returncode}")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return runs / elapsed, writes, took
+
+
+def shape_rate(runs: int, sync_always: bool, tag: str) -> float:
+    """The pipeline's runs/s on a fresh server (`bench.peers` sets it beside Celery)."""
     with system(sync_always=sync_always, services=()) as jc:
         asyncio.run(topology(jc.url))
-        procs = [subprocess.Popen([sys.executable, "-m", "bench.shape_floor", "--stage", name, "--url", jc.url,
-                                   "--runs", str(runs + idle_runs)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                 for name in STAGES]
-        try:
-            for proc in procs:
-                assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a stage did not start"
-            before = stored_messages(jc.server.monitor_url)
-            elapsed, took = asyncio.run(_drive(jc.url, runs, idle_runs, f"{tag}p"))
-            writes = (stored_messages(jc.server.monitor_url) - before) / (runs + idle_runs)
-            for proc in procs:
-                if proc.wait(timeout=60) != 0:
-                    raise RuntimeError(f"a shape stage exited with {proc.returncode}")
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        # after the pipeline, whose watchers would otherwise be handed this chain's records too
+        return pipeline(jc.url, jc.server.monitor_url, runs, 0, tag)[0]
+
+
+def shape_pipeline(runs: int, idle_runs: int, sync_always: bool, tag: str) -> Window:
+    """The pipeline's figures, then the one-process chains' on the same server."""
+    with system(sync_always=sync_always, services=()) as jc:
+        asyncio.run(topology(jc.url))
+        rate, writes, took = pipeline(jc.url, jc.server.monitor_url, runs, idle_runs, f"{tag}p")
+        # after the pipeline, whose watchers would otherwise be handed these chains' records too
         chain_rate, _ = asyncio.run(throughput(jc.url, runs, IN_FLIGHT, f"{tag}c", chain_built))
         chain_took = asyncio.run(idle(jc.url, idle_runs, f"{tag}w", chain_built))
         v2_rate, _ = asyncio.run(throughput(jc.url, runs, IN_FLIGHT, f"{tag}v", chain_v2))
-    return Window(runs / elapsed, writes, took, chain_rate, chain_took, v2_rate)
+    return Window(rate, writes, took, chain_rate, chain_took, v2_rate)
 
 
 def run(runs: int, idle_runs: int, reps: int, sync_always: bool) -> dict[str, object]:
