@@ -119,9 +119,11 @@ async def stage(url: str, name: str, runs: int) -> None:
         await nc.subscribe(AGENT if name == "agent" else TRACKER, cb=handler(start if name == "agent" else end))
     await nc.flush()
     print("ready", flush=True)
+    cpu = time.process_time()
     await finished.wait()
     await nc.flush()
     await nc.close()
+    print(f"cpu {time.process_time() - cpu}", flush=True)  # seconds spent on the runs, start-up left out
 
 
 async def _drive(url: str, runs: int, idle_runs: int, tag: str) -> tuple[float, list[float]]:
@@ -161,69 +163,83 @@ async def _drive(url: str, runs: int, idle_runs: int, tag: str) -> tuple[float, 
     return elapsed, took
 
 
+class Pipeline(NamedTuple):
+    rate: float
+    """Runs/s of the burst."""
+    writes: float
+    """Stored writes per run, from the server's counters."""
+    idle_ms: list[float]
+    cpu_ms: dict[str, float]
+    """CPU per run of each process (the driver's as the api's), burst and idle runs together."""
+
+
 class Window(NamedTuple):
     """One repetition's figures, all on one server."""
 
-    shape_rate: float
-    shape_writes: float
-    shape_idle_ms: list[float]
+    shape: Pipeline
     chain_rate: float
     chain_idle_ms: list[float]
     v2_rate: float
 
 
-def pipeline(url: str, monitor_url: str, runs: int, idle_runs: int, tag: str) -> tuple[float, float, list[float]]:
-    """The pipeline's runs/s, stored writes per run and idle runs (ms each), on a server with jetcron's topology."""
+def pipeline(url: str, monitor_url: str, runs: int, idle_runs: int, tag: str) -> Pipeline:
+    """The pipeline's figures on a server with jetcron's topology."""
     procs = [subprocess.Popen([sys.executable, "-m", "bench.shape_floor", "--stage", name, "--url", url,
                                "--runs", str(runs + idle_runs)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
              for name in STAGES]
     try:
         for proc in procs:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a stage did not start"
-        before = stored_messages(monitor_url)
+        before, driver = stored_messages(monitor_url), time.process_time()
         elapsed, took = asyncio.run(_drive(url, runs, idle_runs, tag))
+        cpu_ms = {"driver": (time.process_time() - driver) * 1000 / (runs + idle_runs)}
         writes = (stored_messages(monitor_url) - before) / (runs + idle_runs)
-        for proc in procs:
-            if proc.wait(timeout=60) != 0:
-                raise RuntimeError(f"a shape stage exited with {proc.returncode}")
+        for name, proc in zip(STAGES, procs, strict=True):
+            out, _ = proc.communicate(timeout=60)
+            if proc.returncode != 0 or not out.startswith("cpu "):
+                raise RuntimeError(f"the shape's {name} exited with {proc.returncode}")
+            cpu_ms[name] = float(out.split()[1]) * 1000 / (runs + idle_runs)
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    return runs / elapsed, writes, took
+    return Pipeline(runs / elapsed, writes, took, cpu_ms)
 
 
 def shape_rate(runs: int, sync_always: bool, tag: str) -> float:
     """The pipeline's runs/s on a fresh server (`bench.peers` sets it beside Celery)."""
     with system(sync_always=sync_always, services=()) as jc:
         asyncio.run(topology(jc.url))
-        return pipeline(jc.url, jc.server.monitor_url, runs, 0, tag)[0]
+        return pipeline(jc.url, jc.server.monitor_url, runs, 0, tag).rate
 
 
 def shape_pipeline(runs: int, idle_runs: int, sync_always: bool, tag: str) -> Window:
     """The pipeline's figures, then the one-process chains' on the same server."""
     with system(sync_always=sync_always, services=()) as jc:
         asyncio.run(topology(jc.url))
-        rate, writes, took = pipeline(jc.url, jc.server.monitor_url, runs, idle_runs, f"{tag}p")
+        shape = pipeline(jc.url, jc.server.monitor_url, runs, idle_runs, f"{tag}p")
         # after the pipeline, whose watchers would otherwise be handed these chains' records too
         chain_rate, _ = asyncio.run(throughput(jc.url, runs, IN_FLIGHT, f"{tag}c", chain_built))
         chain_took = asyncio.run(idle(jc.url, idle_runs, f"{tag}w", chain_built))
         v2_rate, _ = asyncio.run(throughput(jc.url, runs, IN_FLIGHT, f"{tag}v", chain_v2))
-    return Window(rate, writes, took, chain_rate, chain_took, v2_rate)
+    return Window(shape, chain_rate, chain_took, v2_rate)
 
 
 def run(runs: int, idle_runs: int, reps: int, sync_always: bool) -> dict[str, object]:
     got: dict[str, list[float]] = {k: [] for k in ("chain", "shape", "writes", "jetcron", "shape_p50", "shape_p99",
                                                    "chain_p50", "v2")}
+    cpu: dict[str, list[float]] = {}
     compared = variants("sim", {})
     for rep in range(reps):
         window = shape_pipeline(runs, idle_runs, sync_always, f"s{rep}")
-        got["shape"].append(window.shape_rate)
-        got["writes"].append(window.shape_writes)
+        got["shape"].append(window.shape.rate)
+        got["writes"].append(window.shape.writes)
+        for name, ms in window.shape.cpu_ms.items():
+            cpu.setdefault(name, []).append(ms)
         got["chain"].append(window.chain_rate)
-        got["shape_p50"].append(statistics.median(window.shape_idle_ms))
-        got["shape_p99"].append(percentile(window.shape_idle_ms, 99))
+        got["shape_p50"].append(statistics.median(window.shape.idle_ms))
+        got["shape_p99"].append(percentile(window.shape.idle_ms, 99))
         got["chain_p50"].append(statistics.median(window.chain_idle_ms))
         got["v2"].append(window.v2_rate)
         result = jetcron_run("sim", runs, 1, sync_always, compared)[0]
@@ -242,6 +258,8 @@ def run(runs: int, idle_runs: int, reps: int, sync_always: bool) -> dict[str, ob
         "jetcron_over_v2_chain": ratio("jetcron", "v2"),
         "shape_idle_p50_ms": summary(got["shape_p50"]), "shape_idle_p99_ms": summary(got["shape_p99"]),
         "built_chain_idle_p50_ms": summary(got["chain_p50"]),
+        "shape_cpu_ms_per_run": {name: summary(values) for name, values in cpu.items()},
+        "shape_cpu_ms_per_run_stages": summary([sum(cpu[name][i] for name in STAGES) for i in range(reps)]),
         "method": "python -m bench.shape_floor: per repetition, one after the other: the built chain's four writes "
                   "from one process; the same writes made by four processes and a driver as jetcron's services "
                   "make them (KV watches, direct core requests), with no logic; jetcron's sim run (2 sim agents)",
