@@ -404,7 +404,8 @@ class Attempt:
         switch, view, scratch = launch.user, None, None
         if launch.scratch and deps.scratches is not None:
             try:
-                self.room = deps.scratches.open(spec.run_as_root, spare.hand_over() if spare is not None else None)
+                self.room = await deps.scratches.open_soon(spec.run_as_root,
+                                                           spare.hand_over() if spare is not None else None)
             except NoRoom as exc:
                 if spare is not None:
                     await spare.discard()

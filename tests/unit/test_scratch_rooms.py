@@ -3,8 +3,10 @@ owner and mode, that it goes when the attempt ends or at the next start, and tha
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,74 @@ def test_agents_sharing_a_lock_folder_never_give_out_the_same_uid(tmp_path: Path
     # And a closed room's uid is free again, for the other agent too
     one.close(rooms[0])
     assert two.open(False).view.user == (uids[0], uids[0])
+
+
+@root_only
+async def test_a_room_is_made_off_the_event_loop_and_one_refused_keeps_neither_folder_nor_uid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given an agent giving each attempt a uid of its own, whose folders are made on some thread
+    locks = tmp_path / "job-uids"
+    locks.mkdir()
+    made = scratches(tmp_path, uids=UidPool(range(60600, 60602)), lock_dir=locks)
+    threads: list[int] = []
+    make = made.make
+    monkeypatch.setattr(made, "make", lambda: threads.append(threading.get_ident()) or make())
+
+    # When a room is opened from the event loop
+    room = await made.open_soon(run_as_root=False)
+
+    # Then its folder was made on another thread than the loop's, and is the uid's alone
+    assert threads and threading.get_ident() not in threads
+    assert room.view.user is not None and room.path.stat().st_uid == room.view.user[0] and mode(room.path) == 0o700
+
+    # And when the folder cannot be handed to the next room's uid, that room is refused, named, and keeps nothing
+    def refuse(path: object, uid: int, gid: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "chown", refuse)
+    with pytest.raises(NoRoom, match="could not make the attempt's scratch directory: Operation not permitted"):
+        await made.open_soon(run_as_root=False)
+    assert list(made.dir.iterdir()) == [room.path]
+    assert made.uids is not None and made.uids.in_use == {room.view.user[0]}
+
+
+@root_only
+async def test_a_room_cancelled_while_its_folder_is_made_leaves_neither_folder_nor_uid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a folder whose making is held up (the filesystem's journal busy)
+    locks = tmp_path / "job-uids"
+    locks.mkdir()
+    made = scratches(tmp_path, uids=UidPool(range(60600, 60601)), lock_dir=locks)
+    started, go, done = threading.Event(), threading.Event(), threading.Event()
+    make = made.make
+
+    def slow_make() -> Path:
+        started.set()
+        go.wait(10)
+        try:
+            return make()
+        finally:
+            done.set()
+
+    monkeypatch.setattr(made, "make", slow_make)
+    opening = asyncio.create_task(made.open_soon(run_as_root=False))
+    assert await asyncio.to_thread(started.wait, 10)
+
+    # When the attempt is cancelled meanwhile, and the folder is made after all
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    go.set()
+    assert await asyncio.to_thread(done.wait, 10)
+    for _ in range(100):  # the undo runs on the loop once the thread is done
+        if not list(made.dir.iterdir()):
+            break
+        await asyncio.sleep(0.01)
+
+    # Then the folder is gone and the uid is free for the next room
+    assert list(made.dir.iterdir()) == []
+    monkeypatch.setattr(made, "make", make)
+    assert (await made.open_soon(run_as_root=False)).view.user == (60600, 60600)
 
 
 def test_an_agents_start_removes_the_scratches_an_earlier_life_left(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ import secrets
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from jetcron.config import Settings
@@ -109,6 +111,18 @@ def _make_private_dir(path: Path, mode: int) -> None:
     os.chmod(path, mode)
 
 
+async def _off_loop(make: Callable[[], Path], undo: Callable[[Path], object]) -> Path:
+    """`make()` in a thread: a folder's metadata (mkdir, chown) waits on the filesystem's journal, which a server
+    fsyncing every write on the same disk keeps busy, and an agent's event loop blocked there answers no hand-off
+    in time (measured: docs/decisions-job-view.md). Cancelled meanwhile, the folder made after all is undone."""
+    work = asyncio.ensure_future(asyncio.to_thread(make))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        work.add_done_callback(lambda done: None if done.cancelled() or done.exception() else undo(done.result()))
+        raise
+
+
 class Scratches:
     """The agent's scratch root, its private /tmp (if any) and its uid pool (if any)."""
 
@@ -145,27 +159,56 @@ class Scratches:
         os.chmod(path, SCRATCH_MODE)  # whatever the umask
         return path
 
+    async def make_soon(self) -> Path:
+        """make(), in a thread (`_off_loop`)."""
+        return await _off_loop(self.make, remove_tree)
+
     def open(self, run_as_root: bool, path: Path | None = None) -> Room:
         """An attempt's room: its uid (from the pool, locked), its scratch (`path`, a spare's, or a new one) owned by
         the job's user. Raises NoRoom (nothing kept) when the pool has no free uid or the folder cannot be made."""
-        view = self.view(run_as_root)
-        uid_lock = None
+        view, uid_lock = self._take_view(run_as_root)
         try:
-            if view.own_uid:
-                uid, uid_lock = self._take_uid()
-                view = view.with_uid(uid)
+            return Room(view, self._furnish(view, path), uid_lock)
+        except NoRoom:
+            self._give_back(view, uid_lock)
+            raise
+
+    async def open_soon(self, run_as_root: bool, path: Path | None = None) -> Room:
+        """open(), the folder made and handed to the job's user in a thread (`_off_loop`); the uid is taken and
+        given back here: the pool is the event loop's alone."""
+        view, uid_lock = self._take_view(run_as_root)
+        try:
+            made = await _off_loop(partial(self._furnish, view, path), remove_tree)
+        except BaseException:  # NoRoom, or cancelled (the folder, if made after all, is removed then)
+            self._give_back(view, uid_lock)
+            raise
+        return Room(view, made, uid_lock)
+
+    def _take_view(self, run_as_root: bool) -> tuple[ChildView, int | None]:
+        """The attempt's view, with a uid of its own (locked: the descriptor returned) where the agent gives one."""
+        view = self.view(run_as_root)
+        if not view.own_uid:
+            return view, None
+        uid, uid_lock = self._take_uid()
+        return view.with_uid(uid), uid_lock
+
+    def _furnish(self, view: ChildView, path: Path | None) -> Path:
+        """The scratch (`path`, or a new one) owned by the view's user (blocking). NoRoom, the folder removed, if it
+        cannot be made or handed over."""
+        try:
             if path is None:
                 path = self.make()
             if view.user is not None:
                 os.chown(path, *view.user)
-        except (OSError, NoRoom) as exc:
+        except OSError as exc:
             if path is not None:
                 remove_tree(path)
-            if uid_lock is not None:
-                self._give_uid(view, uid_lock)
-            raise exc if isinstance(exc, NoRoom) else NoRoom(f"could not make the attempt's scratch directory: "
-                                                             f"{exc.strerror or exc}") from None
-        return Room(view, path, uid_lock)
+            raise NoRoom(f"could not make the attempt's scratch directory: {exc.strerror or exc}") from None
+        return path
+
+    def _give_back(self, view: ChildView, uid_lock: int | None) -> None:
+        if uid_lock is not None:
+            self._give_uid(view, uid_lock)
 
     def close(self, room: Room) -> bool:
         """Once the child has ended (blocking): kill what is left of its uid (a uid of its own: nothing else runs
@@ -188,9 +231,8 @@ class Scratches:
         return remove_tree(room.path)
 
     def _release(self, room: Room) -> None:
-        if room.uid_lock is not None:
-            self._give_uid(room.view, room.uid_lock)
-            room.uid_lock = None
+        self._give_back(room.view, room.uid_lock)
+        room.uid_lock = None
 
     def _take_uid(self) -> tuple[int, int]:
         assert self.uids is not None

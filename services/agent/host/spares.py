@@ -193,7 +193,7 @@ class SparePool:
             scratch, view = None, None
             if self.scratches is not None:
                 try:
-                    scratch = self.scratches.make()
+                    scratch = await self.scratches.make_soon()
                 except OSError:
                     limits.remove()
                     return
