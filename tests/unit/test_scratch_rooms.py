@@ -29,6 +29,13 @@ def scratches(tmp_path: Path, user: JobUser = NOBODY, **kw: object) -> Scratches
     return made
 
 
+def with_uids(tmp_path: Path, count: int) -> Scratches:
+    """An agent giving each attempt a uid of its own, `count` of them from 60600, its locks in a folder of its own."""
+    locks = tmp_path / "job-uids"
+    locks.mkdir()
+    return scratches(tmp_path, uids=UidPool(range(60600, 60600 + count)), lock_dir=locks)
+
+
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
@@ -83,9 +90,7 @@ def test_agents_sharing_a_lock_folder_never_give_out_the_same_uid(tmp_path: Path
 async def test_a_room_is_made_off_the_event_loop_and_one_refused_keeps_neither_folder_nor_uid(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Given an agent giving each attempt a uid of its own, whose folders are made on some thread
-    locks = tmp_path / "job-uids"
-    locks.mkdir()
-    made = scratches(tmp_path, uids=UidPool(range(60600, 60602)), lock_dir=locks)
+    made = with_uids(tmp_path, 2)
     threads: list[int] = []
     make = made.make
     monkeypatch.setattr(made, "make", lambda: threads.append(threading.get_ident()) or make())
@@ -112,9 +117,7 @@ async def test_a_room_is_made_off_the_event_loop_and_one_refused_keeps_neither_f
 async def test_a_room_cancelled_while_its_folder_is_made_leaves_neither_folder_nor_uid(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a folder whose making is held up (the filesystem's journal busy)
-    locks = tmp_path / "job-uids"
-    locks.mkdir()
-    made = scratches(tmp_path, uids=UidPool(range(60600, 60601)), lock_dir=locks)
+    made = with_uids(tmp_path, 1)
     started, go, done = threading.Event(), threading.Event(), threading.Event()
     make = made.make
 
