@@ -35,7 +35,8 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.common import emit, summary
@@ -198,47 +199,50 @@ async def idle(spawn: Spawn, runs: int) -> list[float]:
     return took
 
 
-async def contained_rate(runs: int = 2000) -> float | None:
-    """The `contained` variant's runs/s (None where this host cannot give a child its view): the child floor
-    `bench.throughput --mode true` sets beside its bare spawns."""
-    with tempfile.TemporaryDirectory(prefix="jetcron-child-floor-") as tmp:
-        Path(tmp).chmod(0o711)
-        host = Host(Path(tmp))
-        try:
-            spawn = host.variants()[0].get("contained")
-            if spawn is None:
-                return None
-            await rate(spawn, 2 * CONCURRENCY)
-            return (await rate(spawn, runs))[0]
-        finally:
-            host.close()
-
-
-async def bench(runs: int, reps: int, idle_runs: int) -> dict[str, object]:
+@contextmanager
+def host() -> Iterator[Host]:
+    """This host's variants, their scratches in a folder made for them and removed after."""
     with tempfile.TemporaryDirectory(prefix="jetcron-child-floor-") as tmp:
         work = Path(tmp)
         work.chmod(0o711)  # the job's user reaches its own scratch by path, as under the agent's folders
-        host = Host(work)
+        made = Host(work)
         try:
-            spawns, skipped = host.variants()
-            for spawn in spawns.values():  # warm: the first spawns of a variant pay for page cache and groups
-                await rate(spawn, 2 * CONCURRENCY)
-            rates: dict[str, list[float]] = {name: [] for name in spawns}
-            child_cpu: dict[str, list[float]] = {name: [] for name in spawns}
-            own_cpu: dict[str, list[float]] = {name: [] for name in spawns}
-            alone: dict[str, list[float]] = {name: [] for name in spawns}
-            for _ in range(reps):
-                for name, spawn in spawns.items():  # in turn within a repetition: each ratio is one window's
-                    per_s, children, own = await rate(spawn, runs)
-                    rates[name].append(per_s)
-                    child_cpu[name].append(children)
-                    own_cpu[name].append(own)
-                    alone[name].append(statistics.median(await idle(spawn, idle_runs)))
+            yield made
         finally:
-            host.close()
+            made.close()
+
+
+async def contained_rate(runs: int = 2000) -> float | None:
+    """The `contained` variant's runs/s (None where this host cannot give a child its view): the child floor
+    `bench.throughput --mode true` sets beside its bare spawns."""
+    with host() as here:
+        spawn = here.variants()[0].get("contained")
+        if spawn is None:
+            return None
+        await rate(spawn, 2 * CONCURRENCY)
+        return (await rate(spawn, runs))[0]
+
+
+async def bench(runs: int, reps: int, idle_runs: int) -> dict[str, object]:
+    with host() as here:
+        spawns, skipped = here.variants()
+        for spawn in spawns.values():  # warm: the first spawns of a variant pay for page cache and groups
+            await rate(spawn, 2 * CONCURRENCY)
+        rates: dict[str, list[float]] = {name: [] for name in spawns}
+        child_cpu: dict[str, list[float]] = {name: [] for name in spawns}
+        own_cpu: dict[str, list[float]] = {name: [] for name in spawns}
+        alone: dict[str, list[float]] = {name: [] for name in spawns}
+        for _ in range(reps):
+            for name, spawn in spawns.items():  # in turn within a repetition: each ratio is one window's
+                per_s, children, own = await rate(spawn, runs)
+                rates[name].append(per_s)
+                child_cpu[name].append(children)
+                own_cpu[name].append(own)
+                alone[name].append(statistics.median(await idle(spawn, idle_runs)))
+        mechanism, user = here.root.mechanism, here.user
     return {
         "bench": "child_floor", "runs": runs, "reps": reps, "concurrency": CONCURRENCY,
-        "limits": host.root.mechanism, "job_user": "nobody" if host.user else "the bench's own",
+        "limits": mechanism, "job_user": "nobody" if user else "the bench's own",
         "skipped": skipped,
         "runs_per_s": {name: summary(values) for name, values in rates.items()},
         "ratio_to_bare": {name: summary([r / b for r, b in zip(values, rates["bare"], strict=True)])

@@ -182,6 +182,24 @@ def _keep_logs(base: Path) -> None:
         shutil.copyfile(log, target)
 
 
+@contextmanager
+def stage_processes(module: str, names: tuple[str, ...] | list[str], url: str, runs: int
+                    ) -> Iterator[list[subprocess.Popen[str]]]:
+    """`python -m module --stage NAME --url URL --runs RUNS` for each name, each ready (its first line says so)
+    before this yields them; any still running at the end is killed."""
+    procs = [subprocess.Popen([sys.executable, "-m", module, "--stage", name, "--url", url, "--runs", str(runs)],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True) for name in names]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a stage did not start"
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def emit(result: dict[str, Any]) -> None:
     """One JSON line on stdout per result (machine-readable); `bench.run` stores it under bench/results/."""
     # This machine is shared: say how busy it was (the figures are only as good as this).

@@ -39,7 +39,7 @@ import redis
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 
-from bench.common import emit, summary, system
+from bench.common import emit, stage_processes, summary, system
 from bench.floor import SIZES
 from bench.shape_floor import shape_rate
 from bench.throughput import run as jetcron_run
@@ -140,21 +140,11 @@ def bare_pipeline(runs: int, sync_always: bool, tag: str) -> float:
             await nc.close()
 
         asyncio.run(setup())
-        procs = [subprocess.Popen([sys.executable, "-m", "bench.peers", "--stage", name, "--url", jc.url,
-                                   "--runs", str(runs)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                 for name in STAGES]
-        try:
-            for proc in procs:
-                assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a stage did not start"
+        with stage_processes("bench.peers", list(STAGES), jc.url, runs) as procs:
             elapsed = asyncio.run(_trigger(jc.url, runs, tag))
             for proc in procs:
                 if proc.wait(timeout=60) != 0:
                     raise RuntimeError(f"a bare pipeline stage exited with {proc.returncode}")
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
     return runs / elapsed
 
 

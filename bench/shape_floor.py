@@ -27,24 +27,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import nats
 from nats.aio.msg import Msg
 
-from bench.common import emit, percentile, stored_messages, summary, system
+from bench.common import emit, percentile, stage_processes, stored_messages, summary, system
 from bench.floor import SIZES, _kv, chain_built, chain_v2, idle, throughput, topology
 from bench.throughput import run as jetcron_run
 from bench.throughput import variants
 from jetcron.bus.acks import publish_acked
 from jetcron.wire import subjects as s
 
-ROOT = Path(__file__).resolve().parent.parent
 IN_FLIGHT = 256
 """Runs in flight, from the driver and in the one-process chain alike (jetcron's submitters keep as many)."""
 AGENT, TRACKER, DONE = "floor.shape.agent", "floor.shape.tracker", "floor.shape.done"
@@ -184,12 +180,7 @@ class Window(NamedTuple):
 
 def pipeline(url: str, monitor_url: str, runs: int, idle_runs: int, tag: str) -> Pipeline:
     """The pipeline's figures on a server with jetcron's topology."""
-    procs = [subprocess.Popen([sys.executable, "-m", "bench.shape_floor", "--stage", name, "--url", url,
-                               "--runs", str(runs + idle_runs)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-             for name in STAGES]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a stage did not start"
+    with stage_processes("bench.shape_floor", STAGES, url, runs + idle_runs) as procs:
         before, driver = stored_messages(monitor_url), time.process_time()
         elapsed, took = asyncio.run(_drive(url, runs, idle_runs, tag))
         cpu_ms = {"driver": (time.process_time() - driver) * 1000 / (runs + idle_runs)}
@@ -199,11 +190,6 @@ def pipeline(url: str, monitor_url: str, runs: int, idle_runs: int, tag: str) ->
             if proc.returncode != 0 or not out.startswith("cpu "):
                 raise RuntimeError(f"the shape's {name} exited with {proc.returncode}")
             cpu_ms[name] = float(out.split()[1]) * 1000 / (runs + idle_runs)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     return Pipeline(runs / elapsed, writes, took, cpu_ms)
 
 

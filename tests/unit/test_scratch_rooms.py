@@ -41,9 +41,9 @@ def mode(path: Path) -> int:
 
 
 @root_only
-def test_a_scratch_is_the_job_users_alone_and_goes_with_its_attempt(tmp_path: Path) -> None:
+async def test_a_scratch_is_the_job_users_alone_and_goes_with_its_attempt(tmp_path: Path) -> None:
     made = scratches(tmp_path)
-    room = made.open(run_as_root=False)
+    room = await made.open_soon(run_as_root=False)
     assert room.path.parent == made.dir and mode(room.path) == 0o700
     assert (room.path.stat().st_uid, room.path.stat().st_gid) == (65534, 65534)
     assert room.view.user == (65534, 65534) and room.view.env(str(room.path), {})["JETCRON_SCRATCH"] == str(room.path)
@@ -54,15 +54,15 @@ def test_a_scratch_is_the_job_users_alone_and_goes_with_its_attempt(tmp_path: Pa
     assert not room.path.exists() and tmp_path.exists() and list(made.dir.iterdir()) == []
 
 
-def test_a_job_allowed_root_or_an_agent_that_does_not_switch_keeps_the_agents_user(tmp_path: Path) -> None:
+async def test_a_job_allowed_root_or_an_agent_that_does_not_switch_keeps_the_agents_user(tmp_path: Path) -> None:
     for made, as_root in ((scratches(tmp_path / "a"), True), (scratches(tmp_path / "b", AS_AGENT), False)):
-        room = made.open(run_as_root=as_root)
+        room = await made.open_soon(run_as_root=as_root)
         assert room.view.user is None and room.path.stat().st_uid == os.geteuid() and mode(room.path) == 0o700
         made.close(room)
 
 
 @root_only
-def test_agents_sharing_a_lock_folder_never_give_out_the_same_uid(tmp_path: Path) -> None:
+async def test_agents_sharing_a_lock_folder_never_give_out_the_same_uid(tmp_path: Path) -> None:
     # Given two agents with the same range and lock folder (every agent of a host shares one, whatever its data dir)
     locks = tmp_path / "job-uids"
     locks.mkdir()
@@ -70,7 +70,7 @@ def test_agents_sharing_a_lock_folder_never_give_out_the_same_uid(tmp_path: Path
     two = scratches(tmp_path / "2", uids=UidPool(range(60600, 60603)), lock_dir=locks)
 
     # When they open rooms until the range is used up
-    rooms = [one.open(False), two.open(False), one.open(False)]
+    rooms = [await one.open_soon(False), await two.open_soon(False), await one.open_soon(False)]
 
     # Then each room has a uid of its own, owns its scratch under it, with HOME there too
     uids = [r.view.user[0] for r in rooms if r.view.user]
@@ -79,11 +79,11 @@ def test_agents_sharing_a_lock_folder_never_give_out_the_same_uid(tmp_path: Path
     assert rooms[0].view.env("/s", {})["HOME"] == "/s"
     # And the next is refused with the setting named, keeping nothing
     with pytest.raises(NoRoom, match="no free uid in JETCRON_AGENT_JOB_UIDS"):
-        two.open(False)
+        await two.open_soon(False)
     assert len(list(two.dir.iterdir())) == 1
     # And a closed room's uid is free again, for the other agent too
     one.close(rooms[0])
-    assert two.open(False).view.user == (uids[0], uids[0])
+    assert (await two.open_soon(False)).view.user == (uids[0], uids[0])
 
 
 @root_only

@@ -163,19 +163,11 @@ class Scratches:
         """make(), in a thread (`_off_loop`)."""
         return await _off_loop(self.make, remove_tree)
 
-    def open(self, run_as_root: bool, path: Path | None = None) -> Room:
-        """An attempt's room: its uid (from the pool, locked), its scratch (`path`, a spare's, or a new one) owned by
-        the job's user. Raises NoRoom (nothing kept) when the pool has no free uid or the folder cannot be made."""
-        view, uid_lock = self._take_view(run_as_root)
-        try:
-            return Room(view, self._furnish(view, path), uid_lock)
-        except NoRoom:
-            self._give_back(view, uid_lock)
-            raise
-
     async def open_soon(self, run_as_root: bool, path: Path | None = None) -> Room:
-        """open(), the folder made and handed to the job's user in a thread (`_off_loop`); the uid is taken and
-        given back here: the pool is the event loop's alone."""
+        """An attempt's room: its uid (from the pool, locked), its scratch (`path`, a spare's, or a new one) owned by
+        the job's user. Raises NoRoom (nothing kept) when the pool has no free uid or the folder cannot be made.
+        The folder is made and handed over in a thread (`_off_loop`); the uid is taken and given back here: the
+        pool is the event loop's alone."""
         view, uid_lock = self._take_view(run_as_root)
         try:
             made = await _off_loop(partial(self._furnish, view, path), remove_tree)
