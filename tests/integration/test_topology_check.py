@@ -62,7 +62,7 @@ async def test_a_deleted_queue_is_made_again_loudly_and_a_job_still_runs(service
                 if name in services.procs and "were deleted" in services[name].output()
                 and s.STREAM_PLACE in services[name].output()]
 
-    await wait_for(logged, 10, what="a core service to say the placement queue was deleted")
+    await wait_for(logged, 30, what="a core service to say the placement queue was deleted")
     registry = await Registry.open(js)
 
     async def counted() -> list[float] | None:  # a scrape can miss under load: counted once read, not at one read
@@ -70,7 +70,7 @@ async def test_a_deleted_queue_is_made_again_loudly_and_a_job_still_runs(service
                                         0) for i in await registry.instances()]
         return found if max(found, default=0) >= 1 else None
 
-    await wait_for(counted, 10, what="a service to count the placement queue made again")
+    await wait_for(counted, 30, what="a service to count the placement queue made again")
     # And a job submitted now runs to the end
     await client.call("jobs.create", now_job("after", "true"))
     run = await the_run(client, "after", when=state_is("succeeded", "dead", "failed"), what="the job to end")
