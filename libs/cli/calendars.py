@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import typer
 
 from jetcron.cli.calendar_flags import CalendarFlags, apply_calendar_flags, new_calendar
@@ -15,6 +14,7 @@ from jetcron.cli.jobs import _read_spec
 from jetcron.cli.output import emit, usage
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ics import MAX_ICS_BYTES
+from jetcron.wire.codec import plain
 
 app = typer.Typer(no_args_is_help=True)
 Output = typer.Option("table", "-o", "--output", help="table or json")
@@ -91,11 +91,11 @@ def create(
     with client(ctx) as c:
         expected = None
         if calendar is None:
-            stored = msgspec.to_builtins(c.calendars.get(name or ""))
+            stored = plain(c.calendars.get(name or ""))
             calendar = apply_calendar_flags(stored["spec"], flags, now)
             expected = stored["version"]
         if preview is not None:
-            shown = msgspec.to_builtins(c.calendars.preview(calendar, preview, count=count))
+            shown = plain(c.calendars.preview(calendar, preview, count=count))
             if output == "json":
                 emit(shown, output)
             else:
@@ -103,7 +103,7 @@ def create(
                      title=f"{preview}: next fire times with calendar {shown['calendar']} as edited (not stored)")
             return
         made = c.calendars.update(calendar, expected_version=expected) if updating else c.calendars.create(calendar)
-        record = msgspec.to_builtins(made)
+        record = plain(made)
     emit(record, output, COLUMNS, rows=lambda r: [calendar_row(r)])
 
 
@@ -111,7 +111,7 @@ def create(
 def get(ctx: typer.Context, name: str, output: str = Output) -> None:
     """A calendar: its zone, rules, every date and window."""
     with client(ctx) as c:
-        record = msgspec.to_builtins(c.calendars.get(name))
+        record = plain(c.calendars.get(name))
     if output == "json":
         emit(record, output)
         return
@@ -131,7 +131,7 @@ def list_calendars(
     output: str = Output,
 ) -> None:
     with client(ctx) as c:
-        page = msgspec.to_builtins(c.calendars.list(limit=limit, cursor=cursor))
+        page = plain(c.calendars.list(limit=limit, cursor=cursor))
     emit(page["items"] if output == "json" else page, output, COLUMNS,
          rows=lambda p: [calendar_row(r) for r in p["items"]])
 
@@ -140,5 +140,5 @@ def list_calendars(
 def delete(ctx: typer.Context, name: str, output: str = Output) -> None:
     """Delete a calendar (refused while a job names it)."""
     with client(ctx) as c:
-        record = msgspec.to_builtins(c.calendars.delete(name))
+        record = plain(c.calendars.delete(name))
     emit(record, output, COLUMNS, rows=lambda r: [calendar_row(r)])

@@ -23,6 +23,7 @@ from jetcron.core.errors import InvalidSpec
 from jetcron.core.exclusions import JobCalendars
 from jetcron.core.models import Schedule
 from jetcron.sdk.errors import ApiError
+from jetcron.wire.codec import plain
 
 app = typer.Typer(no_args_is_help=True)
 schedule_app = typer.Typer(no_args_is_help=True)
@@ -140,13 +141,13 @@ def create(
         expected = None
         if "spec" not in payload:
             # From the stored spec; its version makes the API refuse the change if the job changed meanwhile.
-            stored = msgspec.to_builtins(c.jobs.get(name or "", count=0).job)
+            stored = plain(c.jobs.get(name or "", count=0).job)
             payload["spec"] = apply_flags(stored["spec"], flags, now) | ({"command": command} if command else {})
             expected = stored["version"]
         made = c.jobs.update(payload["spec"], expected_version=expected,
                              apply_to_waiting=apply_to_waiting or None) if updating else \
             c.jobs.create(payload["spec"], idempotency_key=idempotency_key or None)
-        record = msgspec.to_builtins(made)
+        record = plain(made)
     for warning in record.get("warnings", []):
         typer.echo(f"warning: {warning}", err=True)
     emit(record, output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
@@ -168,7 +169,7 @@ def list_jobs(
     output: str = Output,
 ) -> None:
     with client(ctx) as c:
-        page = msgspec.to_builtins(c.jobs.list(limit=limit, cursor=cursor, queue=queue))
+        page = plain(c.jobs.list(limit=limit, cursor=cursor, queue=queue))
     emit(
         page["items"] if output == "json" else page,
         output,
@@ -181,7 +182,7 @@ def list_jobs(
 def get(ctx: typer.Context, name: str, output: str = Output) -> None:
     """A job with its next 5 fire times, in its zone and in UTC."""
     with client(ctx) as c:
-        view = msgspec.to_builtins(c.jobs.get(name))
+        view = plain(c.jobs.get(name))
     if output == "json":
         emit(view, output)
         return
@@ -197,7 +198,7 @@ def _fire_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 def _simple(verb: str) -> Any:
     def command(ctx: typer.Context, name: str, output: str = Output) -> None:
         with client(ctx) as c:
-            record = msgspec.to_builtins(getattr(c.jobs, verb)(name))
+            record = plain(getattr(c.jobs, verb)(name))
         emit(record, output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
 
     command.__doc__ = f"{verb.capitalize()} a job."
@@ -217,7 +218,7 @@ def trigger(
 ) -> None:
     """Run a job now, outside its schedule."""
     with client(ctx) as c:
-        run = msgspec.to_builtins(c.jobs.trigger(name, key=key))
+        run = plain(c.jobs.trigger(name, key=key))
     emit(run_view(run), output, ("run_id", "job", "state", "scheduled_at"))
 
 
@@ -237,7 +238,7 @@ def backfill(
     except InvalidSpec as exc:
         usage(str(exc))
     with client(ctx) as c:
-        page = msgspec.to_builtins(c.jobs.backfill(name, first, last, rate=rate))
+        page = plain(c.jobs.backfill(name, first, last, rate=rate))
     emit([run_view(r) for r in page["items"]], output, ("run_id", "state", "scheduled_at"))
 
 
@@ -245,7 +246,7 @@ def backfill(
 def graph(ctx: typer.Context, name: str) -> None:
     """Print the job's DAG: its upstream and downstream jobs."""
     with client(ctx) as c:
-        page = msgspec.to_builtins(c.jobs.list(limit=1000))
+        page = plain(c.jobs.list(limit=1000))
     edges = {r["spec"]["name"]: list(r["spec"].get("depends_on", [])) for r in page["items"]}
     if name not in edges:
         fail(RuntimeError(f"job {name!r} not found"))

@@ -7,12 +7,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-import msgspec
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from jetcron.core.errors import JetcronError
+from jetcron.wire.codec import plain
 
 # Piped output keeps whole values (run ids, timestamps) instead of folding them to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 220)
@@ -34,7 +34,7 @@ RUN_COLUMNS = (
 
 def run_view(record: Any) -> dict[str, Any]:
     """The run fields every consumer of `runs list/get -o json` can rely on (plus everything else)."""
-    run: dict[str, Any] = msgspec.to_builtins(record)
+    run: dict[str, Any] = plain(record)
     view = {key: run.get(key) for key in RUN_COLUMNS}
     view.update({k: v for k, v in run.items() if k not in view and k != "spec"})
     return view
@@ -47,7 +47,7 @@ def emit(
     rows: Callable[[Any], list[dict[str, Any]]] | None = None,
     title: str | None = None,
 ) -> None:
-    data = msgspec.to_builtins(data)  # typed SDK replies (structs, datetimes) print as the API sent them
+    data = plain(data)  # typed SDK replies (structs, datetimes) print with every field, those at defaults too
     if output == "json":
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
+from typing import ClassVar
 
 import msgspec
 
@@ -22,12 +23,23 @@ __all__ = [
 # herd. Left to the cycle collector, each full collection walked them all: multi-second pauses in the agent
 # and placement at 100,000 staged runs. Their lists and dicts are still tracked; a struct holding nothing
 # that could point back at it needs no tracking itself.
-class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
+#
+# omit_defaults: a field at its default is left out when encoded, and read back as that default. A spec left at
+# its defaults is about 1 KB of a run record's 1.4 KB, and every record is written three times per run and read by
+# every watcher of its bucket; left out, a burst's services spend about a sixth less CPU (docs/decisions-
+# protocol.md, "Records leave out their defaults"). So a default is part of the stored format: changing one
+# changes what every record written before means (tests/unit/test_stored_defaults.py holds them). People see
+# every field: the doors show records through wire.codec.with_defaults() and plain() (`stored_compact`).
+class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False, omit_defaults=True):
     """User-written structures: a misspelt field must fail, not vanish."""
 
+    stored_compact: ClassVar[bool] = True
 
-class _Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+
+class _Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """Stored and exchanged records: tolerate unknown fields for rolling upgrades."""
+
+    stored_compact: ClassVar[bool] = True
 
 
 class ScheduleKind(enum.StrEnum):

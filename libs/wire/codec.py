@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 
@@ -24,3 +25,61 @@ def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
 def decode(data: bytes, kind: type[T]) -> T:
     result: T = _decoder(kind).decode(data)  # type: ignore[arg-type]
     return result
+
+
+def with_defaults(value: Any) -> Any:
+    """`value` with every field of each record or message in it, those at their defaults too, as dicts to encode.
+
+    Records and messages are encoded without the fields at their defaults (core/models, a class with
+    `stored_compact` set). What people read shows each of them: the API's replies, the CLI, REST, the dashboard.
+    And a spec's body hash is taken over every field, so that it stays what it was when specs were stored whole. A
+    struct that leaves its defaults out at the doors too (an API reply's envelope, a secret's reference) still
+    does."""
+    return _whole(value)
+
+
+def plain(value: Any) -> Any:
+    """`with_defaults(value)` as JSON-ready builtins (datetimes as text): what the CLI prints and REST answers."""
+    return msgspec.to_builtins(_whole(value))
+
+
+def _whole(value: Any) -> Any:
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if isinstance(value, msgspec.Struct):
+        out = {}
+        for name, key, default in _fields(kind):
+            field = getattr(value, name)
+            if default is _KEEP or field != default:
+                out[key] = _whole(field)
+        return out
+    if kind is list or kind is tuple:
+        return [_whole(v) for v in value]
+    if kind is dict:
+        return {k: _whole(v) for k, v in value.items()}
+    return value
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None), datetime})
+_KEEP = object()
+
+
+def _fields(kind: type[msgspec.Struct]) -> tuple[tuple[str, str, Any], ...]:
+    """(attribute, encoded name, the default it is left out at, or _KEEP) of each field of a struct type."""
+    if (known := _FIELDS.get(kind)) is not None:
+        return known
+    leaves_out = kind.__struct_config__.omit_defaults and not getattr(kind, "stored_compact", False)
+    fields = []
+    for f in msgspec.structs.fields(kind):
+        default: Any = _KEEP
+        if leaves_out and f.default is not msgspec.NODEFAULT:
+            default = f.default
+        elif leaves_out and f.default_factory is not msgspec.NODEFAULT:
+            default = f.default_factory()
+        fields.append((f.name, f.encode_name, default))
+    _FIELDS[kind] = known = tuple(fields)
+    return known
+
+
+_FIELDS: dict[type[msgspec.Struct], tuple[tuple[str, str, Any], ...]] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import ClassVar, Literal
 
 import msgspec
 
@@ -11,10 +11,13 @@ from jetcron.core.models import JobSpec, Priority, Resources, Run
 from jetcron.wire.api import ErrorBody
 
 
-class _Msg(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class _Msg(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """Inter-service messages ignore unknown fields so services can be upgraded one at a time.
 
-    Untracked by the cycle collector, like the records (core/models): plain data, held in bulk."""
+    Untracked by the cycle collector and sent without the fields at their defaults, like the records
+    (core/models): plain data, held in bulk."""
+
+    stored_compact: ClassVar[bool] = True
 
 
 class PlaceRun(_Msg, frozen=True, kw_only=True):

@@ -32,7 +32,7 @@ from jetcron.telemetry.tracing import current_trace_id
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
 from jetcron.wire.api import JobView, Page
-from jetcron.wire.codec import encode
+from jetcron.wire.codec import encode, with_defaults
 
 
 class Jobs(Noun):
@@ -91,7 +91,9 @@ class Jobs(Noun):
                                   f"its upstreams come from {', '.join(apart)}, which fire on different schedules: "
                                   "no occurrence of one is an occurrence of another, so its runs would wait for "
                                   "ever; use join: latest")
-        return spec, body_hash(encode(spec))
+        # Over every field: the hash a spec had when specs were stored whole, so a job stored then is still the same
+        # body.
+        return spec, body_hash(encode(with_defaults(spec)))
 
     async def _calendars_ok(self, spec: JobSpec, created_at: datetime) -> None:
         """The calendars the job names exist (its own tenant's: another's reads as unknown), and leave it an

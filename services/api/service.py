@@ -31,7 +31,7 @@ from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.api import PLAIN_FAILURE, Reply, error_reply
-from jetcron.wire.codec import encode
+from jetcron.wire.codec import encode, with_defaults
 
 log = structlog.get_logger("jetcron.api")
 _tracer = tracer("api")
@@ -60,7 +60,7 @@ def endpoint(verb: str, op: Handler) -> Callable[[Request], Awaitable[None]]:
                 if outcome == "internal":
                     log.exception("api verb failed", verb=verb)
             try:
-                data = encode(reply)
+                data = encode(with_defaults(reply))  # every field of a record, those at their defaults too
             except Exception:
                 log.exception("api reply could not be encoded", verb=verb)
                 data = PLAIN_FAILURE

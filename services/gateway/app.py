@@ -20,7 +20,7 @@ from litestar.response import Redirect
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from jetcron.services.gateway import admin, calendars, contract, jobs, runs, ui
-from jetcron.services.gateway.gate import API, Gate, HttpProblem, field_of, gate_of
+from jetcron.services.gateway.gate import API, Gate, HttpProblem, WholeResponse, field_of, gate_of
 from jetcron.services.gateway.problems import PROBLEM_JSON, Problem, problem
 
 log = structlog.get_logger("jetcron.gateway")
@@ -141,7 +141,7 @@ def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "") -> Lites
     # No OpenAPI of Litestar's own: the document is the contract's (contract.py), served by openapi_json.
     app = Litestar(route_handlers=[*_ROUTES, *ui.ROUTES], openapi_config=None, exception_handlers=handlers,
                    request_max_body_size=MAX_BODY, template_config=ui.TEMPLATES, debug=False,
-                   middleware=[_allow_from_contract])
+                   middleware=[_allow_from_contract], response_class=WholeResponse)
     app.state.gate = gate
     app.state.trace_url = trace_url
     app.state.public_url = public_url.rstrip("/")

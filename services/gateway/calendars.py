@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, Response, delete, get, post, put
+from litestar import Request, delete, get, post, put
 from litestar.params import Parameter
 
 from jetcron.core.calendar_time import Compiled, compile_calendar
@@ -14,7 +14,7 @@ from jetcron.core.calendars import CalendarRecord
 from jetcron.core.exclusions import JobCalendars
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
-from jetcron.services.gateway.gate import API, HttpProblem, strict_body, version_of
+from jetcron.services.gateway.gate import API, HttpProblem, WholeResponse, strict_body, version_of
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.problems import problem
 from jetcron.wire.api import CalendarPreview
@@ -113,13 +113,13 @@ def _version(header: str | None) -> int | None:
 
 
 @post(f"{API}/calendars", status_code=201, summary="Create a named calendar")
-async def create_calendar(request: Request[Any, Any, Any], data: dict[str, Any]) -> Response[CalendarView]:
+async def create_calendar(request: Request[Any, Any, Any], data: dict[str, Any]) -> WholeResponse[CalendarView]:
     gate, caller = await _who(request)
     body = strict_body(data, CreateCalendar)
     calendar, ics = _calendar(body, body.name)
     record = await gate.api(caller, lambda c: c.calendars.create(calendar, ics=ics), fields=_fields)
     view = _view(record, caller.tenant)
-    return Response(view, status_code=201, headers={"Location": f"{API}/calendars/{view.calendar_id}",
+    return WholeResponse(view, status_code=201, headers={"Location": f"{API}/calendars/{view.calendar_id}",
                                                     **_etag(record)})
 
 
@@ -132,14 +132,15 @@ async def list_calendars(request: Request[Any, Any, Any], cursor: str | None = N
 
 
 @get(f"{API}/calendars/{{name:str}}", summary="A calendar (its version is the ETag)")
-async def get_calendar(request: Request[Any, Any, Any], name: str) -> Response[CalendarView]:
+async def get_calendar(request: Request[Any, Any, Any], name: str) -> WholeResponse[CalendarView]:
     gate, caller = await _who(request)
     record = await gate.api(caller, lambda c: c.calendars.get(name))
-    return Response(_view(record, caller.tenant), headers=_etag(record))
+    return WholeResponse(_view(record, caller.tenant), headers=_etag(record))
 
 
 @put(f"{API}/calendars/{{name:str}}", summary="Replace a calendar, from each job's next occurrence")
-async def replace_calendar(request: Request[Any, Any, Any], name: str, data: dict[str, Any]) -> Response[CalendarView]:
+async def replace_calendar(request: Request[Any, Any, Any], name: str,
+                           data: dict[str, Any]) -> WholeResponse[CalendarView]:
     gate, caller = await _who(request)
     body = strict_body(data, CalendarBody)
     expected = _version(request.headers.get("if-match"))
@@ -150,7 +151,7 @@ async def replace_calendar(request: Request[Any, Any, Any], name: str, data: dic
         return await c.calendars.update(calendar, ics=ics, expected_version=expected)
 
     record = await gate.api(caller, change, fields=_fields)
-    return Response(_view(record, caller.tenant), headers=_etag(record))
+    return WholeResponse(_view(record, caller.tenant), headers=_etag(record))
 
 
 @delete(f"{API}/calendars/{{name:str}}", status_code=200, summary="Delete a calendar no job names")

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
-from litestar import Request
+from litestar import Request, Response
+from litestar.serialization import default_serializer
+from litestar.types import Serializer
 
 from jetcron.auth.tokens import TokenRecord, token_id_of, verify
 from jetcron.core.errors import JetcronError
@@ -16,6 +18,7 @@ from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 from jetcron.services.gateway.problems import Problem, headers_for, problem, status_of
 from jetcron.telemetry import metrics
+from jetcron.wire.codec import plain
 
 API = "/api/v1"
 T = TypeVar("T")
@@ -128,3 +131,13 @@ def version_of(header: str | None) -> int | None:
     """The version an If-Match header names; None when it names none (absent, or not a version)."""
     found = IF_MATCH_RE.match((header or "").strip())
     return int(found.group(2)) if found else None
+
+
+class WholeResponse(Response[T]):
+    """Every JSON reply of a record shows each of its fields, those at their defaults too: records are stored and
+    sent without them (core/models), and a REST client reads `attempt` or `agent` whatever its value."""
+
+    def render(self, content: Any, media_type: str, enc_hook: Serializer = default_serializer) -> bytes:
+        if isinstance(content, msgspec.Struct | list | tuple):
+            content = plain(content)
+        return super().render(content, media_type, enc_hook)

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, Response, delete, get, patch, post
+from litestar import Request, delete, get, patch, post
 from litestar.params import Parameter
 
 from jetcron.core import cron, exclusions
@@ -19,11 +19,20 @@ from jetcron.services.gateway import status as words
 from jetcron.services.gateway.calendars import named_calendars
 from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView, job_spec, job_status, rest_field
 from jetcron.services.gateway.design import job_id as design_job_id
-from jetcron.services.gateway.gate import API, HttpProblem, idempotency_key, public_base, strict_body, version_of
+from jetcron.services.gateway.gate import (
+    API,
+    HttpProblem,
+    WholeResponse,
+    idempotency_key,
+    public_base,
+    strict_body,
+    version_of,
+)
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.listing import jobs_page, latest_run
 from jetcron.services.gateway.problems import problem
 from jetcron.wire.api import FireTime, Page
+from jetcron.wire.codec import plain
 
 
 async def _runs_of(c: Client, job: str) -> AsyncIterator[Run]:
@@ -42,7 +51,7 @@ async def _runs_of(c: Client, job: str) -> AsyncIterator[Run]:
       description="The design's body, or any field of jetcron's job spec (docs/rest-api.md, \"The body\"); the "
                   "reply carries the submit-time warnings. `Idempotency-Key` makes a retried create return the same "
                   "job.")
-async def create_job(request: Request[Any, Any, Any], data: dict[str, Any]) -> Response[Created]:
+async def create_job(request: Request[Any, Any, Any], data: dict[str, Any]) -> WholeResponse[Created]:
     gate, caller = await _who(request)
     body = strict_body(data, CreateJob)
     key = idempotency_key(request)
@@ -54,7 +63,7 @@ async def create_job(request: Request[Any, Any, Any], data: dict[str, Any]) -> R
     record = await gate.api(caller, lambda c: c.jobs.create(spec, idempotency_key=key),
                             fields=lambda field: rest_field(field, body))
     job_id = design_job_id(record, caller.tenant)
-    return Response(Created(job_id=job_id, status=words.NOT_RUN, warnings=record.warnings), status_code=201,
+    return WholeResponse(Created(job_id=job_id, status=words.NOT_RUN, warnings=record.warnings), status_code=201,
                     headers={"Location": f"{API}/jobs/{job_id}"})
 
 
@@ -139,11 +148,11 @@ class SpecView(msgspec.Struct, kw_only=True):
 
 @get(f"{API}/jobs/{{job_id:str}}/spec", summary="A job's full spec and version (the ETag for PATCH's If-Match)")
 async def get_spec(request: Request[Any, Any, Any], job_id: str,
-                   count: Annotated[int, Parameter(ge=0, le=100)] = 10) -> Response[SpecView]:
+                   count: Annotated[int, Parameter(ge=0, le=100)] = 10) -> WholeResponse[SpecView]:
     gate, caller = await _who(request)
     view = await gate.api(caller, lambda c: c.jobs.get(job_id, count=count))
     job = view.job
-    return Response(SpecView(spec=msgspec.to_builtins(job.spec), version=job.version, status=job.status.value,
+    return WholeResponse(SpecView(spec=plain(job.spec), version=job.version, status=job.status.value,
                              next_fires=view.next_fires), headers={"ETag": f'"{job.version}"'})
 
 
@@ -151,12 +160,12 @@ async def get_spec(request: Request[Any, Any, Any], job_id: str,
        description="`If-Match` names the version read (GET .../spec gives it as the ETag): a job changed since is "
                    "409, nothing written. The name and tenant cannot change.")
 async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str, Any],
-                    apply_to_waiting: bool = False) -> Response[JobRecord]:
+                    apply_to_waiting: bool = False) -> WholeResponse[JobRecord]:
     gate, caller = await _who(request)
     expected = _version(request.headers.get("if-match"))
 
     async def change(c: Client) -> JobRecord:
-        old: dict[str, Any] = msgspec.to_builtins((await c.jobs.get(job_id, count=0)).job.spec)
+        old: dict[str, Any] = plain((await c.jobs.get(job_id, count=0)).job.spec)
         spec = merge_patch(old, data)
         for fixed in ("name", "tenant"):
             if spec.get(fixed) != old.get(fixed):
@@ -165,7 +174,7 @@ async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str
         return await c.jobs.update(spec, expected_version=expected, apply_to_waiting=apply_to_waiting or None)
 
     record = await gate.api(caller, change)
-    return Response(record, headers={"ETag": f'"{record.version}"'})
+    return WholeResponse(record, headers={"ETag": f'"{record.version}"'})
 
 
 def _version(header: str | None) -> int:

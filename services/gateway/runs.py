@@ -12,7 +12,7 @@ from litestar.response import Stream
 from jetcron.core.models import Priority, Run
 from jetcron.core.notify import Delivery
 from jetcron.services.gateway import status as words
-from jetcron.services.gateway.gate import API, HttpProblem, idempotency_key, strict_body
+from jetcron.services.gateway.gate import API, HttpProblem, WholeResponse, idempotency_key, strict_body
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.listing import runs_page
 from jetcron.wire.api import Page
@@ -82,11 +82,11 @@ async def list_dlq(request: Request[Any, Any, Any],
 
 @post(f"{API}/dlq/{{run_id:str}}/replay", status_code=201, summary="Run a dead or failed run again, as a new run",
       description="`Idempotency-Key`: a retried request answers the same new run.")
-async def replay(request: Request[Any, Any, Any], run_id: str) -> Response[Run]:
+async def replay(request: Request[Any, Any, Any], run_id: str) -> WholeResponse[Run]:
     gate, caller = await _who(request)
     key = idempotency_key(request)
     run = await gate.api(caller, lambda c: c.dlq.replay(run_id, key=key))
-    return Response(run, status_code=201, headers={"Location": f"{API}/runs/{run.run_id}"})
+    return WholeResponse(run, status_code=201, headers={"Location": f"{API}/runs/{run.run_id}"})
 
 
 @get(f"{API}/jobs/{{job_id:str}}/notifications", summary="A job's notification deliveries, each with every try")

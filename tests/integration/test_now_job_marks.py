@@ -14,8 +14,10 @@ from nats.js import JetStreamContext
 from jetcron.bus.registry import Registry
 from jetcron.core.fire_marks import mark_key
 from jetcron.core.ids import shard_of
+from jetcron.core.models import JobRecord
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode, plain
 
 SHARDS = 16  # the default JETCRON_TRIGGER_SHARDS
 CORE = ("api", "placement", "run_tracker")
@@ -37,7 +39,8 @@ async def _succeeded_once(client: Client, job: str) -> bool:
 
 
 class Writes:
-    """Every write of a job record, as the server stores it (the bucket keeps only each job's latest)."""
+    """Every write of a job record, as the server stores it (the bucket keeps only each job's latest), read as a
+    service reads it: a record leaves out its fields at their defaults."""
 
     def __init__(self) -> None:
         self.seen: dict[str, list[dict[str, Any]]] = {}
@@ -45,7 +48,7 @@ class Writes:
     async def follow(self, nc: nats.NATS) -> None:
         async def note(msg: nats.aio.msg.Msg) -> None:
             job = msg.subject.removeprefix(f"$KV.{s.BUCKET_JOBS}.")
-            self.seen.setdefault(job, []).append(json.loads(msg.data) if msg.data else {})
+            self.seen.setdefault(job, []).append(plain(decode(msg.data, JobRecord)) if msg.data else {})
 
         await nc.subscribe(f"$KV.{s.BUCKET_JOBS}.>", cb=note)
         await nc.flush()

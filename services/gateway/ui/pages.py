@@ -44,6 +44,7 @@ from jetcron.services.gateway.ui.session import (
     session_cookie,
     viewer,
 )
+from jetcron.wire.codec import plain
 
 T = TypeVar("T")
 PAGE = 50
@@ -280,7 +281,7 @@ async def job_page(request: Request[Any, Any, Any], name: str, cursor: str | Non
     view = await c.jobs.get(name, count=10)
     runs = await c.runs.list(job=name, newest=True, limit=PAGE, cursor=cursor or None)
     spec = view.job.spec
-    shown = msgspec.to_builtins(spec)
+    shown = plain(spec)
     # Values of `env` are not shown (they may be credentials a job was given before secrets existed).
     shown["env"] = {k: "••••" for k in spec.env}
     calendars = [(field, n, ctx.calendar_ref(spec.tenant, n))
