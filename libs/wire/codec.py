@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
@@ -48,6 +50,10 @@ def _whole(value: Any) -> Any:
     if kind in _LEAVES:
         return value
     if isinstance(value, msgspec.Struct):
+        if getattr(kind, "stored_compact", False):
+            # Its twin encodes every field: converted in msgspec's C code, about 4 µs for a job record against 15
+            # walking its fields here (every API reply carries one).
+            return msgspec.convert(value, _twin(kind), from_attributes=True)
         out = {}
         for name, key, default in _fields(kind):
             field = getattr(value, name)
@@ -66,10 +72,11 @@ _KEEP = object()
 
 
 def _fields(kind: type[msgspec.Struct]) -> tuple[tuple[str, str, Any], ...]:
-    """(attribute, encoded name, the default it is left out at, or _KEEP) of each field of a struct type."""
+    """(attribute, encoded name, the default it is left out at, or _KEEP) of each field of a struct type that is
+    not of the stored format: left out where its class leaves defaults out (at the doors too)."""
     if (known := _FIELDS.get(kind)) is not None:
         return known
-    leaves_out = kind.__struct_config__.omit_defaults and not getattr(kind, "stored_compact", False)
+    leaves_out = kind.__struct_config__.omit_defaults
     fields = []
     for f in msgspec.structs.fields(kind):
         default: Any = _KEEP
@@ -83,3 +90,37 @@ def _fields(kind: type[msgspec.Struct]) -> tuple[tuple[str, str, Any], ...]:
 
 
 _FIELDS: dict[type[msgspec.Struct], tuple[tuple[str, str, Any], ...]] = {}
+
+
+def _twin(kind: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """A struct type with `kind`'s fields, names, types and defaults that encodes every field; a field whose type
+    names a type of the stored format names its twin."""
+    if (known := _TWINS.get(kind)) is not None:
+        return known
+    hints = typing.get_type_hints(kind)  # without constraints: the value was checked when it was made
+    fields: list[tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(kind):
+        if f.default is not msgspec.NODEFAULT:
+            spec = msgspec.field(default=f.default, name=f.encode_name)
+        elif f.default_factory is not msgspec.NODEFAULT:
+            spec = msgspec.field(default_factory=f.default_factory, name=f.encode_name)
+        else:
+            spec = msgspec.field(name=f.encode_name)
+        fields.append((f.name, _twin_type(hints[f.name]), spec))
+    _TWINS[kind] = known = msgspec.defstruct(f"Whole{kind.__name__}", fields, kw_only=True, frozen=True, gc=False)
+    return known
+
+
+_TWINS: dict[type[msgspec.Struct], type[msgspec.Struct]] = {}
+
+
+def _twin_type(hint: Any) -> Any:
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct) and getattr(hint, "stored_compact", False):
+        return _twin(hint)
+    origin = typing.get_origin(hint)
+    if origin is None or origin is typing.Literal:
+        return hint
+    args = tuple(_twin_type(a) for a in typing.get_args(hint))
+    if origin is types.UnionType or origin is typing.Union:
+        return typing.Union[args]  # noqa: UP007 (the types are only known here)
+    return origin[args]

@@ -18,8 +18,8 @@ import msgspec
 
 from jetcron.core import models
 from jetcron.core.ids import body_hash
-from jetcron.core.models import JobRecord, JobSpec, Run, RunState
-from jetcron.wire import messages
+from jetcron.core.models import AgentInfo, AttemptRecord, JobRecord, JobSpec, Run, RunState
+from jetcron.wire import codec, messages
 from jetcron.wire.api import Reply
 from jetcron.wire.codec import decode, encode, plain, with_defaults
 from jetcron.wire.messages import AssignRun
@@ -117,6 +117,39 @@ def test_a_struct_that_leaves_its_defaults_out_at_the_doors_still_does() -> None
         "ok": True, "result": {"tenant": "acme", "name": "DB"}}
     reply = plain(Reply(ok=True, result=JobRecord(spec=_spec(), created_at=at, updated_at=at)))
     assert set(reply) == {"ok", "result"} and reply["result"]["fired_by_mark"] is False
+
+
+def _walked(value: Any) -> Any:
+    """Every field, by walking them here: what the twins (wire.codec) must encode to."""
+    if isinstance(value, msgspec.Struct):
+        return {f.encode_name: _walked(getattr(value, f.name)) for f in msgspec.structs.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_walked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _walked(v) for k, v in value.items()}
+    return value
+
+
+def test_each_struct_of_the_stored_format_encodes_whole_as_its_fields_walked() -> None:
+    at = datetime(2026, 12, 7, tzinfo=UTC)
+    spec = _spec(retry={"max_attempts": 5}, notify=[{"on": ["failed"], "webhook": "https://example.com/hook"}])
+    attempt = AttemptRecord(attempt=1, agent="a1", token=7, outcome="failed", exit_code=3, started_at=at,
+                            finished_at=at)
+    samples: list[msgspec.Struct] = [
+        JobRecord(spec=spec, created_at=at, updated_at=at),
+        Run(run_id="r", job="nightly", tenant="default", state=RunState.FAILED, scheduled_at=at, due_at=at,
+            created_at=at, spec=spec, history=[attempt], gpu_indices={"a1": [0, 1]}),
+        AssignRun(run_id="r", attempt=2, job="nightly", agent="a1", spec=spec, scheduled_at=at, due_at=at,
+                  gpu_indices=[0], gang=["a1", "a2"]),
+        AgentInfo(agent_id="a1", cpu=8, memory_mb=1024, labels={"zone": "z"}, slots=4, heartbeat_at=at,
+                  started_at=at),
+    ]
+    for sample in samples:
+        assert plain(sample) == msgspec.to_builtins(_walked(sample)), type(sample).__name__
+    for kind in _kinds():
+        whole = codec._twin(kind)
+        assert whole.__struct_encode_fields__ == kind.__struct_encode_fields__, kind.__name__
+        assert not whole.__struct_config__.omit_defaults
 
 
 def test_a_spec_hashes_as_it_did_when_specs_were_stored_whole() -> None:
