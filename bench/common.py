@@ -42,15 +42,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def stored_messages(monitor_url: str) -> int:
-    """Every message the server stored (stream publishes and KV writes): acknowledged writes so far."""
+def _stream_states(monitor_url: str) -> dict[str, dict[str, Any]]:
+    """Each stream's state (`/jsz`), by name."""
     with urllib.request.urlopen(f"{monitor_url}/jsz?streams=true", timeout=5) as resp:
         data = json.loads(resp.read())
-    total = 0
-    for account in data.get("account_details", []):
-        for stream in account.get("stream_detail", []):
-            total += int(stream.get("state", {}).get("last_seq", 0))
-    return total
+    return {stream["name"]: stream.get("state", {}) for account in data.get("account_details", [])
+            for stream in account.get("stream_detail", [])}
+
+
+def stored_messages(monitor_url: str) -> int:
+    """Every message the server stored (stream publishes and KV writes): acknowledged writes so far."""
+    return sum(int(state.get("last_seq", 0)) for state in _stream_states(monitor_url).values())
+
+
+def stream_bytes(monitor_url: str, stream: str) -> int:
+    """The bytes a stream holds now."""
+    return int(_stream_states(monitor_url).get(stream, {}).get("bytes", 0))
 
 
 @dataclass

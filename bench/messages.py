@@ -23,9 +23,10 @@ from typing import Any
 import nats
 import uvloop
 
-from bench.common import emit, summary, system
+from bench.common import emit, stream_bytes, summary, system
 from bench.profile import _cpu_seconds
 from bench.throughput import _submit_and_wait
+from jetcron.wire.subjects import BUCKET_RUNS, kv_stream
 
 PRICE_MESSAGES = 50_000
 PAYLOAD = b"x" * 200
@@ -109,16 +110,18 @@ def count(runs: int) -> dict[str, Any]:
         _elapsed, done = asyncio.run(_submit_and_wait(jc.url, runs, ["true"], "msg"))
         cpu = {name: (_cpu_seconds(p.pid) - cpu_before[name]) / max(1, done) * 1e3 for name, p in jc.procs.items()}
         after = connections(jc.server.monitor_url)
+        runs_bucket = stream_bytes(jc.server.monitor_url, kv_stream(BUCKET_RUNS))
         sent_price, received_price = price(jc.url)
     per: dict[str, dict[str, float]] = {}
     for cid, conn in after.items():
         name = str(conn.get("name") or "").removeprefix("jetcron-")
         if name not in ("api", "trigger", "placement", "run_tracker", "agent"):
             continue  # the bench's own clients
-        old = before.get(cid, {"in_msgs": 0, "out_msgs": 0})
-        row = per.setdefault(name, {"sent": 0.0, "received": 0.0})
+        old = before.get(cid, {"in_msgs": 0, "out_msgs": 0, "in_bytes": 0, "out_bytes": 0})
+        row = per.setdefault(name, {"sent": 0.0, "received": 0.0, "bytes": 0.0})
         row["sent"] += (conn["in_msgs"] - old["in_msgs"]) / max(1, done)  # the server's in: what the client sent
         row["received"] += (conn["out_msgs"] - old["out_msgs"]) / max(1, done)
+        row["bytes"] += (conn["in_bytes"] - old["in_bytes"] + conn["out_bytes"] - old["out_bytes"]) / max(1, done)
     agents_cpu = sum(v for k, v in cpu.items() if k.startswith("agent-"))
     cpu_by = {**{k: v for k, v in cpu.items() if not k.startswith("agent-")}, "agent": agents_cpu}
     for name, row in per.items():
@@ -129,6 +132,8 @@ def count(runs: int) -> dict[str, Any]:
     floor = sent * sent_price + received * received_price
     total = sum(cpu.values())
     return {"done": done, "per_process": per, "sent_per_run": sent, "received_per_run": received,
+            "bytes_per_run": sum(r["bytes"] for r in per.values()),
+            "runs_bucket_bytes_per_run": runs_bucket / max(1, done),
             "send_us": sent_price * 1e6, "receive_us": received_price * 1e6, "floor_ms_per_run": floor * 1e3,
             "cpu_ms_per_run": total, "cpu_us_per_message": total * 1e3 / max(1e-9, sent + received)}
 
@@ -138,14 +143,15 @@ def run(runs: int, reps: int) -> dict[str, Any]:
     names = sorted({name for r in results for name in r["per_process"]})
     per = {name: {field: round(statistics.median(r["per_process"][name][field] for r in results
                                                  if name in r["per_process"]), 3)
-                  for field in ("sent", "received", "cpu_ms", "floor_ms")} for name in names}
+                  for field in ("sent", "received", "bytes", "cpu_ms", "floor_ms")} for name in names}
     return {"bench": "messages", "runs": runs, "reps": reps, "sync_always": True, "agents": "2 sim",
             "per_process_median": per,
             **{field: summary([float(r[field]) for r in results]) for field in (
-                "sent_per_run", "received_per_run", "send_us", "receive_us", "floor_ms_per_run", "cpu_ms_per_run",
-                "cpu_us_per_message")},
-            "method": "python -m bench.messages: a burst of sim runs at `always`; messages per run from the "
-                      "server's /connz counts per connection; nats-py's CPU per core publish and per delivered "
+                "sent_per_run", "received_per_run", "bytes_per_run", "runs_bucket_bytes_per_run", "send_us",
+                "receive_us", "floor_ms_per_run", "cpu_ms_per_run", "cpu_us_per_message")},
+            "method": "python -m bench.messages: a burst of sim runs at `always`; messages and bytes (both ways) "
+                      "per run from the server's /connz counts per connection; the runs bucket's stored bytes per "
+                      "run at the end (/jsz); nats-py's CPU per core publish and per delivered "
                       f"message ({PRICE_MESSAGES} each, 200 bytes with two headers, uvloop, own process)"}
 
 

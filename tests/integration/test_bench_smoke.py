@@ -61,6 +61,10 @@ def _check(result: dict[str, Any]) -> None:
         assert result["built_chain_idle_p50_ms"]["median"] > 0 and result["shape_idle_p50_ms"]["median"] > 0
         assert set(result["shape_cpu_ms_per_run"]) == {"driver", "trigger", "placement", "agent", "tracker"}
         assert result["shape_cpu_ms_per_run_stages"]["median"] > 0
+    elif name == "messages":  # every process sent and was sent something; the runs bucket holds each run's record
+        assert set(result["per_process_median"]) == {"api", "trigger", "placement", "run_tracker", "agent"}
+        assert all(row["sent"] > 0 and row["bytes"] > 0 for row in result["per_process_median"].values())
+        assert result["runs_bucket_bytes_per_run"]["median"] > 100
     elif name == "child_floor":  # every variant this host can run has a rate, each compared with bare spawns
         assert result["runs_per_s"]["bare"]["median"] > 0
         assert set(result["ratio_to_bare"]) | set(result["skipped"]) | {"bare"} >= {"bare", "launcher", "groups",
