@@ -26,10 +26,11 @@ __all__ = [
 #
 # omit_defaults: a field at its default is left out when encoded, and read back as that default. A spec left at
 # its defaults is about 1 KB of a run record's 1.4 KB, and every record is written three times per run and read by
-# every watcher of its bucket; left out, a burst's services spend about a sixth less CPU (docs/decisions-
-# protocol.md, "Records leave out their defaults"). So a default is part of the stored format: changing one
-# changes what every record written before means (tests/unit/test_stored_defaults.py holds them). People see
-# every field: the doors show records through wire.codec.with_defaults() and plain() (`stored_compact`).
+# every watcher of its bucket; left out, a burst moves half the bytes and the server spends a tenth less CPU
+# (docs/decisions-protocol.md, "Built: records and messages leave out the fields at their defaults"). So a
+# default is part of the stored format: changing one changes what every record written before means
+# (tests/unit/test_stored_defaults.py holds them). People see every field: the doors show records through
+# wire.codec.with_defaults() and plain() (`stored_compact`).
 class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False, omit_defaults=True):
     """User-written structures: a misspelt field must fail, not vanish."""
 
