@@ -30,7 +30,8 @@ def decode(data: bytes, kind: type[T]) -> T:
 
 
 def with_defaults(value: Any) -> Any:
-    """`value` with every field of each record or message in it, those at their defaults too, as dicts to encode.
+    """`value` with every field of each record or message in it, those at their defaults too, ready to encode (a
+    record becomes its twin, a struct of the same fields that writes each of them; other structs become dicts).
 
     Records and messages are encoded without the fields at their defaults (core/models, a class with
     `stored_compact` set). What people read shows each of them: the API's replies, the CLI, REST, the dashboard.

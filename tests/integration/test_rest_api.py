@@ -241,6 +241,9 @@ async def test_patch_needs_the_version_read_and_refuses_a_stale_one(rest: Rest) 
         assert changed.status_code == 200, changed.text
         assert (changed.json()["version"], changed.json()["spec"]["timeout_seconds"]) == (2, 30)
         assert changed.json()["spec"]["schedule"]["cron"] == "0 4 * * *"
+        # every field of a record shows, those at their defaults too (records are stored without them)
+        assert (changed.json()["fired_by_mark"], changed.json()["paused_at"]) == (False, None)
+        assert (read.json()["spec"]["secrets"], read.json()["spec"]["exclude_calendars"]) == ([], [])
         # a client that read version 1 and writes now would undo the change above: refused, nothing written
         stale = await http.patch("/api/v1/jobs/etl", json={"timeout_seconds": 99}, headers={"If-Match": '"1"'})
         assert "version 2, not 1" in _problem(stale, 409)["detail"]
