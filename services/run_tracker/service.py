@@ -50,6 +50,7 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
             elif await leader.take():
                 won = time.monotonic()
                 metrics.child(metrics.TAKEOVERS, kind="tracker_leader").inc()
+                ctx.log.info("tracker leader", replica=leader.holder)
         except JetcronError as exc:
             ctx.log.warning("tracker lease error", error=str(exc))
         metrics.child(metrics.LEASES_HELD, kind="tracker_leader").set(1 if leader.held else 0)

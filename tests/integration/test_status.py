@@ -55,6 +55,9 @@ async def test_status_json_lists_the_whole_system(services: Services, client: Cl
         assert (instance["ready"], instance["answers_ping"]) == (True, True), instance
     # the leaders and shard holders, the agents with free capacity, queue depth per priority, recent runs, DLQ
     assert view["placement_leader"].startswith("placement-")
+    # (the tracker says when it wins the lease, naming itself as the lease does)
+    tracker_log = services["run_tracker"].output()
+    assert "tracker leader" in tracker_log and view["tracker_leader"] in tracker_log
     assert set(view["shard_holders"].values()) == {"trigger-1"} and len(view["shard_holders"]) == 16
     assert view["trigger_shards"] == 16
     assert {a["agent_id"] for a in view["agents"]} == {"agent-1", "agent-2"}
