@@ -146,8 +146,13 @@ def pid_alive(pid: int, started: int | None = None) -> bool:
 
 
 def children(pid: int) -> list[int]:
+    """The children of `pid`'s threads; none once it is gone (it may go while its threads are read)."""
     found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
         try:
             found += [int(p) for p in (task / "children").read_text().split()]
         except OSError:
