@@ -38,15 +38,6 @@ def with_defaults(value: Any) -> Any:
     And a spec's body hash is taken over every field, so that it stays what it was when specs were stored whole. A
     struct that leaves its defaults out at the doors too (an API reply's envelope, a secret's reference) still
     does."""
-    return _whole(value)
-
-
-def plain(value: Any) -> Any:
-    """`with_defaults(value)` as JSON-ready builtins (datetimes as text): what the CLI prints and REST answers."""
-    return msgspec.to_builtins(_whole(value))
-
-
-def _whole(value: Any) -> Any:
     kind = type(value)
     if kind in _LEAVES:
         return value
@@ -59,13 +50,18 @@ def _whole(value: Any) -> Any:
         for name, key, default in _fields(kind):
             field = getattr(value, name)
             if default is _KEEP or field != default:
-                out[key] = _whole(field)
+                out[key] = with_defaults(field)
         return out
     if kind is list or kind is tuple:
-        return [_whole(v) for v in value]
+        return [with_defaults(v) for v in value]
     if kind is dict:
-        return {k: _whole(v) for k, v in value.items()}
+        return {k: with_defaults(v) for k, v in value.items()}
     return value
+
+
+def plain(value: Any) -> Any:
+    """`with_defaults(value)` as JSON-ready builtins (datetimes as text): what the CLI prints and REST answers."""
+    return msgspec.to_builtins(with_defaults(value))
 
 
 _LEAVES = frozenset({str, int, float, bool, type(None), datetime})
