@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from jetcron.auth import jwt
-from jetcron.auth.roles import Role, for_role, inbox, job_template
+from jetcron.auth.roles import RUN_TAG, Role, for_role, inbox, job_template
+from jetcron.wire.subjects import checkpoint_token
 
 ACCOUNT_NAME = "JETCRON"
 _UNLIMITED = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True, "conn": -1,
@@ -88,7 +89,18 @@ class Authority:
                 {"sub": sys_user.public, "name": "sys", "nats": {"type": "user", "version": 2, "subs": -1,
                                                                  "data": -1, "payload": -1}}, authority.system),
                 sys_user))
-        return cls(root)
+        authority = cls(root)
+        authority._keep_job_scope()
+        return authority
+
+    def _keep_job_scope(self) -> None:
+        """Sign the account again when its job signing key's scope is not today's job_template(): keys made by an
+        earlier release keep working, and a server started on this config (resolver_preload takes the newer JWT)
+        or sent it (`jetcron keys push`) holds runs' credentials to today's scope."""
+        claims = jwt.decode(self.account_jwt())
+        scopes = [k for k in claims.get("nats", {}).get("signing_keys", []) if isinstance(k, dict)]
+        if not scopes or scopes[0].get("template") != job_template():
+            self._write_account(self.revocations())
 
     # --- the account and its revocations --------------------------------------------------------------
 
@@ -199,9 +211,11 @@ def identity_of(creds_text: str) -> dict[str, Any]:
     return dict(found) if isinstance(found, dict) else {}
 
 
-def mint_job(minter: jwt.Key, account: str, user_public: str, tenant: str, expires_in: float) -> str:
+def mint_job(minter: jwt.Key, account: str, user_public: str, tenant: str, run_id: str, expires_in: float) -> str:
     """A run's own credential (its JWT; the agent keeps the seed): signed by the scoped job key, so it can do
-    what roles.job_template() allows for `tenant` and nothing else, until it expires."""
+    what roles.job_template() allows for `tenant` and the run `run_id` (its tag) and nothing else, until it
+    expires."""
     now = int(time.time())
     return jwt.encode({"sub": user_public, "name": tenant, "exp": now + int(expires_in),
-                       "nats": {"type": "user", "version": 2, "issuer_account": account}}, minter)
+                       "nats": {"type": "user", "version": 2, "issuer_account": account,
+                                "tags": [f"{RUN_TAG}:{checkpoint_token(run_id)}"]}}, minter)

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, replace
 
 from jetcron.wire import subjects as s
-from jetcron.wire.subjects import kv_stream, obj_stream
+from jetcron.wire.subjects import kv_stream
 
 
 class Role(enum.StrEnum):
@@ -66,8 +66,8 @@ ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, 
                s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_NOTIFY, s.BUCKET_FINISHED,
                s.BUCKET_CALENDARS)
 ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_SUBMIT,
-               s.STREAM_NOTIFY, s.STREAM_REDELIVER,
-               *(kv_stream(b) for b in ALL_BUCKETS), obj_stream(s.OBJECT_CHECKPOINTS))
+               s.STREAM_NOTIFY, s.STREAM_REDELIVER, s.STREAM_CHECKPOINTS,
+               *(kv_stream(b) for b in ALL_BUCKETS))
 
 
 # Every core service that reads a monitor port records what it found (bus/cluster.record_verdict); every role
@@ -121,7 +121,8 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
             # The finished runs per minute, read by time from an ephemeral consumer (runs.finished).
             watches=(s.BUCKET_FINISHED,),
-            listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL), manages=True)
+            # Runs' credentials (api/mint.py) and the idempotency bucket's fill for jobs' once() (api/room.py).
+            listens=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.MINT_ALL, s.IDEM_ROOM_ALL), manages=True)
     if role is Role.TRIGGER:
         return Grant(
             # The calendars: a warm view of every one, read as occurrences are planned (trigger/calendars.py).
@@ -151,13 +152,14 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             watches=(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_AGENTS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_AGENTS, s.BUCKET_LEASES, s.BUCKET_LEADERS,
                          s.BUCKET_TENANTS, s.BUCKET_CLUSTER, s.BUCKET_FINISHED), s.STREAM_EVENTS, s.STREAM_ASSIGN,
-                   obj_stream(s.OBJECT_CHECKPOINTS)),
+                   s.STREAM_CHECKPOINTS),
             # The finished runs per minute: the leader raises each minute's record (run_tracker/finished.py).
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_FINISHED), s.DLQ_ALL, s.PLACE_ALL,
-                    s.EVENTS_ALL, f"{s.PREFIX}.ctl.*", f"$O.{s.OBJECT_CHECKPOINTS}.>", _registry("run_tracker"),
+                    s.EVENTS_ALL, f"{s.PREFIX}.ctl.*", _registry("run_tracker"),
                     VERDICT,
                     f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",
-                    f"$JS.API.STREAM.PURGE.{obj_stream(s.OBJECT_CHECKPOINTS)}",
+                    # A run's checkpoints after its retention (run_tracker/checkpoints.py).
+                    f"$JS.API.STREAM.PURGE.{s.STREAM_CHECKPOINTS}",
                     # History let go ahead of its TTL (run_tracker/history.py): count limits, storage pressure; and
                     # the headroom of every stream (its info only, not its messages).
                     *(f"$JS.API.STREAM.PURGE.{x}" for x in (kv_stream(s.BUCKET_RUNS), s.STREAM_LOGS, s.STREAM_EVENTS)),
@@ -215,14 +217,22 @@ _MANAGE = ("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.CREATE.{0}", 
 
 def job_template() -> dict[str, object]:
     """What a job's own short-lived credential may do, whatever its JWT says: the scope of the job signing key.
-    `{{name()}}` is the user JWT's name, which the minter sets to the run's tenant: a job reaches its own
-    tenant's once() keys, and checkpoints (object names are not tenant-shaped subjects: see docs/security.md)."""
-    idem, ckpt = kv_stream(s.BUCKET_IDEMPOTENCY), obj_stream(s.OBJECT_CHECKPOINTS)
-    pub = [s.kv_subject(s.BUCKET_IDEMPOTENCY, "once.{{name()}}.>"), f"$JS.API.STREAM.INFO.{idem}",
-           f"$JS.API.STREAM.MSG.GET.{idem}", f"$O.{s.OBJECT_CHECKPOINTS}.>",
-           *(t.format(ckpt) for t in _READ), f"$JS.API.STREAM.PURGE.{ckpt}"]
+
+    The minter (api/mint.py) names the user JWT after the run's tenant (`{{name()}}`) and tags it with the run's
+    checkpoint token (`{{tag(run)}}`, wire/subjects.checkpoint_token). So a job writes and reads, by subject, its
+    own tenant's once() keys and its own run's checkpoints, and asks the api how full the idempotency bucket is;
+    it reads no message by sequence, no stream's info (which lists subjects), and purges nothing."""
+    idem_keys = s.kv_subject(s.BUCKET_IDEMPOTENCY, "once.{{name()}}.>")
+    checkpoints = f"{s.PREFIX}.ckpt.{{{{name()}}}}.{{{{tag(run)}}}}.>"
+    pub = [idem_keys, f"$JS.API.DIRECT.GET.{kv_stream(s.BUCKET_IDEMPOTENCY)}.{idem_keys}",
+           s.idem_room_subject("{{name()}}"),
+           checkpoints, f"$JS.API.DIRECT.GET.{s.STREAM_CHECKPOINTS}.{checkpoints}"]
     return {"pub": {"allow": pub}, "sub": {"allow": [f"{JOB_INBOX}-{{{{name()}}}}.>"]}, "subs": -1, "data": -1,
             "payload": -1}
+
+
+RUN_TAG = "run"
+"""The user JWT tag (`run:<checkpoint token>`) that confines a run's credential to its own checkpoints."""
 
 
 JOB_INBOX = "_INBOX.j"

@@ -1,32 +1,45 @@
-"""Checkpoints in a JetStream object store: per run, one record (step, small state) and optionally one file.
+"""Checkpoints on the JC_CKPT stream: per run, one record (step, small state) and optionally one file.
 
-Object names: `RUN_ID` holds the record; `RUN_ID/file/STEP` the file it points to. The file is written before
-the record, so a record never points at a file that is not there; files of older steps are removed after the
-record moved past them (a crash in between leaves one orphan, removed with the run's checkpoints).
+Every part of a run's checkpoints lies under the run's own subjects, `jc.ckpt.<tenant>.<run token>.<part>`
+(wire/subjects.checkpoint_subject), so the server confines a run's credential to them (auth/roles.job_template):
+it reads them by subject and writes them, and reaches nothing of another run or tenant. The record is part `rec`;
+a file is written in chunks, part `f.<attempt>.<slot>.<n>`. The stream keeps one message per subject: a chunk
+written again replaces the one before.
+
+A file goes into the slot the current record does not point at, then the record moves to it, so a save that dies
+half-way leaves the previous checkpoint whole. The record carries the file's size, chunk count and sha256, which a
+read checks. Older slots and chunks left by a larger file go with the run (the tracker's one purge of its subjects).
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
+import hashlib
 import io
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import msgspec
-import nats.js.errors as jse
-from nats.js import JetStreamContext
-from nats.js.object_store import ObjectStore
 
-from jetcron.bus.kv import translate
-from jetcron.bus.ports import Streams
-from jetcron.bus.streams import ServerStreams
-from jetcron.core.errors import Conflict, JetcronError
+from jetcron.bus.ports import Connection, JetStream, Streams
+from jetcron.bus.publish import publish
+from jetcron.bus.scoped import last_by_subject
+from jetcron.core.errors import Conflict, JetcronError, WriteConflict
 from jetcron.wire import subjects as s
+
+CHUNK = 128 * 1024
+"""Bytes per chunk of a file (the object store's own size): well under the stream's largest message."""
+WINDOW = 8
+"""Chunks in flight while a file is written: acknowledged writes one at a time would cost a round trip each."""
 
 
 class StaleCheckpoint(Conflict):
     """A newer attempt of the run has saved a checkpoint: this (older, fenced) attempt may not overwrite it."""
+
+
+class DamagedCheckpoint(JetcronError):
+    """A checkpoint's file does not read back as it was saved (a chunk missing or replaced)."""
 
 
 class Saved(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,140 +51,156 @@ class Saved(msgspec.Struct, frozen=True, kw_only=True):
     state: Any = None
     """Small JSON-able progress (counters, a cursor, a loss): kept in the record itself."""
     file: str = ""
-    """Object name of the saved file, when the checkpoint has one."""
+    """Where the saved file lies (`f.<attempt>.<slot>`), when the checkpoint has one."""
     file_size: int = 0
+    chunks: int = 0
+    sha256: str = ""
     at: datetime | None = None
 
 
-def file_object(run_id: str, step: int) -> str:
-    return f"{run_id}/file/{step}"
+def _slot_of(file: str) -> tuple[int, int] | None:
+    """(attempt, slot) of a record's file part, None without one."""
+    parts = file.split(".")
+    if len(parts) != 3 or parts[0] != "f":
+        return None
+    return int(parts[1]), int(parts[2])
 
 
-def run_of(name: str) -> str:
-    """The run an object belongs to (its record or one of its files)."""
-    return name.split("/", 1)[0]
+def _next_slot(previous: Saved | None, attempt: int) -> int:
+    """The slot a new file of `attempt` goes into: not the one the current record points at."""
+    if previous is None or (where := _slot_of(previous.file)) is None or where[0] != attempt:
+        return 0
+    return 1 - where[1]
+
+
+def _pieces(file: io.BufferedIOBase | bytes) -> Iterator[bytes]:
+    if isinstance(file, bytes):
+        for at in range(0, len(file), CHUNK):
+            yield file[at:at + CHUNK]
+        return
+    while piece := file.read(CHUNK):
+        yield piece
 
 
 class Checkpoints:
-    """Save, load and remove run checkpoints in the OBJECT_CHECKPOINTS bucket."""
+    """Save and load one tenant's run checkpoints: what jetcron.checkpoint does with a run's own credential."""
 
-    def __init__(self, js: JetStreamContext, bucket: str = s.OBJECT_CHECKPOINTS) -> None:
+    def __init__(self, nc: Connection, js: JetStream, tenant: str, *, timeout: float = 5.0) -> None:
+        self.nc = nc
         self.js = js
-        self.bucket = bucket
-        self._store: ObjectStore | None = None
+        self.tenant = tenant
+        self.timeout = timeout
 
-    async def _obj(self) -> ObjectStore:
-        if self._store is None:
-            try:
-                self._store = await self.js.object_store(self.bucket)
-            except Exception as exc:
-                raise translate(exc, f"open checkpoint bucket {self.bucket}") from exc
-        return self._store
+    def _subject(self, run_id: str, part: str) -> str:
+        return s.checkpoint_subject(self.tenant, run_id, part)
+
+    async def _record(self, run_id: str) -> tuple[Saved, int] | None:
+        found = await last_by_subject(self.nc, s.STREAM_CHECKPOINTS, self._subject(run_id, "rec"),
+                                      timeout=self.timeout)
+        return None if found is None else (msgspec.json.decode(found.data, type=Saved), found.seq)
 
     async def load(self, run_id: str) -> Saved | None:
         """The run's latest checkpoint record, or None if it never saved one."""
-        obj = await self._obj()
-        try:
-            result = await obj.get(run_id)
-        except jse.NotFoundError:
-            return None
-        except Exception as exc:
-            raise translate(exc, f"load checkpoint of {run_id}") from exc
-        if result.data is None or not result.data:
-            return None
-        return msgspec.json.decode(result.data, type=Saved)
+        found = await self._record(run_id)
+        return None if found is None else found[0]
 
     async def read_file(self, saved: Saved, into: io.BufferedIOBase) -> None:
-        """Write the checkpoint's file into `into`."""
+        """Write the checkpoint's file into `into`; DamagedCheckpoint if it does not read back as saved."""
         if not saved.file:
             raise JetcronError(f"checkpoint of {saved.run_id} at step {saved.step} has no file")
-        obj = await self._obj()
-        try:
-            await obj.get(saved.file, writeinto=into)
-        except Exception as exc:
-            raise translate(exc, f"load checkpoint file {saved.file}") from exc
+        digest, size = hashlib.sha256(), 0
+        for index in range(saved.chunks):
+            part = f"{saved.file}.{index}"
+            found = await last_by_subject(self.nc, s.STREAM_CHECKPOINTS, self._subject(saved.run_id, part),
+                                          timeout=self.timeout)
+            if found is None:
+                raise DamagedCheckpoint(f"checkpoint of {saved.run_id} at step {saved.step}: chunk {index} of "
+                                        f"{saved.chunks} is missing")
+            digest.update(found.data)
+            size += len(found.data)
+            into.write(found.data)
+        if size != saved.file_size or digest.hexdigest() != saved.sha256:
+            raise DamagedCheckpoint(f"checkpoint of {saved.run_id} at step {saved.step}: its file reads back as "
+                                    f"{size} bytes that differ from the {saved.file_size} saved")
 
     async def save(self, run_id: str, step: int, attempt: int, state: Any = None, *,
                    file: io.BufferedIOBase | bytes | None = None, now: datetime | None = None) -> Saved:
         """Store the checkpoint (replacing the previous one); StaleCheckpoint if a newer attempt saved since."""
-        obj = await self._obj()
-        previous = await self.load(run_id)
-        if previous is not None and previous.attempt > attempt:
-            raise StaleCheckpoint(f"checkpoint of {run_id}: attempt {previous.attempt} saved step {previous.step}; "
-                                  f"attempt {attempt} is older and may not overwrite it")
-        name, size = "", 0
+        previous = await self._record(run_id)
+        before = previous[0] if previous else None
+        if before is not None and before.attempt > attempt:
+            raise _stale(run_id, before, attempt)
+        fields: dict[str, Any] = {}
+        if file is not None:
+            where = f"f.{attempt}.{_next_slot(before, attempt)}"
+            fields = await self._write_file(run_id, where, file)
+        saved = Saved(run_id=run_id, step=step, attempt=attempt, state=state, at=now, **fields)
+        expected = str(previous[1] if previous else 0)
         try:
-            if file is not None:
-                name = file_object(run_id, step)
-                info = await obj.put(name, file)
-                size = int(info.size or 0)
-            saved = Saved(run_id=run_id, step=step, attempt=attempt, state=state, file=name, file_size=size, at=now)
-            await obj.put(run_id, msgspec.json.encode(saved))
-        except JetcronError:
-            raise
-        except Exception as exc:
-            raise translate(exc, f"save checkpoint of {run_id} at step {step}") from exc
-        if previous is not None and previous.file and previous.file != name:
-            await self._remove(previous.file)
+            await publish(self.js, self._subject(run_id, "rec"), msgspec.json.encode(saved),
+                          headers={s.HDR_EXPECTED_LAST_SUBJECT_SEQ: expected})
+        except WriteConflict:
+            now_there = await self.load(run_id)
+            if now_there is not None and now_there.attempt > attempt:
+                raise _stale(run_id, now_there, attempt) from None
+            raise Conflict(f"checkpoint of {run_id}: another save of attempt {attempt} landed first") from None
         return saved
 
-    async def names(self) -> AsyncIterator[str]:
-        """Every live object name in the bucket (records and files): stored_names."""
-        for name in await stored_names(ServerStreams(self.js), self.bucket):
-            yield name
+    async def _write_file(self, run_id: str, where: str, file: io.BufferedIOBase | bytes) -> dict[str, Any]:
+        digest, size, index = hashlib.sha256(), 0, 0
+        pending: list[asyncio.Task[int]] = []
+        try:
+            for piece in _pieces(file):
+                digest.update(piece)
+                size += len(piece)
+                subject = self._subject(run_id, f"{where}.{index}")
+                pending.append(asyncio.create_task(publish(self.js, subject, piece)))
+                index += 1
+                if len(pending) >= WINDOW:
+                    await asyncio.gather(*pending)
+                    pending.clear()
+            await asyncio.gather(*pending)
+            pending.clear()
+        finally:
+            for task in pending:
+                task.cancel()
+        return {"file": where, "file_size": size, "chunks": index, "sha256": digest.hexdigest()}
 
-    async def remove_run(self, run_id: str) -> int:
-        """Remove every object of the run; how many there were."""
-        return await remove_run(ServerStreams(self.js), run_id, self.bucket)
 
-    async def _remove(self, name: str) -> None:
-        await remove_object(ServerStreams(self.js), self.bucket, name)
+def _stale(run_id: str, newer: Saved, attempt: int) -> StaleCheckpoint:
+    return StaleCheckpoint(f"checkpoint of {run_id}: attempt {newer.attempt} saved step {newer.step}; attempt "
+                           f"{attempt} is older and may not overwrite it")
 
 
-def meta_subject(bucket: str, name: str) -> str:
-    """The subject of an object's meta entry in its bucket's stream."""
-    return f"$O.{bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
+# --- the run tracker's side: which runs saved checkpoints, and their removal -------------------------------------
 
 
-async def stored_names(streams: Streams, bucket: str = s.OBJECT_CHECKPOINTS) -> list[str]:
-    """Every live object name in the bucket (records and files), from the meta entries its stream holds: one read
-    of the subjects' counts, then each meta entry's last value (a deleted object's says so). Not nats-py's list(),
-    which watches for the end-of-data marker and waits for ever when the last object is removed meanwhile."""
-    stream, prefix = s.obj_stream(bucket), f"$O.{bucket}.M."
-    names: list[str] = []
-    for subject in await streams.counts(stream, prefix + ">"):
-        found = await streams.last(stream, subject)
-        if found is None:
+class SavedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's checkpoint subjects, and the run they belong to: "" when the record there names a run whose subjects
+    these are not (a job may write only its own run's record, so this one is its own doing, and not kept)."""
+
+    subjects: str
+    run_id: str
+
+
+async def saved_runs(streams: Streams) -> list[SavedRun]:
+    """Every run with a checkpoint record, from the stream's record subjects (one read of the subjects' counts,
+    then each record)."""
+    found: list[SavedRun] = []
+    for subject in sorted(await streams.counts(s.STREAM_CHECKPOINTS, s.CHECKPOINT_RECORDS)):
+        last = await streams.last(s.STREAM_CHECKPOINTS, subject)
+        if last is None:
             continue
-        meta = msgspec.json.decode(found.data, type=_Meta)
-        if not meta.deleted:
-            names.append(meta.name)
-    return sorted(names)
+        tenant, everything = subject.split(".")[2], subject.rsplit(".", 1)[0] + ".>"
+        try:
+            run_id = msgspec.json.decode(last.data, type=Saved).run_id
+        except msgspec.DecodeError:
+            run_id = ""
+        owned = run_id and s.checkpoint_subject(tenant, run_id, "rec") == subject
+        found.append(SavedRun(subjects=everything, run_id=run_id if owned else ""))
+    return found
 
 
-async def remove_object(streams: Streams, bucket: str, name: str) -> None:
-    """Purge the object's chunks and its meta entry (nats-py's delete() leaves a marker per name forever)."""
-    stream, meta_at = s.obj_stream(bucket), meta_subject(bucket, name)
-    found = await streams.last(stream, meta_at)
-    if found is None:
-        return
-    meta = msgspec.json.decode(found.data, type=_Meta)
-    if meta.nuid:
-        await streams.purge(stream, subject=f"$O.{bucket}.C.{meta.nuid}")
-    await streams.purge(stream, subject=meta_at)
-
-
-async def remove_run(streams: Streams, run_id: str, bucket: str = s.OBJECT_CHECKPOINTS) -> int:
-    """Remove every object of the run; how many there were."""
-    mine = [name for name in await stored_names(streams, bucket) if run_of(name) == run_id]
-    for name in mine:
-        await remove_object(streams, bucket, name)
-    return len(mine)
-
-
-class _Meta(msgspec.Struct):
-    """What of an object's meta entry (the object store's JSON) is read here."""
-
-    name: str
-    nuid: str = ""
-    deleted: bool = False
+async def remove_run(streams: Streams, saved: SavedRun) -> None:
+    """Remove every part of the run's checkpoints: its record and every chunk of every slot."""
+    await streams.purge(s.STREAM_CHECKPOINTS, subject=saved.subjects)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from typing import Protocol
 
 import msgspec
 
-from jetcron.bus.ports import JetStream, Publisher, Streams
+from jetcron.bus.ports import JetStream, Publisher, Stored, StreamState
 from jetcron.bus.publish import StreamPublisher
 from jetcron.bus.streams import ServerStreams
 from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec, StorageFull, WriteConflict
@@ -27,11 +28,20 @@ class KeyRecord(msgspec.Struct, frozen=True, kw_only=True):
     its acknowledgement was lost."""
 
 
+class KeyReads(Protocol):
+    """What IdempotencyKeys reads: a key's last value and the bucket's fill. ports.Streams does both; a run's own
+    credential reads through bus/scoped.ScopedReads."""
+
+    async def last(self, stream: str, subject: str) -> Stored | None: ...
+
+    async def state(self, stream: str) -> StreamState: ...
+
+
 class IdempotencyKeys:
     """Keys in the idempotency bucket, written through a Publisher (each write carries its own TTL and the revision
-    it expects) and read through Streams: the server's or the twins'."""
+    it expects) and read through KeyReads: the server's, a run's scoped reads, or the twins'."""
 
-    def __init__(self, publisher: Publisher, streams: Streams) -> None:
+    def __init__(self, publisher: Publisher, streams: KeyReads) -> None:
         self.publisher = publisher
         self.streams = streams
         self.stream = s.kv_stream(s.BUCKET_IDEMPOTENCY)

@@ -19,7 +19,6 @@ from nats.js.api import (
     DeliverPolicy,
     DiscardPolicy,
     KeyValueConfig,
-    ObjectStoreConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -119,6 +118,12 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
         StreamConfig(name=s.STREAM_REDELIVER, subjects=[s.REDELIVER_ALL], retention=RetentionPolicy.WORK_QUEUE,
                      max_msgs=limits.redeliver_msgs,
                      description="parked notification deliveries asked to be tried again", **common),  # type: ignore[arg-type]
+        # One message per subject: a run's record and each chunk of its files (bus/checkpoints.py). Direct gets
+        # by subject are how a run's own credential reads them (bus/scoped.py).
+        StreamConfig(name=s.STREAM_CHECKPOINTS, subjects=[s.CHECKPOINTS_ALL], retention=RetentionPolicy.LIMITS,
+                     max_bytes=limits.checkpoints_bytes, max_msgs_per_subject=1, allow_direct=True,
+                     description="run checkpoints (jetcron.checkpoint); removed after the run's retention",
+                     **common),  # type: ignore[arg-type]
     ]
 
 
@@ -145,8 +150,9 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         KeyValueConfig(bucket=s.BUCKET_AGENTS, history=1, ttl=limits.agents_ttl,
                        description="live agents; a key ages out when its agent stops heartbeating",
                        **common),  # type: ignore[arg-type]
+        # Direct gets: a run's own credential reads its tenant's once() keys by subject (bus/scoped.py).
         KeyValueConfig(bucket=s.BUCKET_IDEMPOTENCY, history=1, ttl=limits.idempotency_age,
-                       max_bytes=limits.idempotency_bytes,
+                       max_bytes=limits.idempotency_bytes, direct=True,
                        description="idempotency keys; refuses new keys when full", **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_TENANTS, history=8, description="tenant quotas and weights",
                        **common),  # type: ignore[arg-type]
@@ -183,12 +189,6 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
     ]
 
 
-def object_store_configs(replicas: int, limits: Limits) -> list[ObjectStoreConfig]:
-    return [ObjectStoreConfig(bucket=s.OBJECT_CHECKPOINTS, storage=StorageType.FILE, replicas=replicas,
-                              max_bytes=limits.checkpoints_bytes,
-                              description="run checkpoints (jetcron.checkpoint); removed after the run's retention")]
-
-
 def consumer_configs(limits: Limits | None = None) -> list[tuple[str, ConsumerConfig]]:
     limits = limits or Limits()
     return [
@@ -216,7 +216,7 @@ _LIMITS = ("max_bytes", "max_msgs", "max_age", "max_msg_size", "max_msgs_per_sub
 """What ensure_topology keeps current on a stream that exists: its limits and what they mean. Retention and
 storage cannot change in place; subjects and replicas are the operator's."""
 _BUCKET_LIMITS = ("max_bytes", "max_age", "max_msg_size", "max_msgs_per_subject", "allow_msg_ttl", "description",
-                  "subject_delete_marker_ttl")
+                  "subject_delete_marker_ttl", "allow_direct")
 """The same for a bucket's stream (the rest of it is nats-py's)."""
 _SIZES = (("max_bytes", "bytes"), ("max_msgs", "messages"))
 
@@ -317,7 +317,7 @@ def bucket_stream(config: KeyValueConfig) -> StreamConfig:
     return StreamConfig(name=s.kv_stream(config.bucket), description=config.description,
                         max_age=config.ttl or 0, max_bytes=config.max_bytes or -1, max_msg_size=config.max_value_size,
                         max_msgs_per_subject=config.history, allow_msg_ttl=True, discard=DiscardPolicy.NEW,
-                        subject_delete_marker_ttl=config.limit_marker_ttl)
+                        subject_delete_marker_ttl=config.limit_marker_ttl, allow_direct=config.direct or None)
 
 
 async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig, notes: list[Note]) -> None:
@@ -342,14 +342,6 @@ async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig, notes: li
             # Made by another, and not yet known to the node this asks (a cluster answers the create before
             # every node has the stream): the same step, a moment later, finds it.
             raise _NotYet(config.bucket) from None
-
-
-async def _ensure_object_store(js: JetStreamContext, config: ObjectStoreConfig) -> None:
-    try:
-        await js.object_store(config.bucket or "")
-    except Exception:
-        # (nats-py overwrites config.bucket with its `bucket` argument: pass both)
-        await js.create_object_store(config.bucket or "", config=config)
 
 
 # A cluster leaves all but one of several concurrent creators of the same R3 stream without any reply,
@@ -403,8 +395,6 @@ async def ensure_topology(js: JetStreamContext, *, replicas: int = 1, limits: Li
         await _until_answered(partial(_ensure_stream, js, stream, notes), deadline)
     for bucket in bucket_configs(replicas, limits):
         await _until_answered(partial(_ensure_bucket, js, bucket, notes), deadline)
-    for store in object_store_configs(replicas, limits):
-        await _until_answered(partial(_ensure_object_store, js, store), deadline)
     for stream_name, consumer in consumer_configs(limits):
         await _until_answered(partial(js.add_consumer, stream_name, consumer), deadline)
     return list(dict.fromkeys(notes))  # a retried step notes its lines again
@@ -414,8 +404,7 @@ def stream_names(limits: Limits | None = None) -> list[str]:
     """Every stream jetcron makes, buckets and object stores by their streams' names (KV_..., OBJ_...)."""
     limits = limits or Limits()
     return ([c.name or "" for c in stream_configs(1, limits)]
-            + [s.kv_stream(b.bucket or "") for b in bucket_configs(1, limits)]
-            + [s.obj_stream(o.bucket or "") for o in object_store_configs(1, limits)])
+            + [s.kv_stream(b.bucket or "") for b in bucket_configs(1, limits)])
 
 
 async def stream_names_on_server(nc: Client) -> set[str]:

@@ -12,8 +12,9 @@
 
 Every attempt of one run shares its run id, so a re-run after an agent died resumes from the last saved step,
 not from zero. An older attempt (fenced: its lease was lost) cannot overwrite a newer attempt's checkpoint
-(StaleCheckpoint). The run tracker removes a run's checkpoints once the run has finished and
-JETCRON_CHECKPOINT_RETENTION seconds have passed.
+(StaleCheckpoint); a file that does not read back as saved raises DamagedCheckpoint. A run's credential reaches
+its own run's checkpoint and nothing of another run or tenant. The run tracker removes a run's checkpoints once
+the run has finished and JETCRON_CHECKPOINT_RETENTION seconds have passed.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jetcron.bus.checkpoints import Checkpoints, Saved, StaleCheckpoint
+from jetcron.bus.checkpoints import Checkpoints, DamagedCheckpoint, Saved, StaleCheckpoint
+from jetcron.core.ids import DEFAULT_TENANT
 from jetcron.sdk._sync import in_private_loop
 
-__all__ = ["AsyncCheckpoint", "Checkpoint", "Saved", "StaleCheckpoint", "open", "open_async"]
+__all__ = ["AsyncCheckpoint", "Checkpoint", "DamagedCheckpoint", "Saved", "StaleCheckpoint", "open", "open_async"]
 
 
 def _identity(run_id: str | None, attempt: int | None) -> tuple[str, int]:
@@ -37,6 +39,11 @@ def _identity(run_id: str | None, attempt: int | None) -> tuple[str, int]:
     if not run_id:
         raise RuntimeError("jetcron.checkpoint: no run id (not started by jetcron? pass run_id=)")
     return run_id, attempt if attempt is not None else int(os.environ.get("JETCRON_ATTEMPT", "1"))
+
+
+def _tenant(tenant: str | None) -> str:
+    # A run's credential reaches its own tenant's and run's checkpoint subjects only (auth/roles.job_template).
+    return tenant or os.environ.get("JETCRON_TENANT") or DEFAULT_TENANT
 
 
 class AsyncCheckpoint:
@@ -71,8 +78,8 @@ class AsyncCheckpoint:
 
 
 @asynccontextmanager
-async def open_async(run_id: str | None = None, attempt: int | None = None, *,
-                     nats_url: str | None = None) -> AsyncIterator[AsyncCheckpoint]:
+async def open_async(run_id: str | None = None, attempt: int | None = None, *, nats_url: str | None = None,
+                     tenant: str | None = None) -> AsyncIterator[AsyncCheckpoint]:
     from jetcron.bus import rpc
     from jetcron.bus.connect import Identity, connect
 
@@ -81,7 +88,7 @@ async def open_async(run_id: str | None = None, attempt: int | None = None, *,
     nc = (await connect(url, name="jetcron-checkpoint", check=False,
                         identity=Identity.from_env(os.environ))).nc
     try:
-        yield AsyncCheckpoint(Checkpoints(rpc.jetstream(nc, timeout=5)), rid, number)
+        yield AsyncCheckpoint(Checkpoints(nc, rpc.jetstream(nc, timeout=5), _tenant(tenant)), rid, number)
     finally:
         await rpc.close(nc, drain=None)
 
@@ -109,7 +116,7 @@ class Checkpoint:
 
 
 @contextmanager
-def open(run_id: str | None = None, attempt: int | None = None, *,
-         nats_url: str | None = None) -> Iterator[Checkpoint]:
-    with in_private_loop(open_async(run_id, attempt, nats_url=nats_url)) as (inner, loop):
+def open(run_id: str | None = None, attempt: int | None = None, *, nats_url: str | None = None,
+         tenant: str | None = None) -> Iterator[Checkpoint]:
+    with in_private_loop(open_async(run_id, attempt, nats_url=nats_url, tenant=tenant)) as (inner, loop):
         yield Checkpoint(inner, loop)

@@ -49,6 +49,9 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
     from jetcron.bus import rpc
     from jetcron.bus.connect import Identity, connect
     from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
+    from jetcron.bus.publish import StreamPublisher
+    from jetcron.bus.scoped import ScopedReads
+    from jetcron.core.ids import DEFAULT_TENANT
 
     # A run's credential may write only its own tenant's once.<tenant>.* keys (auth/roles.job_template).
     tenant = os.environ.get("JETCRON_TENANT", "")
@@ -57,7 +60,9 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
     url = nats_url or os.environ.get("JETCRON_NATS_URL", "nats://127.0.0.1:4222")
     nc = (await connect(url, name="jetcron-once", check=False, identity=Identity.from_env(os.environ))).nc
     try:
-        keys = IdempotencyKeys.on_server(rpc.jetstream(nc, timeout=5))
+        # Keys read by subject and the bucket's fill asked of the api: all a run's credential may do (bus/scoped.py).
+        keys = IdempotencyKeys(StreamPublisher(rpc.jetstream(nc, timeout=5)),
+                               ScopedReads(nc, tenant or DEFAULT_TENANT, timeout=5))
         now = datetime.now(UTC)
         claim = KeyRecord(state="claimed", at=now, owner=secrets.token_hex(8))
         existing = await keys.get(safe)

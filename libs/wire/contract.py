@@ -16,6 +16,7 @@ from jetcron.wire.messages import (
     AssignRun,
     CancelRun,
     DeadLettered,
+    IdempotencyRoom,
     MintRunCredential,
     PlaceRun,
     RunCredential,
@@ -56,11 +57,20 @@ _STREAMS: list[tuple[str, str, dict[str, str], list[Any], str, str]] = [
      "page of runs)"),
     ("mint", s.mint_subject("{agent}"), {"agent": "the agent asking"}, [MintRunCredential], "send",
      "An agent asks for a held run's short-lived credential (request/reply; the reply is RunCredential)"),
+    ("room", s.idem_room_subject("{tenant}"), {"tenant": "the tenant of the run asking"}, [], "send",
+     "A job's once() asks how full the idempotency bucket is (request/reply, empty body; the reply is "
+     "IdempotencyRoom)"),
+    ("checkpoint", s.checkpoint_subject("{tenant}", "{run_id}", "{part}").replace(
+        s.checkpoint_token("{run_id}"), "{run_token}"),
+     {"tenant": "the run's tenant", "run_token": "subjects.checkpoint_token(run_id)",
+      "part": "rec (the record) or f.<attempt>.<slot>.<n> (a file's chunk)"},
+     [], "send", "A run's checkpoint record (JSON) or a chunk of its file (raw bytes), written by the run's own "
+                 "credential (JetStream JC_CKPT, one message per subject)"),
 ]
 
 
 def document() -> dict[str, Any]:
-    types: list[Any] = [RunCredential]
+    types: list[Any] = [RunCredential, IdempotencyRoom]
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
     messages: dict[str, Any] = {}

@@ -57,6 +57,10 @@ class AssignRun(_Msg, frozen=True, kw_only=True):
     """The attempt's fencing token: the revision of its run record's `assigned` write, where the runs bucket's
     revisions lie above every lease token (made from the fencing floor: bus/topology.FENCED_BUCKETS). 0 where they
     do not, or from a placement before it: the attempt's token is then its claim's revision."""
+    root_allowed: bool = False
+    """Whether the run's tenant policy allowed run_as_root (TenantPolicy.allow_run_as_root) when placement sent
+    this: the agent runs the attempt as root only if it asks, this says so and the agent allows root itself. False
+    from a placement before it: refused."""
 
 
 class MintRunCredential(_Msg, frozen=True, kw_only=True):
@@ -73,6 +77,17 @@ class RunCredential(_Msg, frozen=True, kw_only=True):
 
     jwt: str = ""
     inbox: str = ""
+    error: str = ""
+
+
+class IdempotencyRoom(_Msg, frozen=True, kw_only=True):
+    """The api's answer to a job's once() (core NATS, on jc.room.<tenant>): how full the idempotency bucket is.
+    Only these counts, never its keys: a job's credential may not read the bucket's stream info."""
+
+    bytes: int = 0
+    max_bytes: int = 0
+    max_age: float = 0.0
+    """Seconds the bucket keeps a key at most: the longest TTL a key may have."""
     error: str = ""
 
 

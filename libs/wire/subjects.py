@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from jetcron.core.ids import DEFAULT_TENANT
 from jetcron.core.models import Priority
 
@@ -16,6 +18,7 @@ STREAM_DLQ = "JC_DLQ"
 STREAM_SUBMIT = "JC_SUBMIT"
 STREAM_NOTIFY = "JC_NOTIFY"
 STREAM_REDELIVER = "JC_REDELIVER"
+STREAM_CHECKPOINTS = "JC_CKPT"
 
 # KV buckets
 BUCKET_JOBS = "jc_jobs"
@@ -36,6 +39,7 @@ BUCKET_NOTIFY = "jc_notify"
 BUCKET_FINISHED = "jc_finished"
 BUCKET_CALENDARS = "jc_calendars"
 OBJECT_CHECKPOINTS = "jc_checkpoints"
+"""The object store checkpoints were kept in before JC_CKPT: no longer written or read (docs/security.md)."""
 
 JS_STREAM_NAMES = "$JS.API.STREAM.NAMES"
 """JetStream's list of stream names (the topology check: bus/topology.missing_parts)."""
@@ -176,6 +180,42 @@ def mint_subject(agent_id: str) -> str:
 
 
 MINT_ALL = f"{PREFIX}.mint.*"
+
+
+def idem_room_subject(tenant: str) -> str:
+    """Core NATS: a job's once() asks whether the idempotency bucket has room for a new key (answered by the api:
+    a job's credential may not read the bucket's stream info, which would list every tenant's keys)."""
+    return f"{PREFIX}.room.{tenant}"
+
+
+IDEM_ROOM_ALL = f"{PREFIX}.room.*"
+
+
+def parse_idem_room_subject(subject: str) -> str:
+    """The tenant that asked (the last token: a job's credential may publish only its own)."""
+    return subject.rsplit(".", 1)[-1]
+
+
+# Checkpoints: one subject tree per run, `jc.ckpt.<tenant>.<run token>.<part>`, so that a run's credential can be
+# confined to its own run by the server (auth/roles.job_template) and the tracker can remove a run's checkpoints
+# with one purge. The record is part `rec`; a file's chunks are `f.<attempt>.<slot>.<n>`.
+CHECKPOINTS_ALL = f"{PREFIX}.ckpt.>"
+CHECKPOINT_RECORDS = f"{PREFIX}.ckpt.*.*.rec"
+
+
+def checkpoint_token(run_id: str) -> str:
+    """A run's checkpoint token: one subject token (run ids hold dots), the same for every attempt of the run."""
+    return hashlib.sha256(run_id.encode()).hexdigest()[:32]
+
+
+def checkpoint_subject(tenant: str, run_id: str, part: str = ">") -> str:
+    """The subject of one part of a run's checkpoints (`rec`, a chunk), or `>` for all of them."""
+    return f"{PREFIX}.ckpt.{tenant}.{checkpoint_token(run_id)}.{part}"
+
+
+def checkpoint_chunk(attempt: int, slot: int, index: int) -> str:
+    """The part holding chunk `index` of the file attempt `attempt` wrote into `slot` (0 or 1)."""
+    return f"f.{attempt}.{slot}.{index}"
 
 
 TRACKER_RUNS = f"{PREFIX}.tracker.runs"

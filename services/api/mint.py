@@ -1,5 +1,5 @@
 """Short-lived credentials for runs: an agent asks for one for a run it holds, the api signs it with the scoped
-job key (auth/roles.job_template: its tenant's once() keys and checkpoints, nothing else)."""
+job key (auth/roles.job_template: its tenant's once() keys and its own run's checkpoints, nothing else)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class Minter:
             else:
                 lifetime = (run.spec.timeout_seconds if run.spec and run.spec.timeout_seconds
                             else self.ctx.settings.job_credential_seconds) + MARGIN_SECONDS
-                token = mint_job(self.key, self.account, req.public_key, run.tenant, lifetime)
+                token = mint_job(self.key, self.account, req.public_key, run.tenant, run.run_id, lifetime)
                 answer = RunCredential(jwt=token, inbox=job_inbox(run.tenant))
         except (JetcronError, ValueError) as exc:
             answer = RunCredential(error=str(exc))

@@ -21,6 +21,7 @@ from jetcron.services.api.jobs import Jobs
 from jetcron.services.api.mint import serve_mint
 from jetcron.services.api.notifications import Notifications
 from jetcron.services.api.registry import Handler, Noun, served
+from jetcron.services.api.room import serve_room
 from jetcron.services.api.runs import Runs
 from jetcron.services.api.secrets import Secrets
 from jetcron.services.api.submissions import Submissions
@@ -99,6 +100,7 @@ async def main(ctx: Context) -> None:
     service = await ctx.rpc.endpoints(name=s.API_SERVICE, version=__version__, queue=s.API_QUEUE,
                                       description="jetcron job scheduler API", endpoints=endpoints)
     mint = await serve_mint(ctx)
+    await serve_room(ctx)
     intake_loop = background(ctx, intake.serve())
     await ctx.rpc.flush()
     ctx.ready.set()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from jetcron.bus.checkpoints import remove_run, run_of, stored_names
+from jetcron.bus.checkpoints import remove_run, saved_runs
 from jetcron.core.errors import JetcronError
 from jetcron.services.runtime import Context
 
@@ -12,8 +12,8 @@ MAX_EVERY = 60.0
 
 
 class CheckpointJanitor:
-    """Run by the tracker leader. It lists the checkpoint bucket (only runs that saved one, not all runs) and
-    reads each one's record; the state lives in JetStream, so a restarted or new leader carries on."""
+    """Run by the tracker leader. It lists the checkpoint records (only runs that saved one, not all runs) and
+    reads each one's run; the state lives in JetStream, so a restarted or new leader carries on."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -32,14 +32,15 @@ class CheckpointJanitor:
             self.ctx.log.warning("checkpoint sweep failed; next time", error=str(exc))
 
     async def sweep(self, now: datetime) -> int:
-        runs = {run_of(name) for name in await stored_names(self.ctx.streams)}
+        """Remove the checkpoints of every run that ended longer ago than the retention (or is gone); how many."""
         removed = 0
-        for run_id in sorted(runs):
-            found = await self.ctx.runs.maybe(run_id)
+        for saved in await saved_runs(self.ctx.streams):
+            found = await self.ctx.runs.maybe(saved.run_id) if saved.run_id else None
             if found is not None:
                 run = found[0]
                 if not run.state.terminal or (run.finished_at or now) + self.retention > now:
                     continue
-            removed += await remove_run(self.ctx.streams, run_id)
+            await remove_run(self.ctx.streams, saved)
+            removed += 1
         self.removed += removed
         return removed

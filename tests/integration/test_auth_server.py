@@ -22,6 +22,7 @@ from jetcron.bus.connect import Identity
 from jetcron.bus.server import EmbeddedNats
 from jetcron.core.errors import Unauthorized
 from jetcron.sdk.client import ApiError, Client
+from jetcron.wire.subjects import checkpoint_subject
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -343,7 +344,7 @@ async def test_a_runs_credential_reaches_its_tenants_once_keys_and_nothing_else(
         secure_server: EmbeddedNats, authority: Authority) -> None:
     # Given a credential minted for a run of acme, as the api does for an agent (the agent keeps the seed)
     user = jwt.new_key("user")
-    token = mint_job(authority.job_signer, authority.account.public, user.public, "acme", 60)
+    token = mint_job(authority.job_signer, authority.account.public, user.public, "acme", "acme.train.1", 60)
     identity = Identity(user_jwt=token, seed=user.seed, inbox=job_inbox("acme"))
     errors: list[str] = []
 
@@ -353,11 +354,25 @@ async def test_a_runs_credential_reaches_its_tenants_once_keys_and_nothing_else(
     nc = await nats.connect(secure_server.url, error_cb=on_error, allow_reconnect=False, **identity.options())
     job = Session(nc, errors)
     try:
-        # Then the scope of the job signing key decides, whatever the JWT asks for
-        assert not await job.denied("pub", "$KV.jc_idem.once.acme.email")
+        # Then the scope of the job signing key decides, whatever the JWT asks for: its tenant's once() keys and
+        # its own run's checkpoints, by subject
+        own = checkpoint_subject("acme", "acme.train.1", "rec")
+        for subject in ("$KV.jc_idem.once.acme.email", "$JS.API.DIRECT.GET.KV_jc_idem.$KV.jc_idem.once.acme.email",
+                        "jc.room.acme", own, f"$JS.API.DIRECT.GET.JC_CKPT.{own}"):
+            assert not await job.denied("pub", subject), subject
         assert not await job.denied("sub", "_INBOX.j-acme.x")
+        other_run = checkpoint_subject("acme", "acme.train.2", "rec")
+        other_tenant = checkpoint_subject("beta", "acme.train.1", "rec")
         for subject in ("$KV.jc_idem.once.beta.email", "$KV.jc_jobs.nightly", "jc.api.acme.jobs.list",
-                        "$KV.jc_leases.run.agent-a.job.20260101T000000000Z", "jc.event.finished.agent-a"):
+                        "$KV.jc_leases.run.agent-a.job.20260101T000000000Z", "jc.event.finished.agent-a",
+                        "$JS.API.DIRECT.GET.KV_jc_idem.$KV.jc_idem.once.beta.email", "jc.room.beta",
+                        other_run, other_tenant, f"$JS.API.DIRECT.GET.JC_CKPT.{other_run}",
+                        f"$JS.API.DIRECT.GET.JC_CKPT.{other_tenant}", "$JS.API.DIRECT.GET.JC_CKPT",
+                        "$JS.API.STREAM.MSG.GET.JC_CKPT", "$JS.API.STREAM.PURGE.JC_CKPT",
+                        "$JS.API.STREAM.INFO.JC_CKPT", "$JS.API.STREAM.INFO.KV_jc_idem",
+                        "$JS.API.STREAM.MSG.GET.KV_jc_idem", "$JS.API.DIRECT.GET.KV_jc_idem",
+                        "$JS.API.STREAM.PURGE.OBJ_jc_checkpoints", "$O.jc_checkpoints.M.x",
+                        "$JS.API.CONSUMER.CREATE.JC_CKPT", "$JS.API.CONSUMER.CREATE.KV_jc_idem"):
             assert await job.denied("pub", subject), subject
         assert await job.denied("sub", "_INBOX.j-beta.x")
     finally:

@@ -12,15 +12,23 @@ from harness import Services, wait_for
 from nats.js import JetStreamContext
 from test_runs import now_job, state_is, the_run
 
-from jetcron.bus.checkpoints import Checkpoints
+from jetcron.bus.checkpoints import CHUNK, Checkpoints, DamagedCheckpoint, StaleCheckpoint, remove_run, saved_runs
+from jetcron.bus.natspy import connection_of
+from jetcron.bus.streams import ServerStreams
 from jetcron.core.errors import Unavailable
 from jetcron.sdk import checkpoint
 from jetcron.sdk.client import Client
+from jetcron.wire.subjects import STREAM_CHECKPOINTS, checkpoint_subject
 
 
 @pytest.fixture
 def store(topology_js: JetStreamContext) -> Checkpoints:
-    return Checkpoints(topology_js)
+    return Checkpoints(connection_of(topology_js), topology_js, "acme")
+
+
+async def _subjects(js: JetStreamContext) -> list[str]:
+    info = await js.stream_info(STREAM_CHECKPOINTS, subjects_filter=">")
+    return sorted(info.state.subjects or {})
 
 
 async def test_the_latest_save_is_what_loads(store: Checkpoints) -> None:
@@ -32,8 +40,6 @@ async def test_the_latest_save_is_what_loads(store: Checkpoints) -> None:
 
 
 async def test_an_older_attempt_cannot_overwrite_a_newer_attempts_checkpoint(store: Checkpoints) -> None:
-    from jetcron.bus.checkpoints import StaleCheckpoint
-
     # Given attempt 2 has saved (attempt 1 was fenced off: its lease was lost)
     await store.save("job.2", 7, attempt=2)
 
@@ -46,19 +52,47 @@ async def test_an_older_attempt_cannot_overwrite_a_newer_attempts_checkpoint(sto
     assert saved is not None and (saved.step, saved.attempt) == (7, 2)
 
 
-async def test_a_file_checkpoint_round_trips_and_replaces_the_previous_file(store: Checkpoints) -> None:
-    weights = bytes(range(256)) * 2000  # 512 KB: several object-store chunks
+async def test_a_file_checkpoint_round_trips_in_alternate_slots(store: Checkpoints,
+                                                                topology_js: JetStreamContext) -> None:
+    weights = bytes(range(256)) * 2000  # 512 KB: four chunks
     await store.save("job.3", 1, attempt=1, file=b"old weights")
     await store.save("job.3", 2, attempt=1, state={"epoch": 2}, file=weights)
     saved = await store.load("job.3")
-    assert saved is not None and saved.file and saved.file_size == len(weights)
+    assert saved is not None and saved.file == "f.1.1" and saved.file_size == len(weights) and saved.chunks == 4
     out = io.BytesIO()
     await store.read_file(saved, out)
     assert out.getvalue() == weights
-    names = sorted([n async for n in store.names()])
-    assert names == ["job.3", "job.3/file/2"], "the step-1 file went once step 2 was recorded"
-    assert await store.remove_run("job.3") == 2
-    assert [n async for n in store.names()] == []
+    # Every part lies under the run's own subjects (what its credential is confined to); the step-1 file is in
+    # the other slot, which the next save writes over.
+    prefix = checkpoint_subject("acme", "job.3", "")
+    assert await _subjects(topology_js) == sorted([prefix + "rec", prefix + "f.1.0.0",
+                                                   *(f"{prefix}f.1.1.{n}" for n in range(4))])
+    await store.save("job.3", 3, attempt=1, file=b"newer")
+    again = await store.load("job.3")
+    assert again is not None and again.file == "f.1.0"
+
+
+async def test_a_file_that_does_not_read_back_as_saved_is_refused(store: Checkpoints,
+                                                                  topology_js: JetStreamContext) -> None:
+    # Given a checkpoint whose chunk was written over afterwards (the slot's next save, cut short)
+    saved = await store.save("job.4", 1, attempt=1, file=b"x" * (CHUNK + 10))
+    await topology_js.publish(checkpoint_subject("acme", "job.4", "f.1.0.1"), b"tampered")
+
+    # Then reading it back says so rather than handing over what was not saved
+    with pytest.raises(DamagedCheckpoint, match=r"job\.4 at step 1: its file reads back as"):
+        await store.read_file(saved, io.BytesIO())
+
+
+async def test_the_tracker_removes_a_runs_checkpoints_in_one_purge(store: Checkpoints,
+                                                                   topology_js: JetStreamContext) -> None:
+    await store.save("job.5", 1, attempt=1, file=b"weights")
+    await store.save("job.6", 1, attempt=1)
+    streams = ServerStreams(topology_js)
+    found = await saved_runs(streams)
+    assert sorted(r.run_id for r in found) == ["job.5", "job.6"]
+    await remove_run(streams, next(r for r in found if r.run_id == "job.5"))
+    assert [r.run_id for r in await saved_runs(streams)] == ["job.6"]
+    assert await store.load("job.5") is None
 
 
 # A training loop: resumes from the checkpoint, saves after every step; attempt 1 crashes after step 3.
@@ -108,15 +142,15 @@ async def test_the_next_attempt_resumes_from_the_last_checkpoint_and_it_is_remov
     # And once the run has been finished for its retention period, its checkpoint is gone
     nc = await nats.connect(services.server.url)
     try:
-        store = Checkpoints(nc.jetstream())
+        js = nc.jetstream()
+        store = Checkpoints(nc, js, "default")
         saved = await store.load(run["run_id"])
         assert saved is None or saved.step == 5
-        # (a listing that races the tracker's removal may stall: Unavailable, and asked again)
-        await wait_for(lambda: _empty(store), 15, what="the checkpoint to be removed", ignore=(Unavailable,))
+
+        async def empty() -> bool:
+            return await _subjects(js) == []
+
+        await wait_for(empty, 15, what="the checkpoint to be removed", ignore=(Unavailable,))
     finally:
         await nc.close()
     assert checkpoint.open  # the public entry point (jetcron.checkpoint.open)
-
-
-async def _empty(store: Checkpoints) -> bool:
-    return [n async for n in store.names()] == []
