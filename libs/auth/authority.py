@@ -96,7 +96,7 @@ class Authority:
     def _keep_job_scope(self) -> None:
         """Sign the account again when its job signing key's scope is not today's job_template(): keys made by an
         earlier release keep working, and a server started on this config (resolver_preload takes the newer JWT)
-        or sent it (`jetcron keys push`) holds runs' credentials to today's scope."""
+        or sent it (every revocation pushes the whole account JWT) holds runs' credentials to today's scope."""
         claims = jwt.decode(self.account_jwt())
         scopes = [k for k in claims.get("nats", {}).get("signing_keys", []) if isinstance(k, dict)]
         if not scopes or scopes[0].get("template") != job_template():
