@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jetcron.auth.certs import TlsFiles
+from jetcron.lifeline import ends_with
 
 
 def nats_server_binary() -> str:
@@ -147,12 +149,15 @@ def _tls_block(files: TlsFiles, *, verify: bool) -> list[str]:
             *(["  verify: true"] if verify else []), "  timeout: 5", "}"]
 
 
-def start_node(node: ServerNode) -> None:
+def start_node(node: ServerNode, *, with_parent: bool = False) -> None:
+    """Start the node's server; `with_parent`: it ends when this process does (lifeline.ends_with), for a caller
+    that starts it from its main thread."""
     node.log_path = node.store_dir.parent / f"{node.name}.log"
     log = node.log_path.open("ab")
     node.process = subprocess.Popen(
         [nats_server_binary(), "-c", str(node.config_path)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=ends_with(os.getpid()) if with_parent else None,
     )
     log.close()
 
@@ -230,9 +235,9 @@ class EmbeddedNats:
         # One node is its own meta leader; a cluster must elect one before JetStream answers.
         return len(self.nodes) == 1
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 30.0, *, with_parent: bool = False) -> None:
         for n in self.nodes:
-            start_node(n)
+            start_node(n, with_parent=with_parent)
         for n in self.nodes:
             wait_healthy(n, timeout, js_only=self._js_only)
 

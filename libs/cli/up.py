@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import grp
 import ipaddress
 import os
@@ -13,6 +14,7 @@ import sys
 import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import IO
 
 import typer
 
@@ -22,6 +24,7 @@ from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
 from jetcron.config import Settings
 from jetcron.core.uid_pool import LOCAL_RANGES, format_uid_range, local_range
+from jetcron.lifeline import ends_with
 
 SERVICES = ("api", "trigger", "placement", "run_tracker", "gateway", "notifier")
 
@@ -38,8 +41,11 @@ class Supervisor:
     def start(self, name: str, argv: list[str], extra: dict[str, str]) -> None:
         # 0600: a service's log names its credential's path, runs, tenants and errors; jobs run as other users
         log = os.fdopen(os.open(self.log_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+        # Each child ends when `up` does, however it ends (a kill -9 included): none is left holding the ports,
+        # the data dir or running jobs.
         proc = subprocess.Popen(
-            argv, env={**self.env, **extra}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, env={**self.env, **extra}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=ends_with(os.getpid()),
         )
         log.close()
         self.children[name] = (argv, extra, proc)
@@ -101,12 +107,13 @@ def up(
     shared = _shared(listen, no_auth)
     data_dir = data_dir.resolve()
     close_data_dir(data_dir)
+    held = hold_data_dir(data_dir)
     creds = None if no_auth else LocalCreds.ensure(data_dir / "auth", agents)
     certs = ensure_local_tls(data_dir / "tls", _tls_names(listen) if shared else DEFAULT_HOSTS) if tls else None
     server = EmbeddedNats(data_dir / "nats", port=port, sync_always=not allow_unsafe_storage,
                           extra_config=creds.authority.server_config() if creds else "", tls=certs, listen=listen)
     try:
-        server.start()
+        server.start(with_parent=True)
     except (RuntimeError, TimeoutError) as exc:
         typer.echo(f"jetcron up: nats-server did not start ({exc}); is port {port} in use?", err=True)
         raise typer.Exit(1) from None
@@ -166,6 +173,28 @@ def up(
         typer.echo("jetcron up: stopping", err=True)
         sup.stop()
         server.stop()
+        held.close()
+
+
+def hold_data_dir(data_dir: Path) -> IO[str]:
+    """Hold DATA_DIR for this `up` (an exclusive lock on DATA_DIR/up.lock, with the holder's pid in it): a second
+    `up` on it stops here rather than start a second server and second agents on the same store. The lock goes
+    with the process, however it ends."""
+    lock = open(data_dir / "up.lock", "a+")  # noqa: SIM115 - held until `up` ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "unknown"
+        lock.close()
+        typer.echo(f"jetcron up: already running on {data_dir} (pid {holder}); stop that one first (Ctrl-C or "
+                   "kill PID), or give this one another --data-dir", err=True)
+        raise typer.Exit(1) from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def local_job_uids(euid: int, environ: Mapping[str, str], agents: int, named_users: Collection[int],

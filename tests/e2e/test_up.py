@@ -181,3 +181,35 @@ def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(u
     assert [(j["spec"]["name"], j["status"]) for j in jobs] == [("hello", "active")]
     runs = json_of(up, "runs", "list", "--job", "hello")
     assert [(r["run_id"], r["state"]) for r in runs] == [(run["run_id"], "succeeded")]
+
+
+def test_up_killed_leaves_nothing_running_and_one_data_dir_has_one_up(up: Up, tmp_path: Path) -> None:
+    # Given `jetcron up` running
+    up.start()
+    wait_ready(up)
+
+    # When a second `up` is started on the same data directory
+    second = Up(free_port(), up.data_dir, tmp_path / "second.log")
+    second.start()
+    assert second.proc is not None
+    code = second.proc.wait(timeout=60)
+
+    # Then it says one is running there, and starts nothing
+    assert code == 1, second.output()
+    assert up.proc is not None
+    assert f"already running on {up.data_dir} (pid {up.proc.pid})" in one_line(second.output())
+    assert jetcron(up, "agents", "list").returncode == 0
+
+    # When the first is killed with SIGKILL (as the OOM killer would)
+    up.seen.update(descendants(up.proc.pid))
+    assert len(up.seen) >= 9, f"expected nats-server, 6 services, 2 agents and reapers: {up.seen}"
+    up.proc.kill()
+    up.proc.wait()
+
+    # Then every process it started ends too (each child gets SIGTERM when `up` dies)
+    wait_until(lambda: still_running(up.seen) == [], 40, interval=0.3,
+               what=f"the children of a killed `up` to end: {still_running(up.seen)}")
+
+    # And the data directory is free for the next `up`
+    up.start()
+    wait_ready(up)

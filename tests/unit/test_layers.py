@@ -17,7 +17,7 @@ SOURCES = {"libs": "jetcron", "services": "jetcron.services"}
 LAYERS: list[set[str]] = [
     {"core"},
     {"wire"},
-    {"faults", "telemetry", "auth"},
+    {"faults", "telemetry", "auth", "lifeline"},
     {"bus"},
     {"config", "ops"},
     {"sdk"},
