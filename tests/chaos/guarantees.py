@@ -1,7 +1,7 @@
 """The fault, bad-input and fuzzing tables of docs/guarantees.md, generated from the last `make chaos` report.
 
     python tests/chaos/guarantees.py build/chaos-report.json docs/guarantees.md
-    python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md RERUN.json "why it was rerun"
+    python tests/chaos/guarantees.py docs/chaos-report.json docs/guarantees.md LATER.json "why it ran again" ...
 
 The report is what tests/conftest.py writes when JETCRON_GUARANTEES_REPORT is set: each test's outcome and what
 it recorded (a chaos test's figures, a bad input's row, a fuzzed verb's requests and replies). The catalogue
@@ -154,13 +154,22 @@ CATALOGUE = [
 ]
 
 
+def _held(entry: dict[str, Any]) -> bool:
+    figures = entry.get("figures") or {}
+    return entry["outcome"] == "passed" and not figures.get("lost") and not figures.get("duplicates")
+
+
 def _verdict(entry: dict[str, Any] | None) -> str:
+    """`held` when every run of the test held; `held on rerun (failed N of M)` when the last did after N of the M
+    runs failed; otherwise the last run's outcome. A rerun never hides a failure."""
     if entry is None:
         return "not run"
-    figures = entry.get("figures") or {}
-    if entry["outcome"] == "passed" and not figures.get("lost") and not figures.get("duplicates"):
+    runs = entry.get("runs") or ["held" if _held(entry) else entry["outcome"]]
+    if all(r == "held" for r in runs):
         return "held"
-    return entry["outcome"]
+    if runs[-1] == "held":
+        return f"held on rerun (failed {sum(r != 'held' for r in runs)} of {len(runs)})"
+    return str(runs[-1])
 
 
 def _cell(text: str) -> str:
@@ -172,12 +181,18 @@ def _seconds(value: Any) -> str:
     return f"{value:g} s" if isinstance(value, (int, float)) else "—"
 
 
-def merge(report: dict[str, Any], rerun: dict[str, Any], why: str) -> dict[str, Any]:
-    """`report` with the tests of `rerun` (a later report of some of them) taking their places, and said so."""
-    names = sorted(rerun.get("tests", {}))
-    return {**report, "tests": {**report.get("tests", {}), **rerun.get("tests", {})},
+def merge(report: dict[str, Any], later: dict[str, Any], why: str) -> dict[str, Any]:
+    """`report` with a later run's report of some or all of its tests: each test run again takes the later
+    figures, and keeps the outcome of every run (`runs`), which its verdict reads; the page says why it ran again."""
+    tests = dict(report.get("tests", {}))
+    for name, entry in later.get("tests", {}).items():
+        before = tests.get(name)
+        earlier = [] if before is None else before.get("runs") or ["held" if _held(before) else before["outcome"]]
+        tests[name] = {**entry, "runs": [*earlier, "held" if _held(entry) else entry["outcome"]]}
+    names = sorted(later.get("tests", {}))
+    return {**report, "tests": tests,
             "reruns": [*report.get("reruns", []),
-                       {"finished_at": rerun.get("finished_at", "?"), "tests": [n.split("::")[-1] for n in names],
+                       {"finished_at": later.get("finished_at", "?"), "tests": [n.split("::")[-1] for n in names],
                         "why": why}]}
 
 
@@ -185,8 +200,10 @@ def tables(report: dict[str, Any]) -> str:
     tests: dict[str, dict[str, Any]] = report.get("tests", {})
     lines = [BEGIN, "", f"From the `make chaos` run that finished {report.get('finished_at', '?')}.", ""]
     for rerun in report.get("reruns", []):
-        lines += [f"Rerun on its own (finished {rerun['finished_at']}): {', '.join(f'`{n}`' for n in rerun['tests'])}"
-                  f"; {rerun['why']}.", ""]
+        what = (f"{len(rerun['tests'])} tests" if len(rerun["tests"]) > 5
+                else ", ".join(f"`{n}`" for n in rerun["tests"]))
+        lines += [f"Run again (finished {rerun['finished_at']}): {what}; {rerun['why']}. A verdict counts every run.",
+                  ""]
     lines += ["| fault | test | what it checks | recovery | verdict |", "|---|---|---|---|---|"]
     for f in CATALOGUE:
         entry = tests.get(f.test) if f.test else None
@@ -236,12 +253,17 @@ def rewrite(doc: str, generated: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """REPORT DOC [RERUN WHY]: with a rerun's report (some tests run again on their own), REPORT takes its
-    results first, saying why, and the page is made from both."""
+    """REPORT DOC [LATER WHY]...: each later report (another full run, or some tests run again on their own) is
+    merged into REPORT, saying why; every run counts in a verdict, and the page is made from them all."""
     report_path, doc_path = Path(argv[1]), Path(argv[2])
     report = json.loads(report_path.read_text())
-    if len(argv) == 5:
-        report = merge(report, json.loads(Path(argv[3]).read_text()), argv[4])
+    later = argv[3:]
+    if len(later) % 2:
+        print("usage: guarantees.py REPORT DOC [LATER_REPORT WHY]...", file=sys.stderr)
+        return 2
+    for at in range(0, len(later), 2):
+        report = merge(report, json.loads(Path(later[at]).read_text()), later[at + 1])
+    if later:
         report_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
     doc_path.write_text(rewrite(doc_path.read_text(), tables(report)))
     return 0
