@@ -7,6 +7,7 @@ import contextlib
 import math
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import msgspec
@@ -475,7 +476,7 @@ class HeldLease:
             self.renewed_at = now
         except LeaseLost:
             self._drop("lost")
-        except JetcronError:
+        except Exception:  # any renewal that did not land is one that failed: judged by the clock
             if now - self.renewed_at > self.ttl * 2 / 3:
                 self._drop(f"not renewed for {now - self.renewed_at:.1f} s")
         return self.lease is not None
@@ -489,6 +490,26 @@ class HeldLease:
                 await self.release()
                 return
             await self.keep(force=True)
+
+    async def lead(self, stop: asyncio.Event, act: Callable[[], Awaitable[None]], *, every: float,
+                   failed: Callable[[Exception], None]) -> None:
+        """While it is held: renew it beside the work (hold), and `act` every `every` seconds. A round that takes
+        long delays no renewal, and one that fails is reported (`failed`) and tried again the next round: neither
+        lets the lease lapse while this replica is alive, nor ends its leading. Returns once the lease is lost or
+        given up, or `stop` is set (then released)."""
+        holding = asyncio.create_task(self.hold(stop))
+        try:
+            while self.held and not stop.is_set() and not holding.done():
+                try:
+                    await act()
+                except Exception as exc:  # the next round tries again; the caller logs it
+                    failed(exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=every)
+        finally:
+            if not stop.is_set():  # lost, or this task cancelled: a held lease is left to lapse, as a crash would
+                holding.cancel()
+            await asyncio.gather(holding, return_exceptions=True)
 
     async def release(self) -> None:
         """Give it up now (the next holder need not wait for the TTL); a failed release just lets it expire."""

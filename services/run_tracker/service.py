@@ -7,6 +7,7 @@ import contextlib
 import random
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 
 from jetcron.bus.lease import HeldLease
 from jetcron.core.errors import JetcronError
@@ -32,48 +33,80 @@ SWEEP_SECONDS = 0.25
 async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor,
                               deadlines: Deadlines, keeper: StorageKeeper, flows: Flows,
                               losses: AgentLosses, finished: FinishedCounts) -> None:
-    """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work)."""
+    """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work). The lease
+    is renewed beside the sweeps (HeldLease.lead): a sweep slowed by the storage, or one that fails, never lets it
+    lapse; a replica that lost it contends again every round."""
     leader = HeldLease(ctx.leases, s.TRACKER_LEADER_KEY, f"tracker-{secrets.token_hex(4)}",
                        ctx.settings.leader_lease_ttl)
-    won: float | None = None
     await reconciler.synced.wait()
     while not ctx.stop.is_set():
         try:
-            if leader.held:
-                # Sweeps come more often than renewals are needed; a renewal failing past 2/3 of the TTL gives
-                # the lease up, and the sweeps stop with it (another replica may be sweeping by then).
-                if not await leader.keep():
-                    ctx.log.warning("tracker leadership lost", why=leader.why_dropped)
-                    deadlines.lost_lead()
-                    keeper.forget()
-                    losses.lost_lead()
-            elif await leader.take():
-                won = time.monotonic()
-                metrics.child(metrics.TAKEOVERS, kind="tracker_leader").inc()
-                ctx.log.info("tracker leader", replica=leader.holder)
-        except JetcronError as exc:
+            won = await leader.take()
+        except Exception as exc:  # storage unavailable, or the client between connections: again
             ctx.log.warning("tracker lease error", error=str(exc))
-        metrics.child(metrics.LEASES_HELD, kind="tracker_leader").set(1 if leader.held else 0)
-        if leader.held:
-            await reconciler.sweep(ctx.clock.now())
-            await janitor.maybe_sweep(ctx.clock.now())
-            await deadlines.maybe_sweep(ctx.clock.now())
-            await keeper.maybe_check(ctx.clock.now())
-            await flows.maybe_expire_waits(reconciler.active, ctx.clock.now())
-            # A sweep done is the leader's action: its lease carries the time, and the first since winning
-            # measures the takeover gap from the previous holder's last one (core/takeover.py).
-            gap = leader.acted(ctx.clock.now())
-            if gap is not None:
-                metrics.child(metrics.TAKEOVER_GAP, kind="tracker_leader").observe(gap)
-            if won is not None:  # ready once the first sweep is done
-                metrics.child(metrics.TAKEOVER_DURATION, kind="tracker_leader").observe(time.monotonic() - won)
-                won = None
-        with contextlib.suppress(JetcronError):
-            await losses.maybe_check(leader.held)
-        await finished.maybe_flush(ctx.clock.now(), write=leader.held)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ctx.stop.wait(), timeout=SWEEP_SECONDS)
+            won = False
+        metrics.child(metrics.LEASES_HELD, kind="tracker_leader").set(1 if won else 0)
+        if not won:
+            await _standby_round(ctx, losses, finished)
+            continue
+        metrics.child(metrics.TAKEOVERS, kind="tracker_leader").inc()
+        ctx.log.info("tracker leader", replica=leader.holder)
+        sweep = _sweeper(ctx, leader, reconciler, janitor, deadlines, keeper, flows, losses, finished)
+
+        def failed(exc: Exception) -> None:
+            ctx.log.error("tracker sweep failed; next round", error=repr(exc), exc_info=exc)
+
+        await leader.lead(ctx.stop, sweep, every=SWEEP_SECONDS, failed=failed)
+        metrics.child(metrics.LEASES_HELD, kind="tracker_leader").set(0)
+        if not ctx.stop.is_set():
+            ctx.log.warning("tracker leadership lost", why=leader.why_dropped)
+            deadlines.lost_lead()
+            keeper.forget()
+            losses.lost_lead()
     await leader.release()
+
+
+def _sweeper(ctx: Context, leader: HeldLease, reconciler: Reconciler, janitor: CheckpointJanitor,
+             deadlines: Deadlines, keeper: StorageKeeper, flows: Flows, losses: AgentLosses,
+             finished: FinishedCounts) -> Callable[[], Awaitable[None]]:
+    """One leader's round of sweeps, for the time it holds the lease just won."""
+    won = time.monotonic()
+    first = True
+
+    async def sweep() -> None:
+        nonlocal first
+        now = ctx.clock.now()
+        await reconciler.sweep(now)
+        await janitor.maybe_sweep(now)
+        await deadlines.maybe_sweep(now)
+        await keeper.maybe_check(now)
+        await flows.maybe_expire_waits(reconciler.active, now)
+        # A sweep done is the leader's action: its lease carries the time, and the first since winning measures
+        # the takeover gap from the previous holder's last one (core/takeover.py).
+        gap = leader.acted(ctx.clock.now())
+        if gap is not None:
+            metrics.child(metrics.TAKEOVER_GAP, kind="tracker_leader").observe(gap)
+        if first:  # ready once the first sweep is done
+            first = False
+            metrics.child(metrics.TAKEOVER_DURATION, kind="tracker_leader").observe(time.monotonic() - won)
+        with contextlib.suppress(JetcronError):
+            await losses.maybe_check(True)
+        await finished.maybe_flush(ctx.clock.now(), write=True)
+
+    return sweep
+
+
+async def _standby_round(ctx: Context, losses: AgentLosses, finished: FinishedCounts) -> None:
+    """A replica that does not lead still follows the agents' heartbeats and the finished tallies (writing
+    nothing), so that it can take over warm."""
+    try:
+        with contextlib.suppress(JetcronError):
+            await losses.maybe_check(False)
+        await finished.maybe_flush(ctx.clock.now(), write=False)
+    except Exception as exc:  # a standby's round is retried; it must not end the loop
+        ctx.log.warning("tracker standby round failed", error=repr(exc))
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(ctx.stop.wait(), timeout=SWEEP_SECONDS)
 
 
 async def main(ctx: Context) -> None:
