@@ -14,6 +14,7 @@ import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import nats
 
 from bench.common import emit, percentile, summary, system
@@ -170,9 +171,17 @@ async def _grow(url: str, creds: str, jobs: int, start: int, end: int) -> float:
     return elapsed
 
 
+async def _session(port: int, token: str) -> str:
+    """A dashboard session's cookie, from the login form (the cookie is a signed session, not the token)."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        login = await http.post("/ui/login", data={"token": token}, follow_redirects=False)
+    assert login.status_code == 303 and "jetcron_session" in http.cookies, login.status_code
+    return f"jetcron_session={http.cookies['jetcron_session']}"
+
+
 async def _measure_views(port: int, token: str, requests: int, jobs: int) -> dict[str, list[float]]:
     conn = await Connection.open("127.0.0.1", port, {"Authorization": f"Bearer {token}",
-                                                     "Cookie": f"jetcron_session={token}"})
+                                                     "Cookie": await _session(port, token)})
     out: dict[str, list[float]] = {view: [] for view in HISTORY_VIEWS}
     paths = {"job": "/api/v1/jobs/j0000", "jobs_page": f"/api/v1/jobs?limit={jobs}", "ui_jobs": "/ui/jobs"}
     for i in range(requests + 3):

@@ -174,10 +174,14 @@ class Settings(BaseSettings):
     gpu_health_every: float = Field(default=60.0, gt=0)
     """Seconds between GPU health checks (only on hosts with GPUs)."""
     agent_job_user: str = "nobody"
-    """The user jobs run as when the agent runs as root; `@agent` runs them as the agent's own user. An agent
-    that is not root cannot switch and runs jobs as itself."""
+    """The user jobs run as where the agent can switch users (it runs as root, or holds CAP_SETUID, CAP_SETGID,
+    CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_KILL as ambient capabilities), unless each attempt gets a uid of its own
+    (agent_job_uids); `@agent` runs them as the agent's own user. An agent that cannot switch runs jobs as itself,
+    with its supplementary groups, and says so at start (and in its entry: AgentInfo.job_user); a root agent
+    without CAP_SETUID and CAP_SETGID refuses to start rather than run jobs as root."""
     agent_allow_root: bool = False
-    """Whether a job that asks for it (run_as_root) may run as root on this agent."""
+    """Whether a job that asks for it (run_as_root) may run as root on this agent; its tenant's policy must allow
+    it too (TenantPolicy.allow_run_as_root, `jetcron tenants set TENANT --allow-run-as-root`)."""
     agent_job_path: str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     """PATH of a job's process (its environment is otherwise only its own variables and the run's)."""
     agent_max_pids: int = Field(default=1024, ge=8)
@@ -188,20 +192,23 @@ class Settings(BaseSettings):
     agent_launcher: bool = True
     """Start each run's child through jetcron-launch where it is built (make, the image): one static exec that
     joins the run's groups, binds its private /tmp, sets its limits and switches to the job's user, in place of a
-    chain of setpriv, unshare, sh, env, mount and prlimit (about 7 ms less CPU per run; docs/decisions-job-view.md).
-    Off, or where it is missing: the chain."""
+    chain of setpriv, unshare, sh, env, mount and prlimit ending in perl (about 7 ms less CPU per run;
+    docs/decisions-job-view.md). Off, or where it is missing: the chain. Either way the job's environment reaches
+    its program alone, never a step that runs as root."""
     agent_scratch_dir: str = ""
     """Where each attempt's private scratch directory is made (its working directory, JETCRON_SCRATCH and TMPDIR;
     removed when the attempt ends): a folder of the agent's, mode 0711, with one folder per agent id in it (agents
     sharing it need ids of their own: each empties its folder at start) and one per attempt in that, mode 0700,
     owned by the job's user. Empty: `<data_dir>/scratch`."""
-    agent_job_uids: str = ""
-    """A range of uids, FIRST-LAST (e.g. 60578-61183: systemd leaves it unused), from which an agent running as
-    root gives each attempt a uid of its own (its gid the same number, HOME its scratch), so that no two running
-    jobs share a user: jobs sharing one can read each other's scratch and /tmp through /proc, signal and trace
-    each other. Uids a user or group of the host has are skipped; agents on one host share the range through a lock
-    per uid (agent_job_uid_locks). Empty: every job runs as agent_job_user (`jetcron up` run as root sets a range
-    of its own unless this is set, even to empty)."""
+    agent_job_uids: str | None = None
+    """A range of uids, FIRST-LAST (e.g. 60578-61183: systemd leaves it unused), from which an agent that can
+    switch users (agent_job_user) gives each attempt a uid of its own (its gid the same number, no supplementary
+    group, HOME its scratch), so that no two running jobs share a user: jobs sharing one can read each other's
+    scratch, /tmp and environment (secrets, run credential) through /proc, signal and trace each other. Uids a user
+    or group of the host has are skipped; agents on one host share the range through a lock per uid
+    (agent_job_uid_locks). Unset (the default): the first of 60578-61183 and 65536-99999 that no user or group of
+    the host reaches into (checked at each start; where neither is free, the agent says so and every job runs as
+    agent_job_user). Empty: off, every job runs as agent_job_user."""
     agent_job_uid_locks: str = "/run/jetcron/job-uids"
     """The folder of the locks on agent_job_uids, one file per uid held while an attempt runs as it (the kernel
     releases it when the agent dies). Every agent of one host must use the same folder, whatever its data dir: an
@@ -303,6 +310,23 @@ class Settings(BaseSettings):
     ui_trace_url: str = ""
     """The dashboard links a run's trace here: a URL with `{trace_id}` in it (your Jaeger, Tempo or Honeycomb
     trace view, e.g. http://jaeger.example:16686/trace/{trace_id}); empty shows the id unlinked."""
+    ui_session_seconds: float = Field(default=12 * 3600.0, ge=60)
+    """How long a dashboard login lasts: the session cookie's Max-Age, and checked by the gateway on every request
+    (an older session is refused whatever the browser sends). Revoking the token ends its sessions at once."""
+    ui_session_key_file: str | None = None
+    """A file of at least 32 random bytes the gateway signs dashboard sessions with; every gateway replica behind
+    one address needs the same. Unset: derived from the gateway's NATS credential (JETCRON_NATS_CREDS, which its
+    replicas share), else random at each start (sessions then end with the process)."""
+    ui_cookie_secure: Literal["auto", "always", "never"] = "auto"
+    """`Secure` on the dashboard's session cookie. `auto`: when the browser reached the gateway over TLS, to the
+    gateway itself or to a proxy in http_trusted_proxies that says so (X-Forwarded-Proto), and on plain http from
+    anywhere but loopback (TLS ended elsewhere); not on plain http from loopback (`jetcron up`)."""
+    http_trusted_proxies: str = "127.0.0.1,::1"
+    """Addresses or networks (CIDR), comma-separated, of the proxies in front of the gateway whose
+    X-Forwarded-Proto it believes; empty: none."""
+    http_log_followers: int = Field(default=8, ge=1)
+    """Log streams one token may have open at once on one gateway replica (`GET .../logs?follow=1` and the
+    dashboard's live output): one more is refused with 429."""
     trace_console: bool = False
     """Print spans to stdout (when no OTEL_EXPORTER_OTLP_ENDPOINT is set)."""
     checkpoint_retention: float = Field(default=86400.0, ge=0)
@@ -335,9 +359,16 @@ class Settings(BaseSettings):
     notify_backoff: float = Field(default=1.0, gt=0)
     """Seconds before a delivery's second try; doubled per try (jitter 50 %), at most 5 minutes."""
     notify_timeout: float = Field(default=10.0, gt=0)
-    """Seconds one webhook or SMTP exchange may take."""
+    """Seconds one webhook or SMTP exchange may take in all (resolving, connecting, TLS, sending, the answer): a
+    receiver that answers a byte at a time is cut there, and the try counts as failed."""
     notify_per_target: int = Field(default=4, ge=1)
-    """Deliveries in flight to one host at once: a slow receiver holds these, not every delivery."""
+    """Webhook deliveries in flight to one host at once, per notifier replica: a slow receiver holds these; one more
+    to that host is put off (not tried, not counted) until one of them ends, and holds nothing meanwhile."""
+    notify_per_tenant: int = Field(default=16, ge=1)
+    """Webhook deliveries in flight for one tenant at once, per notifier replica (whatever their hosts): below
+    notify_concurrency, so that one tenant's slow receivers never hold every place; one more is put off as above."""
+    notify_concurrency: int = Field(default=64, ge=1)
+    """Run records one notifier replica works on at once, and webhook deliveries it has in flight at once."""
     smtp_host: str | None = None
     """The SMTP server email notifications go through; unset, rules with `email` are refused."""
     smtp_port: int = Field(default=587, ge=1, le=65535)
@@ -372,8 +403,9 @@ class Settings(BaseSettings):
 
     @field_validator("agent_job_uids")
     @classmethod
-    def _uid_range(cls, text: str) -> str:
-        parse_uid_range(text)  # a malformed range stops the agent at start, naming it
+    def _uid_range(cls, text: str | None) -> str | None:
+        if text is not None:
+            parse_uid_range(text)  # a malformed range stops the agent at start, naming it
         return text
 
     @model_validator(mode="after")

@@ -45,13 +45,13 @@ def issue(tenant: str | None, name: str, now: datetime) -> tuple[str, TokenRecor
 
 def token_id_of(token: str) -> str | None:
     """The id a well-formed token names (None: not a jetcron token at all)."""
-    found = _TOKEN_RE.match(token)
+    found = _TOKEN_RE.fullmatch(token)
     return found.group(1) if found else None
 
 
 def verify(token: str, record: TokenRecord | None) -> bool:
     """Whether `token` is the one `record` was issued for (a constant-time comparison of the digests)."""
-    found = _TOKEN_RE.match(token)
+    found = _TOKEN_RE.fullmatch(token)
     if found is None or record is None or record.token_id != found.group(1):
         return False
     return hmac.compare_digest(_digest(found.group(2)), record.digest)

@@ -8,15 +8,17 @@ from jetcron.bus.ports import Streams
 from jetcron.wire import subjects as s
 
 
-async def read_chunks(streams: Streams, run_id: str, *, follow: bool = False, idle: float = 0.5,
-                      until: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[tuple[str, bytes, bool]]:
-    """(stream name, data, is_end) for each chunk; without follow, stop when caught up.
+async def read_chunks(streams: Streams, run_id: str, *, follow: bool = False, idle: float = 0.5, after: int = 0,
+                      until: Callable[[], Awaitable[bool]] | None = None
+                      ) -> AsyncIterator[tuple[str, bytes, bool, int]]:
+    """(stream name, data, is_end, stream sequence) for each chunk after sequence `after` (0: from the first);
+    without follow, stop when caught up.
 
     With follow and `until` (e.g. "the run is terminal"), stop once caught up after `until()` says so, not at
     an end marker: an attempt without output writes none, a killed one cannot, and a retry writes more after it.
     """
     ending = False
-    reader = streams.read(s.logs_filter(run_id), idle=idle)
+    reader = streams.read(s.logs_filter(run_id), idle=idle, after=after)
     try:
         async for read in reader:
             if read is None:
@@ -28,7 +30,7 @@ async def read_chunks(streams: Streams, run_id: str, *, follow: bool = False, id
             msg, more = read
             headers = msg.headers or {}
             end = headers.get(s.HDR_LOG_END) == "1"
-            yield headers.get(s.HDR_LOG_STREAM, "stdout"), msg.data, end
+            yield headers.get(s.HDR_LOG_STREAM, "stdout"), msg.data, end, int(msg.metadata.sequence.stream)
             if end and until is None:
                 return
             if not follow and more == 0:

@@ -625,12 +625,13 @@ class MemoryStreams:
                  if subject_matches(subject, m.subject)]
         return [(at, m) for at, _q, m in sorted(found, key=lambda f: (f[0], f[1]))]
 
-    async def read(self, subject: str, *, idle: float) -> AsyncGenerator[tuple[MemoryMessage, int] | None, None]:
+    async def read(self, subject: str, *, idle: float,
+                   after: int = 0) -> AsyncGenerator[tuple[MemoryMessage, int] | None, None]:
         queue: asyncio.Queue[MemoryMessage] = asyncio.Queue()
         entry = (subject, queue)
         self._tails.append(entry)
         try:
-            stored = [m for _at, m in self._matching(subject)]
+            stored = [m for _at, m in self._matching(subject) if m.seq > after]
             for i, msg in enumerate(stored):
                 yield msg, len(stored) - i - 1 + queue.qsize()
             while True:

@@ -315,10 +315,11 @@ class Streams(Protocol):
         """The messages stored on `subject` from now on, in order, for as long as the iterator lives."""
         ...
 
-    def read(self, subject: str, *, idle: float) -> AsyncGenerator[tuple[Request, int] | None, None]:
-        """Every message stored on `subject`, oldest first, then those stored later, for as long as the iterator
-        lives: each with how many more were stored when it was read (0: caught up), and None after each `idle`
-        seconds with nothing new."""
+    def read(self, subject: str, *, idle: float, after: int = 0) -> AsyncGenerator[tuple[Message, int] | None, None]:
+        """Every message stored on `subject` after stream sequence `after` (0: all), oldest first, then those stored
+        later, for as long as the iterator lives: each with how many more were stored when it was read (0: caught
+        up; its `metadata.sequence.stream` says where it is), and None after each `idle` seconds with nothing new.
+        For a subject of one stream."""
         ...
 
     async def newest(self, stream: str, subject: str, limit: int) -> list[bytes]:

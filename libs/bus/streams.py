@@ -14,6 +14,7 @@ from typing import TypeVar
 import msgspec
 import nats.errors
 import nats.js.errors as jse
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from jetcron.bus.kv import drop_subscription, read_value, stored_size, translate, value_of
@@ -131,10 +132,12 @@ class ServerStreams:
         finally:
             await drop_subscription(self.js, sub)
 
-    async def read(self, subject: str, *, idle: float) -> AsyncGenerator[tuple[Request, int] | None, None]:
+    async def read(self, subject: str, *, idle: float, after: int = 0) -> AsyncGenerator[tuple[Msg, int] | None, None]:
+        # From a sequence, the server skips what came before: a reader resuming reads only what is new.
+        config = (ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1) if after
+                  else ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
         try:
-            sub = await self.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
-                                          inactive_threshold=30)
+            sub = await self.js.subscribe(subject, ordered_consumer=True, config=config, inactive_threshold=30)
         except Exception as exc:
             raise translate(exc, f"read {subject}") from exc
         try:

@@ -163,7 +163,7 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
                        description="placement's capacity summary (submit-time checks) and suspect GPU hosts",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_SECRETS, history=1,
-                       description="tenants' secrets, Fernet-encrypted (only the api and agents hold the key)",
+                       description="tenants' secrets, bound to tenant and name (only the api and agents hold the key)",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_SUBMISSIONS, history=1, ttl=limits.requests_age,
                        description="the outcome of each intake request, by tenant and request id",
@@ -182,6 +182,12 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
         # Keyed as jobs are (`tenant.name`); read by the api and watched by every trigger replica, written by the api.
         KeyValueConfig(bucket=s.BUCKET_CALENDARS, history=16, max_bytes=limits.calendars_bytes,
                        description="named calendars (dates, rules, windows) jobs skip or keep to; history kept",
+                       **common),  # type: ignore[arg-type]
+        # A few keys per job of a flow, each written when its value changes and read in one step (core/join_marks):
+        # no TTL, since a mark that aged out would be read again from a job's newest runs only.
+        KeyValueConfig(bucket=s.BUCKET_JOINS, history=1,
+                       description="flows: each latest join's marks (an upstream's last success, when a dependent "
+                                   "last ran, its waiting run) and each job's dependents",
                        **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CLUSTER, history=1,
                        description="settings fixed when the cluster was created (the trigger's shard count)",

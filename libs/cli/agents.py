@@ -28,7 +28,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def check_agent_id(agent_id: str) -> str:
-    if not AGENT_ID_RE.match(agent_id):
+    if not AGENT_ID_RE.fullmatch(agent_id):
         usage(f"agent id {agent_id!r}: must be 1-63 letters, digits, '-' or '_', starting with a letter or digit")
     return agent_id
 

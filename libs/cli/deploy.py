@@ -59,7 +59,7 @@ def init(directory: Path = typer.Option(..., "--dir", help="where to write (kept
     creds = LocalCreds.ensure(directory / "auth", agents)
     ensure_key_file(directory / "auth" / "secrets.key")
     for agent_id in agent_ids:
-        if not AGENT_ID_RE.match(agent_id):
+        if not AGENT_ID_RE.fullmatch(agent_id):
             typer.echo(f"usage error: --agent {agent_id!r}: 1-63 letters, digits, '-' or '_'", err=True)
             raise typer.Exit(2)
         if not creds.path(agent_id).exists():

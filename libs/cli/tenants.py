@@ -30,7 +30,7 @@ Output = typer.Option("table", "-o", "--output", help="table or json")
 AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
                        help="the keys of this system (default: the one `jetcron up` wrote)")
 POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs",
-          "history", "queues", "max_priority", "preemption")
+          "history", "queues", "max_priority", "preemption", "allow_run_as_root")
 # --queue-quota's keys: the QueueQuota field each sets, and how its value is read.
 _QUOTA_KEYS: dict[str, tuple[str, type[float] | type[int]]] = {
     "cpu": ("max_cpu", float), "memory": ("max_memory_mb", int), "gpus": ("max_gpus", int)}
@@ -72,7 +72,7 @@ def queue_preemptions(texts: list[str], queues: dict[str, QueueQuota]) -> dict[s
     seen: set[str] = set()
     for text in texts:
         name, sep, rest = text.partition(":")
-        if not sep or not QUEUE_RE.match(name):
+        if not sep or not QUEUE_RE.fullmatch(name):
             raise InvalidSpec("--queue-preemption", text, "must be NAME:on, NAME:off or NAME:max=N,... with a queue "
                                                           "name of 1-63 letters, digits, '-' or '_'")
         if name in seen:
@@ -88,7 +88,7 @@ def queue_quotas(texts: list[str]) -> dict[str, QueueQuota]:
     queues: dict[str, QueueQuota] = {}
     for text in texts:
         name, sep, rest = text.partition(":")
-        if not sep or not QUEUE_RE.match(name):
+        if not sep or not QUEUE_RE.fullmatch(name):
             raise InvalidSpec("--queue-quota", text, "must be NAME:cpu=N,memory=MB,gpus=N with a queue name of "
                                                      "1-63 letters, digits, '-' or '_'")
         if name in queues:
@@ -168,6 +168,9 @@ def tenants_set(
     queue_preemption: list[str] = typer.Option([], "--queue-preemption", help=QUEUE_PREEMPTION_HELP),
     max_priority: str | None = typer.Option(None, "--max-priority", help="the highest priority the tenant's jobs "
                                             "and runs may ask for: critical, high, normal or low"),
+    allow_run_as_root: bool = typer.Option(False, "--allow-run-as-root", help="the tenant's jobs may ask to run as "
+                                           "root (run_as_root), on agents that allow it too: such a job reaches "
+                                           "everything on its host"),
     output: str = Output,
 ) -> None:
     """Set a tenant's fair-share weight, quotas (its own and its named queues'), admission limits and history
@@ -187,7 +190,8 @@ def tenants_set(
     with client(ctx) as c:
         policy = c.tenants.set(tenant, weight=weight, max_cpu=max_cpu, max_memory_mb=max_memory, max_gpus=max_gpus,
                                max_submits_per_second=max_submit_rate, max_pending_runs=max_pending, history=history,
-                               queues=queues or None, max_priority=max_priority, preemption=preempt)
+                               queues=queues or None, max_priority=max_priority, preemption=preempt,
+                               allow_run_as_root=allow_run_as_root)
     emit(policy, output, POLICY, rows=_rows)
 
 
@@ -215,7 +219,7 @@ def create(
     auth: Path | None = AuthDir,
 ) -> None:
     """Issue a credential for TENANT: it may use its own tenant's API verbs and nothing else."""
-    if not TENANT_RE.match(tenant):
+    if not TENANT_RE.fullmatch(tenant):
         usage(f"tenant {tenant!r}: must be 1-63 letters, digits, '-' or '_'")
     if expires_in is not None and expires_in <= 0:
         usage(f"--expires-in {expires_in}: must be > 0")

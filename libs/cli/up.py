@@ -206,7 +206,8 @@ def local_job_uids(euid: int, environ: Mapping[str, str], agents: int, named_use
     range set, `up` gives each attempt a uid of its own from a range no user or group of this host reaches into
     (core/uid_pool.local_range), room for every slot of every agent at once. A set JETCRON_AGENT_JOB_UIDS, even
     empty (off), is the agents' own to read; a non-root `up` switches no user, nor does JETCRON_AGENT_JOB_USER=@agent.
-    A deployed agent stays opt-in (docs/security.md): its host's uids are its operator's to give out."""
+    An agent started with no range takes one the same way for its own slots (services/agent/host/scratch.py,
+    job_uid_range); `up` takes one that holds all its agents' at once, which they share through the uid locks."""
     if euid != 0 or agents < 1 or "JETCRON_AGENT_JOB_UIDS" in environ \
             or environ.get("JETCRON_AGENT_JOB_USER") == "@agent":
         return {}, None

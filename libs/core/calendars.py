@@ -125,13 +125,13 @@ def parse_window(text: str, field: str = "windows") -> Window:
         if start >= end:
             raise InvalidSpec(field, text, "its start must come before its end")
         return Window(kind="span", start=start, end=end)
-    weekly = _WEEKLY.match(cleaned)
+    weekly = _WEEKLY.fullmatch(cleaned)
     if weekly:
         a, b = _day(weekly[1], text, field), _day(weekly[4], text, field)
         start_s = a * 86400 + _clock(weekly[2], weekly[3], text, field)
         end_s = b * 86400 + _clock(weekly[5], weekly[6], text, field)
         kind = "weekly"
-    elif daily := _DAILY.match(cleaned):
+    elif daily := _DAILY.fullmatch(cleaned):
         start_s, end_s = _clock(daily[1], daily[2], text, field), _clock(daily[3], daily[4], text, field)
         kind = "daily"
     else:
@@ -143,7 +143,7 @@ def parse_window(text: str, field: str = "windows") -> Window:
 
 
 def _name(name: object, field: str) -> None:
-    if not isinstance(name, str) or not JOB_NAME_RE.match(name):
+    if not isinstance(name, str) or not JOB_NAME_RE.fullmatch(name):
         raise InvalidSpec(field, name, "must be 1-63 letters, digits, '-' or '_', starting with a letter or digit "
                           "(no dots, spaces or wildcards: it is a key and a subject token)")
 

@@ -314,7 +314,7 @@ def validate_queue_quotas(queues: dict[str, QueueQuota]) -> None:
     """Refuse a queue name a job could not be filed under, and a quota that is negative, not finite or absurd,
     naming the field (`queues.batch.max_cpu`) and the value."""
     for name, quota in queues.items():
-        if not QUEUE_RE.match(name):
+        if not QUEUE_RE.fullmatch(name):
             raise InvalidSpec("queues", name, "a queue name must be 1-63 letters, digits, '-' or '_'")
         for field in ("max_cpu", "max_memory_mb", "max_gpus"):
             value = getattr(quota, field)

@@ -6,6 +6,9 @@ import hashlib
 import re
 from datetime import UTC, datetime
 
+# Every pattern here is checked with fullmatch, never match: `$` also matches before a trailing newline, so
+# match() takes "nightly\n". The patterns keep `^...$` because the REST contract exports them to JSON Schema,
+# whose regex dialect has no `\Z` (and whose `$` is the end of the text).
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 TENANT_RE = JOB_NAME_RE
 QUEUE_RE = JOB_NAME_RE
@@ -16,6 +19,9 @@ JOB_KEY_RE = re.compile(rf"^(?:{_NAME}\.)?{_NAME}$")
 # Run ids are KV keys and subject tokens: the job's key, '.', the occurrence's instant, an optional suffix.
 RUN_ID_RE = re.compile(rf"^(?:{_NAME}\.)?{_NAME}\.[0-9]{{8}}T[0-9]{{9}}Z(-[A-Za-z0-9_]{{1,40}})?$")
 AGENT_ID_RE = JOB_NAME_RE
+IDEMPOTENCY_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+"""An idempotency key (jobs.create's `idempotency_key`, REST's Idempotency-Key): ASCII letters, digits, '-' and '_'
+(not str.isalnum(), which takes the letters and digits of every script)."""
 
 
 def job_key(tenant: str, name: str) -> str:

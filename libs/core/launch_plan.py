@@ -6,9 +6,10 @@ Pure: the host's facts come in as values, and the agent (services/agent/attempt.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from jetcron.core import env_names
 from jetcron.core.models import JobSpec
 
 LABEL_AGENT = "jetcron.agent"
@@ -63,6 +64,9 @@ class HostFacts:
     """Whether this run's scratch comes with a private /tmp; None: the agent gives no scratches."""
     spare_private_tmp: bool | None
     """Whether the agent's spare children wait in a private /tmp; None: the agent keeps no spares."""
+    cli_env: Mapping[str, str] = field(default_factory=dict)
+    """The container CLI's own environment, the agent's: its PATH and HOME, and how it reaches its engine
+    (DOCKER_HOST, ...). An image run's variables are added to it, never the other way round."""
 
 
 @dataclass(frozen=True)
@@ -80,27 +84,47 @@ class Launch:
     spare: bool
     """Whether the child starts in a spare: only under the agent's limits, and only in a spare with the same view
     of /tmp as the run's scratch."""
+    env: dict[str, str] | None = None
+    """The child's whole environment where it is not the job's own (a container's CLI: container_cli_env)."""
 
 
-def passed_to_container(env_names: Collection[str], spec: JobSpec) -> list[str]:
+def passed_to_container(env: Mapping[str, str], spec: JobSpec) -> dict[str, str]:
     """The variables a container gets: the job's own, its secrets and the run's JETCRON_* ones, never the host's
-    (PATH, HOME, CUDA_VISIBLE_DEVICES: the host's GPU numbers would name the wrong devices inside)."""
+    (PATH, HOME, CUDA_VISIBLE_DEVICES: the host's GPU numbers would name the wrong devices inside), nor any the
+    container CLI would read itself (core/env_names.py: the api refuses them in an image job; a job stored before
+    that loses them here)."""
     mine = set(spec.env) | set(spec.secrets)
-    return sorted(name for name in env_names if name in mine or name.startswith("JETCRON_"))
+    return {name: value for name, value in sorted(env.items())
+            if (name in mine and env_names.refusal(name, image=True) is None) or name.startswith("JETCRON_")}
 
 
-def plan(spec: JobSpec, argv: list[str], env_names: Collection[str], host: HostFacts, *, container: str,
+def container_cli_env(env: Mapping[str, str], spec: JobSpec, cli_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a container run's CLI starts with: the agent's own for the CLI (cli_env), which runs with
+    the agent's access to its engine, plus the variables it passes into the container by name. Nothing else of
+    the job's reaches it: not its PATH or HOME (where the CLI finds credential helpers and its configuration), not
+    an engine's address."""
+    return {**passed_to_container(env, spec), **cli_env}
+
+
+def plan(spec: JobSpec, argv: list[str], env: Mapping[str, str], host: HostFacts, *, container: str,
          gpus: Sequence[int] = ()) -> Launch | str:
-    """The launch of an attempt's child, or why it cannot start here. `container`: the name its container gets
-    if it runs in one (container_name); `gpus`: the host's devices it was given."""
+    """The launch of an attempt's child, or why it cannot start here. `env`: the job's environment; `container`:
+    the name its container gets if it runs in one (container_name); `gpus`: the host's devices it was given.
+
+    A container's CLI is the agent's tool, not the job's code (that runs inside the container): it runs as the
+    agent's own user, which holds the access to the engine (its socket's group, or root), with an environment of
+    the agent's making. A job's own process never holds that access: it runs as the job's user, which has no
+    supplementary group."""
     user = None if spec.run_as_root else host.user
     if spec.image is not None:
         if host.runtime is None:
             return f"image {spec.image!r}: no working docker or podman on this agent"
+        cli_env = container_cli_env(env, spec, host.cli_env)
         wrapped = run_argv(host.runtime, name=container, agent_id=host.agent_id, image=spec.image, command=argv,
-                           env_names=passed_to_container(env_names, spec), memory_mb=spec.resources.memory_mb,
+                           env_names=list(passed_to_container(env, spec)), memory_mb=spec.resources.memory_mb,
                            max_pids=host.max_pids, cpu=spec.resources.cpu, gpus=list(gpus))
-        return Launch(argv=wrapped, container=container, agent_limits=False, user=user, scratch=False, spare=False)
+        return Launch(argv=wrapped, container=container, agent_limits=False, user=None, scratch=False, spare=False,
+                      env=cli_env)
     scratch = host.scratch_private_tmp is not None
     spare = host.spare_private_tmp is not None and (not scratch or host.scratch_private_tmp == host.spare_private_tmp)
     return Launch(argv=argv, container=None, agent_limits=True, user=user, scratch=scratch, spare=spare)

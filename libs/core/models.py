@@ -261,7 +261,8 @@ class JobSpec(_Spec, frozen=True, kw_only=True):
     """Names of secrets (its tenant's, `jetcron secrets set`), each given to the process as a variable of that
     name; resolved on the agent when the attempt starts, so no record ever holds a value."""
     run_as_root: bool = False
-    """Run as root: only on agents that allow it (JETCRON_AGENT_ALLOW_ROOT); jobs run unprivileged otherwise."""
+    """Run as root: only for a tenant whose policy allows it (TenantPolicy.allow_run_as_root), and only on agents
+    that allow it (JETCRON_AGENT_ALLOW_ROOT); jobs run unprivileged otherwise."""
     notify: list[NotifyRule] = msgspec.field(default_factory=list)
     """Who hears about this job's runs, and of which events."""
     start_deadline_seconds: float | None = None
@@ -420,6 +421,11 @@ class AgentInfo(_Record, frozen=True, kw_only=True):
     """When that check ran, on the agent's clock: placement clears a suspect host only after a later pass."""
     gpu_health_detail: str = ""
     """What the failing check said (its output or error), for operators."""
+    job_user: str = ""
+    """Who this agent's jobs run as: `@own-uid` (each attempt a uid of its own, JETCRON_AGENT_JOB_UIDS), a user's
+    name (every job as that one user: running jobs can reach each other's processes), or `@agent` (the agent's own
+    user, which cannot switch users: jobs hold its groups and reach what it reaches). Empty from agents that
+    predate it."""
 
 
 class ShardLayout(_Record, frozen=True, kw_only=True):
@@ -486,3 +492,8 @@ class TenantPolicy(_Spec, frozen=True, kw_only=True):
     preemption: Preemption | None = None
     """Whether the tenant's running runs may be preempted by waiting runs of strictly higher priority (any
     tenant's), and its guards (docs/preemption.md); a queue's own setting wins. Unset: never preempted."""
+    allow_run_as_root: bool = False
+    """Whether the tenant's jobs may ask to run as root (JobSpec.run_as_root): refused at create and update
+    otherwise, and checked again when an attempt starts (an agent must allow root too, JETCRON_AGENT_ALLOW_ROOT).
+    A job running as root reaches everything on its agent's host: the agent's credential, the secrets key, every
+    other job."""

@@ -188,16 +188,49 @@ def verify(secret: bytes, header: str, body: bytes, *, now: int, tolerance: int 
 
 # --- targets -----------------------------------------------------------------------------------------------
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+"""RFC 6052's well-known NAT64 prefix: a translator on the path connects to the IPv4 address in its last 32 bits."""
+_NAT64_OTHER = ipaddress.IPv6Network("64:ff9b::/32")
+"""The rest of 64:ff9b::/32, RFC 8215's local-use 64:ff9b:1::/48 among it: a site's own translator may embed the
+IPv4 address at any of RFC 6052's offsets, so which address it reaches cannot be told: refused."""
+_TEREDO = ipaddress.IPv6Network("2001::/32")
+"""Teredo: a relay tunnels to the client's (obfuscated) IPv4 address behind its NAT, wherever that is: no webhook
+receiver lives there, so refused rather than judged."""
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+"""Deprecated IPv4-compatible addresses (::a.b.c.d): a stack that still honours them reaches a.b.c.d."""
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+"""SIIT's IPv4-translated addresses (::ffff:0:a.b.c.d): a stateless translator reaches a.b.c.d."""
+
+
+def reached_address(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a connection to `address` ends up at, which is what a target is judged by: the IPv4 address
+    inside an IPv4-mapped, IPv4-compatible, IPv4-translated, NAT64 or 6to4 address (the host or translator on the
+    path connects to that one, and is_global passes most of these forms whatever they embed), else the address
+    itself; None where it cannot be told (Teredo, NAT64 prefixes other than the well-known /96).
+
+    Raises ValueError when `address` is not an IP address."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if int(ip) > 1 and (ip in _NAT64 or ip in _IPV4_COMPATIBLE or ip in _IPV4_TRANSLATED):  # :: and ::1 are v6's own
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _NAT64_OTHER or ip in _TEREDO:
+        return None
+    return ip
+
+
 def address_allowed(address: str, *, allow_private: bool) -> bool:
-    """A public unicast address, or anything when the operator allows private targets. Loopback, private,
-    link-local (cloud metadata at 169.254.169.254), carrier-grade NAT, multicast and reserved ranges are the
-    server-side request forgery targets."""
+    """A public unicast address, judged by the one it reaches (reached_address), or anything when the operator
+    allows private targets. Loopback, private, link-local (cloud metadata at 169.254.169.254), carrier-grade NAT,
+    multicast, unspecified and reserved ranges are the server-side request forgery targets."""
     if allow_private:
         return True
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+    ip = reached_address(address)
+    return ip is not None and ip.is_global and not ip.is_multicast
 
 
 def check_webhook(url: object, field: str, *, allow_private: bool) -> str:
@@ -227,8 +260,9 @@ def check_webhook(url: object, field: str, *, allow_private: bool) -> str:
     except ValueError:
         literal = None
     if literal is not None and not address_allowed(str(literal), allow_private=allow_private):
-        raise InvalidSpec(field, url, "is a loopback, private or link-local address (the operator may allow "
-                                      "those with JETCRON_NOTIFY_ALLOW_PRIVATE=true)")
+        raise InvalidSpec(field, url, "is a loopback, private, link-local or reserved address, or a NAT64, 6to4 "
+                                      "or IPv4-mapped form of one (the operator may allow those with "
+                                      "JETCRON_NOTIFY_ALLOW_PRIVATE=true)")
     if literal is None and not allow_private and (host == "localhost" or host.endswith(".localhost")):
         raise InvalidSpec(field, url, "is this host (the operator may allow private targets with "
                                       "JETCRON_NOTIFY_ALLOW_PRIVATE=true)")
@@ -249,12 +283,12 @@ def check_rules(rules: Sequence[NotifyRule], *, allow_private: bool, email_enabl
             raise InvalidSpec(where, targets, "needs exactly one target: webhook, subject or email")
         if rule.webhook is not None:
             check_webhook(rule.webhook, f"{where}.webhook", allow_private=allow_private)
-        if rule.subject is not None and not SUBJECT_RE.match(rule.subject):
+        if rule.subject is not None and not SUBJECT_RE.fullmatch(rule.subject):
             raise InvalidSpec(f"{where}.subject", rule.subject,
                               "must be 1-8 dot-separated tokens of letters, digits, '-' or '_' (it is published "
                               "under jc.notify.<tenant>.)")
         if rule.email is not None:
-            if len(rule.email) > 254 or not EMAIL_RE.match(rule.email):
+            if len(rule.email) > 254 or not EMAIL_RE.fullmatch(rule.email):
                 raise InvalidSpec(f"{where}.email", rule.email, "is not an email address")
             if not email_enabled:
                 raise InvalidSpec(f"{where}.email", rule.email,
@@ -262,7 +296,7 @@ def check_rules(rules: Sequence[NotifyRule], *, allow_private: bool, email_enabl
         if rule.secret is not None:
             if rule.webhook is None:
                 raise InvalidSpec(f"{where}.secret", rule.secret, "signs webhooks only")
-            if not SECRET_NAME_RE.match(rule.secret):
+            if not SECRET_NAME_RE.fullmatch(rule.secret):
                 raise InvalidSpec(f"{where}.secret", rule.secret, "is not a secret name")
 
 

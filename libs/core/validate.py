@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from jetcron.core import cron, dag, notify
+from jetcron.core import cron, dag, env_names, notify
 from jetcron.core.calendars import check_job_calendar_names
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, TENANT_RE
@@ -25,29 +25,9 @@ MAX_ENV = 256
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
-# Names that change how the child is loaded or how jetcron talks to it.
-# JETCRON_ and NATS_ are the run's and the client libraries' own: a job must not redirect its once() or
-# checkpoints to another server or credential.
-FORBIDDEN_ENV_PREFIXES = ("LD_", "DYLD_", "JETCRON_", "NATS_")
 MAX_SECRETS = 64
 MAX_MEMORY_MB = 16 * 1024 * 1024
 """The most memory a run may ask for (16 TiB), in MiB."""
-FORBIDDEN_ENV = frozenset(
-    {
-        "CUDA_VISIBLE_DEVICES",
-        "BASH_ENV",
-        "ENV",
-        "IFS",
-        "PS4",
-        "SHELLOPTS",
-        "PYTHONSTARTUP",
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "NODE_OPTIONS",
-        "PERL5OPT",
-        "RUBYOPT",
-    }
-)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -190,28 +170,30 @@ def _strings(field: str, values: Sequence[str], limit: int) -> None:
             raise InvalidSpec(f"{field}[{i}]", v, f"longer than {limit} characters")
 
 
-def validate_env(env: Mapping[str, str]) -> None:
+def validate_env(env: Mapping[str, str], *, image: bool = False) -> None:
+    """The job's variables (`image`: an image run's, which reach its container through the container CLI's own
+    environment): names that something other than the job's own program reads are refused (core/env_names.py)."""
     if len(env) > MAX_ENV:
         raise InvalidSpec("env", f"{len(env)} entries", f"more than {MAX_ENV} variables")
     for name, value in env.items():
-        if not ENV_NAME_RE.match(name):
+        if not ENV_NAME_RE.fullmatch(name):
             raise InvalidSpec(f"env.{name}", name, "is not a valid variable name")
-        if name.startswith(FORBIDDEN_ENV_PREFIXES) or name in FORBIDDEN_ENV:
-            raise InvalidSpec(f"env.{name}", name, "would change how the child is loaded or run; not allowed")
+        if (why := env_names.refusal(name, image=image)) is not None:
+            raise InvalidSpec(f"env.{name}", name, why)
         _strings(f"env.{name}", [value], 32768)
 
 
-def validate_secrets(names: Sequence[str], env: Mapping[str, str]) -> None:
+def validate_secrets(names: Sequence[str], env: Mapping[str, str], *, image: bool = False) -> None:
     """Secret names become the child's variables: the same rules as env names, each once, none also in env."""
     if len(names) > MAX_SECRETS:
         raise InvalidSpec("secrets", f"{len(names)} names", f"more than {MAX_SECRETS} secrets")
     seen: set[str] = set()
     for i, name in enumerate(names):
         where = f"secrets[{i}]"
-        if not ENV_NAME_RE.match(name):
+        if not ENV_NAME_RE.fullmatch(name):
             raise InvalidSpec(where, name, "is not a valid variable name")
-        if name.startswith(FORBIDDEN_ENV_PREFIXES) or name in FORBIDDEN_ENV:
-            raise InvalidSpec(where, name, "would change how the child is loaded or run; not allowed")
+        if (why := env_names.refusal(name, image=image)) is not None:
+            raise InvalidSpec(where, name, why)
         if name in seen:
             raise InvalidSpec(where, name, "is listed more than once")
         if name in env:
@@ -231,13 +213,13 @@ def validate_spec(
 ) -> None:
     """Raise InvalidSpec for the first bad field; `jobs` (name -> (tenant, depends_on)) checks the DAG;
     `allow_private_targets` and `email_enabled` are the deployment's notification settings."""
-    if not JOB_NAME_RE.match(spec.name):
+    if not JOB_NAME_RE.fullmatch(spec.name):
         raise InvalidSpec(
             "name", spec.name, "must be 1-63 letters, digits, '-' or '_', starting with a letter or digit"
         )
-    if not TENANT_RE.match(spec.tenant):
+    if not TENANT_RE.fullmatch(spec.tenant):
         raise InvalidSpec("tenant", spec.tenant, "must be 1-63 letters, digits, '-' or '_'")
-    if not QUEUE_RE.match(spec.queue):
+    if not QUEUE_RE.fullmatch(spec.queue):
         raise InvalidSpec("queue", spec.queue, "must be 1-63 letters, digits, '-' or '_'")
     if not spec.command:
         raise InvalidSpec("command", spec.command, "must name a program (argv list, no shell)")
@@ -246,9 +228,9 @@ def validate_spec(
     if not spec.command[0]:
         raise InvalidSpec("command[0]", spec.command[0], "program name is empty")
     _strings("command", spec.command, MAX_ARG)
-    validate_env(spec.env)
-    validate_secrets(spec.secrets, spec.env)
-    if spec.image is not None and not IMAGE_RE.match(spec.image):
+    validate_env(spec.env, image=spec.image is not None)
+    validate_secrets(spec.secrets, spec.env, image=spec.image is not None)
+    if spec.image is not None and not IMAGE_RE.fullmatch(spec.image):
         raise InvalidSpec("image", spec.image, "is not a valid image reference")
     r = spec.resources
     _finite("resources.cpu", r.cpu, 0, 1024, lo_inclusive=False)
@@ -273,7 +255,7 @@ def validate_spec(
     _finite("jitter.window_seconds", spec.jitter.window_seconds, 0, 86400)
     _finite("jitter.random_seconds", spec.jitter.random_seconds, 0, 86400)
     for key, value in spec.require.items():
-        if not LABEL_RE.match(key) or not LABEL_RE.match(value):
+        if not LABEL_RE.fullmatch(key) or not LABEL_RE.fullmatch(value):
             raise InvalidSpec(f"require.{key}", value, "labels are 1-63 of letters, digits, '.', '-', '_'")
     cron.validate_schedule(spec.schedule, created_at=created_at or now, min_interval_seconds=min_interval_seconds)
     notify.check_rules(spec.notify, allow_private=allow_private_targets, email_enabled=email_enabled)

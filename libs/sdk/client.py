@@ -106,21 +106,26 @@ class Client(Verbs):
                 yield chunk
             return
         js = jetstream(self.nc, timeout=5)
-        async for _stream, chunk, end in read_chunks(ServerStreams(js), run_id, follow=True, until=ended):
+        async for _stream, chunk, end, _seq in read_chunks(ServerStreams(js), run_id, follow=True, until=ended):
             if not end:
                 yield chunk
 
     async def _poll_logs(self, run_id: str, ended: Callable[[], Awaitable[bool]]) -> AsyncIterator[bytes]:
-        sent = 0
+        # Each read resumes after the stream position the last one reached, so the API reads only what is new
+        # (never the whole output again); it reads on at once while reads bring more (one stops at runs.logs' byte
+        # limit), and waits only when one brought nothing.
+        after = 0
         while True:
             done = await ended()
-            out = (await self.call("runs.logs", {"run_id": run_id}))["output"].encode()
-            if len(out) > sent:
-                yield out[sent:]
-                sent = len(out)
-            if done:
-                return
-            await asyncio.sleep(LOG_POLL_SECONDS)
+            logs = await self.call("runs.logs", {"run_id": run_id, "after": after})
+            if logs["output"]:
+                yield logs["output"].encode()
+            position = int(logs.get("position") or 0)
+            if position <= after:
+                if done:
+                    return
+                await asyncio.sleep(LOG_POLL_SECONDS)
+            after = max(after, position)
 
 
 class SyncClient:

@@ -123,8 +123,9 @@ class Runs(_Group):
         """Move a run that has not started to another priority (and queue): it moves in the queue at once."""
         return await self._verb("runs.set_priority", Run, run_id=run_id, priority=str(priority), queue=queue)
 
-    async def logs(self, run_id: str, *, limit_bytes: int | None = None) -> Logs:
-        return await self._verb("runs.logs", Logs, run_id=run_id, limit_bytes=limit_bytes)
+    async def logs(self, run_id: str, *, limit_bytes: int | None = None, after: int | None = None) -> Logs:
+        """The run's output so far; `after`: only what was stored after an earlier reply's `position`."""
+        return await self._verb("runs.logs", Logs, run_id=run_id, limit_bytes=limit_bytes, after=after)
 
     async def finished(self, *, minutes: int | None = None) -> FinishedRuns:
         """Runs finished per minute over the last `minutes` (default 60), by outcome: the cluster's for the admin,
@@ -157,16 +158,17 @@ class Tenants(_Group):
                   history: HistoryPolicy | None = None,
                   queues: dict[str, QueueQuota] | None = None,
                   max_priority: Priority | str | None = None,
-                  preemption: Preemption | None = None) -> TenantPolicy:
+                  preemption: Preemption | None = None, allow_run_as_root: bool = False) -> TenantPolicy:
         """Replace the tenant's policy: what is not given is unset. `queues`: quotas per named queue, e.g.
         {"batch": QueueQuota(max_cpu=8)}; `max_priority`: the highest priority its jobs and runs may ask for;
-        `preemption`: its running runs may be preempted by runs of higher priority (docs/preemption.md)."""
+        `preemption`: its running runs may be preempted by runs of higher priority (docs/preemption.md);
+        `allow_run_as_root`: its jobs may ask to run as root (on agents that allow it too)."""
         return await self._verb("tenants.set", TenantPolicy, tenant=tenant, weight=weight, max_cpu=max_cpu,
                                 max_memory_mb=max_memory_mb, max_gpus=max_gpus,
                                 max_submits_per_second=max_submits_per_second, max_pending_runs=max_pending_runs,
                                 history=history, queues=queues,
                                 max_priority=None if max_priority is None else str(max_priority),
-                                preemption=preemption)
+                                preemption=preemption, allow_run_as_root=allow_run_as_root)
 
     async def list(self) -> Page[TenantPolicy]:
         return await self._verb("tenants.list", Page[TenantPolicy])

@@ -100,6 +100,9 @@ class RunsSetPriority(RunRef, kw_only=True):
 
 class RunsLogs(RunRef, kw_only=True):
     limit_bytes: int = 1_048_576
+    """The most output one reply holds (whole chunks, at least one when any is there)."""
+    after: int = 0
+    """Read only the output stored after this position: the `position` of an earlier reply (0: from the start)."""
 
 
 class RunsFinished(Request, kw_only=True):
@@ -198,6 +201,9 @@ class Logs(msgspec.Struct, kw_only=True):
     output: str
     complete: bool
     """The run's end marker was read: nothing more will come."""
+    position: int = 0
+    """Where this read stopped in the run's output: send it as `after` to read only what comes next (the request's
+    `after` when nothing new was read)."""
 
 
 class FinishedRuns(msgspec.Struct, kw_only=True):

@@ -373,7 +373,7 @@ class Attempt:
         if self.ctx.settings.agent_sim:
             return await self._simulate()
         spec, settings, env = self.cmd.spec, self.ctx.settings, self.env()
-        refused = root_refusal(spec.run_as_root, settings.agent_allow_root)
+        refused = root_refusal(spec.run_as_root, settings.agent_allow_root, self.cmd.root_allowed, spec.tenant)
         if refused:
             return Outcome("start_failed", None, refused)
         if spec.secrets:
@@ -396,8 +396,9 @@ class Attempt:
         limits = RunLimits(deps.setup.limits, f"{self.cmd.run_id}-{self.cmd.attempt}",
                            memory_mb=spec.resources.memory_mb, max_pids=settings.agent_max_pids) \
             if launch.agent_limits else None
+        if launch.env is not None:  # a container's CLI: the agent's environment and the variables it passes on
+            env = launch.env
         if container is not None and deps.setup.runtime is not None:
-            env.update(containers.engine_env())
             on_kill = partial(containers.remove, deps.setup.runtime, container)
             deps.strays.add_container(container)
         spare = deps.spares.take() if launch.spare and deps.spares is not None else None
@@ -461,7 +462,8 @@ class Attempt:
                          max_pids=self.ctx.settings.agent_max_pids, user=switch,
                          scratch_private_tmp=None if scratches is None
                          else scratches.view(self.cmd.spec.run_as_root).private_tmp,
-                         spare_private_tmp=None if spares is None else spares.private_tmp)
+                         spare_private_tmp=None if spares is None else spares.private_tmp,
+                         cli_env=containers.cli_env() if self.deps.setup.runtime is not None else {})
 
     async def _started(self, pid: int) -> None:
         if self.phase is P.STARTING:

@@ -29,7 +29,7 @@ from jetcron.core.handoff import report_requests
 from jetcron.core.sim import SimExecution
 from jetcron.services.agent import gang
 from jetcron.services.agent.attempt import Attempt, AttemptDeps
-from jetcron.services.agent.host.confine import job_env, job_user
+from jetcron.services.agent.host.confine import JobUser, agent_job_user, job_env
 from jetcron.services.agent.host.container import remove_leftovers
 from jetcron.services.agent.host.gpu_health import GpuHealth
 from jetcron.services.agent.host.offer import HostSetup, checked_agent_id, describe, parse_labels
@@ -95,11 +95,13 @@ class Agent:
         self._takes: dict[str, asyncio.Event] = {}
         """Runs whose assignment is being taken now, set when it is done (`_taking`)."""
         self.started_at = ctx.clock.now()
-        self.job_user = job_user(ctx.settings.agent_job_user, os.getuid())
+        self.job_user = agent_job_user(ctx.settings.agent_job_user)
         """Who jobs run as (looked up once: an unknown user stops the agent at start, not each run)."""
         self.strays = StrayGuard(Path(ctx.settings.data_dir) / f"agent-{agent_id}.pgids", agent_id)
-        spares = ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(setup.limits,
-                                                                                              setup.launcher)
+        # A spare's perl switches users with its own id variables, which leave an agent that is not root its
+        # capabilities: such an agent spawns every run through the launcher or the tools, which drop them.
+        spares = ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(
+            setup.limits, setup.launcher) and (os.geteuid() == 0 or self.job_user.uid is None)
         self.spares = SparePool(setup.limits, max_pids=ctx.settings.agent_max_pids, strays=self.strays,
                                 agent_id=agent_id, scratches=scratches, launcher=setup.launcher) if spares else None
         self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
@@ -359,7 +361,8 @@ class Agent:
         used = self.used
         info = msgspec.structs.replace(
             info, pending_reports=self.reports.queued, free_cpu=round(max(0.0, info.cpu - used.cpu), 3),
-            free_memory_mb=max(0, info.memory_mb - used.memory_mb), free_gpus=max(0, info.gpus - used.gpus))
+            free_memory_mb=max(0, info.memory_mb - used.memory_mb), free_gpus=max(0, info.gpus - used.gpus),
+            job_user="" if self.ctx.settings.agent_sim else shown_job_user(self.job_user, self.scratches))
         info = self.gpu_health.stamp(info)  # placement clears a suspect GPU host only on a later pass
         try:
             await self.ctx.agents.put(self.agent_id, info)
@@ -405,6 +408,22 @@ class Agent:
 _K = TypeVar("_K", str, int)
 
 
+def cannot_switch_note(user: JobUser) -> str:
+    """What an agent that cannot switch users says once at its start."""
+    groups = sorted(set(os.getgroups()) - {os.getegid()})
+    held = f" and its supplementary groups ({', '.join(map(str, groups))})" if groups else ""
+    return (f"jobs run as this agent's own user {user.name}{held}: it cannot switch users ({user.cannot_switch}); "
+            "they can read what it reads, its credential included, and reach each other. Run the agent as root, or "
+            "give it CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_KILL as ambient capabilities")
+
+
+def shown_job_user(user: JobUser, scratches: Scratches | None) -> str:
+    """AgentInfo.job_user: who this agent's jobs run as."""
+    if user.uid is None:
+        return "@agent"
+    return "@own-uid" if scratches is not None and scratches.uids else user.name
+
+
 def _assignment(msg: Message) -> AssignRun:
     try:
         return decode(msg.data, AssignRun)
@@ -431,9 +450,11 @@ async def main(ctx: Context) -> None:
     setup = await asyncio.to_thread(HostSetup.probe, agent_id, ctx.settings.data_dir,
                                     ctx.settings.agent_launcher and not ctx.settings.agent_sim)
     scratches = None
+    user = agent_job_user(ctx.settings.agent_job_user)
     if not ctx.settings.agent_sim:  # a simulation runs nothing: no scratch, no uid
-        scratches, notes = await asyncio.to_thread(Scratches.setup, ctx.settings, agent_id,
-                                                   job_user(ctx.settings.agent_job_user, os.getuid()), setup.launcher)
+        if user.cannot_switch is not None:
+            ctx.log.warning(cannot_switch_note(user))
+        scratches, notes = await asyncio.to_thread(Scratches.setup, ctx.settings, agent_id, user, setup.launcher)
         for note in notes:
             ctx.log.warning(note)
     agent = Agent(ctx, agent_id, setup, scratches, sim=ctx.settings.agent_sim_execution)
@@ -490,6 +511,7 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
                  capabilities=setup.capabilities, scratch=str(scratches.dir) if scratches else None,
                  private_tmp=bool(scratches and scratches.private_tmp),
                  job_uids=len(scratches.uids) if scratches and scratches.uids else 0,
+                 job_user=shown_job_user(agent.job_user, scratches),
                  launcher=setup.launcher is not None)
     await ctx.stop.wait()
     consume_stop.set()

@@ -3,6 +3,8 @@ the job verbs (`job_calendars`). A tenant reaches its own calendars only: anothe
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +16,7 @@ from jetcron.core.calendar_time import compile_calendar
 from jetcron.core.calendars import CalendarRecord, CalendarSpec, validate_calendar
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.exclusions import JobCalendars
-from jetcron.core.ics import MAX_ICS_BYTES, parse_ics
+from jetcron.core.ics import BUDGET_S, MAX_ICS_BYTES, IcsImport, parse_ics
 from jetcron.core.ids import job_key
 from jetcron.core.models import JobRecord, JobSpec, JobStatus
 from jetcron.core.validate import decode_as
@@ -27,6 +29,12 @@ from jetcron.wire import verbs as v
 from jetcron.wire.api import CalendarPreview, FireTime, Page
 
 _SCAN_BATCH = 256
+ICS_READERS = 2
+"""ICS files one api process reads at once, each on a thread of its own (a read is CPU-bound: the event loop, which
+answers every other verb, keeps its share); the rest wait their turn within their own budget."""
+_ICS_GRACE_S = 2.0
+"""How long past its budget a read is waited for: the read refuses itself at its budget, but only between two steps
+of the walk, and a thread cannot be stopped from outside."""
 
 
 async def job_calendars(store: Records[CalendarRecord], spec: JobSpec, *, strict: bool,
@@ -60,8 +68,32 @@ class Calendars(Noun):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._readers = asyncio.Semaphore(ICS_READERS)
 
-    def _spec(self, req: dict[str, Any], tenant: str | None) -> CalendarSpec:
+    async def _imported(self, ics: str, name: str) -> IcsImport:
+        """The file's dates and windows, read off the event loop within BUDGET_S (waiting for a reader included),
+        or InvalidSpec naming `ics`, and the calendar, once it passes a bound or the budget (core/ics.py)."""
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(BUDGET_S + _ICS_GRACE_S):
+                await self._readers.acquire()
+                reading = asyncio.ensure_future(asyncio.to_thread(
+                    parse_ics, ics, now=self.ctx.clock.now(), elapsed=lambda: time.monotonic() - started))
+                # The reader is the thread's until it ends, even when this call has given up on it.
+                reading.add_done_callback(self._read)
+                return await asyncio.shield(reading)
+        except InvalidSpec as exc:
+            raise InvalidSpec(exc.field, exc.value, f"calendar {name!r}: {exc.problem}") from None
+        except TimeoutError:
+            raise InvalidSpec("ics", f"{len(ics)} characters", f"calendar {name!r}: took more than {BUDGET_S:g} s "
+                              "to read: split it, or keep fewer events") from None
+
+    def _read(self, reading: asyncio.Future[IcsImport]) -> None:
+        self._readers.release()
+        if not reading.cancelled():
+            reading.exception()  # retrieved: one given up on at the deadline is not logged as lost
+
+    async def _spec(self, req: dict[str, Any], tenant: str | None) -> CalendarSpec:
         raw = req["calendar"]
         if not isinstance(raw, dict):
             raise InvalidSpec("calendar", raw, "must be a JSON object")
@@ -73,7 +105,7 @@ class Calendars(Noun):
         spec = decode_as(raw, CalendarSpec, "calendar")
         ics = text(req, "ics", limit=MAX_ICS_BYTES)
         if ics is not None:
-            found = parse_ics(ics, now=self.ctx.clock.now())
+            found = await self._imported(ics, spec.name)
             spec = msgspec.structs.replace(spec, dates=sorted({*spec.dates, *found.dates}),
                                            windows=list(dict.fromkeys([*spec.windows, *found.windows])))
         validate_calendar(spec)
@@ -122,7 +154,7 @@ class Calendars(Noun):
     @verb
     async def create(self, call: Call) -> CalendarRecord:
         req = body(call.data, v.CalendarsCreate)
-        spec, now = self._spec(req, call.tenant), self.ctx.clock.now()
+        spec, now = await self._spec(req, call.tenant), self.ctx.clock.now()
         record = CalendarRecord(spec=spec, created_at=now, updated_at=now)
         try:
             await self.ctx.calendars.create(spec.key, record)
@@ -134,7 +166,7 @@ class Calendars(Noun):
     async def update(self, call: Call) -> CalendarRecord:
         req = body(call.data, v.CalendarsUpdate)
         expected = integer(req, "expected_version", 0, 0, 2**53) or None
-        spec = self._spec(req, call.tenant)
+        spec = await self._spec(req, call.tenant)
         old, revision = await self._stored(spec.key if call.tenant is None else spec.name, call.tenant)
         if expected is not None and old.version != expected:
             raise Conflict(f"calendar {spec.name!r} is at version {old.version}, not {expected}: it changed since it "
@@ -175,7 +207,7 @@ class Calendars(Noun):
     @verb
     async def preview(self, call: Call) -> CalendarPreview:
         req = body(call.data, v.CalendarsPreview)
-        spec = self._spec(req, call.tenant)
+        spec = await self._spec(req, call.tenant)
         count = integer(req, "count", 10, 1, 100)
         name = text(req, "job")
         try:

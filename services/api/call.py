@@ -31,10 +31,10 @@ def job_named(name: str | None, tenant: str | None, field: str = "name") -> str:
     """The key of the job a caller names: a tenant names its own jobs (`nightly`), the admin any by its key
     (`acme.nightly`). A key from a tenant names another tenant's job, so it reads as missing (NotFound), as that
     job would; a name no job could have is invalid."""
-    if name is None or not JOB_KEY_RE.match(name):
+    if name is None or not JOB_KEY_RE.fullmatch(name):
         raise InvalidSpec(field, name, "is not a valid job name")
     if tenant is None:
         return name
-    if not JOB_NAME_RE.match(name):
+    if not JOB_NAME_RE.fullmatch(name):
         raise NotFound("job", name)
     return job_key(tenant, name)

@@ -54,7 +54,7 @@ class Intake:
         header = (msg.headers or {}).get("Nats-Msg-Id")
         request_id = header or f"seq-{msg.metadata.sequence.stream}"
         store = await self._store()
-        if not REQUEST_ID_RE.match(request_id):
+        if not REQUEST_ID_RE.fullmatch(request_id):
             # Kept under the stream sequence, the one id it surely has: the publisher reads it from its ack.
             request_id = f"seq-{msg.metadata.sequence.stream}"
             await self._keep(store, tenant, request_id, InvalidSpec(

@@ -10,7 +10,7 @@ import msgspec
 
 from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
-from jetcron.core import dag, exclusions, triggers
+from jetcron.core import dag, exclusions, ids, triggers
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
 from jetcron.core.fire_marks import covers, mark_key
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id, shard_of
@@ -24,6 +24,7 @@ from jetcron.services.api.admission import Admission
 from jetcron.services.api.calendars import fire_times, job_calendars
 from jetcron.services.api.call import Call, job_named, visible
 from jetcron.services.api.capacity import CapacityCheck
+from jetcron.services.api.dependents import Dependents, describe, refusal
 from jetcron.services.api.key_listing import KeyListing
 from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, flag, instant, integer, text
@@ -44,6 +45,7 @@ class Jobs(Noun):
         self.capacity = CapacityCheck(ctx)
         self.admission = admission
         self.listing = KeyListing(ctx.jobs)
+        self.dependents = Dependents(ctx)
 
     async def _graph(self, spec: JobSpec) -> tuple[dict[str, tuple[str, list[str]]], dict[str, Schedule]]:
         """The stored jobs reachable upstream of `spec` (what a cycle check needs), read breadth-first, and their
@@ -53,7 +55,7 @@ class Jobs(Noun):
         todo = list(spec.depends_on)
         while todo and len(graph) < 1000:
             name = todo.pop()
-            if name in graph or name == spec.name or not JOB_NAME_RE.match(name):
+            if name in graph or name == spec.name or not JOB_NAME_RE.fullmatch(name):
                 continue
             found = await self.ctx.jobs.maybe(job_key(spec.tenant, name))
             # Another tenant's job is left out, so it reads as unknown: a tenant learns nothing of it.
@@ -83,6 +85,7 @@ class Jobs(Noun):
                       email_enabled=self.ctx.settings.smtp_host is not None)
         validate_history(spec.history, self.ctx.history.cluster, "spec.history")
         await priorities.check_ceiling(self.ctx, spec.tenant, spec.priority, tenant)
+        await self._root_allowed(spec)
         if spec.depends_on and dag.join_of(spec) is JoinPolicy.SAME_OCCURRENCE:
             edges = {name: ups for name, (_, ups) in graph.items()} | {spec.name: spec.depends_on}
             apart = dag.roots_apart(edges, spec.name, schedules)
@@ -94,6 +97,30 @@ class Jobs(Noun):
         # Over every field: the hash a spec had when specs were stored whole, so a job stored then is still the same
         # body.
         return spec, body_hash(encode(with_defaults(spec)))
+
+    async def _flows_meet(self, spec: JobSpec, field: str, *, itself: bool = False) -> None:
+        """Refuse a change of `spec` (create, update, resume) after which a job joined on the same occurrence
+        downstream of it (or `spec` itself, `itself`) could never be met: its upstreams would come from roots on
+        different schedules (api/dependents.py; `field`: what the change is refused on)."""
+        found = await self.dependents.never_met(spec, itself=itself)
+        if found is None:
+            return
+        dependent, roots, schedules = found
+        if dependent == spec.name:
+            field = "join"
+        value: object = describe(spec.schedule) if field == "schedule" else \
+            list(spec.depends_on) if field == "depends_on" else JoinPolicy.SAME_OCCURRENCE.value
+        raise InvalidSpec(field, value, refusal(spec.name, dependent, roots, schedules))
+
+    async def _root_allowed(self, spec: JobSpec) -> None:
+        """A job may ask to run as root only where its tenant's policy allows it, the admin's job too: an agent
+        would refuse it at every start anyway (and checks again then: the policy may change)."""
+        if not spec.run_as_root:
+            return
+        found = await self.ctx.tenants.maybe(spec.tenant)
+        if found is None or not found[0].allow_run_as_root:
+            raise InvalidSpec("run_as_root", True, f"tenant {spec.tenant!r}'s policy does not allow jobs to run as "
+                              f"root (the admin: jetcron tenants set {spec.tenant} --allow-run-as-root)")
 
     async def _calendars_ok(self, spec: JobSpec, created_at: datetime) -> None:
         """The calendars the job names exist (its own tenant's: another's reads as unknown), and leave it an
@@ -121,14 +148,16 @@ class Jobs(Noun):
         req = body(call.data, v.JobsCreate)
         spec, digest = await self._validated(req["spec"], call.tenant)
         await self._calendars_ok(spec, self.ctx.clock.now())
+        # A name made again: jobs stored with it in their depends_on join this one.
+        await self._flows_meet(spec, "schedule")
         await self.admission.admit(spec.tenant)
         key = text(req, "idempotency_key", limit=128)
         claim: int | None = None
         # Keys are per tenant: one tenant's key can neither collide with nor reveal another's.
         scope = f"create.{spec.tenant}.{key}"
         if key is not None:
-            if not key or not all(c.isalnum() or c in "-_" for c in key):
-                raise InvalidSpec("idempotency_key", key, "must be 1-128 letters, digits, '-' or '_'")
+            if not ids.IDEMPOTENCY_KEY_RE.fullmatch(key):
+                raise InvalidSpec("idempotency_key", key, "must be 1-128 ASCII letters (A-Z, a-z), digits, '-' or '_'")
             existing = await self.keys.get(scope)
             if existing is not None and existing[0].state != "released":
                 if existing[0].body_hash != digest:
@@ -154,6 +183,7 @@ class Jobs(Noun):
             # Its end from the start, so that firing it costs no second write (core/fire_marks).
             ends = now + timedelta(seconds=await self.ctx.history.keep_for(spec))
             record = msgspec.structs.replace(record, expires_at=ends, fired_by_mark=True)
+        await self.dependents.add(spec)
         try:
             await self.ctx.jobs.create(spec.key, record)
         except WriteConflict:
@@ -164,6 +194,7 @@ class Jobs(Noun):
                     return old
                 if claim is not None:  # made between the look above and this create: the key is let go again
                     await self.keys.forget(scope, claim)
+                await self.dependents.drop(spec, kept=old.spec.depends_on)  # the edges written for it above
                 raise Conflict(f"job {spec.name!r} already exists (use update)") from None
             record = msgspec.structs.replace(record, version=old.version + 1)
             await self.ctx.jobs.update(spec.key, record, revision)
@@ -184,13 +215,21 @@ class Jobs(Noun):
             raise Conflict(f"job {spec.name!r} is at version {old.version}, not {expected}: it changed since it was "
                            "read; read it again and retry")
         await self._calendars_ok(spec, old.created_at)
+        await self._flows_meet(spec, "schedule" if spec.schedule != old.spec.schedule
+                               else "depends_on" if spec.depends_on != old.spec.depends_on else "schedule")
         old = settled(old, await self._fired(old, revision))
         # A fired one-shot job keeps its end while its schedule stays; a new schedule fires again, so it stays.
         expires = old.expires_at if spec.schedule == old.spec.schedule else None
         record = msgspec.structs.replace(old, spec=spec, version=old.version + 1, updated_at=self.ctx.clock.now(),
                                          body_hash=digest, trace_id=current_trace_id(),
                                          warnings=await self.capacity.warnings(spec), expires_at=expires)
-        await self.ctx.jobs.update(spec.key, record, revision)
+        await self.dependents.add(spec)
+        try:
+            await self.ctx.jobs.update(spec.key, record, revision)
+        except WriteConflict:
+            await self.dependents.drop(spec, kept=old.spec.depends_on)  # refused: the edges written for it above
+            raise
+        await self.dependents.drop(old.spec, kept=spec.depends_on)
         if flag(req, "apply_to_waiting"):
             await self._move_waiting(spec, call.tenant)
         return record
@@ -227,20 +266,21 @@ class Jobs(Noun):
         req = body(call.data, v.JobsGet)
         record, _ = await self._job(text(req, "name"), call.tenant)
         count = integer(req, "count", 5, 0, 100)
+        waits = dag.wait_timeout(record.spec)
         if not count:
-            return JobView(job=record)
+            return JobView(job=record, wait_timeout_seconds=waits)
         # The next `count` fire times, with the occurrences a DST gap or a calendar skips between them.
         calendars = await job_calendars(self.ctx.calendars, record.spec, strict=False)
         rows = exclusions.preview(record.spec.schedule, self.ctx.clock.now(), count, created_at=record.created_at,
                                   calendars=calendars)
-        return JobView(job=record, next_fires=fire_times(rows))
+        return JobView(job=record, next_fires=fire_times(rows), wait_timeout_seconds=waits)
 
     @verb
     async def list(self, call: Call) -> Page[JobRecord]:
         req = body(call.data, v.JobsList)
         limit = integer(req, "limit", 100, 1, 1000)
         queue = text(req, "queue")
-        if queue is not None and not QUEUE_RE.match(queue):
+        if queue is not None and not QUEUE_RE.fullmatch(queue):
             raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
         after = text(req, "cursor") or ""
         names = await self.listing.after(s.jobs_of_tenant_filter(call.tenant), after)
@@ -262,6 +302,9 @@ class Jobs(Noun):
         # Only the api changes a job made with its end, and its first change settles it: a stored copy that is
         # still one is the record read here, at this revision.
         fired = await self._fired(record, revision)
+        if status is JobStatus.ACTIVE and record.status is not JobStatus.ACTIVE:
+            # Its flow may have changed while it was paused (records of an earlier release were never checked).
+            await self._flows_meet(record.spec, "schedule", itself=True)
 
         def decide(current: JobRecord) -> JobRecord:
             if current.status is JobStatus.DELETED:  # deleted meanwhile: never brought back by a pause
@@ -281,6 +324,8 @@ class Jobs(Noun):
 
         changed = await self.ctx.jobs.change(record.spec.key, decide, copy=(record, revision), tries=5)
         assert changed is not None  # decide never gives up: it changes the record or raises
+        if status is JobStatus.DELETED:
+            await self.dependents.drop(record.spec)
         return changed[1]
 
     @verb

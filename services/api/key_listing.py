@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from jetcron.bus.ports import Records
@@ -21,17 +22,22 @@ KEPT = 8
 
 
 class KeyListing:
-    def __init__(self, records: Records[Any], kept: int = KEPT) -> None:
+    """`order`: what the keys are sorted by (themselves when None)."""
+
+    def __init__(self, records: Records[Any], kept: int = KEPT, order: Callable[[str], str] | None = None) -> None:
         self.records = records
         self.kept = kept
+        self.order = order
         self._lists: OrderedDict[str, tuple[tuple[int, int], list[str]]] = OrderedDict()
 
     async def after(self, pattern: str, cursor: str) -> list[str]:
         """The keys matching `pattern` past `cursor` (all: ""), in order."""
-        keys = await self._sorted(pattern)
-        return keys[bisect_right(keys, cursor):] if cursor else keys
+        keys = await self.ordered(pattern)
+        return keys[bisect_right(keys, self.order(cursor) if self.order else cursor, key=self.order):] \
+            if cursor else keys
 
-    async def _sorted(self, pattern: str) -> list[str]:
+    async def ordered(self, pattern: str) -> list[str]:
+        """Every key matching `pattern`, in order (the list kept: not to be changed)."""
         mark = await self.records.mark()
         kept = self._lists.get(pattern)
         if kept is not None and kept[0] == mark:
@@ -39,7 +45,7 @@ class KeyListing:
             return kept[1]
         # The mark is taken before the listing: a write landing during it moves the mark, and the next page lists
         # again, whether or not this listing saw that write.
-        keys = sorted(await self.records.keys(pattern))
+        keys = sorted(await self.records.keys(pattern), key=self.order)
         self._lists[pattern] = (mark, keys)
         self._lists.move_to_end(pattern)
         while len(self._lists) > self.kept:

@@ -62,7 +62,7 @@ class Notifications(Noun):
     async def redeliver(self, call: Call) -> Delivery:
         req = body(call.data, v.NotificationsRedeliver)
         delivery_id = text(req, "delivery_id", limit=400)
-        if delivery_id is None or not DELIVERY_ID_RE.match(delivery_id):
+        if delivery_id is None or not DELIVERY_ID_RE.fullmatch(delivery_id):
             raise InvalidSpec("delivery_id", delivery_id, "is not a delivery id (`notifications list` shows them)")
         found = await (await self._log()).maybe(delivery_id)
         if found is None or not visible(found[0].notice.tenant, call.tenant):

@@ -20,7 +20,7 @@ def parse(priority: object, queue: object) -> tuple[Priority, str | None]:
     if not isinstance(priority, str) or priority not in {p.value for p in Priority}:
         raise InvalidSpec("priority", priority, f"must be one of {', '.join(p.value for p in Priority)}")
     wanted = Priority(priority)
-    if queue is not None and not (isinstance(queue, str) and QUEUE_RE.match(queue)):
+    if queue is not None and not (isinstance(queue, str) and QUEUE_RE.fullmatch(queue)):
         raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
     return wanted, queue
 

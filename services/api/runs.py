@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+
 import msgspec
 
 from jetcron.bus import rpc
 from jetcron.bus.finished import read_minutes
 from jetcron.bus.logs import read_chunks
+from jetcron.bus.ports import Records
 from jetcron.core.errors import InvalidSpec, NotFound, Unavailable
 from jetcron.core.finished import first_minute
 from jetcron.core.ids import QUEUE_RE, RUN_ID_RE
@@ -14,6 +18,7 @@ from jetcron.core.models import Run, RunState
 from jetcron.ops.control import cancel_run
 from jetcron.services.api import priorities
 from jetcron.services.api.call import Call, job_named, visible
+from jetcron.services.api.key_listing import KeyListing
 from jetcron.services.api.registry import Noun, verb
 from jetcron.services.api.requests import body, flag, integer, text
 from jetcron.services.runtime import Context
@@ -25,10 +30,12 @@ from jetcron.wire.messages import ActiveRunsQuery
 
 STATES = {st.value for st in RunState}
 ACTIVE_TIMEOUT = 5.0
+MAX_POSITION = 2**63 - 1
+"""A stream sequence is an unsigned 64-bit count; JSON clients keep integers below 2**63 exactly."""
 
 
 def run_id_of(value: str | None) -> str:
-    if value is None or not RUN_ID_RE.match(value):
+    if value is None or not RUN_ID_RE.fullmatch(value):
         raise InvalidSpec("run_id", value, "is not a run id (JOB.YYYYMMDDTHHMMSSmmmZ)")
     return value
 
@@ -41,11 +48,80 @@ async def visible_run(ctx: Context, run_id: str, tenant: str | None) -> Run:
     return run
 
 
+SCAN_JOBS = 200
+"""The most jobs whose run keys one page without a job lists."""
+SCAN_RUNS = 2000
+"""The most run records one page without a job reads (its state or queue filter passing over the others)."""
+_FIRST, _LAST = "00000000T000000000Z", "99999999T999999999Z"
+"""Stamps before and after every run's: a cursor at a job's edge is a run id the job never has."""
+
+
+def job_order(job: str) -> str:
+    """Where a job's runs stand among others' when listed by id: its key and the dot its run ids go on with."""
+    return job + "."
+
+
+def job_of_position(cursor: str) -> str:
+    """The job a cursor (a run id) is among the runs of."""
+    return cursor.rsplit(".", 1)[0]
+
+
+def past_job(job: str, newest: bool) -> str:
+    """A cursor past every run of `job`: after its last (before its first, newest first)."""
+    return f"{job}.{_FIRST if newest else _LAST}"
+
+
+async def runs_of(runs: Records[Run], job: str, after: str, newest: bool) -> list[str]:
+    """The job's run keys past `after` (all: ""), by occurrence (newest first: before it). The server lists the
+    job's key names (one request; no record is read): run ids start with the job's key."""
+    everything = await runs.keys(s.runs_of_job_filter(job))
+    if newest:
+        return sorted((k for k in everything if not after or k < after), reverse=True)
+    return sorted(k for k in everything if k > after)
+
+
+async def across_jobs(runs: Records[Run], jobs: Sequence[str], after: str, newest: bool, limit: int,
+                      keep: Callable[[Run], bool]) -> Page[Run]:
+    """Runs of every job in `jobs` (those the caller may see, in job_order), job by job (newest: backwards), each
+    job's by occurrence: a page lists the keys of a few jobs and reads only the records it looks at, however many
+    runs the tenant has.
+
+    A page looks at SCAN_JOBS jobs and SCAN_RUNS records at most: past either it ends short, with a cursor that
+    goes on from where it stopped (a short page with a cursor means "keep going", never "the end")."""
+    at = job_of_position(after)
+    if newest:
+        end = bisect_right(jobs, job_order(at), key=job_order) if after else len(jobs)
+        window = list(jobs[max(0, end - SCAN_JOBS):end])[::-1]
+        beyond = end > len(window)
+    else:
+        start = bisect_left(jobs, job_order(at), key=job_order) if after else 0
+        window = list(jobs[start:start + SCAN_JOBS])
+        beyond = start + len(window) < len(jobs)
+    items: list[Run] = []
+    read = 0
+    for i, job in enumerate(window):
+        if read >= SCAN_RUNS:
+            return Page(items=items, next_cursor=past_job(window[i - 1], newest))
+        keys = await runs_of(runs, job, after if job == at else "", newest)
+        taken = keys[:SCAN_RUNS - read]
+        found, stopped = await runs.page(taken, limit - len(items), keep)
+        items.extend(found)
+        more = len(taken) < len(keys) or i + 1 < len(window) or beyond
+        if len(items) == limit:
+            last = stopped or (taken[-1] if taken else None)
+            return Page(items=items, next_cursor=last if (stopped or more) else None)
+        read += len(taken)
+        if len(taken) < len(keys):
+            return Page(items=items, next_cursor=taken[-1])
+    return Page(items=items, next_cursor=past_job(window[-1], newest) if beyond and window else None)
+
+
 class Runs(Noun):
     noun = "runs"
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.job_keys = KeyListing(ctx.jobs, order=job_order)
 
     @verb
     async def get(self, call: Call) -> Run:
@@ -56,7 +132,7 @@ class Runs(Noun):
     async def list(self, call: Call) -> Page[Run]:
         req = body(call.data, v.RunsList)
         job, queue = text(req, "job"), text(req, "queue")
-        if queue is not None and not QUEUE_RE.match(queue):
+        if queue is not None and not QUEUE_RE.fullmatch(queue):
             raise InvalidSpec("queue", queue, "must be 1-63 letters, digits, '-' or '_'")
         state = text(req, "state")
         if state is not None and state not in STATES:
@@ -75,19 +151,18 @@ class Runs(Noun):
         if job is None and state is not None and not RunState(state).terminal:
             return await self._active(ActiveRunsQuery(state=state, tenant=call.tenant, queue=queue, cursor=after,
                                                       limit=limit))
-        # The server lists the key names (one request; no record is read): by job, that job's keys alone, since
-        # run ids start with the job's key; without one, the caller's tenant's keys alone.
-        pattern = s.runs_of_job_filter(job) if job else s.runs_of_tenant_filter(call.tenant)
-        everything = await self.ctx.runs.keys(pattern)
-        if newest:
-            keys = sorted((k for k in everything if not after or k < after), reverse=True)
-        else:
-            keys = sorted(k for k in everything if k > after)
 
         def keep(run: Run) -> bool:
             return ((state is None or run.state == state) and visible(run.tenant, call.tenant)
                     and (queue is None or (run.spec.queue if run.spec else "default") == queue))
 
+        if job is None:
+            # The jobs come from jc_jobs, listed again only when it changed (key_listing.py); a deleted job's
+            # record is kept as long as its finished runs are, so its runs are listed too.
+            return await across_jobs(self.ctx.runs, await self.job_keys.ordered(s.jobs_of_tenant_filter(call.tenant)),
+                                     after, newest, limit, keep)
+        # The server lists the job's key names (one request; no record is read): run ids start with the job's key.
+        keys = await runs_of(self.ctx.runs, job, after, newest)
         items, cursor = await self.ctx.runs.page(keys, limit, keep)
         return Page(items=items, next_cursor=cursor)
 
@@ -147,18 +222,22 @@ class Runs(Noun):
         req = body(call.data, v.RunsLogs)
         run_id = (await visible_run(self.ctx, run_id_of(text(req, "run_id")), call.tenant)).run_id
         limit = integer(req, "limit_bytes", 1_048_576, 1, 8_388_608)
+        after = integer(req, "after", 0, 0, MAX_POSITION)
         out: list[str] = []
         size = 0
         done = False
-        async for _stream, chunk, end in read_chunks(self.ctx.streams, run_id):
+        position = after
+        # From the stream by sequence: a follower that sends back its position has the server skip what it read.
+        async for _stream, chunk, end, seq in read_chunks(self.ctx.streams, run_id, after=after):
             if end:
-                done = True
+                done, position = True, seq
+                break
+            if out and size + len(chunk) > limit:
                 break
             size += len(chunk)
-            if size > limit:
-                break
             out.append(chunk.decode("utf-8", "replace"))
-        return v.Logs(run_id=run_id, output="".join(out), complete=done)
+            position = seq
+        return v.Logs(run_id=run_id, output="".join(out), complete=done, position=position)
 
     @verb
     async def finished(self, call: Call) -> v.FinishedRuns:

@@ -24,7 +24,7 @@ def _tenant(call: Call, req: dict[str, Any]) -> str:
             raise InvalidSpec("tenant", req["tenant"], f"is set by your credential (tenant {call.tenant!r})")
         return call.tenant
     tenant = text(req, "tenant")
-    if tenant is None or not TENANT_RE.match(tenant):
+    if tenant is None or not TENANT_RE.fullmatch(tenant):
         raise InvalidSpec("tenant", tenant, "is required (1-63 letters, digits, '-' or '_')")
     return tenant
 

@@ -33,7 +33,7 @@ class Submissions(Noun):
         """A request's outcome; a tenant reads its own only (another's reads as not found)."""
         req: dict[str, Any] = body(call.data, v.SubmissionsGet)
         request_id = text(req, "request_id", limit=100)
-        if request_id is None or not REQUEST_ID_RE.match(request_id):
+        if request_id is None or not REQUEST_ID_RE.fullmatch(request_id):
             raise InvalidSpec("request_id", request_id, "must be 1-100 letters, digits, '-' or '_'")
         tenant = call.tenant if call.tenant is not None else text(req, "tenant") or "default"
         found = await (await self._store()).maybe(submission_key(tenant, request_id))

@@ -34,7 +34,7 @@ class Tenants(Noun):
             policy = msgspec.convert(req, TenantPolicy)
         except msgspec.ValidationError as exc:
             raise InvalidSpec("tenant", req, str(exc)) from None
-        if not TENANT_RE.match(policy.tenant):
+        if not TENANT_RE.fullmatch(policy.tenant):
             raise InvalidSpec("tenant", policy.tenant, "must be 1-63 letters, digits, '-' or '_'")
         if not 0 < policy.weight <= 1000:
             raise InvalidSpec("weight", policy.weight, "must be > 0 and <= 1000")

@@ -44,7 +44,7 @@ class Tokens(Noun):
             raise InvalidSpec("admin", admin, "must be true or false")
         if admin == (tenant is not None):
             raise InvalidSpec("tenant", tenant, "name exactly one of: a tenant, or admin: true")
-        if tenant is not None and not TENANT_RE.match(tenant):
+        if tenant is not None and not TENANT_RE.fullmatch(tenant):
             raise InvalidSpec("tenant", tenant, "must be 1-63 letters, digits, '-' or '_'")
         name = text(req, "name", default="", limit=128) or ""
         token, record = issue(tenant, name, self.ctx.clock.now())
@@ -67,7 +67,7 @@ class Tokens(Noun):
     async def revoke(self, call: Call) -> v.TokenRevoked:
         req = body(call.data, v.TokensRevoke)
         token_id = text(req, "token_id")
-        if token_id is None or not TOKEN_ID_RE.match(token_id):
+        if token_id is None or not TOKEN_ID_RE.fullmatch(token_id):
             raise InvalidSpec("token_id", token_id, "is not a token id (16 hex digits; see tokens list)")
         store = await self._store()
         if await store.maybe(token_id) is None:

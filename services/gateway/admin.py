@@ -43,6 +43,8 @@ class TenantPolicyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     preemption: Preemption | None = None
     """Whether its running runs may be preempted by waiting runs of higher priority, and the guards
     (docs/preemption.md); absent: never."""
+    allow_run_as_root: bool = False
+    """Whether its jobs may ask to run as root (on agents that allow it too); absent: no."""
 
 
 @get(f"{API}/tenants", summary="Tenants' weights and quotas (admin)")

@@ -7,6 +7,7 @@ the reply (design.py). docs/rest-api.md is the user's guide.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from jetcron.services.gateway import admin, calendars, contract, jobs, runs, ui
 from jetcron.services.gateway.gate import API, Gate, HttpProblem, WholeResponse, field_of, gate_of
 from jetcron.services.gateway.problems import PROBLEM_JSON, Problem, problem
+from jetcron.services.gateway.ui.session import Sessions
 
 log = structlog.get_logger("jetcron.gateway")
 OPENAPI = "/api/docs"
@@ -34,9 +36,23 @@ def _problem_response(body: Problem, headers: dict[str, Any] | None = None) -> R
 
 
 _DOCUMENT = contract.document()
-_REDOC = ('<!doctype html><html><head><meta charset="utf-8"><title>jetcron REST API</title></head><body>'
+REDOC = "/ui/static/redoc-2.5.2.standalone.js"
+"""Redoc's standalone bundle, vendored from the npm package redoc 2.5.2 (bundles/redoc.standalone.js) with its
+licence: served from the gateway's own origin, never a CDN's."""
+REDOC_SHA256 = "6beb5aea23b71d09122ee35de8f326e38aec050e774f3bfba1f34e5c36608986"
+"""The vendored file's SHA-256 (the npm package's own): the page names it as the script's integrity, and a unit
+test checks the file against it."""
+_INTEGRITY = "sha256-" + base64.b64encode(bytes.fromhex(REDOC_SHA256)).decode()
+_REDOC = ('<!doctype html><html><head><meta charset="utf-8"><title>jetcron REST API</title>'
+          '<link rel="icon" href="data:,"></head><body>'
           f'<redoc spec-url="{API}/openapi.json"></redoc>'
-          '<script src="https://cdn.redoc.ly/redoc/latest/bundles/redoc.standalone.js"></script></body></html>')
+          f'<script src="{REDOC}" integrity="{_INTEGRITY}"></script></body></html>')
+DOCS_POLICY = ("default-src 'none'; script-src 'self'; worker-src blob:; connect-src 'self'; img-src 'self' data:; "
+               "style-src 'self' 'unsafe-inline'; font-src 'self' data:; base-uri 'none'; form-action 'none'; "
+               "frame-ancestors 'none'")
+"""The docs page's Content-Security-Policy: scripts from this origin alone (no inline one, no other site's), the
+contract fetched from here. Redoc adds its styles inline and runs its search in a worker made from a blob; the
+logo it shows from its makers' CDN is refused."""
 
 
 @get(f"{API}/openapi.json", include_in_schema=False, media_type="application/vnd.oai.openapi+json")
@@ -46,8 +62,10 @@ async def openapi_json() -> dict[str, Any]:
 
 
 @get(OPENAPI, include_in_schema=False, media_type="text/html")
-async def redoc() -> str:
-    return _REDOC
+async def redoc() -> Response[str]:
+    return Response(_REDOC, media_type="text/html",
+                    headers={"Content-Security-Policy": DOCS_POLICY, "X-Content-Type-Options": "nosniff",
+                             "Referrer-Policy": "no-referrer"})
 
 
 @get(f"{API}/docs", include_in_schema=False)
@@ -133,7 +151,9 @@ _ROUTES: list[Any] = [*jobs.ROUTES, *runs.ROUTES, *admin.ROUTES, *calendars.ROUT
                       openapi_json, redoc, docs, livez, readyz]
 
 
-def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "") -> Litestar:
+def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "", sessions: Sessions | None = None) -> Litestar:
+    """`sessions`: how dashboard sessions are signed and judged; a fresh random key when not given (sessions then
+    end with the process)."""
     handlers: dict[Any, Callable[..., Any]] = {
         HttpProblem: _on_problem, ValidationException: _on_validation, HTTPException: _on_http,
         RecursionError: _on_too_deep, Exception: _on_error, **ui.HANDLERS,
@@ -145,5 +165,6 @@ def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "") -> Lites
     app.state.gate = gate
     app.state.trace_url = trace_url
     app.state.public_url = public_url.rstrip("/")
+    app.state.sessions = sessions or Sessions()
     return app
 

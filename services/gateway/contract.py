@@ -15,7 +15,7 @@ import msgspec
 
 from jetcron.core.calendars import MAX_DATES, MAX_DESCRIPTION, MAX_WINDOWS, CalendarRule
 from jetcron.core.ics import MAX_ICS_BYTES
-from jetcron.core.ids import JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE
+from jetcron.core.ids import IDEMPOTENCY_KEY_RE, JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.notify import DELIVERY_ID_RE, Delivery
 from jetcron.core.validate import MAX_MEMORY_MB
@@ -23,7 +23,7 @@ from jetcron.services.gateway import status as words
 from jetcron.services.gateway.admin import TenantPolicyBody
 from jetcron.services.gateway.calendars import CalendarBody, CalendarPage, CalendarView, CreateCalendar
 from jetcron.services.gateway.design import Created, CreateJob, JobPage, JobStatusView
-from jetcron.services.gateway.gate import API, IDEMPOTENCY_KEY_RE, IF_MATCH_RE
+from jetcron.services.gateway.gate import API, IF_MATCH_RE
 from jetcron.services.gateway.problems import PROBLEM_JSON, TITLES, Problem
 from jetcron.services.gateway.runs import PriorityBody
 from jetcron.wire.api import CalendarPreview, ClusterStatus, FireTime, Page
@@ -218,7 +218,9 @@ OPS: tuple[Op, ...] = (
        params=(_RUN,), body=PriorityBody, example={"priority": "high"}, problems=(400, 403, 404, 409, 413, 422),
        verb="runs.set_priority"),
     Op("get", f"{API}/runs/{{run_id}}/logs", "runLogs", "A run's output; ?follow=true streams it until the run ends",
-       TEXT, params=(_RUN, Param("follow", "query", {"type": "boolean", "default": False})), problems=(404, 422),
+       TEXT, description="A token may have `JETCRON_HTTP_LOG_FOLLOWERS` (8) streams open at once on one gateway; "
+                         "one more is 429.",
+       params=(_RUN, Param("follow", "query", {"type": "boolean", "default": False})), problems=(404, 422, 429),
        verb="runs.logs"),
     Op("get", f"{API}/dlq", "listDlq", "Dead-lettered runs (newest last)", Page[Run],
        params=(Param("limit", "query", _limit(100)),), problems=(400, 422), verb="dlq.list"),
@@ -426,7 +428,8 @@ _WHY = {400: "The request is malformed (a body that is not JSON, a query value o
         413: "The body is larger than 1 MiB.",
         422: "A field fails validation; the problem names it and its value.",
         428: "`If-Match` is required.",
-        429: "Over the tenant's submit rate or pending cap; `Retry-After` says when to try again.",
+        429: "Over the tenant's submit rate or pending cap, or a token's open log streams; `Retry-After` says "
+             "when to try again.",
         503: "Storage or the API service is unavailable or full (`storage_full`); retry after `Retry-After`."}
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
@@ -14,6 +14,7 @@ from litestar.types import Serializer
 
 from jetcron.auth.tokens import TokenRecord, token_id_of, verify
 from jetcron.core.errors import JetcronError
+from jetcron.core.ids import IDEMPOTENCY_KEY_RE
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 from jetcron.services.gateway.problems import Problem, headers_for, problem, status_of
@@ -38,13 +39,76 @@ class HttpProblem(JetcronError):
         self.value = body.value
 
 
+FOLLOWERS = 8
+FOLLOW_RETRY_SECONDS = 5
+
+
+class Slot:
+    """One open log stream of a token: given back once, when its stream ends, or when the stream is dropped unread
+    (a client gone before the first byte)."""
+
+    def __init__(self, followers: Followers, token_id: str) -> None:
+        self.followers, self.token_id, self.held = followers, token_id, True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.followers.give_back(self.token_id)
+
+    def __del__(self) -> None:
+        self.release()
+
+
+@dataclass
+class Followers:
+    """The log streams each token has open on this replica (`?follow=1`, the dashboard's live output), at most
+    `limit` at once: each polls the API for as long as it lasts, so one token could otherwise load it without
+    bound."""
+
+    limit: int = FOLLOWERS
+    open: dict[str, int] = field(default_factory=dict)
+
+    def take(self, who: TokenRecord, value: str) -> Slot:
+        """A slot for one more stream of `who`'s token; 429 naming the limit when it has them all."""
+        held = self.open.get(who.token_id, 0)
+        if held >= self.limit:
+            raise HttpProblem(problem(429, f"follow: at most {self.limit} log streams may be open at once per token "
+                                           f"(JETCRON_HTTP_LOG_FOLLOWERS); token {who.token_id} has {held} open: "
+                                           "close one, or read the output without following",
+                                      code="rate_limited", field="follow", value=value),
+                              {"Retry-After": str(FOLLOW_RETRY_SECONDS)})
+        self.open[who.token_id] = held + 1
+        return Slot(self, who.token_id)
+
+    def give_back(self, token_id: str) -> None:
+        left = self.open.get(token_id, 0) - 1
+        if left > 0:
+            self.open[token_id] = left
+        else:
+            self.open.pop(token_id, None)
+
+
+async def held(slot: Slot, chunks: AsyncIterator[T]) -> AsyncGenerator[T, None]:
+    """`chunks`, the slot given back when they end or the client goes."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        slot.release()
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
 @dataclass
 class Gate:
-    """What the routes need: who holds a token, and a client for a tenant (None: the admin)."""
+    """What the routes need: who holds a token, a client for a tenant (None: the admin), and the open log
+    streams."""
 
     lookup: Callable[[str], TokenRecord | None]
     client: Callable[[str | None], Client]
     ready: Callable[[], str | None]
+    followers: Followers = field(default_factory=Followers)
 
     def principal(self, request: Request[Any, Any, Any]) -> TokenRecord:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -111,15 +175,12 @@ def field_of(message: str, key: str = "") -> str | None:
     return at or None
 
 
-IDEMPOTENCY_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-
-
 def idempotency_key(request: Request[Any, Any, Any]) -> str | None:
     """The request's `Idempotency-Key`, if it sent one; one outside the contract's pattern is 422 naming it."""
     key = request.headers.get("idempotency-key")
-    if key is not None and not IDEMPOTENCY_KEY_RE.match(key):
-        raise HttpProblem(problem(422, "Idempotency-Key: must be 1-128 letters, digits, '-' or '_'", code="invalid",
-                                  field="Idempotency-Key", value=key[:200]))
+    if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
+        raise HttpProblem(problem(422, "Idempotency-Key: must be 1-128 ASCII letters, digits, '-' or '_'",
+                                  code="invalid", field="Idempotency-Key", value=key[:200]))
     return key
 
 
@@ -129,7 +190,7 @@ IF_MATCH_RE = re.compile(r'^(W/)?"?([1-9][0-9]{0,14})"?$')
 
 def version_of(header: str | None) -> int | None:
     """The version an If-Match header names; None when it names none (absent, or not a version)."""
-    found = IF_MATCH_RE.match((header or "").strip())
+    found = IF_MATCH_RE.fullmatch((header or "").strip())
     return int(found.group(2)) if found else None
 
 

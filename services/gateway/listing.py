@@ -86,6 +86,13 @@ async def runs_page(c: Client, states: frozenset[RunState], *, job: str | None, 
     # from the trackers' index, in id order (wire RunsList.newest).
     descending = newest and (job is not None or all(state.terminal for state in states))
     merged = sorted((run for page in pages for run in page.items), key=lambda run: run.run_id, reverse=descending)
-    items = merged[:limit]
-    more = len(merged) > limit or any(page.next_cursor for page in pages)
-    return Page(items=items, next_cursor=items[-1].run_id if more and items else None)
+    # A listing may end short with a cursor (without a job the API looks at so many jobs and records a page): the
+    # merged page goes no further than the least far any listing got, so the next one skips no run and repeats none.
+    reached = [page.next_cursor for page in pages if page.next_cursor]
+    if len(merged) > limit:
+        reached.append(merged[limit - 1].run_id)
+    if not reached:
+        return Page(items=merged, next_cursor=None)
+    edge = max(reached) if descending else min(reached)
+    items = [run for run in merged if (run.run_id >= edge if descending else run.run_id <= edge)][:limit]
+    return Page(items=items, next_cursor=edge)

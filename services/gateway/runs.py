@@ -12,7 +12,7 @@ from litestar.response import Stream
 from jetcron.core.models import Priority, Run
 from jetcron.core.notify import Delivery
 from jetcron.services.gateway import status as words
-from jetcron.services.gateway.gate import API, HttpProblem, WholeResponse, idempotency_key, strict_body
+from jetcron.services.gateway.gate import API, HttpProblem, WholeResponse, held, idempotency_key, strict_body
 from jetcron.services.gateway.gate import who as _who
 from jetcron.services.gateway.listing import runs_page
 from jetcron.wire.api import Page
@@ -70,7 +70,8 @@ async def run_logs(request: Request[Any, Any, Any], run_id: str, follow: bool = 
         logs = await gate.api(caller, lambda c: c.runs.logs(run_id))
         return Response(logs.output, media_type=TEXT)
     await gate.api(caller, lambda c: c.runs.get(run_id))  # a 404 before the stream starts, not inside it
-    return Stream(gate.client(caller.tenant).follow_logs(run_id, through_api=True), media_type=TEXT)
+    slot = gate.followers.take(caller, request.query_params.get("follow", "true"))
+    return Stream(held(slot, gate.client(caller.tenant).follow_logs(run_id, through_api=True)), media_type=TEXT)
 
 
 @get(f"{API}/dlq", summary="Dead-lettered runs (newest last)")

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
+import secrets
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 
+from jetcron.auth.jwt import BEGIN_SEED
 from jetcron.auth.tokens import TokenRecord
 from jetcron.bus.ports import Records
+from jetcron.config import Settings
 from jetcron.core.errors import Misconfigured
 from jetcron.sdk.client import Client
 from jetcron.services.gateway.app import build_app
-from jetcron.services.gateway.gate import Gate
+from jetcron.services.gateway.gate import Followers, Gate
+from jetcron.services.gateway.ui.session import Sessions, proxies
 from jetcron.services.runtime import Context, background
 from jetcron.wire import subjects as s
 
@@ -41,6 +48,37 @@ class TokenBook:
                 seen.pop(key, None)
             else:
                 seen[key] = record
+
+
+KEY_LABEL = b"jetcron-ui-session-key"
+
+
+def session_key(settings: Settings) -> bytes:
+    """The key dashboard sessions are signed with (ui/session.py): from JETCRON_UI_SESSION_KEY_FILE, else derived
+    from the seed of the gateway's NATS credential (its replicas share it, and holding it already lets one ask the
+    API for any tenant), else random: sessions then last as long as this process."""
+    if settings.ui_session_key_file:
+        try:
+            secret = Path(settings.ui_session_key_file).read_bytes().strip()
+        except OSError as exc:
+            raise Misconfigured(f"JETCRON_UI_SESSION_KEY_FILE {settings.ui_session_key_file}: cannot read it "
+                                f"({exc.strerror})") from None
+        if len(secret) < 32:
+            raise Misconfigured(f"JETCRON_UI_SESSION_KEY_FILE {settings.ui_session_key_file}: holds {len(secret)} "
+                                "bytes; at least 32 random bytes are needed (e.g. `openssl rand -hex 32`)")
+    elif settings.nats_creds:
+        try:
+            lines = Path(settings.nats_creds).read_text().splitlines()
+        except OSError as exc:
+            raise Misconfigured(f"JETCRON_NATS_CREDS {settings.nats_creds}: cannot read it ({exc.strerror})") from None
+        seed = lines[lines.index(BEGIN_SEED) + 1].strip() if BEGIN_SEED in lines[:-1] else ""
+        if not seed:
+            raise Misconfigured(f"JETCRON_NATS_CREDS {settings.nats_creds}: no user seed to sign dashboard "
+                                "sessions with; set JETCRON_UI_SESSION_KEY_FILE")
+        secret = seed.encode()
+    else:
+        return secrets.token_bytes(32)
+    return hmac.new(secret, KEY_LABEL, hashlib.sha256).digest()
 
 
 class _Server(uvicorn.Server):
@@ -77,10 +115,13 @@ async def main(ctx: Context) -> None:
         return ctx.readiness() or (None if book.loaded.is_set() else "starting: tokens not loaded yet")
 
     gate = Gate(lookup=book.lookup, client=lambda tenant: Client(timeout=timeout, tenant=tenant, rpc=ctx.rpc),
-                ready=ready)
+                ready=ready, followers=Followers(ctx.settings.http_log_followers))
     sock = _listen(ctx.settings.http_host, ctx.settings.http_port)
     host, port = sock.getsockname()[:2]
-    app = build_app(gate, trace_url=ctx.settings.ui_trace_url, public_url=ctx.settings.http_public_url)
+    settings = ctx.settings
+    sessions = Sessions(key=session_key(settings), max_age=settings.ui_session_seconds,
+                        secure=settings.ui_cookie_secure, trusted_proxies=proxies(settings.http_trusted_proxies))
+    app = build_app(gate, trace_url=settings.ui_trace_url, public_url=settings.http_public_url, sessions=sessions)
     server = _Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     await book.loaded.wait()

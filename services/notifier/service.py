@@ -127,6 +127,8 @@ class Notifier:
         if record.next_at is not None and record.next_at > now:
             return (record.next_at - now).total_seconds()
         tried = await self.targets.send(rule, notice, key)
+        if tried is None:
+            return self.rng.uniform(0.5, 1.5)  # its host is busy with as many as it may have: nothing was tried
         new = after_try(record, tried, max_attempts=self.ctx.settings.notify_max_attempts, policy=self.policy,
                         rng=self.rng)
         try:
@@ -178,14 +180,14 @@ def _observe_latency(rule: NotifyRule, notice: Notice, now: datetime) -> None:
 
 async def main(ctx: Context) -> None:
     log = await ctx.buckets.open(s.BUCKET_NOTIFY, Delivery)
-    targets = Targets(ctx.settings, ctx.publisher, ctx.streams, ctx.clock)
+    targets = Targets(ctx.settings, ctx.publisher, ctx.streams, ctx.clock, ctx.log)
     notifier = Notifier(ctx, log, targets)
     stop = asyncio.Event()
     watcher = background(ctx, notifier.watch_jobs())
     await notifier.jobs_loaded.wait()
     loops = [background(ctx, t) for t in (
         ctx.consumers.consume(s.kv_stream(s.BUCKET_RUNS), s.CONSUMER_NOTIFIER, notifier.on_run, batch=128,
-                              concurrency=64, stop=stop),
+                              concurrency=ctx.settings.notify_concurrency, stop=stop),
         ctx.consumers.consume(s.STREAM_REDELIVER, s.CONSUMER_REDELIVER, notifier.on_redeliver, batch=16,
                               concurrency=8, stop=stop))]
     ctx.ready.set()

@@ -251,6 +251,10 @@ class Placer:
         not sent (a bug: _dispatch gives up on the storage's errors itself) leaves the run `assigned` until the
         tracker re-dispatches it as not started."""
         assert new.spec is not None
+        # Judged now, from the policies as the tenants bucket last said: an agent re-checks nothing of the tenant's
+        # itself (it may not read the tenants bucket), so a policy changed after the job was stored counts here.
+        policy = self.view.policies.get(new.spec.tenant)
+        root_allowed = new.spec.run_as_root and policy is not None and policy.allow_run_as_root
         try:
             with messaging_span(_tracer, "process", s.place_subject(cmd.priority),
                                 parent=context_from_trace_id(run.trace_id), run_id=run.run_id, job=run.job,
@@ -261,7 +265,7 @@ class Placer:
                         scheduled_at=run.scheduled_at, due_at=run.due_at,
                         gpu_indices=placement.gpu_indices.get(agent, []),
                         gang=placement.agents if len(placement.agents) > 1 else [], keep_seconds=run.keep_seconds,
-                        token=token))
+                        token=token, root_allowed=root_allowed))
         except Exception:
             self.ctx.log.exception("assignment not sent; the tracker re-dispatches it", run_id=run.run_id)
             return

@@ -182,6 +182,29 @@ async def test_read_gives_what_is_stored_then_what_comes_with_how_many_more_and_
         await reader.aclose()
 
 
+async def test_read_after_a_sequence_gives_only_what_was_stored_after_it_each_with_its_sequence(
+        streams_side: StreamsSide) -> None:
+    _, subject = await _stream(streams_side)
+    seqs = [await streams_side.put(f"{subject}.r.{i % 2}", f"m{i}".encode()) for i in range(4)]
+    await streams_side.put(f"{subject}.other", b"not read")
+
+    async def read(after: int) -> list[tuple[bytes, int, int]]:
+        reader = streams_side.streams.read(f"{subject}.r.>", idle=0.2, after=after)
+        got: list[tuple[bytes, int, int]] = []
+        try:
+            while (item := await anext(reader)) is not None:
+                got.append((item[0].data, int(item[0].metadata.sequence.stream), item[1]))
+        finally:
+            await reader.aclose()
+        return got
+
+    assert await read(0) == [(b"m0", seqs[0], 3), (b"m1", seqs[1], 2), (b"m2", seqs[2], 1), (b"m3", seqs[3], 0)]
+    assert await read(seqs[1]) == [(b"m2", seqs[2], 1), (b"m3", seqs[3], 0)]
+    assert await read(seqs[3]) == []
+    later = await streams_side.put(f"{subject}.r.1", b"m4")
+    assert await read(seqs[3]) == [(b"m4", later, 0)]
+
+
 async def test_newest_reads_the_last_messages_of_the_stream_that_are_on_the_subject(
         streams_side: StreamsSide) -> None:
     name, subject = await _stream(streams_side)

@@ -109,8 +109,8 @@ def stack(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         assert old in text, old
         text = text.replace(old, new)
     # agent-2 gets container limits: it must advertise them, not the host's cores and memory
-    text = text.replace("  agent-2:\n    <<: *service\n",
-                        "  agent-2:\n    <<: *service\n    cpus: 1.5\n    mem_limit: 700m\n")
+    text = text.replace("  agent-2:\n    <<: [*service, *agent]\n",
+                        "  agent-2:\n    <<: [*service, *agent]\n    cpus: 1.5\n    mem_limit: 700m\n")
     assert "mem_limit: 700m" in text
     (directory / "compose.yaml").write_text(text)
     # The host engine's API socket (podman's Docker-compatible service), for the agent that runs sibling containers;

@@ -14,7 +14,7 @@ from typing import Any
 
 import schemathesis
 
-from jetcron.services.gateway.gate import IDEMPOTENCY_KEY_RE
+from jetcron.core.ids import IDEMPOTENCY_KEY_RE
 
 
 @schemathesis.hook

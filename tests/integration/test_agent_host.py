@@ -12,8 +12,9 @@ from jetcron.services.agent.host.limits import CGROUP1, CGROUP2, RLIMIT, detect
 
 FAKE_DOCKER = '''#!{python}
 """A stand-in docker CLI: `info` works only while a file named `engine` sits beside it; `run` logs its
-argv and runs the command on the host with the -e variables (there is no engine here to run an image)."""
-import os, sys
+argv and its own environment, and runs the command on the host with the -e variables (there is no engine here to
+run an image)."""
+import json, os, sys
 here = os.path.dirname(os.path.abspath(__file__))
 args = sys.argv[1:]
 with open(os.path.join(here, "calls.log"), "a") as log:
@@ -21,6 +22,8 @@ with open(os.path.join(here, "calls.log"), "a") as log:
 if args[:1] == ["info"]:
     sys.exit(0 if os.path.exists(os.path.join(here, "engine")) else 1)
 if args[:1] == ["run"]:
+    with open(os.path.join(here, "env.log"), "a") as log:
+        log.write(json.dumps({{"uid": os.getuid(), "groups": os.getgroups(), "env": dict(os.environ)}}) + "\\n")
     rest, env = args[1:], {{"PATH": os.environ.get("PATH", "")}}
     takes_value = {{"--name", "--label", "--memory", "--pids-limit", "--cpus", "-e"}}
     while rest and rest[0].startswith("-"):

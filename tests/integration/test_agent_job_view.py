@@ -46,7 +46,8 @@ def launcher(request: pytest.FixtureRequest) -> str | None:
 
 @pytest.fixture
 def scratches(tmp_path: Path, launcher: str | None) -> Scratches:
-    made, notes = Scratches.setup(Settings(data_dir=str(tmp_path / "data"), agent_slots=1, agent_max_file_mb=1),
+    made, notes = Scratches.setup(Settings(data_dir=str(tmp_path / "data"), agent_slots=1, agent_max_file_mb=1,
+                                           agent_job_uids=""),
                                   "agent-v", NOBODY, launcher)
     if not made.private_tmp:
         pytest.skip(f"no private /tmp on this host: {notes}")

@@ -204,3 +204,25 @@ async def test_a_tenant_neither_sees_nor_uses_another_tenants_calendar(
     finally:
         await acme.close()
         await beta.close()
+
+
+async def test_a_tenants_minutely_ics_file_is_refused_by_name_and_the_api_answers_right_after(
+        secure_services: Services, secure_server: EmbeddedNats, authority: Authority, tmp_path: Path) -> None:
+    # A file of about 150 bytes whose one event repeats every minute: expanded, years of minutes
+    await secure_services.start_system(agents=0, core=["api"])
+    creds = mint(authority, tmp_path / "acme.creds", Role.TENANT, tenant="acme")
+    acme = await Client.connect(secure_server.url, timeout=10, identity=Identity(creds=creds))
+    minutely = ("BEGIN:VCALENDAR\nVERSION:2.0\nBEGIN:VEVENT\nUID:x\nDTSTART:20260101T000000Z\nDURATION:PT1M\n"
+                "RRULE:FREQ=MINUTELY\nSUMMARY:poll\nEND:VEVENT\nEND:VCALENDAR\n")
+    assert len(minutely) < 160
+    try:
+        with pytest.raises(InvalidError, match="calendar 'busy': event 'poll' repeats MINUTELY; rules finer than "
+                                               "HOURLY are refused") as caught:
+            await acme.calendars.create({"name": "busy"}, ics=minutely)
+        assert (caught.value.field, caught.value.value) == ("ics", "RRULE:FREQ=MINUTELY")
+        # Right after, the api answers: nothing was stored, and another calendar is made
+        assert (await acme.calendars.list()).items == []
+        made = await acme.calendars.create({"name": "weekends", "rules": ["weekends"]})
+        assert (made.spec.tenant, made.version) == ("acme", 1)
+    finally:
+        await acme.close()

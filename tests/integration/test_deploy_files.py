@@ -20,7 +20,10 @@ from harness import JETCRON, ServiceProcess, Services, clean_env
 
 from jetcron.auth.local import SERVICE_ROLES
 from jetcron.bus.server import EmbeddedNats, free_ports, nats_server_binary
+from jetcron.config import Settings
+from jetcron.core.uid_pool import parse_uid_range
 from jetcron.sdk.client import Client
+from jetcron.services.agent.host.confine import SWITCH_CAPABILITIES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -195,6 +198,62 @@ def test_the_compose_file_gives_each_process_its_own_credential_and_the_stack_it
         if n.split("-")[0] not in ("nats", "prometheus", "otel") and not svc.get("profiles")}
     assert services["agent-images"]["profiles"] == ["sibling"]
     assert services["agent-images"]["environment"]["DOCKER_HOST"] == "unix:///run/jetcron/engine.sock"
+
+
+SWITCH = {name.removeprefix("CAP_") for name in SWITCH_CAPABILITIES}
+"""What an agent that runs each job as a user of its own takes (services/agent/host/confine.py)."""
+
+
+def _uids(text: str) -> range:
+    uids = parse_uid_range(text)
+    assert len(uids) >= Settings().agent_slots, f"{text}: fewer uids than an agent's slots"
+    return uids
+
+
+def test_deployed_agents_can_switch_users_and_give_each_attempt_a_uid_of_its_own(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    # compose: every agent root in its container, with exactly the capabilities the switch takes, a uid range
+    services = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())["services"]
+    agents = [name for name in services if name.startswith("agent-")]
+    assert agents == ["agent-1", "agent-2", "agent-images"]
+    for name in agents:
+        svc = services[name]
+        assert svc["user"] == "0:0" and svc["cap_drop"] == ["ALL"] and set(svc["cap_add"]) == SWITCH, name
+        assert "no-new-privileges:true" in svc["security_opt"], name
+        _uids(svc["environment"]["JETCRON_AGENT_JOB_UIDS"])
+    # and no other process of the stack runs as root or with capabilities added
+    for name, svc in services.items():
+        if not name.startswith("agent-"):
+            assert "user" not in svc and "cap_add" not in svc, name
+    # Kubernetes: the agents' DaemonSet likewise, in both overlays; every other pod stays non-root
+    for overlay, docs in rendered.items():
+        pod = _by(docs, "DaemonSet", "jetcron-agent")["spec"]["template"]["spec"]
+        (agent,) = pod["containers"]
+        assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsNonRoot"]) == (0, False), overlay
+        caps = agent["securityContext"]["capabilities"]
+        assert caps["drop"] == ["ALL"] and set(caps["add"]) == SWITCH, overlay
+        assert agent["securityContext"]["allowPrivilegeEscalation"] is False
+        _uids(next(e["value"] for e in agent["env"] if e["name"] == "JETCRON_AGENT_JOB_UIDS"))
+        for doc in docs:
+            if doc["kind"] in ("Deployment", "StatefulSet"):
+                context = doc["spec"]["template"]["spec"].get("securityContext", {})
+                assert context.get("runAsUser") != 0, doc["metadata"]["name"]
+    # a VM's systemd unit: an agent that is not root, with the capabilities as ambient ones (its helpers keep them)
+    unit = (DEPLOY / "nats" / "jetcron-agent.service").read_text()
+    lines = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert lines["User"] == "jetcron"
+    assert {c.removeprefix("CAP_") for c in lines["AmbientCapabilities"].split()} == SWITCH
+
+
+def test_the_agents_manifest_switches_users_without_kubectl() -> None:
+    """The same of the base manifest, read as a file (where kubectl is missing, the rendered check is skipped)."""
+    (daemonset,) = [d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / "base" / "agents.yaml").read_text())
+                    if d and d["kind"] == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    (agent,) = pod["containers"]
+    assert pod["securityContext"]["runAsUser"] == 0
+    assert set(agent["securityContext"]["capabilities"]["add"]) == SWITCH
+    _uids(next(e["value"] for e in agent["env"] if e["name"] == "JETCRON_AGENT_JOB_UIDS"))
 
 
 async def test_a_node_config_from_deploy_init_runs_and_a_service_joins_it_with_tls_and_its_credential(

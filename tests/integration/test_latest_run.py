@@ -69,6 +69,8 @@ async def test_the_latest_run_is_the_one_written_last_and_stays_in_its_tenant(se
     assert await globex.runs.latest("nightly") is None
 
     # The default tenant's job foo (key `foo`) and tenant foo's job bar (key `foo.bar`) do not mix
+    await default.jobs.create(JobSpec(name="foo", command=["true"], schedule=YEARLY))
+    await foo.jobs.create(JobSpec(name="bar", command=["true"], schedule=YEARLY))
     mine, theirs = _run("default", "foo", 1), _run("foo", "bar", 2)
     await _write(runs, mine, theirs)
     assert await default.runs.latest("foo") == mine
@@ -121,6 +123,10 @@ async def test_the_gateways_job_views_show_the_run_written_last_in_one_call_each
         assert their.status_code == 404 and their.json()["code"] == "not_found", their.text
 
         # The dashboard's flow page colours each job by the same run, and links to it
-        flow = await http.get("/ui/flows/nightly", headers={"Cookie": f"jetcron_session={token}"})
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{found.group(1)}", timeout=30) as browser:
+            # a dashboard session: the login form sets its cookie
+            login = await browser.post("/ui/login", data={"token": token}, follow_redirects=False)
+            assert login.status_code == 303, login.text
+            flow = await browser.get("/ui/flows/nightly")
         assert flow.status_code == 200 and f'/ui/runs/{latest.run_id}"' in flow.text, flow.text[:500]
         assert await _requests(client, "runs_list") == before + 9

@@ -4,6 +4,7 @@ order, and what a bad option or a failed step says. Real processes; the user swi
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -58,6 +59,40 @@ def test_the_child_gets_its_tmp_limits_and_user_and_still_dies_with_the_agent(la
                      program=("/bin/sh", "-c", f"touch /tmp/{mark}"))
     assert wrote.returncode == 0, wrote.stderr
     assert (scratch / mark).exists() and not (Path("/tmp") / mark).exists()
+
+
+def test_with_env_stdin_the_program_gets_exactly_the_environment_read_and_the_launcher_none(launcher: str) -> None:
+    # Given a launcher started, as the agent starts it, with an empty environment and the job's on its stdin
+    items = b"GREETING=hello world\0EMPTY=\0ODD=a=b\0"
+    done = subprocess.run([launcher, "--env-stdin", "--", "/bin/sh", "-c", "env; cat; echo end"], input=items,
+                          capture_output=True, timeout=10, check=False, env={})
+    # Then the program has exactly those variables (sh adds PWD), and /dev/null as its stdin
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[-1] == "end" and sorted(lines[:-1]) == ["EMPTY=", "GREETING=hello world", "ODD=a=b",
+                                                       f"PWD={os.getcwd()}"]
+    # And an item not ended by a NUL runs nothing
+    cut = subprocess.run([launcher, "--env-stdin", "--", "/bin/true"], input=b"A=1", capture_output=True,
+                         timeout=10, check=False, env={})
+    assert (cut.returncode, cut.stderr.decode().strip()) == (
+        125, "jetcron: could not read the environment from stdin (an item not ended by a NUL): Invalid argument")
+
+
+@root_only
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="the launching agent is made with setpriv")
+def test_a_switch_from_an_agent_that_is_not_root_leaves_the_job_no_capability(launcher: str) -> None:
+    # Given an agent that is not root but holds CAP_SETUID and the rest as ambient capabilities
+    caps = "+chown,+dac_override,+kill,+setgid,+setuid"
+    done = subprocess.run(["setpriv", "--reuid=1", "--regid=1", "--clear-groups", f"--inh-caps={caps}",
+                           f"--ambient-caps={caps}", "--",
+                           launcher, "--user", "65534:65534", "--", "/bin/grep", "^Cap", "/proc/self/status"],
+                          capture_output=True, text=True, timeout=10, check=False)
+    # When it launches a program as nobody, the program holds none of them (the kernel keeps them through a switch
+    # that does not start from root)
+    assert done.returncode == 0, done.stderr
+    held = dict(line.replace("\t", "").split(":") for line in done.stdout.splitlines())
+    assert {k: v for k, v in held.items() if k != "CapBnd"} == {
+        "CapInh": "0" * 16, "CapPrm": "0" * 16, "CapEff": "0" * 16, "CapAmb": "0" * 16}, held
 
 
 def test_a_bad_option_is_refused_naming_it_and_nothing_runs(launcher: str, tmp_path: Path) -> None:

@@ -43,13 +43,14 @@ async def admin(secure_services: Services, admin_creds: str) -> AsyncIterator[Cl
 
 
 async def start(services: Services, *, notifiers: int = 1, trackers: int = 1, core: tuple[str, ...] | None = None,
-                **env: str) -> None:
+                notifier_env: dict[str, str] | None = None, **env: str) -> None:
+    """`env` to every service, `notifier_env` on top of it to the notifiers alone."""
     env = {**NOTIFY_ENV, **env}
     await services.start_system(agents=1, core=core or ("api", "trigger", "placement", "run_tracker"), **env)
     for i in range(2, trackers + 1):
         services.start(f"run_tracker-{i}", "run_tracker", **env)
     for i in range(1, notifiers + 1):
-        services.start(f"notifier-{i}", "notifier", **env)
+        services.start(f"notifier-{i}", "notifier", **{**env, **(notifier_env or {})})
     await asyncio.gather(*(services[f"notifier-{i}"].wait_logged("notifier ready", 30)
                            for i in range(1, notifiers + 1)))
 
@@ -61,6 +62,60 @@ def _spec(name: str, command: list[str], **kw: Any) -> dict[str, Any]:
 async def _deliveries(admin: Client, job: str, state: str | None = None) -> list[dict[str, Any]]:
     page = await admin.call("notifications.list", {"job": job, **({"state": state} if state else {})})
     return list(page["items"])
+
+
+async def _read_request(reader: asyncio.StreamReader) -> None:
+    headers: dict[str, str] = {}
+    await reader.readline()
+    while (h := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = h.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    await reader.readexactly(int(headers.get("content-length", "0")))
+
+
+class Slow:
+    """A webhook receiver on loopback that never finishes its answer: `trickle` sends a status line and a header,
+    then one more byte of that header every 0.5 s; `flood` answers 200 with a body that never ends (64 KiB every
+    20 ms). `ended`: connections the notifier closed on it."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.connections = 0
+        self.ended = 0
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> Slow:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await _read_request(reader)
+            if self.how == "trickle":
+                writer.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                piece, pause = b"a", 0.5
+            else:  # no length: the body runs until the connection ends
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n")
+                piece, pause = b"x" * 65536, 0.02
+            while not reader.at_eof():
+                await writer.drain()
+                writer.write(piece)
+                await asyncio.sleep(pause)
+            self.ended += 1
+        except (ConnectionError, asyncio.IncompleteReadError):
+            self.ended += 1
+        finally:
+            writer.transport.abort()
 
 
 class Sink:
@@ -191,35 +246,113 @@ async def test_start_missed_is_told_once_across_a_tracker_and_a_notifier_killed(
 
 async def test_a_receiver_that_never_answers_does_not_hold_up_other_deliveries(
         secure_services: Services, admin: Client, receiver: Receiver) -> None:
-    release = asyncio.Event()
-    connections: list[asyncio.StreamWriter] = []
-
-    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connections.append(writer)
-        await release.wait()  # reads nothing, answers nothing
-        writer.transport.abort()
-
-    hung = await asyncio.start_server(hang, "127.0.0.1", 0)
-    port = hung.sockets[0].getsockname()[1]
+    slow = await Slow("trickle").start()
     try:
-        await start(secure_services, JETCRON_NOTIFY_TIMEOUT="60")
-        # Given six dead runs whose webhook host takes connections and never answers (more than the 4 in flight
-        # one host may hold)
+        # Given a notifier working on 4 run records at once, 2 of its tries in flight to one host at most, and a
+        # deadline far away
+        await start(secure_services, JETCRON_NOTIFY_TIMEOUT="60", JETCRON_NOTIFY_CONCURRENCY="4",
+                    JETCRON_NOTIFY_PER_TARGET="2")
+        # and six dead runs whose webhook host trickles its answer (more deliveries than the notifier's places)
         for i in range(6):
             await admin.call("jobs.create", _spec(f"hung-{i}", ["false"], notify=[
-                {"on": ["dead"], "webhook": f"http://127.0.0.1:{port}/hook"}]))
-        await wait_for(lambda: len(connections) >= 4, 30, what="the hung host to hold its deliveries")
+                {"on": ["dead"], "webhook": slow.url()}]))
+
+        async def all_owed() -> bool:
+            return all([await _deliveries(admin, f"hung-{i}") for i in range(6)])
+
+        await wait_for(all_owed, 30, what="the six deliveries to the slow host to be owed")
+        await wait_for(lambda: slow.connections >= 2, 30, what="the slow host to hold its deliveries")
         # When another job's run dies, with a healthy receiver
         await admin.call("jobs.create", _spec("healthy", ["false"], notify=[
             {"on": ["dead"], "webhook": receiver.url()}]))
-        # Then its notice lands while the hung host still holds its four, none of them finished
+        # Then its notice lands while the slow host holds its two, none of the six finished or even tried
+        # otherwise (one more to that host is put off, holding none of the notifier's places meanwhile)
         await wait_for(lambda: receiver.events("dead"), 30, what="the healthy delivery")
-        assert len(connections) == 4
+        assert (slow.connections, slow.ended) == (2, 0)
         pending = [await _deliveries(admin, f"hung-{i}") for i in range(6)]
         assert all(d["state"] == "pending" and d["attempts"] == [] for ds in pending for d in ds), pending
     finally:
-        release.set()
-        hung.close()
+        await slow.close()
+
+
+async def test_one_tenants_slow_receivers_on_many_hosts_do_not_hold_up_another_tenant(
+        secure_services: Services, admin: Client, receiver: Receiver) -> None:
+    hosts = [await Slow("trickle").start() for _ in range(4)]
+    try:
+        # Given a notifier working on 4 run records at once, 2 tries in flight per host and 2 per tenant
+        await start(secure_services, JETCRON_NOTIFY_TIMEOUT="60", JETCRON_NOTIFY_CONCURRENCY="4",
+                    JETCRON_NOTIFY_PER_TARGET="2", JETCRON_NOTIFY_PER_TENANT="2")
+        # and one tenant's four dead runs, each told at a host of its own that trickles its answer
+        for i, slow in enumerate(hosts):
+            await admin.call("jobs.create", _spec(f"hung-{i}", ["false"], tenant="mallory", notify=[
+                {"on": ["dead"], "webhook": slow.url()}]))
+
+        async def all_owed() -> bool:
+            return all([await _deliveries(admin, f"mallory.hung-{i}") for i in range(4)])
+
+        await wait_for(all_owed, 30, what="the four deliveries to the slow hosts to be owed")
+        await wait_for(lambda: sum(h.connections for h in hosts) >= 2, 30, what="the slow hosts to hold two")
+        # When another tenant's run dies, with a healthy receiver
+        await admin.call("jobs.create", _spec("healthy", ["false"], tenant="acme", notify=[
+            {"on": ["dead"], "webhook": receiver.url()}]))
+        # Then its notice lands while the first tenant holds only its two places, whatever its hosts
+        await wait_for(lambda: receiver.events("dead"), 30, what="the healthy delivery")
+        assert sum(h.connections for h in hosts) == 2
+    finally:
+        for slow in hosts:
+            await slow.close()
+
+
+async def test_a_trickling_receiver_is_cut_at_the_deadline_and_an_endless_answer_is_not_read_whole(
+        secure_services: Services, admin: Client, receiver: Receiver) -> None:
+    trickle, flood = await Slow("trickle").start(), await Slow("flood").start()
+    try:
+        # Given a 2 s deadline per try and 2 tries per delivery (the waits below are hang guards: under a loaded suite
+        # the notifier's start and the jobs' runs take a while)
+        await start(secure_services, JETCRON_NOTIFY_TIMEOUT="2", JETCRON_NOTIFY_MAX_ATTEMPTS="2")
+        # When three jobs die at once: one told through a receiver that trickles its answer a byte at a time, one
+        # through a receiver whose 200 comes with a body that never ends, one through a healthy receiver
+        for name, url in (("trickled", trickle.url()), ("flooded", flood.url()), ("healthy", receiver.url())):
+            await admin.call("jobs.create", _spec(name, ["false"], notify=[{"on": ["dead"], "webhook": url}]))
+
+        # Then the healthy receiver gets its notice
+        await wait_for(lambda: receiver.events("dead"), 60, what="the healthy delivery")
+        # and each try at the trickling receiver is cut at the deadline, which the owner reads, then parked
+        (parked,) = await wait_for(lambda: _deliveries(admin, "trickled", "parked"), 60, what="trickle parked")
+        assert [a["error"] for a in parked["attempts"]] == ["timed out after 2 s"] * 2
+        await wait_for(lambda: trickle.ended == 2, 10, what="the notifier to close both trickling connections")
+        # and the endless answer is taken by its status at the first try, its connection ended by the notifier
+        (flooded,) = await wait_for(lambda: _deliveries(admin, "flooded", "delivered"), 60, what="flood delivered")
+        assert [(a["ok"], a["status"]) for a in flooded["attempts"]] == [(True, 200)]
+        await wait_for(lambda: flood.ended == 1, 10, what="the notifier to close the endless answer")
+    finally:
+        await trickle.close()
+        await flood.close()
+
+
+async def test_a_webhook_to_an_inner_address_is_refused_and_its_owner_learns_no_address(
+        secure_services: Services, admin: Client, admin_creds: str, receiver: Receiver) -> None:
+    # Given an api that stores loopback webhooks (a lab's setting) and a notifier that delivers to public
+    # addresses only (the default)
+    await start(secure_services, notifier_env={"JETCRON_NOTIFY_ALLOW_PRIVATE": "false"})
+    # When dead runs are to be told at a loopback address and at a name that resolves to one
+    for name, url in (("literal", receiver.url()), ("named", f"http://localhost:{receiver.port}/hook")):
+        await admin.call("jobs.create", _spec(name, ["false"], notify=[{"on": ["dead"], "webhook": url}]))
+
+    # Then each delivery is refused at every try, the owner reading a generic reason that names no address or
+    # port, and nothing reaches the receiver
+    for name in ("literal", "named"):
+        (parked,) = await wait_for(lambda n=name: _deliveries(admin, n, "parked"), 40, what=f"{name} parked")
+        assert [a["error"] for a in parked["attempts"]] == ["refused: not a public address"] * 3, parked
+    assert receiver.received == []
+    listed = run_cli(secure_services.server.url, "--creds", admin_creds, "notifications", "list", "--job", "named",
+                     "-o", "json")
+    assert listed.returncode == 0, listed
+    errors = [a["error"] for d in json.loads(listed.stdout) for a in d["attempts"]]
+    assert errors == ["refused: not a public address"] * 3
+    # and the notifier's own log says what the name resolved to
+    log = secure_services["notifier-1"].output()
+    assert "webhook refused" in log and "localhost resolves to" in log and "127.0.0.1" in log
 
 
 async def test_an_occurrence_never_fired_is_recorded_and_published_to_the_tenants_subject(

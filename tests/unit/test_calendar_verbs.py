@@ -1,9 +1,12 @@
 """The calendar verbs and a job's calendars read for the job verbs, on the store's twins: bad input refused naming
 the field with nothing stored, a tenant's calendars its own (another's reads as unknown), a calendar no longer
-deletable or editable into one that stops a job for good while a job names it, and the preview of an edit."""
+deletable or editable into one that stops a job for good while a job names it, the preview of an edit, and an ICS
+file read off the event loop within a time budget."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +16,7 @@ from twin_support import twin_context
 
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
 from jetcron.core.models import JobRecord, JobSpec, Schedule, ScheduleKind
+from jetcron.services.api import calendars as api_calendars
 from jetcron.services.api.calendars import Calendars, job_calendars
 from jetcron.services.api.call import Call
 from jetcron.services.runtime import Context
@@ -123,3 +127,28 @@ async def test_the_preview_of_an_edit_shows_what_it_skips_and_stores_nothing() -
     assert [d.isoformat() for d in (await ctx.calendars.get("acme.days-off"))[0].spec.dates] == ["2030-01-01"]
     with pytest.raises(NotFound, match="job 'nightly'"):
         await verbs.preview(call("other", calendar={"name": "days-off", "dates": [day]}, job="nightly"))
+
+
+async def test_an_ics_file_is_read_off_the_event_loop_and_refused_past_its_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = twin_context()
+    verbs = Calendars(ctx)
+    release, finished = threading.Event(), threading.Event()
+
+    def stuck(text: str, **_: Any) -> None:  # a read that will not end by itself
+        release.wait(30)
+        finished.set()
+
+    monkeypatch.setattr(api_calendars, "parse_ics", stuck)
+    monkeypatch.setattr(api_calendars, "BUDGET_S", 0.2)
+    monkeypatch.setattr(api_calendars, "_ICS_GRACE_S", 0.1)
+    creating = asyncio.ensure_future(verbs.create(call(calendar={"name": "h"}, ics="BEGIN:VCALENDAR\n")))
+    await asyncio.sleep(0)
+    # While the file is being read, the api answers another verb
+    assert (await verbs.list(call())).items == []
+    with pytest.raises(InvalidSpec, match=r"calendar 'h': took more than 0\.2 s to read") as caught:
+        await creating
+    assert caught.value.field == "ics"
+    assert await ctx.calendars.keys() == []
+    release.set()
+    assert await asyncio.to_thread(finished.wait, 10)

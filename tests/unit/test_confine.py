@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jetcron.core.errors import Misconfigured
-from jetcron.services.agent.host.confine import AS_AGENT, job_env, job_user, root_refusal
+from jetcron.services.agent.host.confine import AS_AGENT, cannot_switch, job_env, job_user, root_refusal
 
 
 def test_a_jobs_environment_is_its_own_variables_and_the_runs_over_a_minimal_base() -> None:
@@ -15,18 +15,48 @@ def test_a_jobs_environment_is_its_own_variables_and_the_runs_over_a_minimal_bas
 
 
 def test_the_job_user_is_looked_up_once_and_an_unknown_one_is_a_named_refusal() -> None:
-    nobody = job_user("nobody", agent_uid=0)
-    assert nobody.name == "nobody" and nobody.uid not in (None, 0)
-    assert job_user(AS_AGENT, agent_uid=0).uid is None  # run as the agent's own user
-    assert job_user("nobody", agent_uid=1000).uid is None  # only root can switch
+    nobody = job_user("nobody", 0, None)
+    assert nobody.name == "nobody" and nobody.uid not in (None, 0) and nobody.cannot_switch is None
+    assert job_user(AS_AGENT, 0, None).uid is None  # run as the agent's own user
+    unprivileged = job_user("nobody", 1000, "it is not root, and CAP_SETUID not among ...")
+    assert unprivileged.uid is None and unprivileged.cannot_switch  # runs jobs as itself, and says why
     with pytest.raises(Misconfigured, match="JETCRON_AGENT_JOB_USER='no-such-user': no such user"):
-        job_user("no-such-user", agent_uid=0)
+        job_user("no-such-user", 0, None)
 
 
-@pytest.mark.parametrize(("asks", "allowed", "refused"), [(False, False, False), (True, False, True),
-                                                           (True, True, False), (False, True, False)])
-def test_root_needs_both_the_job_to_ask_and_the_agent_to_allow(asks: bool, allowed: bool, refused: bool) -> None:
-    assert bool(root_refusal(asks, allowed)) is refused
+ALL = (1 << 41) - 1
+SWITCHING = (1 << 0) | (1 << 1) | (1 << 5) | (1 << 6) | (1 << 7)  # CHOWN, DAC_OVERRIDE, KILL, SETGID, SETUID
+
+
+def _status(eff: int, amb: int) -> str:
+    return f"Name:\tpython\nCapInh:\t{0:016x}\nCapEff:\t{eff:016x}\nCapAmb:\t{amb:016x}\n"
+
+
+@pytest.mark.parametrize(("euid", "eff", "amb", "why"), [
+    (0, ALL, 0, None),
+    (0, SWITCHING & ~(1 << 5), 0, None),  # root needs only to switch: leftovers are its own business
+    (0, ALL & ~(1 << 7), 0, "it is root without CAP_SETUID"),
+    (1000, 0, 0, "it is not root, and CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID not among"),
+    (1000, SWITCHING, SWITCHING, None),
+    (1000, SWITCHING, 0, "CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID not among its effective "
+                         "and ambient"),  # held, but the helpers it execs would not keep them
+    (1000, SWITCHING, SWITCHING & ~(1 << 5), "CAP_KILL not among"),
+], ids=["root", "root_without_kill", "root_without_setuid", "unprivileged", "ambient_caps", "effective_only",
+        "no_kill"])
+def test_an_agent_switches_users_as_root_or_with_the_capabilities_its_helpers_keep(
+        euid: int, eff: int, amb: int, why: str | None) -> None:
+    said = cannot_switch(euid, _status(eff, amb))
+    assert said is None if why is None else (said is not None and why in said), said
+
+
+@pytest.mark.parametrize(("asks", "agent", "tenant", "refused"), [
+    (False, False, False, ""), (True, False, True, "this agent does not allow it (JETCRON_AGENT_ALLOW_ROOT)"),
+    (True, True, False, "tenant 'acme''s policy does not allow it"), (True, True, True, ""),
+    (False, True, True, "")])
+def test_root_needs_the_job_to_ask_the_tenants_policy_and_the_agent_to_allow(
+        asks: bool, agent: bool, tenant: bool, refused: str) -> None:
+    said = root_refusal(asks, agent, tenant, "acme")
+    assert (refused in said) if refused else said == ""
 
 
 @pytest.mark.parametrize(("names", "env", "field", "problem"), [

@@ -13,7 +13,7 @@ from jetcron.core.finished import FinishedMinute, dense
 from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
 from jetcron.core.run_state import RunState
 from jetcron.services.gateway.ui import present
-from jetcron.services.gateway.ui.session import csrf_token, safe_next
+from jetcron.services.gateway.ui.session import Sessions, csrf_token, safe_next
 
 T0 = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 
@@ -131,9 +131,11 @@ def test_next_after_login_stays_on_the_dashboard() -> None:
         assert safe_next(elsewhere) == "/ui", elsewhere
 
 
-def test_the_csrf_token_is_tied_to_the_session() -> None:
-    a, b = csrf_token("jct_a_secret"), csrf_token("jct_b_secret")
-    assert a == csrf_token("jct_a_secret") and a != b and len(a) == 64 and "secret" not in a
+def test_the_csrf_token_is_tied_to_the_session_and_the_key() -> None:
+    keyed, other_key = Sessions(key=b"k" * 32), Sessions(key=b"j" * 32)
+    a, b = csrf_token(keyed, "v1.a.1.sig"), csrf_token(keyed, "v1.b.1.sig")
+    assert a == csrf_token(keyed, "v1.a.1.sig") and a != b and len(a) == 64 and "sig" not in a
+    assert csrf_token(other_key, "v1.a.1.sig") != a
 
 
 def test_attempts_on_a_timeline() -> None:

@@ -1,16 +1,21 @@
 """Importing an iCalendar file: all-day and timed events with their zones, recurrences expanded over a bounded
-horizon, cancelled ones left out, and malformed files refused naming the field."""
+horizon, cancelled ones left out, and malformed files refused naming the field. A file is bounded before it is
+expanded: rules finer than hourly, or that could walk for centuries, are refused by name; a rule is walked one
+instance at a time and stops at the instance that passes a limit; a read has a time budget."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
 import pytest
+import recurring_ical_events
+from dateutil.rrule import rrule
 
 from jetcron.core.calendar_time import compile_calendar
 from jetcron.core.calendars import CalendarSpec, validate_calendar
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.ics import parse_ics
+from jetcron.core.ics import MAX_OCCURRENCES, MAX_RECURRENCES, MAX_ZONE_CHANGES, parse_ics
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 BERLIN = """BEGIN:VTIMEZONE
@@ -80,3 +85,122 @@ def test_a_malformed_or_oversized_file_is_refused_naming_the_field(text: str, me
     with pytest.raises(InvalidSpec, match=message) as caught:
         parse_ics(text, now=NOW, field="--ics holidays.ics")
     assert caught.value.field == "--ics holidays.ics"
+
+
+OUTLOOK = """BEGIN:VTIMEZONE
+TZID:W. Europe Standard Time
+BEGIN:STANDARD
+DTSTART:16010101T030000
+TZOFFSETFROM:+0200
+TZOFFSETTO:+0100
+RRULE:FREQ=YEARLY;BYDAY=-1SU;BYMONTH=10
+END:STANDARD
+BEGIN:DAYLIGHT
+DTSTART:16010101T020000
+TZOFFSETFROM:+0100
+TZOFFSETTO:+0200
+RRULE:FREQ=YEARLY;BYDAY=-1SU;BYMONTH=3
+END:DAYLIGHT
+END:VTIMEZONE
+"""
+
+
+def zone(rule: str) -> str:
+    return (f"BEGIN:VTIMEZONE\nTZID:Spin\nBEGIN:STANDARD\nDTSTART:20000101T000000\nTZOFFSETFROM:+0200\n"
+            f"TZOFFSETTO:+0100\nRRULE:{rule}\nEND:STANDARD\nBEGIN:DAYLIGHT\nDTSTART:20000101T000030\n"
+            f"TZOFFSETFROM:+0100\nTZOFFSETTO:+0200\nRRULE:{rule}\nEND:DAYLIGHT\nEND:VTIMEZONE\n")
+
+
+@pytest.fixture
+def walked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[datetime]]:
+    """Every instance dateutil yields, as it yields it; and any expansion of the file fails the test."""
+    seen: list[datetime] = []
+    original = rrule._iter
+
+    def counted(self: rrule) -> Iterator[datetime]:
+        for at in original(self):
+            seen.append(at)
+            yield at
+
+    def expanded(*_: object) -> None:
+        pytest.fail("the file was expanded before its rules were bounded")
+
+    monkeypatch.setattr(rrule, "_iter", counted)
+    monkeypatch.setattr(recurring_ical_events.CalendarQuery, "between", expanded)
+    yield seen
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (ics("DTSTART:20261204T000000Z\nRRULE:FREQ=SECONDLY\nSUMMARY:tick", zones=""),
+     "event 'tick' repeats SECONDLY; rules finer than HOURLY are refused"),
+    (ics("DTSTART:20261204T000000Z\nRRULE:FREQ=MINUTELY;INTERVAL=5\nSUMMARY:poll", zones=""),
+     "event 'poll' repeats MINUTELY; rules finer than HOURLY are refused"),
+    (ics("DTSTART:20261204T000000Z\nRRULE:FREQ=HOURLY;BYMINUTE=0,15,30,45\nSUMMARY:quarters", zones=""),
+     r"event 'quarters' repeats more than once an hour \(BYMINUTE has 4 values\); rules finer than HOURLY"),
+    (ics("DTSTART:20261204T000000Z\nRRULE:FREQ=DAILY;BYHOUR=9;BYSECOND=0,1\nSUMMARY:twice", zones=""),
+     r"event 'twice' repeats more than once an hour \(BYSECOND has 2 values\)"),
+    (ics("DTSTART;TZID=Spin:20261204T090000\nDURATION:PT1H\nSUMMARY:meeting", zones=zone("FREQ=MINUTELY")),
+     "time zone 'Spin' repeats MINUTELY; rules finer than HOURLY are refused"),
+    (ics("DTSTART;TZID=Spin:20261204T090000\nDURATION:PT1H\nSUMMARY:meeting", zones=zone("FREQ=DAILY")),
+     "time zone 'Spin' changes its offset DAILY; a time zone's rules must be YEARLY"),
+    (ics("DTSTART;VALUE=DATE:20261204\nRRULE:FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30\nSUMMARY:never", zones=""),
+     "event 'never' repeats DAILY narrowed by BYMONTHDAY, BYMONTH|event 'never' repeats DAILY narrowed by BYMONTH"),
+    (ics("DTSTART;VALUE=DATE:20261207\nRRULE:FREQ=DAILY;INTERVAL=7;BYDAY=TU\nSUMMARY:never", zones=""),
+     "event 'never' repeats every 7 DAILY periods narrowed by BYDAY"),
+    (ics("DTSTART;VALUE=DATE:20270201\nRRULE:FREQ=MONTHLY;INTERVAL=0;BYMONTHDAY=31\nSUMMARY:stuck", zones=""),
+     "event 'stuck' has INTERVAL=0: it must be 1 or more"),
+    (ics("DTSTART;TZID=Spin:20261204T090000\nDURATION:PT1H\nSUMMARY:meeting",
+         zones=zone("FREQ=YEARLY").replace("END:STANDARD", "EXRULE:FREQ=MINUTELY\nEND:STANDARD")),
+     "time zone 'Spin' repeats MINUTELY; rules finer than HOURLY are refused"),
+    (ics("DTSTART;VALUE=DATE:20261204\nRRULE:FREQ=YEARLY;BYEASTER=0\nSUMMARY:easter", zones=""),
+     r"event 'easter' has rule parts RFC 5545 does not define \(BYEASTER\)"),
+    (ics("DTSTART:20261204T090000Z\nDTEND:90001231T000000Z\nSUMMARY:forever", zones=""),
+     r"event 'forever' names an instant after the year 2200 \(DTEND\)"),
+])
+def test_a_rule_finer_than_hourly_or_unbounded_to_walk_is_refused_by_name_before_anything_is_expanded(
+        walked: list[datetime], text: str, message: str) -> None:
+    with pytest.raises(InvalidSpec, match=message) as caught:
+        parse_ics(text, now=NOW, field="--ics spam.ics")
+    assert caught.value.field == "--ics spam.ics"
+    assert walked == []  # refused on its words, before a single instance was walked
+
+
+@pytest.mark.parametrize(("text", "walks", "message"), [
+    # Hourly from the day of the import: past the horizon's occurrences within four months (its DTSTART counts
+    # once itself, so the rule stops at its 3000th instance)
+    (ics("DTSTART:20261204T000000Z\nDURATION:PT10M\nRRULE:FREQ=HOURLY\nSUMMARY:hourly", zones=""), MAX_OCCURRENCES,
+     r"its events occur more than 3000 times between 2025-12-03 and 2031-12-08 \(event 'hourly' passed it; a "
+     r"calendar holds at most 2000 dates and 1000 windows\)"),
+    # Daily for a century that ended before the horizon: nothing to keep, but all of it to walk
+    (ics("DTSTART;VALUE=DATE:19000101\nRRULE:FREQ=DAILY;UNTIL=19991231\nSUMMARY:old", zones=""), MAX_RECURRENCES,
+     r"its events repeat more than 20000 times from their starts to 2031-12-08 \(event 'old' passed it\)"),
+    # A zone whose offset changes every month
+    (ics("DTSTART:20261204T090000Z\nDURATION:PT1H\nSUMMARY:meeting",
+         zones=zone("FREQ=YEARLY;BYMONTH=1,2,3,4,5,6,7,8,9,10,11,12")), MAX_ZONE_CHANGES + 1,
+     "time zone 'Spin' changes its offset more than 1500 times up to the year 2200"),
+])
+def test_a_rule_with_too_many_instances_is_walked_up_to_the_limit_and_no_further(
+        walked: list[datetime], text: str, walks: int, message: str) -> None:
+    with pytest.raises(InvalidSpec, match=message):
+        parse_ics(text, now=NOW)
+    assert len(walked) == walks
+
+
+def test_a_read_past_its_time_budget_is_refused() -> None:
+    ticks = iter(range(10_000))  # a second a step
+    with pytest.raises(InvalidSpec, match="took more than 5 s to read") as caught:
+        parse_ics(ics("DTSTART;VALUE=DATE:20000101\nRRULE:FREQ=YEARLY\nSUMMARY:New year"), now=NOW,
+                  elapsed=lambda: float(next(ticks)), budget_s=5)
+    assert caught.value.field == "ics"
+    # The same file within its budget
+    assert len(parse_ics(ics("DTSTART;VALUE=DATE:20000101\nRRULE:FREQ=YEARLY\nSUMMARY:New year"), now=NOW,
+                         elapsed=lambda: 0.0, budget_s=5).dates) == 6
+
+
+def test_a_zone_as_outlook_writes_it_and_a_weekly_meeting_in_it_are_read() -> None:
+    found = parse_ics(ics("DTSTART;TZID=W. Europe Standard Time:20261207T090000\n"
+                          "DTEND;TZID=W. Europe Standard Time:20261207T100000\n"
+                          "RRULE:FREQ=WEEKLY;INTERVAL=2;BYDAY=MO;COUNT=3\nSUMMARY:standup", zones=OUTLOOK), now=NOW)
+    assert found.windows == ["2026-12-07T08:00:00+00:00/2026-12-07T09:00:00+00:00",
+                             "2026-12-21T08:00:00+00:00/2026-12-21T09:00:00+00:00",
+                             "2027-01-04T08:00:00+00:00/2027-01-04T09:00:00+00:00"]

@@ -17,11 +17,13 @@ from jetcron.core.notify import (
     PENDING,
     Delivery,
     DeliveryAttempt,
+    address_allowed,
     after_try,
     delivery_key,
     job_deliveries,
     missed_deadlines,
     notices,
+    reached_address,
     redelivered,
     sign,
     verify,
@@ -120,6 +122,8 @@ def test_tries_back_off_then_park_and_a_redelivery_gets_a_fresh_budget() -> None
     ({"on": ["dead"], "webhook": "http://169.254.169.254/latest"}, "notify[0].webhook", "loopback, private"),
     ({"on": ["dead"], "webhook": "http://10.1.2.3/x"}, "notify[0].webhook", "loopback, private"),
     ({"on": ["dead"], "webhook": "http://[::1]/x"}, "notify[0].webhook", "loopback, private"),
+    ({"on": ["dead"], "webhook": "http://[64:ff9b::a9fe:a9fe]/x"}, "notify[0].webhook", "NAT64, 6to4"),
+    ({"on": ["dead"], "webhook": "http://[2002:a00:1::]/x"}, "notify[0].webhook", "NAT64, 6to4"),
     ({"on": ["dead"], "webhook": "http://localhost/x"}, "notify[0].webhook", "is this host"),
     ({"on": ["dead"], "webhook": "https://example.com:99999/x"}, "notify[0].webhook", "not a valid URL"),
     ({"on": ["dead"], "webhook": "https://user:pw@example.com/x"}, "notify[0].webhook", "carries credentials"),
@@ -139,6 +143,49 @@ def test_bad_rules_name_the_field(rule: dict[str, Any], field: str, problem: str
     with pytest.raises(InvalidSpec) as caught:
         validate_spec(_spec(notify=[rule]), now=T0)
     assert caught.value.field == field and problem in caught.value.problem, str(caught.value)
+
+
+ADDRESSES = [
+    ("127.0.0.1", "127.0.0.1", False),
+    ("10.1.2.3", "10.1.2.3", False),
+    ("172.16.0.1", "172.16.0.1", False),
+    ("192.168.1.1", "192.168.1.1", False),
+    ("100.64.0.1", "100.64.0.1", False),
+    ("169.254.169.254", "169.254.169.254", False),
+    ("0.0.0.0", "0.0.0.0", False),
+    ("224.0.0.1", "224.0.0.1", False),
+    ("::1", "::1", False),
+    ("::", "::", False),
+    ("fc00::1", "fc00::1", False),
+    ("fe80::1%eth0", "fe80::1%eth0", False),
+    ("ff02::1", "ff02::1", False),
+    ("::ffff:127.0.0.1", "127.0.0.1", False),
+    ("::ffff:0:7f00:1", "127.0.0.1", False),
+    ("::7f00:1", "127.0.0.1", False),
+    ("64:ff9b::7f00:1", "127.0.0.1", False),
+    ("64:ff9b::a9fe:a9fe", "169.254.169.254", False),
+    ("64:ff9b::a00:1", "10.0.0.1", False),
+    ("64:ff9b:1::a9fe:a9fe", None, False),
+    ("2002:7f00:1::", "127.0.0.1", False),
+    ("2002:a9fe:a9fe::1", "169.254.169.254", False),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", None, False),
+    ("8.8.8.8", "8.8.8.8", True),
+    ("2606:4700:4700::1111", "2606:4700:4700::1111", True),
+    ("::ffff:8.8.8.8", "8.8.8.8", True),
+    ("64:ff9b::808:808", "8.8.8.8", True),
+    ("2002:808:808::", "8.8.8.8", True),
+]
+"""(address, the address it reaches, allowed as a webhook's)"""
+
+
+@pytest.mark.parametrize(("address", "reaches", "allowed"), ADDRESSES, ids=[row[0] for row in ADDRESSES])
+def test_an_address_is_judged_by_the_one_it_reaches(address: str, reaches: str | None, allowed: bool) -> None:
+    """Translated, tunnelled and mapped IPv6 forms pass is_global whatever IPv4 address they lead to: what is
+    judged is the address a connection ends up at (None where that cannot be told: refused)."""
+    got = reached_address(address)
+    assert (None if got is None else str(got)) == reaches
+    assert address_allowed(address, allow_private=False) is allowed
+    assert address_allowed(address, allow_private=True)
 
 
 def test_an_unknown_event_is_refused_when_decoded() -> None:

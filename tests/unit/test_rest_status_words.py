@@ -216,6 +216,39 @@ async def test_runs_of_several_states_merge_by_id_with_a_cursor_that_loses_none(
         assert seen == (expected[::-1] if newest else expected)
 
 
+async def test_a_listing_that_ends_short_with_a_cursor_is_not_overtaken_by_the_others() -> None:
+    # Without a job the API may end a page short (so many jobs and records looked at) with a cursor: the merged page
+    # stops there, or the runs of that state between it and the others' last would never be listed.
+    runs = [_run(state, stamp=f"20261203T0000{i:02d}000Z") for i, state in
+            enumerate([S.FAILED, S.DEAD, S.DEAD, S.FAILED, S.DEAD, S.FAILED, S.FAILED, S.DEAD])]
+
+    class Runs:
+        async def list(self, *, job: str | None, state: str, queue: str | None, cursor: str | None, limit: int,
+                       newest: bool | None) -> Page[Run]:
+            ids = sorted((r for r in runs if r.state == state), key=lambda r: r.run_id, reverse=bool(newest))
+            after = [r for r in ids if cursor is None or (r.run_id < cursor if newest else r.run_id > cursor)]
+            if state == S.DEAD and len(after) > 1:  # looked at one run only: short, and where to go on
+                return Page(items=after[:1], next_cursor=after[0].run_id)
+            return Page(items=after[:limit], next_cursor=after[limit - 1].run_id if len(after) > limit else None)
+
+    class Client:
+        runs = Runs()
+
+    failed = words.run_states("failed")
+    assert failed is not None
+    for newest in (False, True):
+        seen, cursor = [], None
+        for _ in range(20):
+            page = await listing.runs_page(Client(), failed, job=None, queue=None, cursor=cursor, limit=3,
+                                           newest=newest)  # type: ignore[arg-type]
+            seen += [r.run_id for r in page.items]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        expected = sorted(r.run_id for r in runs if r.state in failed)
+        assert seen == (expected[::-1] if newest else expected), newest
+
+
 # -- the create body ------------------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from jetcron.core.models import JobRecord, JobSpec, Run, RunState
 from jetcron.sdk.client import Client
 from jetcron.sdk.verbs import Verbs
 from jetcron.services.api.call import Call
-from jetcron.services.api.runs import Runs
+from jetcron.services.api.runs import SCAN_RUNS, Runs
 from jetcron.services.gateway.design import job_id, job_status
 from jetcron.services.gateway.listing import latest_run
 from jetcron.services.runtime import Context
@@ -27,11 +27,18 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class CountedRuns(MemoryRecords[Run]):
-    """The run bucket's twin, counting what a caller reads: each record (get) and each last-of-a-pattern."""
+    """The run bucket's twin, counting what a caller reads: each record (get) and each last-of-a-pattern, and the
+    key names the server lists (keys)."""
 
     def __init__(self) -> None:
         super().__init__(s.BUCKET_RUNS, Run)
         self.reads = 0
+        self.listed = 0
+
+    async def keys(self, pattern: str = ">") -> list[str]:
+        found = await super().keys(pattern)
+        self.listed += len(found)
+        return found
 
     async def get(self, key: str) -> tuple[Run, int]:
         self.reads += 1
@@ -68,6 +75,14 @@ def _context() -> tuple[Context, CountedRuns]:
     runs = CountedRuns()
     ctx.runs = runs
     return ctx, runs
+
+
+async def _put(ctx: Context, run: Run) -> None:
+    """A run and its job's record (a listing without a job walks the jobs)."""
+    assert run.spec is not None
+    await ctx.runs.put(run.run_id, run)
+    if await ctx.jobs.maybe(run.job) is None:
+        await ctx.jobs.put(run.job, JobRecord(spec=run.spec, created_at=T0, updated_at=T0))
 
 
 async def test_the_twins_last_is_the_key_written_last_under_the_pattern_not_the_highest() -> None:
@@ -143,8 +158,7 @@ async def test_a_page_without_a_filter_reads_only_what_it_returns() -> None:
     ctx, runs = _context()
     for tenant in ("acme", "globex"):
         for n in range(300):
-            run = _run(tenant, f"job{n % 3}", n)
-            await runs.put(run.run_id, run)
+            await _put(ctx, _run(tenant, f"job{n % 3}", n))
     verbs = Runs(ctx)
     for request, tenant in (({"job": "job1", "limit": 50}, "acme"), ({"job": "job1", "limit": 50, "newest": True},
                                                                      "acme"),
@@ -169,3 +183,51 @@ async def test_a_filtered_page_reads_no_further_than_the_run_that_fills_it() -> 
         page = await verbs.list(Call(msgspec.json.encode({"job": "nightly", "limit": 50, **request}), "acme"))
         assert len(page.items) == 50 and page.next_cursor == page.items[-1].run_id
         assert runs.reads == last + 1, (request, runs.reads)
+
+
+async def _pages(verbs: Runs, tenant: str | None, **request: Any) -> tuple[list[str], list[int]]:
+    """Every run id a listing gives, page after page, and how many each page held."""
+    ids: list[str] = []
+    sizes: list[int] = []
+    cursor: str | None = None
+    while True:
+        page = await verbs.list(Call(msgspec.json.encode({**request, "cursor": cursor}), tenant))
+        ids += [run.run_id for run in page.items]
+        sizes.append(len(page.items))
+        cursor = page.next_cursor
+        if cursor is None:
+            return ids, sizes
+
+
+async def test_a_listing_without_a_job_lists_a_few_jobs_keys_not_every_run_of_the_tenant() -> None:
+    ctx, runs = _context()
+    for n in range(3000):  # 300 jobs of 10 runs each; every seventh failed; another tenant beside
+        await _put(ctx, _run("acme", f"job{n % 300:03d}", n, RunState.FAILED if n % 7 == 0 else RunState.SUCCEEDED))
+    for n in range(50):  # `x-y.` sorts before `x.`, as their run ids do
+        await _put(ctx, _run("globex", ("x", "x-y", "x_y")[n % 3], n))
+    verbs = Runs(ctx)
+    runs.listed = runs.reads = 0
+    page = await verbs.list(Call(b'{"limit": 50}', "acme"))
+    assert [r.run_id for r in page.items] == sorted(r.run_id for r in page.items) and len(page.items) == 50
+    # 5 jobs' keys (10 each), 50 records: not the tenant's 3,000 keys
+    assert (runs.listed, runs.reads) == (50, 50), (runs.listed, runs.reads)
+
+    # A filter reads at most SCAN_RUNS records and SCAN_JOBS jobs' keys a page, and pages on from where it stopped
+    runs.listed = runs.reads = 0
+    page = await verbs.list(Call(b'{"limit": 1000, "state": "failed"}', "acme"))
+    assert runs.reads <= SCAN_RUNS and runs.listed <= SCAN_RUNS + 10 and page.next_cursor is not None
+
+    everything = sorted(r.run_id for r in await _all(ctx, "acme"))
+    for request in ({"limit": 50}, {"limit": 333, "state": "failed"}, {"limit": 1000}):
+        ids, sizes = await _pages(verbs, "acme", **request)
+        wanted = [i for i in everything if "state" not in request or (await ctx.runs.get(i))[0].state == "failed"]
+        assert ids == wanted, request  # every run once, in order, whatever the page ended on
+        assert max(sizes) <= request["limit"]
+        newest, _ = await _pages(verbs, "acme", newest=True, **request)
+        assert newest == wanted[::-1], request
+    admin, _ = await _pages(verbs, None, limit=500)
+    assert admin == sorted(r.run_id for r in [*await _all(ctx, "acme"), *await _all(ctx, "globex")])
+
+
+async def _all(ctx: Context, tenant: str) -> list[Run]:
+    return [(await ctx.runs.get(k))[0] for k in await ctx.runs.keys(s.runs_of_tenant_filter(tenant))]

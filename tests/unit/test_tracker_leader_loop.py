@@ -9,12 +9,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from twin_support import twin_context
+
 from jetcron.bus.memory import MemoryLeaseLog
 from jetcron.config import Settings
 from jetcron.core.errors import Unavailable
 from jetcron.services.run_tracker.service import reconcile_as_leader
 from jetcron.wire import subjects as s
-from twin_support import twin_context
 
 TTL = 1.5
 

@@ -37,7 +37,18 @@ def ok(**extra: Any) -> dict[str, Any]:
             r"schedule\.tz: .*Mars/Olympus",
             id="unknown_zone",
         ),
-        pytest.param(ok(env={"LD_PRELOAD": "/x.so"}), r"env\.LD_PRELOAD: would change how the child", id="ld_preload"),
+        pytest.param(ok(env={"LD_PRELOAD": "/x.so"}), r"env\.LD_PRELOAD: is read by the dynamic loader",
+                     id="ld_preload"),
+        *(pytest.param(ok(env={name: "x"}), rf"env\.{name}: is read by the dynamic loader or libc", id=name.lower())
+          for name in ("GCONV_PATH", "LOCPATH", "NLSPATH", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "HOSTALIASES",
+                       "RES_OPTIONS", "LOCALDOMAIN", "TZDIR")),
+        *(pytest.param(ok(secrets=[name]), r"secrets\[0\]: would change how a shell", id=f"secret_{name.lower()}")
+          for name in ("BASHOPTS", "CDPATH", "BASH_ENV")),
+        *(pytest.param(ok(env={name: "x"}), rf"env\.{name}: would point a container CLI at another engine",
+                       id=name.lower())
+          for name in ("DOCKER_HOST", "DOCKER_CONFIG", "CONTAINER_HOST", "CONTAINERS_CONF")),
+        *(pytest.param(ok(image="alpine:3", env={name: "x"}), rf"env\.{name}: is read by the container CLI",
+                       id=f"image_{name.lower()}") for name in ("PATH", "HOME", "XDG_CONFIG_HOME", "HTTPS_PROXY")),
         pytest.param(ok(env={"JETCRON_RUN_ID": "x"}), r"env\.JETCRON_RUN_ID", id="jetcron_env"),
         pytest.param(ok(name="a.b"), r"name: must be .*\(got 'a\.b'\)", id="dot_in_name"),
         pytest.param(ok(name="x" * 64), r"name: must be", id="name_too_long"),
@@ -61,6 +72,12 @@ def ok(**extra: Any) -> dict[str, Any]:
 def test_invalid_specs_name_the_field_and_value(spec: dict[str, Any], pattern: str) -> None:
     with pytest.raises(InvalidSpec, match=pattern):
         check(spec)
+
+
+def test_a_process_jobs_own_path_home_tmpdir_and_proxy_are_its_own() -> None:
+    # Read by nothing but the job's program where it runs as a process (an image run's CLI would read them)
+    check(ok(env={"PATH": "/opt/x/bin", "HOME": "/h", "TMPDIR": "/t", "HTTPS_PROXY": "http://proxy:3128",
+                  "XDG_CONFIG_HOME": "/c"}))
 
 
 @pytest.mark.parametrize(

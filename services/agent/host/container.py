@@ -24,6 +24,14 @@ def engine_env() -> dict[str, str]:
     return {name: value for name in ENGINE_ENV if (value := os.environ.get(name))}
 
 
+def cli_env() -> dict[str, str]:
+    """The environment of a container run's CLI before the run's variables are added (launch_plan.container_cli_env):
+    the agent's own PATH and HOME (its credential helpers and configuration, as for its own `docker rm`) and its
+    engine settings."""
+    base = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8"}
+    return {**base, **engine_env()}
+
+
 def detect_runtime(path: str | None = None, timeout: float = 10.0) -> str | None:
     """The first of docker, podman on PATH whose `info` succeeds (a CLI without a reachable engine does not
     count: advertising it would send container runs here to fail); its full path, or None."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -106,18 +107,28 @@ class Execution:
             await spare.discard()
         if self.limits is not None:
             self.limits.create()
-        argv, preexec = launch.command([program, *self.argv[1:]], self.limits, self.user, self.view, self.scratch,
-                                       self.launcher)
+        spawn = launch.command([program, *self.argv[1:]], self.env, self.limits, self.user, self.view, self.scratch,
+                               self.launcher)
         try:
             # cwd: entered as the agent, before the switch (the job's user may not search the dirs above it)
             self.proc = await asyncio.create_subprocess_exec(
-                *argv, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=preexec, cwd=self.scratch,
+                *spawn.argv, env=spawn.env,
+                stdin=asyncio.subprocess.DEVNULL if spawn.stdin is None else asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                preexec_fn=spawn.preexec, cwd=self.scratch,
             )
-        except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
+        except (FileNotFoundError, PermissionError, NotADirectoryError, OSError, subprocess.SubprocessError) as exc:
             if self.limits is not None:
                 self.limits.remove()
-            return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: {exc.strerror or exc}")
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: {why}")
+        if spawn.stdin is not None and self.proc.stdin is not None:
+            # The program's environment, for the child's last step (launch.command): buffered and closed once
+            # written, never waited for here. A child that ended before reading it (a step that failed) says why
+            # through its exit code and stderr.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.proc.stdin.write(spawn.stdin)
+            self.proc.stdin.close()
         return None
 
     def _kill_group(self, sig: int) -> None:

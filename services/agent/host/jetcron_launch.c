@@ -1,18 +1,22 @@
 /*
  * jetcron-launch: sets up a run's child in the child itself, then execs the run's program (the pid stays).
  *
- *   jetcron-launch [--join PROCS]... [--private-tmp DIR] [--fsize BYTES] [--as BYTES] [--nproc N]
- *                  [--user UID:GID] -- PROGRAM [ARG]...
+ *   jetcron-launch [--env-stdin] [--join PROCS]... [--private-tmp DIR] [--fsize BYTES] [--as BYTES]
+ *                  [--nproc N] [--user UID:GID] -- PROGRAM [ARG]...
  *
- * In this order: die with the parent (PR_SET_PDEATHSIG, SIGKILL); write its pid into each cgroup.procs named by
- * --join (so the program starts inside the groups, and nothing it forks escapes them); a mount namespace of its
- * own with DIR bound over /tmp and entered (--private-tmp); the rlimits (RLIMIT_FSIZE, RLIMIT_AS, RLIMIT_NPROC);
- * the switch to the job's user, with no supplementary groups, checked, last because the steps before it need
- * root (a credential change clears the parent-death signal, so it is set again after it); then the program, by
- * its path, with the environment it was given.
+ * In this order: with --env-stdin, read the program's environment from stdin (NAME=value items, each ended by a
+ * NUL) and point stdin at /dev/null; die with the parent (PR_SET_PDEATHSIG, SIGKILL); write its pid into each
+ * cgroup.procs named by --join (so the program starts inside the groups, and nothing it forks escapes them); a
+ * mount namespace of its own with DIR bound over /tmp and entered (--private-tmp); the rlimits (RLIMIT_FSIZE,
+ * RLIMIT_AS, RLIMIT_NPROC); the switch to the job's user, with no supplementary groups and no capabilities,
+ * checked, last because the steps before it need root (a credential change clears the parent-death signal, so
+ * it is set again after it); then the program, by its path, with the environment read (without --env-stdin: the
+ * one it was given).
  *
  * It does what the agent's chain of tools did (setpriv, unshare, sh, env and mount, prlimit, setpriv again) in
- * one exec of a static binary, so no dynamic loader ever reads the job's environment (LD_PRELOAD) while root.
+ * one exec of a static binary. The agent starts it with an empty environment and --env-stdin, so nothing of the
+ * job's environment steers it while it is root (a static binary has no dynamic loader, but its libc still reads
+ * GLIBC_TUNABLES at start); the job's environment is only the program's.
  * services/agent/host/launch.py builds its argv; docs/decisions-job-view.md has the measurements.
  *
  * Exit 125, with a line on stderr naming the step and the value, when a step fails (nothing of the program ran);
@@ -27,14 +31,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define SETUP_FAILED 125
 #define NOT_STARTED 127
 #define MAX_JOINS 8
+#define MAX_ENV_BYTES (64u << 20)
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
 
 static void fail(const char *step, const char *value) {
     fprintf(stderr, "jetcron: could not %s %s: %s\n", step, value, strerror(errno));
@@ -115,6 +126,26 @@ static struct ids parse_user(const char *text) {
     return ids;
 }
 
+/* No capability left to the job's user: the kernel clears them on a switch from root, not on one from an agent that
+ * is not root but holds CAP_SETUID (its ambient set would pass them on to the program). */
+static void drop_capabilities(const char *text) {
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        fail("clear the ambient capabilities of", text);
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &header, data) != 0)
+        fail("drop the capabilities of", text);
+    if (syscall(SYS_capget, &header, data) != 0)
+        fail("read the capabilities of", text);
+    for (int k = 0; k < 2; k++) {
+        if (data[k].effective || data[k].permitted || data[k].inheritable) {
+            errno = EPERM;
+            fail("drop the capabilities of", text);
+        }
+    }
+}
+
 static void switch_user(struct ids ids) {
     if (setgroups(0, NULL) != 0)
         fail("clear the supplementary groups for", ids.text);
@@ -130,6 +161,56 @@ static void switch_user(struct ids ids) {
         errno = EPERM;
         fail("switch to", ids.text);
     }
+    drop_capabilities(ids.text);
+}
+
+/* The environment items on stdin, read to its end (an array ending in NULL); then stdin is /dev/null. */
+static char **read_environment(void) {
+    size_t size = 0, room = 4096;
+    char *data = malloc(room);
+    if (data == NULL)
+        fail("read the environment from", "stdin");
+    for (;;) {
+        if (size == room) {
+            if (room >= MAX_ENV_BYTES) {
+                errno = E2BIG;
+                fail("read the environment from", "stdin");
+            }
+            room *= 2;
+            char *grown = realloc(data, room);
+            if (grown == NULL)
+                fail("read the environment from", "stdin");
+            data = grown;
+        }
+        ssize_t got = read(STDIN_FILENO, data + size, room - size);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            fail("read the environment from", "stdin");
+        if (got == 0)
+            break;
+        size += (size_t)got;
+    }
+    if (size > 0 && data[size - 1] != '\0') {
+        errno = EINVAL;
+        fail("read the environment from", "stdin (an item not ended by a NUL)");
+    }
+    size_t count = 0;
+    for (size_t k = 0; k < size; k++)
+        count += data[k] == '\0';
+    char **items = calloc(count + 1, sizeof *items);
+    if (items == NULL)
+        fail("read the environment from", "stdin");
+    size_t at = 0;
+    for (size_t k = 0; k < count; k++) {
+        items[k] = data + at;
+        at += strlen(data + at) + 1;
+    }
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || dup2(null, STDIN_FILENO) < 0)
+        fail("point stdin at", "/dev/null");
+    close(null);
+    return items;
 }
 
 static unsigned long long option_number(const char *option, const char *text) {
@@ -142,9 +223,11 @@ int main(int argc, char **argv) {
     int joined = 0;
     const char *tmp = NULL;
     struct ids user = {0, 0, NULL};
-    int fsize_set = 0, as_set = 0, nproc_set = 0;
+    int fsize_set = 0, as_set = 0, nproc_set = 0, env_stdin = 0;
     unsigned long long fsize = 0, as = 0, nproc = 0;
     int i = 1;
+    if (i < argc && strcmp(argv[i], "--env-stdin") == 0)
+        env_stdin = 1, i++;
     for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
         const char *option = argv[i];
         if (i + 1 >= argc)
@@ -176,6 +259,7 @@ int main(int argc, char **argv) {
     if (program[0][0] != '/')
         usage("the program", "is not an absolute path", program[0]);
 
+    char **environment = env_stdin ? read_environment() : environ;
     die_with_parent();
     pid_t parent = getppid();
     for (int j = 0; j < joined; j++)
@@ -197,7 +281,7 @@ int main(int argc, char **argv) {
             exit(SETUP_FAILED);
         }
     }
-    execv(program[0], program);
+    execve(program[0], program, environment);
     fprintf(stderr, "jetcron: could not start %s: %s\n", program[0], strerror(errno));
     return NOT_STARTED;
 }

@@ -6,15 +6,24 @@ A Python preexec_fn would do it all, but it forces fork() of the whole agent and
 here). So the agent execs small tools in front of the program instead, each of which sets one thing up and then
 execs the next: `setpriv --pdeathsig KILL`, then `sh -c` writing its own pid into the cgroups (so the program
 starts inside them; nothing it forks can escape) or `prlimit`, then `setpriv --reuid --regid --clear-groups`
-to drop to the job's user (last: joining cgroups needs root), then the program itself with its argv untouched.
-The pid stays the same through every exec, so the program still leads its own process group. Where the tools
-are missing, the preexec_fn does the same. An idle agent mostly skips all this: a spare child already in its
-groups takes the run (spares.py).
+to drop to the job's user (last: joining cgroups needs root), then a short perl program that gives the program
+its environment (below) and execs it with its argv untouched. The pid stays the same through every exec, so the
+program still leads its own process group. Where the tools (or perl) are missing, the preexec_fn does the same,
+and the program is the one exec, with the job's environment. An idle agent mostly skips all this: a spare child
+already in its groups takes the run (spares.py).
 
 A job's view of the host (core/job_view.py) adds two steps, both before the switch to the job's user: `unshare
 --mount` (a mount namespace of its own, no fork) and, in the same `sh`, a bind of its scratch over /tmp and
-`ulimit -f` (RLIMIT_FSIZE). That `sh` runs as root with the job's environment, so it runs nothing found on the
-job's PATH: `mount` is named by its full path and runs under `env -i`.
+`ulimit -f` (RLIMIT_FSIZE). `mount` is named by its full path and runs under `env -i`.
+
+None of these helpers, which run as root, ever sees the job's environment: a variable read by a dynamic loader,
+libc or a shell (LD_PRELOAD, GCONV_PATH, LOCPATH, GLIBC_TUNABLES, BASH_ENV, ...) would make a root process load
+or run what the job names. They start with an empty environment, and the job's reaches the last step alone
+through the child's stdin (NAME=value items, NUL-separated), never a command line, where other users could read
+it: a short perl program (the chain's last exec, after the switch to the job's user) or jetcron-launch itself
+(`--env-stdin`) reads it, points stdin at /dev/null and execs the program with exactly that environment. The
+switch also drops every capability the job's user would otherwise keep (an agent that is not root but holds
+CAP_SETUID passes its ambient capabilities on through a uid change).
 
 Where `jetcron-launch` is built (make and the image build it from jetcron_launch.c), that one static binary takes
 the place of the whole chain: it dies with the agent, joins the groups, makes the namespace and binds /tmp, sets
@@ -34,7 +43,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -49,20 +59,55 @@ SETUP = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shif
          'if [ -n "$4" ]; then ulimit -f "$4" || exit 125; fi; shift 4; exec "$@"')
 JOIN_FAILED = 125
 LAUNCHER = "jetcron-launch"
+# The chain's last step, as the job's user: read the environment items from stdin (NUL-separated), point stdin at
+# /dev/null, exec the program (its argv) with exactly that environment. Perl starts in the chain's empty
+# environment, so nothing of the job's steers perl itself.
+EXEC_WITH_ENV = r"""
+$/ = "\0"; my @e = <STDIN>; chomp @e;
+open(STDIN, "<", "/dev/null") or exit 125;
+%ENV = map { split(/=/, $_, 2) } @e;
+exec { $ARGV[0] } @ARGV or print STDERR "jetcron: could not start $ARGV[0]: $!\n";
+exit 127;
+"""
+DROP_CAPS = ("--inh-caps=-all", "--ambient-caps=-all")
+"""setpriv's options that leave the job's user no capability (the kernel clears them only on a switch from root)."""
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """How to start a child: its argv and environment, what its stdin is given (None: /dev/null), and a
+    preexec_fn where the tools are missing."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stdin: bytes | None = None
+    preexec: Callable[[], None] | None = None
+
+
+def encode_env(env: Mapping[str, str]) -> bytes:
+    """The environment as the last step reads it from stdin: NAME=value items, each ended by a NUL."""
+    items = [f"{name}={value}" for name, value in env.items()]
+    if any("\0" in item for item in items):
+        raise ValueError("a NUL byte in the run's environment")
+    return b"".join(item.encode() + b"\0" for item in items)
 
 
 @cache
-def _tools() -> tuple[str | None, str | None, str | None]:
-    setpriv = shutil.which("setpriv")
-    if setpriv is not None:
+def _tools() -> tuple[str | None, str | None, str | None, str | None]:
+    """setpriv (None: missing, too old for --pdeathsig or for dropping capabilities, or no perl to end the chain
+    with), prlimit, sh and perl."""
+    setpriv, perl, true = shutil.which("setpriv"), shutil.which("perl"), shutil.which("true")
+    if setpriv is not None and perl is not None and true is not None:
         try:
-            done = subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"], capture_output=True, timeout=5,
-                                  check=False)
+            done = subprocess.run([setpriv, "--pdeathsig", "KILL", *DROP_CAPS, "--", true], capture_output=True,
+                                  timeout=5, check=False, env={})
         except (OSError, subprocess.TimeoutExpired):
             setpriv = None
         else:
-            setpriv = setpriv if done.returncode == 0 else None  # too old for --pdeathsig
-    return setpriv, shutil.which("prlimit"), shutil.which("sh")
+            setpriv = setpriv if done.returncode == 0 else None
+    else:
+        setpriv = None
+    return setpriv, shutil.which("prlimit"), shutil.which("sh"), perl
 
 
 @cache
@@ -74,8 +119,9 @@ def launcher_path() -> str | None:
     true = shutil.which("true")
     if found is None or true is None:
         return None
-    try:
-        done = subprocess.run([found, "--", true], capture_output=True, timeout=5, check=False)
+    try:  # one built before --env-stdin refuses it: the chain is used then
+        done = subprocess.run([found, "--env-stdin", "--", true], input=b"", capture_output=True, timeout=5,
+                              check=False, env={})
     except (OSError, subprocess.TimeoutExpired):
         return None
     return found if done.returncode == 0 else None
@@ -136,7 +182,7 @@ def spare_prefix(view: ChildView | None, scratch: str | None, launcher: str | No
     setpriv and the tools; None where neither is here."""
     if launcher is not None:
         return [launcher, *launcher_options(None, None, view, scratch), "--"]
-    setpriv, _, sh = _tools()
+    setpriv, _, sh, _ = _tools()
     if setpriv is None:
         return None
     prefix = [setpriv, "--pdeathsig", "KILL", "--"]
@@ -171,43 +217,69 @@ def _preexec(limits: RunLimits | None, user: tuple[int, int] | None,
             os.setgroups([])
             os.setgid(user[1])
             os.setuid(user[0])
+            _drop_capabilities()
 
     return setup
 
 
-def command(argv: list[str], limits: RunLimits | None, user: tuple[int, int] | None = None,
-            view: ChildView | None = None, scratch: str | None = None, launcher: str | None = None
-            ) -> tuple[list[str], Callable[[], None] | None]:
-    """The argv to spawn (jetcron-launch or tools in front of the program's own) and a preexec_fn if the tools are
-    missing. `user`: (uid, gid) the program runs as, switched to after the cgroups are joined (that needs root).
-    `view` and `scratch`: a private /tmp bound to the scratch, and the file size limit (the caller starts the child
-    in the scratch: its cwd). `launcher`: jetcron-launch's path (launcher_path()), or None for the tools."""
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> None:
+    """After the switch to the job's user: no ambient, inheritable, permitted or effective capability left (an
+    agent that is not root keeps those it holds through a uid change). Raises OSError if they are not all gone:
+    the child then does not start."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL (EINVAL before Linux 4.3: none then)
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3, this process
+    if libc.capset(ctypes.byref(header), data) != 0 or libc.capget(ctypes.byref(header), data) != 0 \
+            or any(d.effective or d.permitted or d.inheritable for d in data):
+        raise OSError(ctypes.get_errno(), "could not drop the job user's capabilities")
+
+
+def command(argv: list[str], env: Mapping[str, str], limits: RunLimits | None, user: tuple[int, int] | None = None,
+            view: ChildView | None = None, scratch: str | None = None, launcher: str | None = None) -> Spawn:
+    """How to spawn the program (`argv`, its environment `env`): through jetcron-launch or the tools in front of it,
+    which get an empty environment and hand the job's to the program alone through stdin; or, where the tools are
+    missing, the program itself with a preexec_fn. `user`: (uid, gid) the program runs as, switched to after the
+    cgroups are joined (that needs root). `view` and `scratch`: a private /tmp bound to the scratch, and the file
+    size limit (the caller starts the child in the scratch: its cwd). `launcher`: jetcron-launch's path
+    (launcher_path()), or None for the tools."""
     if launcher is not None:
-        return [launcher, *launcher_options(limits, user, view, scratch), "--", *argv], None
-    setpriv, prlimit, sh = _tools()
+        return Spawn([launcher, "--env-stdin", *launcher_options(limits, user, view, scratch), "--", *argv], {},
+                     encode_env(env))
+    setpriv, prlimit, sh, perl = _tools()
     fsize = view.max_file_bytes if view is not None else None
-    if setpriv is None:
-        return argv, _preexec(limits, user, fsize)
+    slow = Spawn(argv, dict(env), None, _preexec(limits, user, fsize))
+    if setpriv is None or perl is None:
+        return slow
     prefix = [setpriv, "--pdeathsig", "KILL", "--"]
     private = view is not None and view.private_tmp and scratch is not None
     if private:
         prefix += private_tmp_prefix()
     if limits is not None and limits.groups:
         if sh is None:
-            return argv, _preexec(limits, user, fsize)
+            return slow
         prefix += _sh_setup([str(g / "cgroup.procs") for g in limits.groups], sh, view, scratch)
     elif limits is not None:
         if prlimit is None:
-            return argv, _preexec(limits, user, fsize)
+            return slow
         memory = [] if limits.memory_mb is None else [f"--as={limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024}"]
         prefix += [prlimit, *memory, f"--nproc={limits.max_pids}", *([f"--fsize={fsize}"] if fsize else []), "--"]
         if private and sh is not None:
             prefix += _sh_setup([], sh, view, scratch, fsize=False)
     elif sh is not None and (private or fsize):
         prefix += _sh_setup([], sh, view, scratch)
-    return [*prefix, *_switch_user(setpriv, user), *argv], None
+    return Spawn([*prefix, *_switch_user(setpriv, user), perl, "-e", EXEC_WITH_ENV, "--", *argv], {},
+                 encode_env(env))
 
 
 def _switch_user(setpriv: str, user: tuple[int, int] | None) -> list[str]:
     """The tool in front of the program that drops to the job's user (nothing: it runs as the agent's)."""
-    return [] if user is None else [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]
+    return [] if user is None else [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups",
+                                    *DROP_CAPS, "--"]

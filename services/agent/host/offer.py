@@ -86,7 +86,7 @@ def parse_labels(text: str) -> dict[str, str]:
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = item.partition("=")
         key, value = key.strip(), value.strip()
-        if not LABEL_RE.match(key) or not LABEL_RE.match(value):
+        if not LABEL_RE.fullmatch(key) or not LABEL_RE.fullmatch(value):
             raise Misconfigured(f"JETCRON_AGENT_LABELS: label {item!r} must be key=value, each 1-63 letters, digits, "
                                 "'.', '-' or '_'")
         labels[key] = value
@@ -95,7 +95,7 @@ def parse_labels(text: str) -> dict[str, str]:
 
 def checked_agent_id(agent_id: str) -> str:
     """An agent id names subjects and keys (jc.assign.<id>): no subject metacharacters."""
-    if not AGENT_ID_RE.match(agent_id):
+    if not AGENT_ID_RE.fullmatch(agent_id):
         raise Misconfigured(f"JETCRON_AGENT_ID={agent_id!r}: must be 1-63 letters, digits, '-' or '_', starting "
                             "with a letter or digit")
     return agent_id

@@ -1,7 +1,8 @@
 """Each attempt's share of the host: a private scratch directory (its working directory, JETCRON_SCRATCH and
-TMPDIR), a private /tmp where the agent may make one, and a uid of its own where JETCRON_AGENT_JOB_UIDS gives a
-range. Made before the child starts, removed once it has ended, and what an earlier life left is removed at the
-agent's start. The decisions are core/job_view.py's and core/uid_pool.py's; this module does their I/O.
+TMPDIR), a private /tmp where the agent may make one, and a uid of its own wherever the agent can switch users
+(from JETCRON_AGENT_JOB_UIDS, or a free range of its own where that is unset). Made before the child starts,
+removed once it has ended, and what an earlier life left is removed at the agent's start. The decisions are
+core/job_view.py's and core/uid_pool.py's; this module does their I/O.
 
 Layout: `<scratch root>/<agent id>/<random name>`, the root and the agent's folder owned by the agent, mode 0711
 (a job reaches the one it is told of and lists none), each scratch 0700 and owned by the job's user. The root is
@@ -36,7 +37,14 @@ from jetcron.core.job_view import (
     first_blocked,
     plan,
 )
-from jetcron.core.uid_pool import UidPool, parse_uid_range, usable_uids
+from jetcron.core.uid_pool import (
+    LOCAL_RANGES,
+    UidPool,
+    format_uid_range,
+    local_range,
+    parse_uid_range,
+    usable_uids,
+)
 from jetcron.services.agent.host import launch
 from jetcron.services.agent.host.confine import JobUser
 
@@ -265,10 +273,13 @@ class Scratches:
         switches = job_user.uid is not None
         notes: list[str] = []
         uids, lock_dir = None, None
-        if switches and (ids := parse_uid_range(settings.agent_job_uids)):
+        ids, note = job_uid_range(settings, job_user) if switches else (range(0), None)
+        if note is not None:
+            notes.append(note)
+        if ids:
             uids = UidPool(usable_uids(ids, {p.pw_uid for p in pwd.getpwall()}, {g.gr_gid for g in grp.getgrall()}))
             if len(uids) < settings.agent_slots:
-                raise Misconfigured(f"JETCRON_AGENT_JOB_UIDS={settings.agent_job_uids}: {len(uids)} uids no user or "
+                raise Misconfigured(f"JETCRON_AGENT_JOB_UIDS={format_uid_range(ids)}: {len(uids)} uids no user or "
                                     f"group of this host has, fewer than the agent's {settings.agent_slots} slots")
             # host-wide, not the data dir's: agents of two systems on one host (two `jetcron up`s, a test beside a
             # system) give out the same range, and each kills at its start what runs under a uid no lock holds
@@ -333,6 +344,26 @@ class Scratches:
         return notes
 
 
+def job_uid_range(settings: Settings, job_user: JobUser) -> tuple[range, str | None]:
+    """The uids an agent that switches users gives its attempts (empty: none, every job runs as `job_user`), and
+    what to say of it at start. Unset, a range of the agent's own: the first of core/uid_pool.LOCAL_RANGES that no
+    user or group of this host reaches into and that holds the agent's slots."""
+    if settings.agent_job_uids is not None:
+        ids = parse_uid_range(settings.agent_job_uids)
+        if ids:
+            return ids, None
+        return ids, (f"every job runs as {job_user.name} (JETCRON_AGENT_JOB_UIDS is empty): running jobs can read "
+                     "each other's scratch and environment (their secrets, their run credential) through /proc")
+    found = local_range(settings.agent_slots, {p.pw_uid for p in pwd.getpwall()}, {g.gr_gid for g in grp.getgrall()})
+    if found is None:
+        ranges = " or ".join(format_uid_range(r) for r in LOCAL_RANGES)
+        return range(0), (f"every job runs as {job_user.name}: no range of uids for one of its own per attempt is "
+                          f"free on this host ({ranges}: a user or group reaches into each); running jobs can read "
+                          "each other's scratch and environment through /proc. Set JETCRON_AGENT_JOB_UIDS="
+                          "FIRST-LAST to a range no user or group of the host has")
+    return found, None
+
+
 def probe_private_tmp(scratch_parent: Path, launcher: str | None = None) -> str | None:
     """Whether a child can be given a mount namespace with a folder bound over /tmp, by the very tools a run's
     child uses (launch.command): None if it can, else why not (not root, no CAP_SYS_ADMIN in a container, a tool
@@ -340,7 +371,7 @@ def probe_private_tmp(scratch_parent: Path, launcher: str | None = None) -> str 
     if os.geteuid() != 0:
         return "the agent is not root"
     if launcher is None and (launch.setpriv_path() is None or not launch.private_tmp_prefix()):
-        return "setpriv, unshare, env, mount or sh is missing"
+        return "setpriv, unshare, env, mount, sh or perl is missing"
     test = shutil.which("test")
     if test is None:
         return "no `test` program to probe with"
@@ -350,8 +381,9 @@ def probe_private_tmp(scratch_parent: Path, launcher: str | None = None) -> str 
         marker = f"seen-{secrets.token_hex(4)}"
         (probe / marker).touch()
         view = ChildView(user=None, private_tmp=True, own_uid=False, max_file_bytes=None)
-        argv, _ = launch.command([test, "-e", f"{PRIVATE_TMP}/{marker}"], None, None, view, str(probe), launcher)
-        done = subprocess.run(argv, cwd=probe, capture_output=True, timeout=10, check=False, env={})
+        spawn = launch.command([test, "-e", f"{PRIVATE_TMP}/{marker}"], {}, None, None, view, str(probe), launcher)
+        done = subprocess.run(spawn.argv, cwd=probe, input=spawn.stdin or b"", capture_output=True, timeout=10,
+                              check=False, env=spawn.env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the probe did not run ({exc})"
     finally:

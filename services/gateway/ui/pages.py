@@ -31,7 +31,7 @@ from jetcron.core.run_state import RunState
 from jetcron.core.validate import decode_as
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
-from jetcron.services.gateway.gate import Gate, gate_of
+from jetcron.services.gateway.gate import Gate, gate_of, held
 from jetcron.services.gateway.ui import present
 from jetcron.services.gateway.ui.session import (
     CSRF_FIELD,
@@ -44,13 +44,13 @@ from jetcron.services.gateway.ui.session import (
     session_cookie,
     viewer,
 )
+from jetcron.wire.api import ClusterStatus
 from jetcron.wire.codec import plain
 
 T = TypeVar("T")
 PAGE = 50
 GRID_RUNS = 12
 OVERVIEW_JOBS = 200
-OVERVIEW_RUNS = 30
 OVERVIEW_MINUTES = 60
 SEARCH_PAGES = 20
 
@@ -143,12 +143,13 @@ async def login(request: Request[Any, Any, Any]) -> Response[Any]:
     if cross_origin(request):
         return Template(template_name="login.html", status_code=403,
                         context={"next": where, "error": "a login from another site's page is refused"})
-    if not token or check_token(gate_of(request), token) is None:
+    record = check_token(gate_of(request), token) if token else None
+    if record is None:
         return Template(template_name="login.html", status_code=401, context={
             "next": where, "error": "that token is not valid (tokens start with jct_; "
                                     "`jetcron tokens create --tenant NAME` issues one)"})
     response: Response[Any] = Redirect(where, status_code=303)
-    response.set_cookie(session_cookie(request, token))
+    response.set_cookie(session_cookie(request, record))
     return response
 
 
@@ -163,36 +164,43 @@ async def logout(request: Request[Any, Any, Any]) -> Response[Any]:
 
 @get(UI, include_in_schema=False)
 async def overview(request: Request[Any, Any, Any]) -> Template:
+    """A fixed handful of API calls, made together, however many jobs and runs the viewer has: one page of jobs
+    (counted), each active state's runs (the trackers' index), the dead letters, the finished runs per minute and,
+    for the admin, the cluster's status."""
     ctx = _context(request)
     c = ctx.client
     now = datetime.now(UTC)
-    jobs = (await c.jobs.list(limit=OVERVIEW_JOBS)).items
-    recent: list[Run] = []
-    for page in await asyncio.gather(*(c.runs.list(job=ctx.ref(j.spec), newest=True, limit=OVERVIEW_RUNS)
-                                       for j in jobs)):
-        recent.extend(page.items)
-    active = {state: await _tolerant(c.runs.list(state=state, limit=1000))
-              for state in (RunState.WAITING, RunState.SCHEDULED, RunState.ASSIGNED, RunState.RUNNING,
-                            RunState.RETRY_WAIT)}
+    states = (RunState.WAITING, RunState.SCHEDULED, RunState.ASSIGNED, RunState.RUNNING, RunState.RETRY_WAIT)
+    listed = asyncio.gather(*(_tolerant(c.runs.list(state=state, limit=1000)) for state in states))
+    jobs, dead, finished, cluster, pages = await asyncio.gather(
+        c.jobs.list(limit=OVERVIEW_JOBS), _tolerant(c.dlq.list(limit=1000)),
+        _tolerant(c.runs.finished(minutes=OVERVIEW_MINUTES)), _cluster(ctx), listed)
+    active = dict(zip(states, pages, strict=True))
     depth: dict[str, int] = {}
     scheduled = active[RunState.SCHEDULED]
     if not isinstance(scheduled, ApiError):
         for run in scheduled.items:
             priority = str(run.spec.priority) if run.spec else "normal"
             depth[priority] = depth.get(priority, 0) + 1
-    waits = [w for r in recent if (w := present.wait_seconds(r)) is not None]
-    dead = await _tolerant(c.dlq.list(limit=1000))
-    cluster = await _tolerant(c.cluster.status()) if ctx.who.tenant is None else None
+    # How long the runs running now waited past their due time: read with the running ones, no call of its own.
+    running = active[RunState.RUNNING]
+    waits = [] if isinstance(running, ApiError) else [w for r in running.items
+                                                      if (w := present.wait_seconds(r)) is not None]
     if cluster is not None and not isinstance(cluster, ApiError):
         depth = {p: n for p, n in cluster.queue_depth.items() if n}  # the whole placement queue, not a sample
     # Every finished run of the cluster (the admin) or of the viewer's tenant, counted by the trackers.
-    finished = await _tolerant(c.runs.finished(minutes=OVERVIEW_MINUTES))
     minutes = dense([] if isinstance(finished, ApiError) else finished.items, now, OVERVIEW_MINUTES)
-    return ctx.page("overview.html", jobs=len(jobs), active=active, depth=depth, sampled=len(recent), cluster=cluster,
+    return ctx.page("overview.html", jobs=len(jobs.items), more_jobs=jobs.next_cursor is not None, active=active,
+                    depth=depth, sampled=len(waits), cluster=cluster,
                     chart=present.stacked_bars(minutes), totals=present.finished_totals(minutes),
                     chart_minutes=OVERVIEW_MINUTES, finished_error=finished if isinstance(finished, ApiError) else None,
                     wait_p99=present.duration(present.percentile(waits, 99)),
                     wait_p50=present.duration(present.percentile(waits, 50)), dead=dead)
+
+
+async def _cluster(ctx: Context) -> ClusterStatus | ApiError | None:
+    """The cluster's status for the admin (an admin verb); None for a tenant."""
+    return await _tolerant(ctx.client.cluster.status()) if ctx.who.tenant is None else None
 
 
 # --- jobs ----------------------------------------------------------------------------------------------------
@@ -354,6 +362,7 @@ async def run_log(request: Request[Any, Any, Any], run_id: str) -> ServerSentEve
     ctx = _context(request)
     client = ctx.client
     await client.runs.get(run_id)  # a 404 before the stream starts, not inside it
+    slot = ctx.gate.followers.take(ctx.who, "live output")
 
     async def events() -> AsyncIterator[ServerSentEventMessage]:
         async for chunk in client.follow_logs(run_id, through_api=True):
@@ -361,7 +370,7 @@ async def run_log(request: Request[Any, Any, Any], run_id: str) -> ServerSentEve
         final = await client.runs.get(run_id)
         yield ServerSentEventMessage(event="end", data=json.dumps(str(final.state)))
 
-    return ServerSentEvent(events())
+    return ServerSentEvent(held(slot, events()))
 
 
 @post(f"{UI}/runs/{{run_id:str}}/cancel", include_in_schema=False)

@@ -27,8 +27,12 @@ function followLog() {
     status.dataset.ended = JSON.parse(event.data);
   });
   source.onerror = () => {
-    // The server closes the stream after `end`; any other loss is retried by EventSource itself.
+    // The server closes the stream after `end`; any other loss is retried by EventSource itself, unless the
+    // server refused the stream (an ended session, or too many streams of this login open at once: 429).
     if (status.dataset.ended) source.close();
+    else if (source.readyState === EventSource.CLOSED)
+      status.textContent = "not following: the gateway refused the stream (logged out, or too many pages " +
+        "following output at once); reload to try again";
   };
 }
 
