@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
+from jetcron.core import join_marks
+from jetcron.core.join_marks import Mark, mark_key
 from jetcron.wire import subjects as s
 from jetcron.wire.subjects import kv_stream
 
@@ -64,7 +66,7 @@ class Permissions:
 ALL_BUCKETS = (s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_AGENTS,
                s.BUCKET_IDEMPOTENCY, s.BUCKET_TENANTS, s.BUCKET_SERVICES, s.BUCKET_PLACEMENT, s.BUCKET_CLUSTER,
                s.BUCKET_SECRETS, s.BUCKET_TOKENS, s.BUCKET_SUBMISSIONS, s.BUCKET_NOTIFY, s.BUCKET_FINISHED,
-               s.BUCKET_CALENDARS)
+               s.BUCKET_CALENDARS, s.BUCKET_JOINS)
 ALL_STREAMS = (s.STREAM_PLACE, s.STREAM_ASSIGN, s.STREAM_EVENTS, s.STREAM_LOGS, s.STREAM_DLQ, s.STREAM_SUBMIT,
                s.STREAM_NOTIFY, s.STREAM_REDELIVER, s.STREAM_CHECKPOINTS,
                *(kv_stream(b) for b in ALL_BUCKETS))
@@ -85,6 +87,12 @@ def _kv(*buckets: str) -> tuple[str, ...]:
 
 def _kvr(*buckets: str) -> tuple[str, ...]:
     return tuple(kv_stream(b) for b in buckets)
+
+
+# A `latest` join's marks (core/join_marks): raised by the trigger and the run tracker, which record the runs they
+# follow; the dependents of each job, written by the api alone (api/dependents.py).
+JOIN_MARKS = tuple(s.kv_subject(s.BUCKET_JOINS, mark_key(mark, ">")) for mark in Mark)
+DEPENDENTS = s.kv_subject(s.BUCKET_JOINS, f"{join_marks.DEPENDENTS}.>")
 
 
 def _registry(service: str) -> str:
@@ -117,7 +125,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
                     *CANCELS, s.PLACE_ALL, _registry("api"), s.TRACKER_RUNS, s.REDELIVER_ALL, VERDICT,
                     # The audit trail of a run moved to another priority (api/priorities.py).
                     s.event_subject("reprioritized", "api"),
-                    f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}"),
+                    f"$JS.API.STREAM.PURGE.{kv_stream(s.BUCKET_SECRETS)}", DEPENDENTS),
             consumes=((s.STREAM_SUBMIT, s.CONSUMER_INTAKE),),
             # The finished runs per minute, read by time from an ephemeral consumer (runs.finished).
             watches=(s.BUCKET_FINISHED,),
@@ -130,10 +138,10 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             # The leases: cancelling a run (overlap policy) revokes its lease over the last claim, read first.
             # The tenants: a new run is stamped with its tenant's retention (services/retention.py).
             reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_LEASES,
-                       s.BUCKET_CLUSTER, s.BUCKET_TENANTS, s.BUCKET_CALENDARS),
+                       s.BUCKET_CLUSTER, s.BUCKET_TENANTS, s.BUCKET_CALENDARS, s.BUCKET_JOINS),
             # The jobs: a fired one-shot job is given its end (trigger/firing.Firer._end).
             writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_CLUSTER, s.BUCKET_JOBS),
-                    s.PLACE_ALL, *CANCELS, _registry("trigger")),
+                    s.PLACE_ALL, *CANCELS, _registry("trigger"), *JOIN_MARKS),
             manages=True)
     if role is Role.PLACEMENT:
         # Preempting a run (ops/control.preempt_run, docs/preemption.md) is fenced as a cancel is: it revokes the
@@ -151,10 +159,11 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             # The agents: their heartbeats, to count those that die (run_tracker/agents.py).
             watches=(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_AGENTS),
             reads=(*_kvr(s.BUCKET_RUNS, s.BUCKET_JOBS, s.BUCKET_AGENTS, s.BUCKET_LEASES, s.BUCKET_LEADERS,
-                         s.BUCKET_TENANTS, s.BUCKET_CLUSTER, s.BUCKET_FINISHED), s.STREAM_EVENTS, s.STREAM_ASSIGN,
-                   s.STREAM_CHECKPOINTS),
+                         s.BUCKET_TENANTS, s.BUCKET_CLUSTER, s.BUCKET_FINISHED, s.BUCKET_JOINS), s.STREAM_EVENTS,
+                   s.STREAM_ASSIGN, s.STREAM_CHECKPOINTS),
             # The finished runs per minute: the leader raises each minute's record (run_tracker/finished.py).
-            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_FINISHED), s.DLQ_ALL, s.PLACE_ALL,
+            writes=(*_kv(s.BUCKET_RUNS, s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_FINISHED), *JOIN_MARKS,
+                    s.DLQ_ALL, s.PLACE_ALL,
                     s.EVENTS_ALL, f"{s.PREFIX}.ctl.*", _registry("run_tracker"),
                     VERDICT,
                     f"$JS.API.STREAM.MSG.DELETE.{s.STREAM_ASSIGN}", f"$JS.API.STREAM.PURGE.{s.STREAM_ASSIGN}",

@@ -188,6 +188,11 @@ def get(ctx: typer.Context, name: str, output: str = Output) -> None:
         return
     emit(view["job"], output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
     emit(view["next_fires"], output, _fire_columns(view["next_fires"]), title="next fire times")
+    waits = view.get("wait_timeout_seconds")
+    if waits is not None:
+        own = view["job"]["spec"].get("wait_timeout_seconds") is not None
+        typer.echo(f"a run waiting on its upstream jobs is blocked after {waits:g} s"
+                   f"{'' if own else ' (the default; set wait_timeout_seconds)'}")
 
 
 def _fire_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:

@@ -13,10 +13,16 @@ from datetime import datetime
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import JobSpec, JoinPolicy, Schedule, ScheduleKind
 
-__all__ = ["MAX_UPSTREAMS", "MAX_WAIT_SECONDS", "check_join", "downstream", "find_cycle", "join_of", "not_since",
-           "render", "roots", "roots_apart", "upstream_closure", "validate_dependencies"]
+__all__ = ["DEFAULT_WAIT_SECONDS", "MAX_UPSTREAMS", "MAX_WAIT_SECONDS", "check_join", "downstream", "find_cycle",
+           "join_of", "not_since", "render", "roots", "roots_apart", "upstream_closure", "validate_dependencies",
+           "wait_timeout"]
 
 MAX_WAIT_SECONDS = 30 * 86400.0
+DEFAULT_WAIT_SECONDS = 7 * 86400.0
+"""How long a run waits on its upstreams when its job sets no wait_timeout_seconds: a week, as an Airflow sensor
+waits by default. Fixed, not the job's interval times a factor: a `latest` join on its own schedule waits as long
+as its slowest upstream takes (an hourly report on a daily load), and a same-occurrence join has no interval of
+its own. Long enough for any upstream that runs at least weekly; short enough that no run waits without end."""
 
 MAX_UPSTREAMS = 32
 Graph = Mapping[str, Sequence[str]]
@@ -190,6 +196,14 @@ def check_join(spec: JobSpec) -> None:
     wait = spec.wait_timeout_seconds
     if wait is not None and not (isinstance(wait, (int, float)) and 0 < wait <= MAX_WAIT_SECONDS):
         raise InvalidSpec("wait_timeout_seconds", wait, f"must be > 0 and <= {MAX_WAIT_SECONDS:.0f}")
+
+
+def wait_timeout(spec: JobSpec) -> float | None:
+    """How long a run of the job may wait on its upstreams: its own wait_timeout_seconds, else the default for a
+    job with upstreams (None: it has none, and no run of it waits on them)."""
+    if spec.wait_timeout_seconds is not None:
+        return spec.wait_timeout_seconds
+    return DEFAULT_WAIT_SECONDS if spec.depends_on else None
 
 
 def roots(graph: Graph, name: str) -> list[str]:

@@ -91,3 +91,6 @@ class CalendarPreview(msgspec.Struct, frozen=True, kw_only=True):
 class JobView(msgspec.Struct, frozen=True, kw_only=True):
     job: JobRecord
     next_fires: list[FireTime] = msgspec.field(default_factory=list)
+    wait_timeout_seconds: float | None = None
+    """How long a run of the job may wait on its upstreams: its own `wait_timeout_seconds`, else the default
+    (core/dag.DEFAULT_WAIT_SECONDS, docs/architecture.md "Flows"); None for a job without upstreams."""

@@ -38,6 +38,8 @@ BUCKET_SUBMISSIONS = "jc_submissions"
 BUCKET_NOTIFY = "jc_notify"
 BUCKET_FINISHED = "jc_finished"
 BUCKET_CALENDARS = "jc_calendars"
+BUCKET_JOINS = "jc_joins"
+"""What flows read in one step (core/join_marks): each `latest` join's marks, and each job's dependents."""
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 """The object store checkpoints were kept in before JC_CKPT: no longer written or read (docs/security.md)."""
 

@@ -102,9 +102,11 @@ async def main(ctx: Context) -> None:
     mint = await serve_mint(ctx)
     await serve_room(ctx)
     intake_loop = background(ctx, intake.serve())
+    edges = background(ctx, jobs.dependents.backfill())
     await ctx.rpc.flush()
     ctx.ready.set()
     ctx.log.info("api ready", verbs=len(verbs), run_credentials=mint is not None)
     await ctx.stop.wait()
     await service.stop()
+    edges.cancel()
     await intake_loop

@@ -108,6 +108,9 @@ class Reconciler:
         self.ended: Callable[[Run, bool, bool], None] = lambda run, was_live, synced: None
         """Told of every terminal record the watch delivers: whether the index held the run as live until then, and
         whether the initial values are all in (the finished runs per minute count from it: run_tracker/finished.py)."""
+        self.seen: Callable[[Run], None] = lambda run: None
+        """Told of every record the watch delivers (the flows' join marks are repaired from them:
+        run_tracker/flows.Flows.seen)."""
 
     async def watch(self) -> None:
         async for run_id, run, revision in self.ctx.runs.watch():
@@ -118,8 +121,10 @@ class Reconciler:
 
     def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
         """A run's record changed (or was deleted): index it afresh."""
-        if run is not None and run.state.terminal:
-            self.ended(run, run_id in self.tracked, self.synced.is_set())
+        if run is not None:
+            self.seen(run)
+            if run.state.terminal:
+                self.ended(run, run_id in self.tracked, self.synced.is_set())
         new = track(self.tracked.get(run_id), run, revision)
         if new is None:
             self._forget(run_id)

@@ -123,11 +123,12 @@ async def main(ctx: Context) -> None:
     records.known = reconciler.known
     finished = FinishedCounts(ctx, await ctx.buckets.open(s.BUCKET_FINISHED, FinishedMinute))
     reconciler.ended = finished.noted
+    reconciler.seen = flows.seen
     losses = AgentLosses(ctx)
     reconciler.progress.watched = losses.beats
     stop = asyncio.Event()
     tasks = [background(ctx, t) for t in (
-        flows.watch_jobs(), reconciler.watch(), pruner.run(), losses.watch(),
+        flows.watch_jobs(), reconciler.watch(), pruner.run(), losses.watch(), flows.repair(),
         ctx.consumers.consume(s.STREAM_EVENTS, s.CONSUMER_TRACKER, handler.handle, stop=stop, concurrency=256),
         reconcile_as_leader(ctx, reconciler, CheckpointJanitor(ctx), Deadlines(ctx, reconciler.active, flows.jobs),
                             StorageKeeper(ctx), flows, losses, finished),
@@ -139,6 +140,6 @@ async def main(ctx: Context) -> None:
     await ctx.stop.wait()
     await direct.unsubscribe()  # a report being applied still gets its answer; new ones go to the stream
     stop.set()
-    for task in tasks[:4]:  # the watches and the pruner end only when cancelled
+    for task in tasks[:5]:  # the watches, the pruner and the marks' repair end only when cancelled
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -19,8 +19,7 @@ from jetcron.core.runs import new_run
 from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
 from jetcron.ops.control import cancel_run
 from jetcron.ops.dispatch import dispatch
-from jetcron.services import joins
-from jetcron.services.joins import release, upstream_wait
+from jetcron.services.joins import Joins, upstream_wait
 from jetcron.services.runtime import Context
 from jetcron.services.trigger.calendars import CalendarView
 from jetcron.telemetry import metrics
@@ -39,6 +38,7 @@ class Firer:
         self.ctx = ctx
         self.rng = rng
         self.calendars = calendars or CalendarView()
+        self.joins = Joins(ctx)
 
     async def fire(self, record: JobRecord, cursor: tuple[Cursor, int] | None, now: datetime,
                    extra: float = 0.0, revision: int | None = None) -> tuple[FirePlan, tuple[Cursor, int] | None]:
@@ -93,14 +93,14 @@ class Firer:
         """An occurrence of a job joined on its upstreams' latest successes: ready (scheduled) or waiting for them.
         At most one of the job's runs waits: while one does, a later occurrence is recorded skipped and the waiting
         one is released in its place once the upstreams allow, so that no two runs take the same successes."""
-        waiting = await joins.waiting_run(self.ctx.runs, spec.key)
-        pending, newest = await joins.readiness(self.ctx.runs, spec, besides=waiting.run_id if waiting else "")
+        waiting = await self.joins.waiting_run(spec.key)
+        pending, newest = await self.joins.readiness(spec)
         if waiting is None:
             if pending:
                 return RunState.WAITING, upstream_wait(pending), None
             return RunState.SCHEDULED, "", dag.took_at(now, newest)
         if not pending:
-            await release(self.ctx, waiting.run_id, dag.took_at(now, newest))
+            await self.joins.release(waiting.run_id, dag.took_at(now, newest))
         return RunState.SKIPPED, f"join: {waiting.run_id} still waited on its upstream jobs and runs in its place", None
 
     async def _overlap(self, record: JobRecord, last_run: str) -> tuple[OverlapAction, str]:
@@ -175,6 +175,8 @@ class Firer:
                     await self._redispatch(rid, now)
                 return rid if state is not RunState.SKIPPED else last_run
             metrics.child(metrics.OCCURRENCES, result=state.value).inc()
+            if spec.depends_on:
+                await self.joins.recorded(run)  # ready or waiting on its upstreams: what its next occurrence reads
             kind = exclusions.skip_kind(fire.skip_reason)
             if kind is not None:
                 metrics.child(metrics.SKIPPED_BY_CALENDAR, kind=kind).inc()

@@ -156,6 +156,17 @@ TABLE = [
     (Role.API, {}, "pub", "jc.tracker.runs", True),
     (Role.TENANT, ACME, "pub", "jc.tracker.runs", False),
     (Role.AGENT, AGENT_A, "sub", "jc.tracker.runs", False),
+    # A latest join's marks: raised by the trigger and the tracker; each job's dependents: written by the api alone.
+    (Role.TRIGGER, {}, "pub", "$KV.jc_joins.ran.report", True),
+    (Role.TRIGGER, {}, "pub", "$KV.jc_joins.waiting.report", True),
+    (Role.TRIGGER, {}, "pub", "$KV.jc_joins.dep.default.load.report", False),
+    (Role.TRACKER, {}, "pub", "$KV.jc_joins.ok.load", True),
+    (Role.TRACKER, {}, "pub", "$KV.jc_joins.dep.default.load.report", False),
+    (Role.API, {}, "pub", "$KV.jc_joins.dep.default.load.report", True),
+    (Role.API, {}, "pub", "$KV.jc_joins.ok.load", False),
+    (Role.PLACEMENT, {}, "pub", "$KV.jc_joins.ok.load", False),
+    (Role.AGENT, AGENT_A, "pub", "$KV.jc_joins.ok.load", False),
+    (Role.AGENT, AGENT_A, "pub", "$JS.API.STREAM.MSG.GET.KV_jc_joins", False),
 ]
 
 

@@ -1,18 +1,27 @@
 """Flows with independent roots, end to end on a real server: the design's A→C→E, B→D→E with A and B on different
 schedules. E joined on the latest runs once C and D have each succeeded since E last ran, never twice on the same
-successes; a job with its own schedule and upstreams fires on its schedule once they allow; a run waiting past its
-wait timeout is blocked; a same-occurrence join that could never be met is refused by name."""
+successes; a job with its own schedule and upstreams fires on its schedule once they allow, and not again on an old
+success however long its history; a run waiting past its wait timeout is blocked; a same-occurrence join that could
+never be met is refused by name, whichever job of its flow the change is to."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import nats
 import pytest
-from harness import Services, wait_for
+from harness import Services, run_cli, wait_for
 
+from jetcron.core.ids import run_id
+from jetcron.core.join_marks import JoinMark, Mark, mark_key
+from jetcron.core.models import JobSpec, Run, RunState, Schedule, ScheduleKind
+from jetcron.core.runs import new_run
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode, encode
 
 FAR = (datetime.now(UTC) + timedelta(days=300)).isoformat()
 """An upstream that does not run by itself during the test."""
@@ -113,3 +122,94 @@ async def test_a_run_waiting_past_its_wait_timeout_is_blocked(services: Services
     run = await wait_for(blocked, 30, what="the waiting run to be blocked")
     # Then it is blocked, saying why
     assert run["reason"].startswith("wait timeout: upstream jobs did not allow it within 2 s")
+
+
+async def test_a_change_to_a_root_that_leaves_its_flow_unable_to_meet_is_refused_and_nothing_is_stored(
+        secure_services: Services, admin: Client) -> None:
+    # Given A->C->E and B->D->E, A and B hourly, E joined on the same occurrence (on a system with auth: the api
+    # keeps each job's dependents in jc_joins)
+    await secure_services.start_system(agents=0, core=["api"])
+    hourly, two_hourly = {"kind": "every", "every_seconds": 3600}, {"kind": "every", "every_seconds": 7200}
+    for name, schedule, ups in (("a", hourly, []), ("b", hourly, []), ("c", None, ["a"]), ("d", None, ["b"]),
+                                ("e", None, ["c", "d"])):
+        await admin.call("jobs.create", _job(name, schedule, depends_on=ups))
+    before = await admin.call("jobs.get", {"name": "b", "count": 0})
+
+    # When B, a root, is moved to another schedule
+    with pytest.raises(ApiError, match=r"job 'e' joins its upstreams on the same occurrence, and its flow would start "
+                                       r"from a \(every 3600 s\), b \(every 7200 s\), which fire on different "
+                                       r"schedules: .* give a, b one schedule, or make 'e' join: latest") as no:
+        await admin.call("jobs.update", _job("b", two_hourly))
+
+    # Then it is refused by name, naming the schedule, and B stays as it was
+    assert (no.value.code, no.value.field) == ("invalid", "schedule")
+    assert await admin.call("jobs.get", {"name": "b", "count": 0}) == before
+    # and E's flow, once it joins on the latest, may have roots on any schedule
+    await admin.call("jobs.update", _job("e", depends_on=["c", "d"], join="latest"))
+    await admin.call("jobs.update", _job("b", two_hourly))
+    assert (await admin.call("jobs.get", {"name": "e", "count": 0}))["wait_timeout_seconds"] == 7 * 86400
+
+
+def _stored(run: Run, state: RunState, at: datetime, **fields: Any) -> Run:
+    return Run(**{**{f: getattr(run, f) for f in run.__struct_fields__}, "state": state, "created_at": at, **fields})
+
+
+async def test_a_dependent_whose_history_outgrew_one_read_does_not_run_again_on_an_old_success(
+        services: Services, client: Client) -> None:
+    # Given what a release that kept no join marks stored: the load succeeded, the report ran on it, and then 100 of
+    # the report's occurrences were skipped (more than the 64 newest records a join used to read)
+    await services.start_system(agents=1)
+    now = datetime.now(UTC).replace(microsecond=0)
+    load = JobSpec(name="load", command=["true"], schedule=Schedule(kind=ScheduleKind.AT, at=_at(FAR)))
+    report = JobSpec(name="report", command=["true"], schedule=Schedule(kind=ScheduleKind.EVERY, every_seconds=1),
+                     depends_on=["load"])
+    seeded: list[Run] = []
+    for spec, state, at in [(load, RunState.SUCCEEDED, now - timedelta(minutes=10)),
+                            (report, RunState.SUCCEEDED, now - timedelta(minutes=9)),
+                            *((report, RunState.SKIPPED, now - timedelta(minutes=8, seconds=-i)) for i in range(100))]:
+        run = new_run(spec, run_id=run_id(spec.key, at), state=RunState.SCHEDULED, scheduled_at=at, due_at=at, now=at)
+        seeded.append(_stored(run, state, at, finished_at=at if state is RunState.SUCCEEDED else None))
+    nc = await nats.connect(services.server.url)
+    try:
+        runs = await nc.jetstream().key_value(s.BUCKET_RUNS)
+        for run in seeded:
+            await runs.put(run.run_id, encode(run))
+        await client.call("jobs.create", _job("load", {"kind": "at", "at": FAR}))
+        await client.call("jobs.create", _job("report", {"kind": "every", "every_seconds": 1}, depends_on=["load"]))
+
+        # When it comes due while the load has not succeeded again
+        async def waits() -> dict[str, Any] | None:
+            new = [r for r in await _runs(client, "report") if r["run_id"] not in {x.run_id for x in seeded}]
+            return next((r for r in new if r["state"] == "waiting"), None) if len(new) >= 3 else None
+
+        waiting = await wait_for(waits, 30, what="the report's new occurrences to wait and skip")
+        # Then none of them ran on the load's old success
+        new = [r for r in await _runs(client, "report") if r["run_id"] not in {x.run_id for x in seeded}]
+        assert sorted({r["state"] for r in new}) in (["skipped", "waiting"], ["waiting"]), new
+        assert "waiting on upstream jobs: load" in waiting["reason"]
+
+        # And the load's next success releases the waiting one, which runs, and marks both in jc_joins
+        await client.call("jobs.trigger", {"name": "load", "key": "go"})
+
+        async def ran() -> dict[str, Any] | None:
+            found = await client.call("runs.get", {"run_id": waiting["run_id"]})
+            return found if found["state"] == "succeeded" else None
+
+        done = await wait_for(ran, 30, what="the waiting occurrence to be released and succeed")
+        joins = await nc.jetstream().key_value(s.BUCKET_JOINS)
+
+        async def marked() -> bool:
+            entry = await joins.get(mark_key(Mark.RAN, report.key))
+            return decode(entry.value or b"{}", JoinMark).at == _at(done["released_at"])
+
+        await wait_for(marked, 10, what="the report's ran mark")
+        ok = decode((await joins.get(mark_key(Mark.OK, load.key))).value or b"{}", JoinMark)
+        assert ok.at is not None and ok.at > now
+        assert [r["state"] for r in await _runs(client, "report") if r["state"] not in ("waiting", "skipped")
+                and r["run_id"] not in {x.run_id for x in seeded}] == ["succeeded"]
+        # and `jobs get` says how long a run of it may wait: the default, which it does not set
+        shown = await asyncio.to_thread(run_cli, services.server.url, "jobs", "get", "report")
+        assert "a run waiting on its upstream jobs is blocked after 604800 s (the default; set " \
+               "wait_timeout_seconds)" in shown.stdout, shown.stdout + shown.stderr
+    finally:
+        await nc.close()

@@ -10,9 +10,10 @@ from twin_support import twin_context
 
 from jetcron.core import dag
 from jetcron.core.ids import run_id
+from jetcron.core.join_marks import Mark
 from jetcron.core.models import JobSpec, JoinPolicy, Run, RunState
 from jetcron.core.runs import new_run
-from jetcron.services import joins
+from jetcron.services.joins import Joins
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 E = JobSpec(name="e", command=["true"], depends_on=["c", "d"], join=JoinPolicy.LATEST)
@@ -34,11 +35,13 @@ def test_a_run_is_stamped_no_earlier_than_the_newest_success_it_takes() -> None:
 async def test_a_success_that_ended_while_a_run_was_decided_is_not_taken_again_by_the_next() -> None:
     # Given C and D succeeded, D's success ending 5 ms after the decider read its clock (now)
     ctx = twin_context("run_tracker")
+    joins = Joins(ctx)
     now = T0 + timedelta(seconds=10)
     for job, at in (("c", T0), ("d", now + timedelta(milliseconds=5))):
         run = succeeded(job, at)
         await ctx.runs.create(run.run_id, run)
-    pending, newest = await joins.readiness(ctx.runs, E)
+        await joins.recorded(run, upstream=True)
+    pending, newest = await joins.readiness(E)
     assert (pending, newest) == ([], now + timedelta(milliseconds=5))
 
     # When E's run is recorded ready, stamped as the tracker stamps it
@@ -46,8 +49,9 @@ async def test_a_success_that_ended_while_a_run_was_decided_is_not_taken_again_b
     e_run = new_run(E, run_id=run_id(E.key, now), state=RunState.SCHEDULED, scheduled_at=now, due_at=now, now=now,
                     released_at=took)
     await ctx.runs.create(e_run.run_id, e_run)
+    await joins.recorded(e_run)
 
     # Then the next decision finds no new success of either: E waits for both again
-    assert await joins.last_ran(ctx.runs, E.key) == took
-    pending, _ = await joins.readiness(ctx.runs, E)
+    assert (await joins.mark(Mark.RAN, E.key)).at == took
+    pending, _ = await joins.readiness(E)
     assert pending == ["c", "d"]
