@@ -11,14 +11,19 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# Two source roots make setuptools install the editable package through an import finder, which warns at every
+# install that a folder named like the package could shadow it; none can (the packages live under libs/ and
+# services/), so its build runs with warnings off.
+PIP_INSTALL := PYTHONWARNINGS=ignore $(BIN)/pip install -q
+
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $(STAMP)
 
-# The agent's launcher (services/agent/host/jetcron_launch.c): static, so that no dynamic loader reads a job's
+# The agent's launcher (services/jetcron_services/agent/host/jetcron_launch.c): static, so that no dynamic loader reads a job's
 # environment while it runs as root. Where it cannot be built (no C compiler or static libc), agents start runs
 # through a chain of setpriv, sh and util-linux tools instead, which costs about 7 ms more CPU per run.
-$(LAUNCHER): services/agent/host/jetcron_launch.c | $(BIN)/python
+$(LAUNCHER): services/jetcron_services/agent/host/jetcron_launch.c | $(BIN)/python
 	$(CC) -O2 -Wall -Wextra -static -o $@ $< || { rm -f $@; \
 	  echo "jetcron-launch not built: agents start runs through setpriv and sh instead"; }
 
@@ -54,7 +59,7 @@ test-bench: $(STAMP) $(LAUNCHER) peers-tools
 
 # The image and the compose stack in real containers (podman; installed here when missing): docs/deploy.md.
 test-deploy: $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,deploy,containers]'
+	$(PIP_INSTALL) -e '.[dev,deploy,containers]'
 	tests/deploy/prepare.sh
 	$(BIN)/python -m pytest -q tests/deploy -m deploy -p no:cacheprovider
 
@@ -73,13 +78,9 @@ chaos: $(STAMP) $(LAUNCHER)
 lint: $(STAMP)
 	$(BIN)/ruff check libs services tests bench
 
-# mypy cannot follow the package-dir mapping of the editable install (jetcron -> libs, jetcron.services ->
-# services); give it a tree of links laid out as the installed package is.
+# Both source roots are on mypy's path (pyproject.toml [tool.mypy] mypy_path): a module's path is its name.
 typecheck: $(STAMP)
-	rm -rf build/mypy && mkdir -p build/mypy/jetcron
-	for f in libs/*; do ln -s ../../../$$f build/mypy/jetcron/; done
-	ln -s ../../../services build/mypy/jetcron/services
-	MYPYPATH=build/mypy $(BIN)/mypy -p jetcron
+	$(BIN)/mypy -p jetcron -p jetcron_services
 
 # A screenshot of every dashboard page, on a small live system, into docs/images/ (docs/dashboard.md).
 screenshots: $(STAMP) $(LAUNCHER) browser
@@ -97,23 +98,23 @@ bench-peers: $(STAMP) $(LAUNCHER) peers-tools
 	$(BIN)/python bench/run.py --only bench.peers
 
 peers-tools: $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,peers]'
+	$(PIP_INSTALL) -e '.[dev,peers]'
 	command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq -o DPkg::Lock::Timeout=600 redis-server >/dev/null; }
 
 # About 1.5 h: the design's scale scenarios on a virtual fleet (dead hosts, steady day, midnight; bench/scale.py) at
 # the largest sizes this machine carries, results in bench/results/ and docs/benchmarks.md; then their plots.
 bench-scale: $(STAMP) $(LAUNCHER)
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(PIP_INSTALL) -e '.[dev,bench]'
 	$(BIN)/python bench/run.py --only bench.scale
 	$(BIN)/python -m bench.scale_plot
 
 # Hours: 3,000,000 runs through a system whose history ages out in minutes, a ledger of every occurrence, disk and
 # memory every minute (bench/longlife.py); then docs/images/longlife.png. LONGLIFE_ARGS="--runs 20000" for less.
 bench-longlife: $(STAMP) $(LAUNCHER)
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(PIP_INSTALL) -e '.[dev,bench]'
 	$(BIN)/python -m bench.longlife $(LONGLIFE_ARGS)
 	$(BIN)/python -m bench.longlife_plot
 
 clean:
-	rm -rf $(VENV) .jetcron .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jetcron .pytest_cache .mypy_cache .ruff_cache build

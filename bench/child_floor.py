@@ -41,8 +41,8 @@ from pathlib import Path
 
 from bench.common import emit, summary
 from jetcron.core.job_view import ChildView
-from jetcron.services.agent.host.launch import launcher_options, launcher_path
-from jetcron.services.agent.host.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits, detect
+from jetcron_services.agent.host.launch import launcher_options, launcher_path
+from jetcron_services.agent.host.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits, detect
 
 CONCURRENCY = 8
 """As `bench.throughput.spawn_rate`: the bare rate this is compared with."""

@@ -97,7 +97,7 @@ class System:
         log = (self.base / f"{name}.log").open("ab")
         own = self.creds.env(name) if self.creds else {}
         proc = subprocess.Popen(
-            [sys.executable, "-m", f"jetcron.services.{module}"],
+            [sys.executable, "-m", f"jetcron_services.{module}"],
             env=self.env(**own, **extra),
             stdout=log,
             stderr=subprocess.STDOUT,

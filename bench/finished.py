@@ -1,6 +1,7 @@
-"""What counting every finished run per minute costs (jc_finished: core/finished.py, run_tracker/finished.py,
-bus/finished.py), beside what the alternatives would cost. One embedded server with fsync before every ack (as
-jetcron runs it), no services: each part is the code the tracker and the api run, on the real bucket.
+"""What counting every finished run per minute costs (jc_finished: jetcron.core.finished,
+jetcron_services.run_tracker.finished, jetcron.bus.finished), beside what the alternatives would cost. One embedded
+server with fsync before every ack (as jetcron runs it), no services: each part is the code the tracker and the api run,
+on the real bucket.
 
 - **tally**: the tracker's in-memory count of one terminal record from its runs watch (CPU per run);
 - **writes**: `--rate` runs finishing per second across `--tenants` tenants for `--seconds` seconds (the clock
@@ -41,9 +42,9 @@ from jetcron.bus.topology import ensure_topology
 from jetcron.core.clock import ManualClock
 from jetcron.core.finished import MINUTE, FinishedMinute, Tally, first_minute, minute_of, stamp
 from jetcron.core.models import Run, RunState
-from jetcron.services.run_tracker.finished import FinishedCounts
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron_services.run_tracker.finished import FinishedCounts
+from jetcron_services.runtime import Context
 
 OUTCOMES = [(RunState.SUCCEEDED, 0.9), (RunState.FAILED, 0.05), (RunState.DEAD, 0.03), (RunState.CANCELLED, 0.02)]
 FILL_CONCURRENCY = 256

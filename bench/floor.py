@@ -4,7 +4,7 @@ A run of a `now` job is eight acknowledged writes in series (docs/benchmarks.md,
 reach in this shape"): the job, the run record's create (the fire gate), `PlaceRun`, the `assigned` CAS,
 `AssignRun`, the run lease (with its Nats-TTL), the finish report and the `succeeded` CAS. This bench makes
 exactly those writes, on jetcron's own streams and buckets (`ensure_topology`), from one process through
-jetcron's own ack path (`bus/acks`), with nothing else: no consumer reads them, no service decides anything,
+jetcron's own ack path (`jetcron.bus.acks`), with nothing else: no consumer reads them, no service decides anything,
 no message is delivered to anyone. It is a bound, not a model: every real run costs at least this much.
 
 - **Throughput floor**: `--runs` chains, `--concurrency` of them in flight; runs/s and its ratio to the raw

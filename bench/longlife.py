@@ -238,7 +238,7 @@ class Bench:
             self.stalled[1] = self.t()
 
     async def _metrics_urls(self, js: JetStreamContext) -> dict[str, str]:
-        """Where each started process serves /metrics: the services bucket names it by pid (bus/registry.py)."""
+        """Where each started process serves /metrics: the services bucket names it by pid (jetcron.bus.registry)."""
         by_pid = {p.pid: name for name, p in self.jc.procs.items()}
         urls: dict[str, str] = {}
         kv = bind(js, s.BUCKET_SERVICES)

@@ -4,7 +4,7 @@ how many finished writes each one got.
 Millions of occurrences cannot be Python strings (tens of bytes of object each): each job's occurrences are
 numbered from its anchor (every job fires every `period_ms` from its own anchor, a whole millisecond), and a
 bytearray per job holds one counter per occurrence, so 3,000,000 runs cost 3 MB. A run id says which
-occurrence it is (`<job key>.<YYYYMMDDTHHMMSSmmmZ>`, core/ids.py); the counter counts terminal writes, capped
+occurrence it is (`<job key>.<YYYYMMDDTHHMMSSmmmZ>`, jetcron.core.ids); the counter counts terminal writes, capped
 at 255.
 """
 

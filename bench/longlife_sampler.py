@@ -17,8 +17,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 STORAGE_FULL = ("storage full", "maximum bytes", "maximum messages", "insufficient resources", "resource limits",
                 "10047", "10048", "10026", "10027")
-"""Words of a write the server refused for lack of room (core/errors.Unavailable from bus/kv.translate, and
-the server's own codes and log lines)."""
+"""Words of a write the server refused for lack of room (jetcron.core.errors.Unavailable from jetcron.bus.kv.translate,
+and the server's own codes and log lines)."""
 UNAVAILABLE = ("retry later", "did not answer", "unavailable", "10008", "no responders", "timed out", "timeout")
 """Words of a write that found no answer or a server not ready."""
 
@@ -138,7 +138,7 @@ def _count(counts: LogCounts, line: str) -> None:
 WATCHED_METRICS = ("jetcron_history_shed_total", "jetcron_history_pruned_total", "jetcron_occurrences_total",
                    "jetcron_fire_gate_duplicates_total", "jetcron_leases_expired_total", "jetcron_retries_total",
                    "jetcron_topology_recreated_total", "jetcron_storage_used_ratio", "jetcron_api_requests_total")
-"""What each service's /metrics says about refusals and early removals (libs/telemetry/metrics.py): history shed
+"""What each service's /metrics says about refusals and early removals (libs/jetcron/telemetry/metrics.py): history shed
 because storage was near full, topology made again, occurrences by outcome, storage use per stream."""
 
 

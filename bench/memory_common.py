@@ -42,10 +42,10 @@ def service_context(name: str) -> Any:
     from jetcron.config import Settings
     from jetcron.core.calendars import CalendarRecord
     from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
-    from jetcron.services.retention import History
-    from jetcron.services.runtime import Context, SystemClock
     from jetcron.wire import subjects as s
     from jetcron.wire.messages import Cursor
+    from jetcron_services.retention import History
+    from jetcron_services.runtime import Context, SystemClock
 
     settings, clock = Settings(), SystemClock()
     tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)

@@ -41,9 +41,9 @@ PASSES = 5
 
 async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
     from jetcron.core.models import AgentInfo, Run
-    from jetcron.services.placement.service import Placer
-    from jetcron.services.placement.view import View
     from jetcron.wire.codec import decode
+    from jetcron_services.placement.service import Placer
+    from jetcron_services.placement.view import View
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     blobs = herd_records(n, now)
@@ -92,7 +92,7 @@ async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
 async def _take_up(ctx: Any, view: Any) -> dict[str, float]:
     """A new leader taking up every waiting record: the seconds it takes, and the longest it holds the loop for
     (the turns a task beside it gets, as the leader lease's renewal would)."""
-    from jetcron.services.placement.service import Placer
+    from jetcron_services.placement.service import Placer
 
     gaps: list[float] = []
 
@@ -126,7 +126,7 @@ def run(n: int, reps: int) -> dict[str, object]:
             passes.append(child["pass_seconds"])
             take_up.append(child["take_up_seconds"])
             longest.append(child["take_up_longest_hold_seconds"])
-    from jetcron.services.placement.view import RECORDS_KEPT
+    from jetcron_services.placement.view import RECORDS_KEPT
 
     return {"bench": f"placement_memory_{n}", "waiting_runs": n, "records_kept": RECORDS_KEPT,
             "bytes_per_waiting_run": summary(got["placement"]["heap"]),

@@ -28,9 +28,9 @@ def measure(n: int) -> dict[str, float]:
     """In this process: feed n jobs and n cursors; bytes of RSS growth per schedule."""
     from jetcron.core.ids import run_id
     from jetcron.core.models import JobRecord
-    from jetcron.services.trigger.warm import Warm
     from jetcron.wire.codec import decode, encode
     from jetcron.wire.messages import Cursor
+    from jetcron_services.trigger.warm import Warm
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     warm = Warm(16)

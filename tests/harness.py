@@ -289,10 +289,10 @@ class Services:
         self.procs: dict[str, ServiceProcess] = {}
 
     def start(self, name: str, module: str, **extra_env: str) -> ServiceProcess:
-        """`python -m jetcron.services.<module>` under a unique name (e.g. agent-1)."""
+        """`python -m jetcron_services.<module>` under a unique name (e.g. agent-1)."""
         assert name not in self.procs, f"service {name} already started"
         own = self.identity(name, module) if self.identity else {}
-        proc = ServiceProcess(name, [sys.executable, "-m", f"jetcron.services.{module}"],
+        proc = ServiceProcess(name, [sys.executable, "-m", f"jetcron_services.{module}"],
                               {**self.env, **own, **extra_env}, self.log_dir / f"{name}.log").start()
         self.procs[name] = proc
         return proc

@@ -1,6 +1,6 @@
 """Starts the tests' service processes from an interpreter that has already imported them (tests/forkserver.py).
 
-A service started as `python -m jetcron.services.<name>` spends about 0.45 CPU-seconds importing jetcron and its
+A service started as `python -m jetcron_services.<name>` spends about 0.45 CPU-seconds importing jetcron and its
 libraries before it does anything, and the suite starts several hundred. This process imports them once, then
 for each request forks: the child is a process of its own (its own pid, session, environment, log file and
 connections, nothing shared at run time), which then runs the service's `__main__` exactly as `-m` would.
@@ -21,9 +21,9 @@ import select
 import signal
 import sys
 
-PRELOAD = ("jetcron.services.api.service", "jetcron.services.trigger.service", "jetcron.services.placement.service",
-           "jetcron.services.run_tracker.service", "jetcron.services.agent.service",
-           "jetcron.services.notifier.service", "jetcron.services.gateway.service")
+PRELOAD = ("jetcron_services.api.service", "jetcron_services.trigger.service", "jetcron_services.placement.service",
+           "jetcron_services.run_tracker.service", "jetcron_services.agent.service",
+           "jetcron_services.notifier.service", "jetcron_services.gateway.service")
 
 
 def send(message: dict[str, object]) -> None:

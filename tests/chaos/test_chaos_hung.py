@@ -44,7 +44,8 @@ RECOVER_S = 30.0
 STOP_S = 10.0
 """Compose's default stop grace: SIGTERM to exit, whatever the server does."""
 WITHOUT_NATS = "stopping without NATS: the server does not answer (gone, frozen or unreachable)"
-"""What a process says when it stops without its server (services/runtime.py, services/agent/service.py)."""
+"""What a process says when it stops without its server (services/jetcron_services/runtime.py,
+services/jetcron_services/agent/service.py)."""
 LOST = "NATS connection lost (the server is gone, frozen or unreachable): reconnecting"
 """What a process says when its client gives the connection up (jetcron.bus.connect)."""
 
@@ -106,7 +107,7 @@ def _frozen(nodes: list[ServerNode]) -> Iterator[None]:
 
 
 def _kind(proc: ServiceProcess) -> str:
-    """The name its connection carries: jetcron-<service> (bus/connect.py)."""
+    """The name its connection carries: jetcron-<service> (jetcron.bus.connect)."""
     return f"jetcron-{proc.argv[-1].rsplit('.', 1)[-1]}"
 
 

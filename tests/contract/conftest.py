@@ -1,4 +1,4 @@
-"""The contract suite: each test runs twice, against the in-memory twin (bus/memory.py) and against the real
+"""The contract suite: each test runs twice, against the in-memory twin (jetcron.bus.memory) and against the real
 adapter on a real nats-server. A twin that passes here may stand in for the server in a unit test."""
 
 from __future__ import annotations

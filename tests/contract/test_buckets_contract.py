@@ -1,5 +1,5 @@
 """ports.Buckets: a bucket opened by name is the same bucket however often and by whom it is opened, on the
-server (bus/kv.ServerBuckets) as on the twin (memory.MemoryBuckets)."""
+server (jetcron.bus.kv.ServerBuckets) as on the twin (memory.MemoryBuckets)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ports.Consumers: a durable consumer consumed on the server (bus/consume.ServerConsumers) and on the twin
+"""ports.Consumers: a durable consumer consumed on the server (jetcron.bus.consume.ServerConsumers) and on the twin
 (memory.MemoryConsumers) by the same work loop: each message handled, settled by what its handler says (done:
 acked and never seen again; Retry: delivered again), until stopped."""
 

@@ -1,5 +1,5 @@
-"""Leases with fencing (bus/lease.py) over ports.LeaseLog: the same behaviour on the server's lease buckets and on
-the twin (bus/memory.MemoryLeaseLog). Expiry is the server's clock: on the twin a test lets a lease lapse."""
+"""Leases with fencing (jetcron.bus.lease) over ports.LeaseLog: the same behaviour on the server's lease buckets and on
+the twin (jetcron.bus.memory.MemoryLeaseLog). Expiry is the server's clock: on the twin a test lets a lease lapse."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""ports.Publisher: what bus/publish.StreamPublisher does on a real stream and memory.MemoryPublisher must do the
-same: sequences in order, a struct stored encoded and bytes as they are, a message id storing a retry once, the
+"""ports.Publisher: what jetcron.bus.publish.StreamPublisher does on a real stream and memory.MemoryPublisher must do
+the same: sequences in order, a struct stored encoded and bytes as they are, a message id storing a retry once, the
 headers and TTL kept."""
 
 from __future__ import annotations

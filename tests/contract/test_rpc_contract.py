@@ -1,4 +1,4 @@
-"""ports.Rpc: request/reply and one-way messages as bus/rpc.NatsRpc gives them on a real server and
+"""ports.Rpc: request/reply and one-way messages as jetcron.bus.rpc.NatsRpc gives them on a real server and
 memory.MemoryRpc must give them too: an answer, no responders, no answer in time (each a NoAnswer naming the
 subject and why), one member of a queue group per request, and a notice to whoever serves its subject."""
 

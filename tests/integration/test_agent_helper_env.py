@@ -1,7 +1,7 @@
-"""No process that sets a job's child up as root sees the job's environment (services/agent/host/launch.py): where
-jetcron-launch is not built, the chain of setpriv, unshare, sh and prlimit starts with an empty environment and
-the job's reaches its own program alone; and names that only a loader, libc or shell reads are refused at create.
-Real agents, a real server."""
+"""No process that sets a job's child up as root sees the job's environment
+(services/jetcron_services/agent/host/launch.py): where jetcron-launch is not built, the chain of setpriv, unshare, sh
+and prlimit starts with an empty environment and the job's reaches its own program alone; and names that only a loader,
+libc or shell reads are refused at create. Real agents, a real server."""
 
 from __future__ import annotations
 

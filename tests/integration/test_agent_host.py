@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jetcron.services.agent.host.container import detect_runtime
-from jetcron.services.agent.host.limits import CGROUP1, CGROUP2, RLIMIT, detect
+from jetcron_services.agent.host.container import detect_runtime
+from jetcron_services.agent.host.limits import CGROUP1, CGROUP2, RLIMIT, detect
 
 FAKE_DOCKER = '''#!{python}
 """A stand-in docker CLI: `info` works only while a file named `engine` sits beside it; `run` logs its

@@ -1,6 +1,6 @@
-"""A job's view of the host through both launch paths (services/agent/host/scratch.py, launch.py, spares.py), each
-set up by jetcron-launch and by the chain of tools it replaces: real processes, real mount namespaces and cgroups,
-no NATS needed.
+"""A job's view of the host through both launch paths (services/jetcron_services/agent/host/scratch.py, launch.py,
+spares.py), each set up by jetcron-launch and by the chain of tools it replaces: real processes, real mount namespaces
+and cgroups, no NATS needed.
 
 A spawned child and one that took a spare must see the same: its scratch as its working directory and its /tmp,
 owned by its user, mode 0700, nothing of the host's /tmp, the file size bound.
@@ -17,13 +17,13 @@ import pytest
 from harness import wait_for
 
 from jetcron.config import Settings
-from jetcron.services.agent.host import launch
-from jetcron.services.agent.host.confine import JobUser
-from jetcron.services.agent.host.executor import Execution, Outcome
-from jetcron.services.agent.host.limits import RLIMIT, LimitRoot, RunLimits, detect
-from jetcron.services.agent.host.scratch import Room, Scratches
-from jetcron.services.agent.host.spares import Spare, SparePool
-from jetcron.services.agent.host.strays import StrayGuard
+from jetcron_services.agent.host import launch
+from jetcron_services.agent.host.confine import JobUser
+from jetcron_services.agent.host.executor import Execution, Outcome
+from jetcron_services.agent.host.limits import RLIMIT, LimitRoot, RunLimits, detect
+from jetcron_services.agent.host.scratch import Room, Scratches
+from jetcron_services.agent.host.spares import Spare, SparePool
+from jetcron_services.agent.host.strays import StrayGuard
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a job's own user and a private /tmp take a root agent "
                                                            "(these tests run as root, like an agent container does)")

@@ -1,4 +1,5 @@
-"""The agent's spare child (services/agent/host/spares.py): real processes in real cgroups, no NATS needed.
+"""The agent's spare child (services/jetcron_services/agent/host/spares.py): real processes in real cgroups, no NATS
+needed.
 
 A run handed to a spare must look exactly like a spawned one to its program: its environment and nothing
 else, its argv untouched, stdin empty, its own process group, its groups with the run's memory limit, its exit
@@ -18,10 +19,10 @@ from pathlib import Path
 import pytest
 from harness import pid_alive, wait_for
 
-from jetcron.services.agent.host.executor import Execution, Outcome
-from jetcron.services.agent.host.limits import LimitRoot, RunLimits, detect
-from jetcron.services.agent.host.spares import Spare, SparePool, encode
-from jetcron.services.agent.host.strays import StrayGuard
+from jetcron_services.agent.host.executor import Execution, Outcome
+from jetcron_services.agent.host.limits import LimitRoot, RunLimits, detect
+from jetcron_services.agent.host.spares import Spare, SparePool, encode
+from jetcron_services.agent.host.strays import StrayGuard
 
 SHOW = ("import json, os, sys; print(json.dumps({'env': dict(os.environ), 'argv': sys.argv[1:], "
         "'stdin': sys.stdin.read(), 'pid': os.getpid(), 'pgid': os.getpgid(0), "

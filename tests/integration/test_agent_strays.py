@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from harness import clean_env, pid_alive, start_time, wait_until
 
-from jetcron.services.agent.host import strays
-from jetcron.services.agent.host.strays import StrayGuard, replay
+from jetcron_services.agent.host import strays
+from jetcron_services.agent.host.strays import StrayGuard, replay
 
 
 def orphaned_group(tmp_path: Path, agent_id: str) -> tuple[int, int]:

@@ -35,7 +35,7 @@ LOOK = ('exec 2>&1; id -u; id -G; grep -E "^Cap(Inh|Prm|Eff|Amb)" /proc/self/sta
 def start_as(services: Services, name: str, setpriv: list[str], **env: str) -> ServiceProcess:
     """An agent running as AGENT_UID, with what `setpriv` adds (groups, capabilities)."""
     argv = ["setpriv", f"--reuid={AGENT_UID}", f"--regid={AGENT_UID}", *setpriv, "--",
-            sys.executable, "-m", "jetcron.services.agent"]
+            sys.executable, "-m", "jetcron_services.agent"]
     proc = ServiceProcess(name, argv, {**services.env, "JETCRON_AGENT_ID": name, "JETCRON_AGENT_JOB_USER": "nobody",
                                        "JETCRON_AGENT_LABELS": f"name={name}", **env},
                           services.log_dir / f"{name}.log").start()

@@ -1,11 +1,12 @@
 """Every verb of the API, and the intake, fuzzed from its own checked-in JSON Schema (schemas/api, made from
-libs/wire/verbs.py) against the real nats-server, api and run tracker, with a tenant's credential and the admin's.
+libs/jetcron/wire/verbs.py) against the real nats-server, api and run tracker, with a tenant's credential and the
+admin's.
 
 hypothesis-jsonschema draws valid requests from each schema as it is, and from the same schema with the fields
 that name things held to names that exist (a stored job, run, secret or token: so a valid request gets past the
 lookup to the code behind it). A small strategy breaks them (a value of another type, a required field left out,
 an unknown field, a number out of any range) or cuts them short, and a fixed list of byte-level garbage goes raw
-to every subject. For every request: the reply is ok or a named error (libs/core/errors.py), never `internal`,
+to every subject. For every request: the reply is ok or a named error (libs/jetcron/core/errors.py), never `internal`,
 never silence; a refused request stores nothing; the api is alive and answering after each verb. No agent runs:
 nothing executes. The rows of docs/guarantees.md's fuzz table come from what this records (`make chaos`).
 """
@@ -55,7 +56,7 @@ failed in a way it did not foresee (an exception turned into a reply), the very 
 
 
 def _named_codes() -> frozenset[str]:
-    """Every code of libs/core/errors.py but NEVER: a reply's error must be one of them."""
+    """Every code of libs/jetcron/core/errors.py but NEVER: a reply's error must be one of them."""
     codes, todo = set(), [errors.JetcronError]
     while todo:
         kind = todo.pop()

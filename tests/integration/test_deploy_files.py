@@ -23,7 +23,7 @@ from jetcron.bus.server import EmbeddedNats, free_ports, nats_server_binary
 from jetcron.config import Settings
 from jetcron.core.uid_pool import parse_uid_range
 from jetcron.sdk.client import Client
-from jetcron.services.agent.host.confine import SWITCH_CAPABILITIES
+from jetcron_services.agent.host.confine import SWITCH_CAPABILITIES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -201,7 +201,7 @@ def test_the_compose_file_gives_each_process_its_own_credential_and_the_stack_it
 
 
 SWITCH = {name.removeprefix("CAP_") for name in SWITCH_CAPABILITIES}
-"""What an agent that runs each job as a user of its own takes (services/agent/host/confine.py)."""
+"""What an agent that runs each job as a user of its own takes (services/jetcron_services/agent/host/confine.py)."""
 
 
 def _uids(text: str) -> range:
@@ -269,7 +269,7 @@ async def test_a_node_config_from_deploy_init_runs_and_a_service_joins_it_with_t
     (tmp_path / "node.conf").write_text(config)
     node = subprocess.Popen([nats_server_binary(), "-c", str(tmp_path / "node.conf")], stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT)
-    api = ServiceProcess("api", [sys.executable, "-m", "jetcron.services.api"], clean_env(
+    api = ServiceProcess("api", [sys.executable, "-m", "jetcron_services.api"], clean_env(
         JETCRON_NATS_URL=f"nats://localhost:{client}", JETCRON_NATS_MONITOR_URL=f"http://127.0.0.1:{monitor}",
         JETCRON_NATS_CREDS=str(gen / "auth" / "creds" / "api.creds"), JETCRON_NATS_TLS_CA=str(gen / "tls" / "ca.pem"),
         JETCRON_METRICS_HOST="127.0.0.1"), tmp_path / "api.log")

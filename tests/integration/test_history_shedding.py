@@ -23,10 +23,10 @@ from jetcron.bus.topology import ensure_topology
 from jetcron.config import Settings
 from jetcron.core.ids import run_id
 from jetcron.core.models import Run, RunState
-from jetcron.services.run_tracker import history
-from jetcron.services.run_tracker.history import StorageKeeper
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
+from jetcron_services.run_tracker import history
+from jetcron_services.run_tracker.history import StorageKeeper
 
 NOW = datetime.now(UTC)
 

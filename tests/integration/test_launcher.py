@@ -1,5 +1,6 @@
-"""jetcron-launch (services/agent/host/jetcron_launch.c), the binary itself: what a run's child is given, in which
-order, and what a bad option or a failed step says. Real processes; the user switch and the namespace need root."""
+"""jetcron-launch (services/jetcron_services/agent/host/jetcron_launch.c), the binary itself: what a run's child is
+given, in which order, and what a bad option or a failed step says. Real processes; the user switch and the namespace
+need root."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from harness import wait_until
 
-from jetcron.services.agent.host import launch
+from jetcron_services.agent.host import launch
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="a user switch and a mount namespace take root")
 # A child that reports its ids, its groups, its parent-death signal, its file size limit and its working directory.

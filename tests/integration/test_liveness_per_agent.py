@@ -1,6 +1,7 @@
 """Liveness per agent on a real nats-server: a run claim bound to its agent's lease is never renewed while the run
 goes on, the agent's death still re-runs it within the lease TTL, agents of both protocols share one cluster, and a
-cancel whose control message is lost still stops the child at the agent's next renewal (services/agent/liveness.py).
+cancel whose control message is lost still stops the child at the agent's next renewal
+(services/jetcron_services/agent/liveness.py).
 """
 
 from __future__ import annotations

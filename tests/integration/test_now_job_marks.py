@@ -1,5 +1,5 @@
 """A `now` job is made with its end, and its shard's fire mark says it has fired: the trigger writes nothing to
-the job, and a trigger started later plans no job the mark covers (core/fire_marks), on a real nats-server."""
+the job, and a trigger started later plans no job the mark covers (jetcron.core.fire_marks), on a real nats-server."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from harness import wait_for
 from rest_support import Rest
 
 from jetcron.sdk.client import ApiError, Client
-from jetcron.services.gateway import contract
+from jetcron_services.gateway import contract
 
 
 async def _job_when(http: httpx.AsyncClient, job_id: str, states: set[str]) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from harness import wait_for
 from litestar import Litestar
 from playwright.async_api import ConsoleMessage, Request, expect
 
-from jetcron.services.gateway.app import build_app
-from jetcron.services.gateway.gate import Gate
+from jetcron_services.gateway.app import build_app
+from jetcron_services.gateway.gate import Gate
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,7 @@ import httpx
 from harness import Services, wait_for
 from rest_support import Rest
 
-from jetcron.services.gateway.status import JOB_WORDS, RUN_WORDS
+from jetcron_services.gateway.status import JOB_WORDS, RUN_WORDS
 
 YEARLY = {"command": "true", "schedule": "0 0 1 1 *"}
 

@@ -15,15 +15,15 @@ from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import Limits, ensure_topology
 from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec
 from jetcron.sdk.once import AlreadyClaimed, once, once_async
-from jetcron.services.api.room import room
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
+from jetcron_services.api.room import room
 
 
 @pytest.fixture(autouse=True)
 async def room_answered(nats_server: EmbeddedNats) -> AsyncIterator[None]:
-    """The api's answer to once()'s question how full the key store is (api/room.py), without the rest of the api:
-    these tests make the store with limits of their own, which a whole api would raise to its settings."""
+    """The api's answer to once()'s question how full the key store is (jetcron_services.api.room), without the rest of
+    the api: these tests make the store with limits of their own, which a whole api would raise to its settings."""
     nc = await nats.connect(nats_server.url)
     streams = ServerStreams(nc.jetstream(timeout=5))
 

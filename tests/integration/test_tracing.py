@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from jetcron.bus.server import EmbeddedNats
 from jetcron.config import Settings
 from jetcron.sdk.client import Client
-from jetcron.services.runtime import Context, boot, run
 from jetcron.telemetry.tracing import setup_tracing, tracer
+from jetcron_services.runtime import Context, boot, run
 
 SERVICES = ("api", "trigger", "placement", "run_tracker", "agent")
 
@@ -45,7 +45,7 @@ async def system(nats_server: EmbeddedNats, tmp_path: Path, spans: InMemorySpanE
     contexts: list[Context] = []
     tasks: list[asyncio.Task[None]] = []
     for name in SERVICES:
-        main: Callable[[Context], Awaitable[None]] = importlib.import_module(f"jetcron.services.{name}.service").main
+        main: Callable[[Context], Awaitable[None]] = importlib.import_module(f"jetcron_services.{name}.service").main
         ctx = await boot(name, _settings(nats_server, tmp_path / "data",
                                          agent_id="agent-1" if name == "agent" else f"{name}-1"))
         contexts.append(ctx)

@@ -27,9 +27,9 @@ from jetcron.bus.memory import MemoryPublisher, MemoryStreams
 from jetcron.config import Settings
 from jetcron.core.models import NotifyEvent, NotifyRule
 from jetcron.core.notify import DeliveryAttempt, Notice
-from jetcron.services.notifier import targets as targets_module
-from jetcron.services.notifier.targets import Targets
-from jetcron.services.runtime import SystemClock
+from jetcron_services.notifier import targets as targets_module
+from jetcron_services.notifier.targets import Targets
+from jetcron_services.runtime import SystemClock
 
 STAND_IN = "127.0.0.2"
 """A loopback address that stands for a public one where a test replaces the address check."""

@@ -10,9 +10,9 @@ from msgspec.structs import replace
 from jetcron.bus.memory import MemoryRecords
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.reconcile import index_form, track
-from jetcron.services.run_tracker.listing import select, whole_page
 from jetcron.wire.api import Page
 from jetcron.wire.messages import ActiveRunsQuery
+from jetcron_services.run_tracker.listing import select, whole_page
 
 T0 = datetime(2026, 12, 3, tzinfo=UTC)
 

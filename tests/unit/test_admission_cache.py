@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from jetcron.services.api.admission import _Cached
+from jetcron_services.api.admission import _Cached
 
 
 async def test_submits_that_ask_while_a_figure_is_read_share_that_read() -> None:

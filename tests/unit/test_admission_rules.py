@@ -8,8 +8,8 @@ from jetcron.core.admission import check_pending, check_queue, check_rate
 from jetcron.core.errors import RateLimited, Unavailable
 from jetcron.core.pacing import TokenBucket
 from jetcron.sdk.errors import RateLimitedError, api_error
-from jetcron.services.gateway.problems import headers_for, status_of
 from jetcron.wire.api import error_reply
+from jetcron_services.gateway.problems import headers_for, status_of
 
 
 def test_a_bucket_allows_its_burst_then_its_rate() -> None:

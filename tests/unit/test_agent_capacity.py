@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jetcron.services.agent.host.capacity import cpu_quota, effective, memory_limit, own_paths, probe
+from jetcron_services.agent.host.capacity import cpu_quota, effective, memory_limit, own_paths, probe
 
 GiB = 2**30
 HOST_MIB = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20

@@ -1,5 +1,5 @@
-"""Agents lost: the tracker's leader counts an agent whose entry aged out once (core/departures.py), never one
-that left cleanly, nor one whose record the watch merely stopped delivering (run_tracker/agents.py)."""
+"""Agents lost: the tracker's leader counts an agent whose entry aged out once (jetcron.core.departures), never one
+that left cleanly, nor one whose record the watch merely stopped delivering (jetcron_services.run_tracker.agents)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from jetcron.core.reconcile import Beat
 from jetcron.core.retry import RetryAction, RetryDecision
 from jetcron.core.run_state import RunEvent, RunState
 from jetcron.core.runs import Change, apply
-from jetcron.services.run_tracker.agents import AgentLosses
+from jetcron_services.run_tracker.agents import AgentLosses
 
 AGE = 30.0
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -113,7 +113,7 @@ def _running(agents: tuple[str, ...] = ("a",)) -> Run:
 
 
 def _lost(before: Run, retry: RetryAction = RetryAction.RETRY, delay: float = 0.0) -> Run:
-    """The record after the tracker calls the attempt lost (core/runs.apply, as the tracker writes it)."""
+    """The record after the tracker calls the attempt lost (jetcron.core.runs.apply, as the tracker writes it)."""
     return apply(before, Change(event=RunEvent.LOSE, reason="lease expired on a: agent lost",
                                 retry=RetryDecision(action=retry, delay_seconds=delay)), T0)
 

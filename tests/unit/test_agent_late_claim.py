@@ -1,5 +1,5 @@
-"""An attempt started before its claim (`run_claim` lazy, core/leases.claims_late): a run that ends within a quarter
-second writes no claim; one that goes on writes it before its start report; one whose claim is held for a newer
+"""An attempt started before its claim (`run_claim` lazy, jetcron.core.leases.claims_late): a run that ends within a
+quarter second writes no claim; one that goes on writes it before its start report; one whose claim is held for a newer
 attempt, or cannot be written in time, is stopped. Its reports and its child carry the assignment's token."""
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from jetcron.core.errors import Unavailable
 from jetcron.core.leases import claim_by, claims_late, record_tokens
 from jetcron.core.models import JobSpec
 from jetcron.core.sim import SimExecution
-from jetcron.services.agent.attempt import Attempt, AttemptDeps
-from jetcron.services.agent.host.offer import HostSetup
-from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, RunFinished, RunStarted
+from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.host.offer import HostSetup
+from jetcron_services.agent.host.strays import StrayGuard
+from jetcron_services.runtime import Context
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 P = AttemptPhase

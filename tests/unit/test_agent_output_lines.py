@@ -1,5 +1,6 @@
 """A job's stdout and stderr reach one log: the agent hands each on in whole lines where it can
-(services/agent/host/executor.py), so a line written in pieces is not cut by a line of the other stream."""
+(services/jetcron_services/agent/host/executor.py), so a line written in pieces is not cut by a line of the other
+stream."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import asyncio
 import pytest
 from harness import wait_for
 
-from jetcron.services.agent.host import executor
-from jetcron.services.agent.host.executor import Execution, LineGather
+from jetcron_services.agent.host import executor
+from jetcron_services.agent.host.executor import Execution, LineGather
 
 
 def test_bytes_are_handed_on_up_to_the_last_newline_and_the_rest_waits() -> None:

@@ -14,9 +14,9 @@ from test_attempt_lifecycle import _agent, _attempt, _ctx, _msg
 from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.core.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.models import JobSpec
-from jetcron.services.agent.attempt import Attempt
-from jetcron.services.agent.host.executor import Execution
 from jetcron.wire.messages import AssignRun, CancelRun
+from jetcron_services.agent.attempt import Attempt
+from jetcron_services.agent.host.executor import Execution
 
 P, E = AttemptPhase, AttemptEvent
 

@@ -18,13 +18,13 @@ from jetcron.core.attempt_state import AttemptPhase
 from jetcron.core.errors import Misconfigured
 from jetcron.core.models import JobSpec
 from jetcron.core.sim import SimExecution
-from jetcron.services.agent.attempt import Attempt, AttemptDeps
-from jetcron.services.agent.host.offer import HostSetup
-from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, RunFinished
+from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.host.offer import HostSetup
+from jetcron_services.agent.host.strays import StrayGuard
+from jetcron_services.runtime import Context
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 P = AttemptPhase

@@ -1,4 +1,5 @@
-"""An attempt makes the next spare child only after its finish report went out (services/agent/attempt.py).
+"""An attempt makes the next spare child only after its finish report went out
+(services/jetcron_services/agent/attempt.py).
 
 Making a spare forks the agent on its event loop; done before the report, the report (and with it the run's
 `succeeded`) waited behind the fork on every idle run.
@@ -17,12 +18,12 @@ from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import JobSpec
-from jetcron.services.agent.attempt import Attempt, AttemptDeps
-from jetcron.services.agent.host.offer import HostSetup
-from jetcron.services.agent.host.spares import SparePool
-from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.runtime import Context
 from jetcron.wire.messages import AssignRun
+from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.host.offer import HostSetup
+from jetcron_services.agent.host.spares import SparePool
+from jetcron_services.agent.host.strays import StrayGuard
+from jetcron_services.runtime import Context
 
 T0 = datetime(2026, 12, 31, 23, 50, tzinfo=UTC)
 

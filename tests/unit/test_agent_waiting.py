@@ -1,4 +1,4 @@
-"""An agent's staged attempts wait in one due-time index (services/agent/waiting), not as tasks."""
+"""An agent's staged attempts wait in one due-time index (services/jetcron_services/agent/waiting), not as tasks."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from jetcron.config import Settings
 from jetcron.core.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.services.agent.attempt import Attempt, AttemptDeps
-from jetcron.services.agent.gang import GangMember
-from jetcron.services.agent.host.offer import HostSetup
-from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.agent.reports import ReportWindow
-from jetcron.services.agent.waiting import Settled, Waiting
-from jetcron.services.runtime import Context
 from jetcron.wire.messages import AssignRun
+from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.gang import GangMember
+from jetcron_services.agent.host.offer import HostSetup
+from jetcron_services.agent.host.strays import StrayGuard
+from jetcron_services.agent.reports import ReportWindow
+from jetcron_services.agent.waiting import Settled, Waiting
+from jetcron_services.runtime import Context
 
 T0 = datetime(2026, 12, 31, 23, 50, tzinfo=UTC)
 

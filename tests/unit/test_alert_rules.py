@@ -70,7 +70,7 @@ def test_rules_name_only_metrics_that_exist() -> None:
         missing = {n for n in names if n not in exported and n not in recorded and n not in BUILTIN}
         if missing:
             unknown[rule.get("alert") or rule["record"]] = missing
-    assert not unknown, f"rules use metrics that libs/telemetry/metrics.py does not define: {unknown}"
+    assert not unknown, f"rules use metrics that libs/jetcron/telemetry/metrics.py does not define: {unknown}"
 
 
 def test_metric_names_follow_prometheus_conventions() -> None:

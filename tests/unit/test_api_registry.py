@@ -1,7 +1,7 @@
-"""The api's verbs are wired from its nouns' `@verb` methods (services/api/registry.py), checked against the contract
-(libs/wire/verbs.py): every verb is answered by its own noun's module, with its row's reply type, reading its row's
-request; an admin verb is refused to a tenant from its row; a difference between what is served and the contract
-stops the api."""
+"""The api's verbs are wired from its nouns' `@verb` methods (services/jetcron_services/api/registry.py), checked
+against the contract (libs/jetcron/wire/verbs.py): every verb is answered by its own noun's module, with its row's reply
+type, reading its row's request; an admin verb is refused to a tenant from its row; a difference between what is served
+and the contract stops the api."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pytest
 from twin_support import twin_context
 
 from jetcron.core.errors import Forbidden, InvalidSpec, Misconfigured
-from jetcron.services.api import service
-from jetcron.services.api.admission import Admission
-from jetcron.services.api.call import Call
-from jetcron.services.api.jobs import Jobs
-from jetcron.services.api.registry import Handler, Noun, served, verb, verbs_of
 from jetcron.wire.verbs import VERBS
+from jetcron_services.api import service
+from jetcron_services.api.admission import Admission
+from jetcron_services.api.call import Call
+from jetcron_services.api.jobs import Jobs
+from jetcron_services.api.registry import Handler, Noun, served, verb, verbs_of
 
 
 def _nouns() -> list[Noun]:
@@ -37,7 +37,7 @@ def test_the_api_serves_exactly_the_contracts_verbs_in_its_order() -> None:
 
 @pytest.mark.parametrize("noun", _nouns(), ids=lambda n: n.noun)
 def test_each_noun_has_its_own_module_and_its_verbs_are_named_by_it(noun: Noun) -> None:
-    assert type(noun).__module__ == f"jetcron.services.api.{noun.noun}"
+    assert type(noun).__module__ == f"jetcron_services.api.{noun.noun}"
     assert verbs_of(type(noun)) and all(name.startswith(f"{noun.noun}.") for name in verbs_of(type(noun)))
 
 

@@ -1,4 +1,5 @@
-"""An attempt's lifecycle on its agent (core/attempt_state), and every attempt, a gang's too, started by Agent.start."""
+"""An attempt's lifecycle on its agent (jetcron.core.attempt_state), and every attempt, a gang's too, started by
+Agent.start."""
 
 from __future__ import annotations
 
@@ -32,16 +33,16 @@ from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
 from jetcron.core.sim import SimExecution
-from jetcron.services.agent import attempt as attempt_module
-from jetcron.services.agent.attempt import Attempt, AttemptDeps
-from jetcron.services.agent.gang import GangLeader, GangMember
-from jetcron.services.agent.host.offer import HostSetup
-from jetcron.services.agent.host.strays import StrayGuard
-from jetcron.services.agent.service import Agent
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, CancelRun
+from jetcron_services.agent import attempt as attempt_module
+from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.gang import GangLeader, GangMember
+from jetcron_services.agent.host.offer import HostSetup
+from jetcron_services.agent.host.strays import StrayGuard
+from jetcron_services.agent.service import Agent
+from jetcron_services.runtime import Context
 
 P, E = AttemptPhase, AttemptEvent
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -127,8 +128,8 @@ def test_every_phase_leads_to_ended_and_ended_to_nothing() -> None:
 
 
 # --- one attempt ---------------------------------------------------------------------------------------------------
-# On the bus's twins (bus/memory.py): the leases are the real ones (bus/lease.Leases) over the lease log's twin, so
-# a release that would not land on the server (a stale token) does not land here either; what was published is
+# On the bus's twins (jetcron.bus.memory): the leases are the real ones (jetcron.bus.lease.Leases) over the lease log's
+# twin, so a release that would not land on the server (a stale token) does not land here either; what was published is
 # the publisher twin's record.
 
 class Log(MemoryLeaseLog):
@@ -482,7 +483,7 @@ async def _direct_attempt(answer: bytes, *, in_flight: int = 0) -> tuple[Context
     """An attempt whose finish report goes to the trackers directly, `in_flight` of the agent's reports already
     waiting in its window."""
     from jetcron.bus.direct import Direct
-    from jetcron.services.agent.reports import FinishBatches, ReportWindow
+    from jetcron_services.agent.reports import FinishBatches, ReportWindow
 
     ctx, log = _ctx()
     trackers = _Trackers(answer)

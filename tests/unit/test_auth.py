@@ -162,7 +162,7 @@ def test_an_agent_gets_a_credential_only_for_an_attempt_it_holds(agent: str, att
     from datetime import UTC, datetime
 
     from jetcron.core.models import Run, RunState
-    from jetcron.services.api.mint import refusal
+    from jetcron_services.api.mint import refusal
 
     now = datetime(2026, 12, 1, tzinfo=UTC)
     run = Run(run_id="job.20261201T000000000Z", job="job", state=RunState(state), attempt=1, scheduled_at=now,

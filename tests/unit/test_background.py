@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from jetcron.services.runtime import background
+from jetcron_services.runtime import background
 
 
 class Log:

@@ -16,10 +16,10 @@ from twin_support import twin_context
 
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
 from jetcron.core.models import JobRecord, JobSpec, Schedule, ScheduleKind
-from jetcron.services.api import calendars as api_calendars
-from jetcron.services.api.calendars import Calendars, job_calendars
-from jetcron.services.api.call import Call
-from jetcron.services.runtime import Context
+from jetcron_services.api import calendars as api_calendars
+from jetcron_services.api.calendars import Calendars, job_calendars
+from jetcron_services.api.call import Call
+from jetcron_services.runtime import Context
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 WEEKENDS = {"name": "weekends", "rules": ["weekends"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jetcron.core.errors import Misconfigured
-from jetcron.services.agent.host.confine import AS_AGENT, cannot_switch, job_env, job_user, root_refusal
+from jetcron_services.agent.host.confine import AS_AGENT, cannot_switch, job_env, job_user, root_refusal
 
 
 def test_a_jobs_environment_is_its_own_variables_and_the_runs_over_a_minimal_base() -> None:
@@ -81,7 +81,7 @@ def test_secret_names_are_checked_like_variable_names(names: list[str], env: dic
 @pytest.mark.parametrize("labels", ["zone=eu,bad label=x", "zone=e*u", "leaf>=1", "=x"],
                          ids=["space", "star", "gt", "empty_key"])
 def test_an_agent_with_a_bad_label_refuses_to_start_naming_it(labels: str) -> None:
-    from jetcron.services.agent.host.offer import parse_labels
+    from jetcron_services.agent.host.offer import parse_labels
 
     with pytest.raises(Misconfigured, match="JETCRON_AGENT_LABELS: label"):
         parse_labels(labels)
@@ -89,7 +89,7 @@ def test_an_agent_with_a_bad_label_refuses_to_start_naming_it(labels: str) -> No
 
 @pytest.mark.parametrize("agent_id", ["a.b", "a*", "a>", "", "a b"], ids=["dot", "star", "gt", "empty", "space"])
 def test_an_agent_id_with_subject_metacharacters_refuses_to_start(agent_id: str) -> None:
-    from jetcron.services.agent.host.offer import checked_agent_id
+    from jetcron_services.agent.host.offer import checked_agent_id
 
     with pytest.raises(Misconfigured, match="JETCRON_AGENT_ID="):
         checked_agent_id(agent_id)
@@ -98,6 +98,6 @@ def test_an_agent_id_with_subject_metacharacters_refuses_to_start(agent_id: str)
 
 
 def parse_labels_ok() -> bool:
-    from jetcron.services.agent.host.offer import parse_labels
+    from jetcron_services.agent.host.offer import parse_labels
 
     return parse_labels("zone=eu-1, leaf=l1.a") == {"zone": "eu-1", "leaf": "l1.a"}

@@ -1,12 +1,12 @@
-"""The container CLI's argv for one attempt (services/agent/host/container.py): limits, env by name only, no --rm,
-and the attempt's GPUs handed to the container as devices."""
+"""The container CLI's argv for one attempt (services/jetcron_services/agent/host/container.py): limits, env by name
+only, no --rm, and the attempt's GPUs handed to the container as devices."""
 
 from __future__ import annotations
 
 import pytest
 
 from jetcron.core.launch_plan import container_name, gpu_args, run_argv
-from jetcron.services.agent.host.container import engine_env
+from jetcron_services.agent.host.container import engine_env
 
 
 def _argv(runtime: str, gpus: list[int] | None = None) -> list[str]:

@@ -1,4 +1,4 @@
-"""libs/core decides; it never does I/O. A forbidden import anywhere in it fails this test."""
+"""libs/jetcron/core decides; it never does I/O. A forbidden import anywhere in it fails this test."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[2] / "libs" / "core"
+CORE = Path(__file__).resolve().parents[2] / "libs" / "jetcron" / "core"
 FORBIDDEN = {"nats", "asyncio", "os", "time", "socket", "subprocess", "threading", "urllib", "requests", "jetcron.bus",
-             "jetcron.services", "jetcron.sdk"}
+             "jetcron_services", "jetcron.sdk"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -49,13 +49,13 @@ def test_importing_core_loads_no_io_library_at_run_time() -> None:
                           check=False).returncode == 0
 
 
-ROOT = CORE.parents[1]
+ROOT = CORE.parents[2]
 
 
 def _nats_importers() -> list[str]:
     found = []
     for path in sorted([*(ROOT / "libs").rglob("*.py"), *(ROOT / "services").rglob("*.py")]):
-        if (ROOT / "libs" / "bus") in path.parents:
+        if (ROOT / "libs" / "jetcron" / "bus") in path.parents:
             continue
         if any(n == "nats" or n.startswith("nats.") for n in _imports(path)):
             found.append(str(path.relative_to(ROOT)))
@@ -63,5 +63,5 @@ def _nats_importers() -> list[str]:
 
 
 def test_only_bus_imports_nats() -> None:
-    # bus is the NATS boundary: services and the SDK name its ports (bus/ports.py), never nats-py's classes.
+    # bus is the NATS boundary: services and the SDK name its ports (jetcron.bus.ports), never nats-py's classes.
     assert _nats_importers() == []

@@ -12,8 +12,8 @@ from jetcron.core.calendars import CalendarSpec
 from jetcron.core.finished import FinishedMinute, dense
 from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
 from jetcron.core.run_state import RunState
-from jetcron.services.gateway.ui import present
-from jetcron.services.gateway.ui.session import Sessions, csrf_token, safe_next
+from jetcron_services.gateway.ui import present
+from jetcron_services.gateway.ui.session import Sessions, csrf_token, safe_next
 
 T0 = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 

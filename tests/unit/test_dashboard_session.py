@@ -25,12 +25,12 @@ from jetcron.config import Settings
 from jetcron.core.errors import Misconfigured
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import api_error
-from jetcron.services.gateway import app as gateway_app
-from jetcron.services.gateway.app import DOCS_POLICY, REDOC, REDOC_SHA256, build_app
-from jetcron.services.gateway.gate import Gate
-from jetcron.services.gateway.service import session_key
-from jetcron.services.gateway.ui.session import COOKIE, Sessions, cookie_secure, proxies
 from jetcron.wire.api import ErrorBody
+from jetcron_services.gateway import app as gateway_app
+from jetcron_services.gateway.app import DOCS_POLICY, REDOC, REDOC_SHA256, build_app
+from jetcron_services.gateway.gate import Gate
+from jetcron_services.gateway.service import session_key
+from jetcron_services.gateway.ui.session import COOKIE, Sessions, cookie_secure, proxies
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 STATIC = Path(gateway_app.__file__).parent / "ui" / "static"

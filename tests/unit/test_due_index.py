@@ -1,4 +1,4 @@
-"""core/due_index: entries come due per shard, each once, and a later set replaces an earlier one."""
+"""jetcron.core.due_index: entries come due per shard, each once, and a later set replaces an earlier one."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""One error hierarchy: every exception class jetcron defines is core/errors' or a documented subclass of one of its
-classes, each code is declared once, and the API's replies, the SDK's classes and the HTTP statuses follow from it."""
+"""One error hierarchy: every exception class jetcron defines is jetcron.core.errors' or a documented subclass of one of
+its classes, each code is declared once, and the API's replies, the SDK's classes and the HTTP statuses follow from
+it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 import jetcron
-import jetcron.services
+import jetcron_services
 from jetcron.core import errors
 from jetcron.core.errors import (
     CODES,
@@ -28,11 +29,11 @@ from jetcron.core.errors import (
     WriteConflict,
 )
 from jetcron.sdk import errors as sdk
-from jetcron.services.gateway.problems import status_of
 from jetcron.wire.api import ErrorBody, error_reply
+from jetcron_services.gateway.problems import status_of
 
 ALLOWED: dict[str, str] = {
-    "jetcron.services.agent.host.scratch.NoRoom":
+    "jetcron_services.agent.host.scratch.NoRoom":
         "the agent's own start failure (its attempt ends start_failed); it needs no foreign base and is to extend a "
         "core class, then this entry goes",
 }
@@ -40,7 +41,7 @@ ALLOWED: dict[str, str] = {
 
 
 def _modules() -> Iterator[str]:
-    for package in (jetcron, jetcron.services):
+    for package in (jetcron, jetcron_services):
         for found in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if found.name.rsplit(".", 1)[-1] != "__main__":  # a service's __main__ serves as it is imported
                 yield found.name
@@ -78,8 +79,8 @@ ELSEWHERE = [c for c in CLASSES if issubclass(c, JetcronError) and c.__module__ 
 def test_the_walk_finds_the_classes_of_every_layer() -> None:
     names = {_name(c) for c in CLASSES}
     assert {"jetcron.core.errors.NotFound", "jetcron.bus.consume.ConsumerGone", "jetcron.sdk.errors.NotFoundError",
-            "jetcron.services.gateway.gate.HttpProblem", "jetcron.services.gateway.ui.session.CsrfRefused",
-            "jetcron.services.notifier.targets.Unsafe"} <= names
+            "jetcron_services.gateway.gate.HttpProblem", "jetcron_services.gateway.ui.session.CsrfRefused",
+            "jetcron_services.notifier.targets.Unsafe"} <= names
 
 
 def test_every_exception_class_is_in_the_hierarchy() -> None:
@@ -105,7 +106,8 @@ def test_an_allowed_class_is_still_outside_the_hierarchy() -> None:
 def test_a_class_outside_core_errors_says_what_it_is_and_keeps_a_code_of_core(cls: type[JetcronError]) -> None:
     assert (cls.__doc__ or "").strip(), f"{_name(cls)}: say what it is and why it lives there"
     # Every code is core's: the API's replies, the SDK's classes and the HTTP statuses are looked up from CODES.
-    assert "code" not in vars(cls), f"{_name(cls)} declares code {vars(cls)['code']!r}: declare it in core/errors"
+    assert "code" not in vars(cls), (f"{_name(cls)} declares code {vars(cls)['code']!r}: declare it in "
+                                     "jetcron.core.errors")
     assert "http_status" not in vars(cls), f"{_name(cls)}: its status is its core class's"
 
 

@@ -1,5 +1,5 @@
-"""The event kinds have one table (wire/messages.EVENT_KINDS): the run tracker turns the agent's three reports into
-changes, takes every other kind the table names as the audit trail's, and drops a kind it does not name."""
+"""The event kinds have one table (jetcron.wire.messages.EVENT_KINDS): the run tracker turns the agent's three reports
+into changes, takes every other kind the table names as the audit trail's, and drops a kind it does not name."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from jetcron.bus.consume import Drop
 from jetcron.core.run_state import RunEvent
-from jetcron.services.run_tracker.events import Informational, change_for
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import EVENT_KINDS, RunFinished, RunHandedBack, RunStarted
+from jetcron_services.run_tracker.events import Informational, change_for
 
 AT = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
 REPORTS = {

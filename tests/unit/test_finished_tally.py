@@ -1,5 +1,5 @@
-"""Finished runs per minute (core/finished.py, run_tracker/finished.py): each end counted once, in its minute, by
-outcome, for the cluster and its tenant; written as records that are only ever raised."""
+"""Finished runs per minute (jetcron.core.finished, jetcron_services.run_tracker.finished): each end counted once, in
+its minute, by outcome, for the cluster and its tenant; written as records that are only ever raised."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from jetcron.core.finished import (
 )
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.runs import new_run
-from jetcron.services.run_tracker.finished import FinishedCounts
-from jetcron.services.run_tracker.reconciler import Reconciler
-from jetcron.services.run_tracker.records import Records
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron_services.run_tracker.finished import FinishedCounts
+from jetcron_services.run_tracker.reconciler import Reconciler
+from jetcron_services.run_tracker.records import Records
+from jetcron_services.runtime import Context
 
 T0 = datetime(2027, 3, 1, 12, 0, 0, tzinfo=UTC)
 SPEC = JobSpec(name="j", command=["true"], tenant="acme")

@@ -1,4 +1,4 @@
-"""A shard's fire mark never passes a `now` job whose occurrence is still to be recorded (core/fire_marks)."""
+"""A shard's fire mark never passes a `now` job whose occurrence is still to be recorded (jetcron.core.fire_marks)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Every change of a job of a flow is checked, not only the dependent's own (services/api/dependents.py): a root
-moved to another schedule, an upstream moved to another root, a job made again under a name others depend on, a
-job resumed. Each that would leave a same-occurrence join waiting for ever is refused by name and stores nothing.
-On the bus's twins; tests/integration/test_flow_joins.py does it through the API on a real server."""
+"""Every change of a job of a flow is checked, not only the dependent's own
+(services/jetcron_services/api/dependents.py): a root moved to another schedule, an upstream moved to another root, a
+job made again under a name others depend on, a job resumed. Each that would leave a same-occurrence join waiting for
+ever is refused by name and stores nothing. On the bus's twins; tests/integration/test_flow_joins.py does it through the
+API on a real server."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from twin_support import twin_context
 
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.join_marks import dependents_filter
-from jetcron.services.api.admission import Admission
-from jetcron.services.api.call import Call
-from jetcron.services.api.jobs import Jobs
-from jetcron.services.runtime import Context
+from jetcron_services.api.admission import Admission
+from jetcron_services.api.call import Call
+from jetcron_services.api.jobs import Jobs
+from jetcron_services.runtime import Context
 
 MINUTELY = {"kind": "every", "every_seconds": 60}
 TWO_MINUTES = {"kind": "every", "every_seconds": 120}

@@ -1,4 +1,4 @@
-"""How a gang member stops once its run record shows the gang's attempt is over (core/gang_end)."""
+"""How a gang member stops once its run record shows the gang's attempt is over (jetcron.core.gang_end)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import pytest
 from jetcron.auth.tokens import issue, token_id_of, verify
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState
 from jetcron.core.validate import decode_spec, validate_spec
-from jetcron.services.gateway.design import CreateJob, job_spec, job_status, rest_field
-from jetcron.services.gateway.problems import headers_for, problem, status_of
+from jetcron_services.gateway.design import CreateJob, job_spec, job_status, rest_field
+from jetcron_services.gateway.problems import headers_for, problem, status_of
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 

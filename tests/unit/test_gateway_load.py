@@ -28,15 +28,15 @@ from jetcron.core.models import JobRecord, JobSpec, Run, RunState
 from jetcron.sdk import client as sdk_client
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import api_error
-from jetcron.services.api.call import Call
-from jetcron.services.api.runs import Runs
-from jetcron.services.gateway.app import build_app
-from jetcron.services.gateway.gate import Followers, Gate
-from jetcron.services.gateway.ui.session import Sessions
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.api import ErrorBody, Page
 from jetcron.wire.verbs import FinishedRuns
+from jetcron_services.api.call import Call
+from jetcron_services.api.runs import Runs
+from jetcron_services.gateway.app import build_app
+from jetcron_services.gateway.gate import Followers, Gate
+from jetcron_services.gateway.ui.session import Sessions
+from jetcron_services.runtime import Context
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 RUN = run_id(job_key("acme", "nightly"), T0)

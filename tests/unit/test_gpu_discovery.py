@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jetcron.services.agent.host.offer import discover_gpus
+from jetcron_services.agent.host.offer import discover_gpus
 
 
 class NVMLError(Exception):

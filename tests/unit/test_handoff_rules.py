@@ -1,4 +1,4 @@
-"""The direct hand-offs' rules (core/handoff.py): a taker that let one go unanswered is skipped for QUIET_FOR
+"""The direct hand-offs' rules (jetcron.core.handoff): a taker that let one go unanswered is skipped for QUIET_FOR
 timeouts and then asked again; a finish report goes directly only while few of its agent's are in flight."""
 
 from __future__ import annotations

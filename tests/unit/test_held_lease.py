@@ -1,6 +1,6 @@
 """HeldLease, the one loop behind placement's leadership, the tracker's sweeps and the trigger's shards: renewed
 every TTL/3, dropped when lost, given up when no renewal succeeded for 2/3 of the TTL, released on stop. On the
-lease log's twin (bus/memory.py), which tests/contract holds to the server's behaviour; a lease lapses when the
+lease log's twin (jetcron.bus.memory), which tests/contract holds to the server's behaviour; a lease lapses when the
 test says the server's TTL has passed."""
 
 from __future__ import annotations

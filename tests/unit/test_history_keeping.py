@@ -16,7 +16,7 @@ from jetcron.config import Settings
 from jetcron.core.models import HistoryPolicy, JobSpec, RunState, Schedule, ScheduleKind, TenantPolicy
 from jetcron.core.retention import ClusterHistory
 from jetcron.core.runs import new_run
-from jetcron.services.retention import History
+from jetcron_services.retention import History
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 

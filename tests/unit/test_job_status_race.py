@@ -11,9 +11,9 @@ from twin_support import twin_context
 
 from jetcron.core.errors import NotFound
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Schedule, ScheduleKind
-from jetcron.services.api.admission import Admission
-from jetcron.services.api.call import Call
-from jetcron.services.api.jobs import Jobs
+from jetcron_services.api.admission import Admission
+from jetcron_services.api.call import Call
+from jetcron_services.api.jobs import Jobs
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -1,5 +1,6 @@
-"""A job's view of the host, decided without a host (core/job_view.py, core/uid_pool.py): who it runs as, the path
-it is told for its scratch, a private /tmp or not, the file size bound, the data dir's mode, the uid it is given."""
+"""A job's view of the host, decided without a host (jetcron.core.job_view, jetcron.core.uid_pool): who it runs as, the
+path it is told for its scratch, a private /tmp or not, the file size bound, the data dir's mode, the uid it is
+given."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""A `latest` join reads what it needs as marks (core/join_marks, services/joins.py), one read each whatever a job's
-history: an upstream's latest success, when the dependent last took its upstreams' successes, its waiting run. On
-the bus's twins with the clock injected: the trigger records thousands of occurrences of a dependent whose upstream
-has not succeeded again, the tracker releases on an upstream's success, and repairs a mark a writer died before
-raising."""
+"""A `latest` join reads what it needs as marks (jetcron.core.join_marks, services/jetcron_services/joins.py), one read
+each whatever a job's history: an upstream's latest success, when the dependent last took its upstreams' successes, its
+waiting run. On the bus's twins with the clock injected: the trigger records thousands of occurrences of a dependent
+whose upstream has not succeeded again, the tracker releases on an upstream's success, and repairs a mark a writer died
+before raising."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from jetcron.core.ids import run_id
 from jetcron.core.join_marks import JoinMark, Mark, from_newest, mark_key, raised
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule, ScheduleKind
 from jetcron.core.runs import new_run
-from jetcron.services.run_tracker import flows as flows_module
-from jetcron.services.run_tracker.flows import Flows
-from jetcron.services.runtime import Context
-from jetcron.services.trigger.firing import Firer
 from jetcron.wire import subjects as s
+from jetcron_services.run_tracker import flows as flows_module
+from jetcron_services.run_tracker.flows import Flows
+from jetcron_services.runtime import Context
+from jetcron_services.trigger.firing import Firer
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 LOAD = JobSpec(name="load", command=["true"], schedule=Schedule(kind=ScheduleKind.AT, at=T0 + timedelta(days=300)))

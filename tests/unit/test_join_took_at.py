@@ -1,6 +1,6 @@
-"""A `latest` join's runs never take the same upstream success twice (core/dag.took_at, and services/joins.py on
-the records' twin): a success that ended while a run was being decided, after the decider's clock was read, is
-stamped as taken."""
+"""A `latest` join's runs never take the same upstream success twice (jetcron.core.dag.took_at, and
+services/jetcron_services/joins.py on the records' twin): a success that ended while a run was being decided, after the
+decider's clock was read, is stamped as taken."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from jetcron.core.ids import run_id
 from jetcron.core.join_marks import Mark
 from jetcron.core.models import JobSpec, JoinPolicy, Run, RunState
 from jetcron.core.runs import new_run
-from jetcron.services.joins import Joins
+from jetcron_services.joins import Joins
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 E = JobSpec(name="e", command=["true"], depends_on=["c", "d"], join=JoinPolicy.LATEST)

@@ -1,4 +1,4 @@
-"""How a dependent job joins its upstreams (core/dag): the join a job gets, the parts of a spec that cannot work
+"""How a dependent job joins its upstreams (jetcron.core.dag): the join a job gets, the parts of a spec that cannot work
 together (refused by name, never dropped), roots on different schedules, and when a `latest` join is ready."""
 
 from __future__ import annotations

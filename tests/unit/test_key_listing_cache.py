@@ -1,9 +1,10 @@
-"""The API's key listing lists a bucket's keys again only when the bucket has changed (services/api/key_listing.py)."""
+"""The API's key listing lists a bucket's keys again only when the bucket has changed
+(services/jetcron_services/api/key_listing.py)."""
 
 from __future__ import annotations
 
 from jetcron.bus.memory import MemoryRecords
-from jetcron.services.api.key_listing import KeyListing
+from jetcron_services.api.key_listing import KeyListing
 
 
 class Counted(MemoryRecords[str]):

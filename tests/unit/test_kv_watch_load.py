@@ -1,5 +1,5 @@
-"""A KV watch (bus/kv.Store.watch) that the server stops answering: it starts again from where it stands, for ever,
-yielding nothing twice and skipping nothing; only a closed connection ends it."""
+"""A KV watch (jetcron.bus.kv.Store.watch) that the server stops answering: it starts again from where it stands, for
+ever, yielding nothing twice and skipping nothing; only a closed connection ends it."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""What the agent asks jetcron-launch to set up for a run's child (services/agent/host/launch.py): the same steps the
-chain of tools takes, as options."""
+"""What the agent asks jetcron-launch to set up for a run's child (services/jetcron_services/agent/host/launch.py): the
+same steps the chain of tools takes, as options."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from jetcron.core.job_view import ChildView
-from jetcron.services.agent.host import launch
-from jetcron.services.agent.host.limits import CGROUP1, RLIMIT, LimitRoot, RunLimits
+from jetcron_services.agent.host import launch
+from jetcron_services.agent.host.limits import CGROUP1, RLIMIT, LimitRoot, RunLimits
 
 LAUNCHER = "/opt/jetcron/bin/jetcron-launch"
 VIEW = ChildView(user=(60600, 60600), private_tmp=True, own_uid=True, max_file_bytes=1024 * 1024)

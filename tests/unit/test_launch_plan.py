@@ -1,4 +1,4 @@
-"""How an attempt's child starts (libs/core/launch_plan.py), decided as a value before anything is done."""
+"""How an attempt's child starts (libs/jetcron/core/launch_plan.py), decided as a value before anything is done."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = {"libs": "jetcron", "services": "jetcron.services"}
+SOURCES = {"libs/jetcron": "jetcron", "services/jetcron_services": "jetcron_services"}
 LAYERS: list[set[str]] = [
     {"core"},
     {"wire"},
@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"bus"},
     {"config", "ops"},
     {"sdk"},
-    {"jetcron", "services"},  # the package's own face (`from jetcron import once`), and the services' namespace
+    {"jetcron", "services"},  # the package's own face (`from jetcron import once`), and the services' package
     {"services.retention"},
     {"services.runtime"},
     {"services.joins"},
@@ -67,13 +67,15 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
 
 
 def unit_of(module: str) -> str:
-    """The layered unit a module belongs to: `jetcron.bus.kv` -> bus, `jetcron.services.agent.x` -> services.agent,
-    `jetcron.services.agent.host.x` -> services.agent.host."""
+    """The layered unit a module belongs to: `jetcron.bus.kv` -> bus, `jetcron_services.agent.x` -> services.agent,
+    `jetcron_services.agent.host.x` -> services.agent.host."""
     parts = module.split(".")
+    if parts[0] == "jetcron_services":
+        if len(parts) == 1:
+            return "services"
+        return "services.agent.host" if parts[1:3] == ["agent", "host"] else f"services.{parts[1]}"
     if len(parts) == 1:
         return "jetcron"
-    if parts[1] == "services" and len(parts) > 2:
-        return "services.agent.host" if parts[2:4] == ["agent", "host"] else f"services.{parts[2]}"
     return parts[1]
 
 
@@ -157,11 +159,11 @@ def test_no_import_cycle_anywhere_in_the_tree() -> None:
      ["jetcron.core.demand imports jetcron.bus.kv"]),
     ("jetcron.auth.local", "def f():\n    from jetcron.bus.kv import Store\n",
      ["jetcron.auth.local imports jetcron.bus.kv"]),
-    ("jetcron.services.trigger.x", "from jetcron.services.placement import view",
-     ["jetcron.services.trigger.x imports jetcron.services.placement.view"]),
+    ("jetcron_services.trigger.x", "from jetcron_services.placement import view",
+     ["jetcron_services.trigger.x imports jetcron_services.placement.view"]),
     ("jetcron.ops.dlq", "from jetcron.bus.streams import newest\nfrom . import control", []),
-    ("jetcron.services.agent.host.spares", "from jetcron.services.agent.attempt import Attempt",
-     ["jetcron.services.agent.host.spares imports jetcron.services.agent.attempt"]),
+    ("jetcron_services.agent.host.spares", "from jetcron_services.agent.attempt import Attempt",
+     ["jetcron_services.agent.host.spares imports jetcron_services.agent.attempt"]),
 ])
 def test_the_guard_sees_an_upward_import_wherever_it_stands(source: str, text: str, expected: list[str],
                                                              tmp_path: Path) -> None:
@@ -196,8 +198,8 @@ def raw_reaches(path: Path) -> list[str]:
 
 
 def test_services_reach_nats_only_through_the_ports_of_their_context() -> None:
-    runtime = ROOT / "services" / "runtime.py"
-    assert [line for path in sorted((ROOT / "services").rglob("*.py")) if path != runtime
+    runtime = ROOT / "services" / "jetcron_services" / "runtime.py"
+    assert [line for path in sorted((ROOT / "services" / "jetcron_services").rglob("*.py")) if path != runtime
             for line in raw_reaches(path)] == []
 
 

@@ -22,18 +22,18 @@ from jetcron.core.errors import InvalidSpec, Misconfigured
 from jetcron.core.fairness import validate_queue_quotas
 from jetcron.core.models import JobSpec, NotifyEvent, NotifyRule, QueueQuota
 from jetcron.core.validate import validate_spec
-from jetcron.services.agent.host.offer import checked_agent_id
-from jetcron.services.api import priorities
-from jetcron.services.api.admission import Admission
-from jetcron.services.api.call import Call, job_named
-from jetcron.services.api.jobs import Jobs
-from jetcron.services.api.notifications import Notifications
-from jetcron.services.api.runs import run_id_of
-from jetcron.services.api.secrets import Secrets
-from jetcron.services.api.submissions import Submissions
-from jetcron.services.api.tenants import Tenants
-from jetcron.services.api.tokens import Tokens
-from jetcron.services.gateway.gate import HttpProblem, idempotency_key
+from jetcron_services.agent.host.offer import checked_agent_id
+from jetcron_services.api import priorities
+from jetcron_services.api.admission import Admission
+from jetcron_services.api.call import Call, job_named
+from jetcron_services.api.jobs import Jobs
+from jetcron_services.api.notifications import Notifications
+from jetcron_services.api.runs import run_id_of
+from jetcron_services.api.secrets import Secrets
+from jetcron_services.api.submissions import Submissions
+from jetcron_services.api.tenants import Tenants
+from jetcron_services.api.tokens import Tokens
+from jetcron_services.gateway.gate import HttpProblem, idempotency_key
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]

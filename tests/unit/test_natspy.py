@@ -1,4 +1,4 @@
-"""bus/natspy.py against the installed nats-py, without a server: nats-py's own objects, built as its public calls
+"""jetcron.bus.natspy against the installed nats-py, without a server: nats-py's own objects, built as its public calls
 build them, and messages fed through its own delivery path. A failure here means the installed nats-py moved one
 of the private names natspy relies on: change natspy (and only natspy) before raising the pin in pyproject.toml."""
 

@@ -15,8 +15,8 @@ from jetcron.bus.memory import MemoryMessage
 from jetcron.core.models import JobRecord, JobSpec, Run, RunState
 from jetcron.core.notify import Notice
 from jetcron.core.validate import decode_spec
-from jetcron.services.notifier.service import Notifier
 from jetcron.wire.codec import encode
+from jetcron_services.notifier.service import Notifier
 
 T0 = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 RULE = {"on": ["succeeded"], "webhook": "https://hooks.example.com/x"}

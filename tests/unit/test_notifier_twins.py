@@ -1,4 +1,4 @@
-"""The notifier's decisions on the bus's twins (bus/memory.py, twin_support.py): a run record's change comes in as
+"""The notifier's decisions on the bus's twins (jetcron.bus.memory, twin_support.py): a run record's change comes in as
 its bucket's stream delivers it, the delivery log is the records' twin (jc_notify), and a `subject` rule's notice
 goes out on the publisher's twin, whose record says exactly what was published. The clock is the test's: a
 failed try's backoff passes when the test moves it.
@@ -24,12 +24,12 @@ from jetcron.core.errors import Unavailable
 from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, NotifyEvent, Run, RunState
 from jetcron.core.notify import DELIVERED, DELIVERY_HEADER, EVENT_HEADER, PARKED, PENDING, Delivery, Notice
 from jetcron.core.validate import decode_spec
-from jetcron.services.notifier import service
-from jetcron.services.notifier.service import Notifier
-from jetcron.services.notifier.targets import Targets
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import Redeliver
+from jetcron_services.notifier import service
+from jetcron_services.notifier.service import Notifier
+from jetcron_services.notifier.targets import Targets
 
 T0 = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 RUN_ID = "acme.nightly.20261203T100000000Z"

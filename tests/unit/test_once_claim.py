@@ -1,4 +1,4 @@
-"""once()'s claim (sdk/once.claim_key) on the twins of the idempotency bucket: a claim whose write landed while
+"""once()'s claim (jetcron.sdk.once.claim_key) on the twins of the idempotency bucket: a claim whose write landed while
 its acknowledgement was lost is found again by its own nonce, not left to block every later attempt."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The placement leader's assignment (services/placement/service.py) on the bus's twins, which tests/contract
-holds to the server: a PlaceRun is held unacked until its run is assigned by a compare-and-set on its record, then
-one AssignRun goes to the agent and the PlaceRun is acked; a run that moved on meanwhile is neither assigned nor
-sent, and a redelivered PlaceRun of an assigned run changes nothing."""
+"""The placement leader's assignment (services/jetcron_services/placement/service.py) on the bus's twins, which
+tests/contract holds to the server: a PlaceRun is held unacked until its run is assigned by a compare-and-set on its
+record, then one AssignRun goes to the agent and the PlaceRun is acked; a run that moved on meanwhile is neither
+assigned nor sent, and a redelivered PlaceRun of an assigned run changes nothing."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from jetcron.bus.consume import Hold
 from jetcron.bus.memory import MemoryPublisher, MemoryQueue
 from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, RunState
 from jetcron.core.runs import new_run
-from jetcron.services.placement.service import TAKE_UP_BATCH, Placer
-from jetcron.services.placement.view import View
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, place_run_for
+from jetcron_services.placement.service import TAKE_UP_BATCH, Placer
+from jetcron_services.placement.view import View
+from jetcron_services.runtime import Context
 
 SPEC = JobSpec(name="nightly", command=["true"], resources=Resources(cpu=1, memory_mb=256))
 

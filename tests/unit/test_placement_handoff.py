@@ -1,5 +1,5 @@
-"""The direct hand-off of an assignment (bus/direct.py, as placement uses it) on the bus's twins: an agent that answers
-`taken` gets no AssignRun on its stream; one that refuses, does not answer in time or does not serve the subject
+"""The direct hand-off of an assignment (jetcron.bus.direct, as placement uses it) on the bus's twins: an agent that
+answers `taken` gets no AssignRun on its stream; one that refuses, does not answer in time or does not serve the subject
 gets the AssignRun on the stream; one that let a hand-off go unanswered is sent to the stream straight away for
 a while, then asked again."""
 
@@ -17,12 +17,12 @@ from jetcron.config import Settings
 from jetcron.core.handoff import QUIET_FOR
 from jetcron.core.models import AgentInfo, JobSpec, Resources, RunState
 from jetcron.core.runs import new_run
-from jetcron.services.placement.service import Placer
-from jetcron.services.placement.view import View
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN, AssignRun, place_run_for
+from jetcron_services.placement.service import Placer
+from jetcron_services.placement.view import View
+from jetcron_services.runtime import Context
 
 SPEC = JobSpec(name="nightly", command=["true"], resources=Resources(cpu=1, memory_mb=256))
 

@@ -21,9 +21,9 @@ from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, Preemption, Priority, Resources, TenantPolicy
 from jetcron.core.pacing import SLOW_PASS, TokenBucket, pause_after
 from jetcron.core.placement import Demand, Placement, Unplaced
-from jetcron.services.placement.service import REASONS_PER_SECOND, Placer
-from jetcron.services.placement.view import View
 from jetcron.wire.messages import PlaceRun
+from jetcron_services.placement.service import REASONS_PER_SECOND, Placer
+from jetcron_services.placement.view import View
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
-"""The placement leader's pass with preemption (services/placement/preempt.py) on its own books: the waiting run is
-placed on the room its victims leave in the same pass (nothing else can take it first), its assignment says what it
-preempted, the victims are preempted before it is assigned, and a preemption that could not be written puts
+"""The placement leader's pass with preemption (services/jetcron_services/placement/preempt.py) on its own books: the
+waiting run is placed on the room its victims leave in the same pass (nothing else can take it first), its assignment
+says what it preempted, the victims are preempted before it is assigned, and a preemption that could not be written puts
 everything back. What a preemption writes and what the agent does are tested on the server
 (tests/integration/test_preemption.py)."""
 
@@ -17,9 +17,9 @@ from jetcron.core.errors import Contended
 from jetcron.core.models import AgentInfo, JobSpec, Preemption, Priority, Resources, Run, RunState, TenantPolicy
 from jetcron.core.placement import Demand, Placement
 from jetcron.core.preemption import Holder, Plan
-from jetcron.services.placement.service import Placer
-from jetcron.services.placement.view import View
 from jetcron.wire.messages import PlaceRun
+from jetcron_services.placement.service import Placer
+from jetcron_services.placement.view import View
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GPUS8 = Resources(cpu=1, memory_mb=1024, gpus=8)

@@ -18,8 +18,8 @@ from jetcron.core.placement import Demand
 from jetcron.core.retry import RetryAction, RetryDecision
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
-from jetcron.services.placement.service import Placer
-from jetcron.services.placement.view import View
+from jetcron_services.placement.service import Placer
+from jetcron_services.placement.view import View
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = JobSpec(name="j", command=["true"], resources=Resources(cpu=2, memory_mb=1024, gpus=1))

@@ -1,4 +1,4 @@
-"""Preemption's decision (core/preemption.py) as tables: who may be preempted, which runs are chosen, and the
+"""Preemption's decision (jetcron.core.preemption) as tables: who may be preempted, which runs are chosen, and the
 guards that keep a run from it. The carrying out is tested in test_placement_preemption.py and on the server."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`jetcron_preemptions_total{queue,reason}` as the placement leader's pass counts a preemption
-(services/placement/preempt.py): one per preempted run, labelled with the preempted run's own queue and what the
-waiting run was short of, and nothing for a preemption that did not happen. The pass runs the real preemption
-(ops/control.preempt_run) on the bus's in-memory twins; only the waiting run's assignment is recorded, not written."""
+(services/jetcron_services/placement/preempt.py): one per preempted run, labelled with the preempted run's own queue and
+what the waiting run was short of, and nothing for a preemption that did not happen. The pass runs the real preemption
+(jetcron.ops.control.preempt_run) on the bus's in-memory twins; only the waiting run's assignment is recorded, not
+written."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, JobSpec, Preemption, Priority, Resources, Run, RunState, TenantPolicy
 from jetcron.core.placement import Placement
-from jetcron.services.placement.service import Placer
-from jetcron.services.placement.view import View
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import PlaceRun
+from jetcron_services.placement.service import Placer
+from jetcron_services.placement.view import View
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)

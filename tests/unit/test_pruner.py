@@ -1,4 +1,4 @@
-"""The tracker's pruning of a job's count limits (run_tracker/history.Pruner), on the bus's twins."""
+"""The tracker's pruning of a job's count limits (jetcron_services.run_tracker.history.Pruner), on the bus's twins."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import msgspec
 from twin_support import twin_context
 
 from jetcron.core.models import HistoryPolicy, JobSpec, Run, RunState, Schedule, ScheduleKind
-from jetcron.services.run_tracker.history import PRUNE_AFTER, Pruner
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron_services.run_tracker.history import PRUNE_AFTER, Pruner
+from jetcron_services.runtime import Context
 
 
 class Purges:

@@ -1,5 +1,5 @@
-"""The reconciler's decisions (core/reconcile): for each look at a run, the next read or what to do, at the edges
-of every timeout. TTL 10 s (confirm: 0.5 s), stall 30 s, re-drive every 30 s."""
+"""The reconciler's decisions (jetcron.core.reconcile): for each look at a run, the next read or what to do, at the
+edges of every timeout. TTL 10 s (confirm: 0.5 s), stall 30 s, re-drive every 30 s."""
 
 from __future__ import annotations
 

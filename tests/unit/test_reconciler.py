@@ -1,8 +1,8 @@
 """The reconciler's sweep looks at a run only when something could have happened to it: a live lease is read
 once per grant (its own TTL, which for a staged run covers the wait), not every sweep.
 
-On the bus's twins (bus/memory.py, twin_support.py): the leases are the real ones (bus/lease.Leases) over the lease
-log's twin; the run records and the agents' heartbeats are the records' twin; what the tracker has read of the
+On the bus's twins (jetcron.bus.memory, twin_support.py): the leases are the real ones (jetcron.bus.lease.Leases) over
+the lease log's twin; the run records and the agents' heartbeats are the records' twin; what the tracker has read of the
 agents' reports is the streams' twin; and a run called lost is written by the tracker's own Records (the record
 moves on to its next attempt, re-dispatched on the publisher's twin) and comes back to the reconciler by its runs
 watch, as in the service."""
@@ -25,17 +25,17 @@ from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, AttemptRecord, JobSpec, Run, RunState
 from jetcron.core.reconcile import Beat
-from jetcron.services.run_tracker.progress import Progress
-from jetcron.services.run_tracker.reconciler import REDRIVES_PER_SWEEP, Reconciler
-from jetcron.services.run_tracker.records import Records
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import PlaceRun
+from jetcron_services.run_tracker.progress import Progress
+from jetcron_services.run_tracker.reconciler import REDRIVES_PER_SWEEP, Reconciler
+from jetcron_services.run_tracker.records import Records
+from jetcron_services.runtime import Context
 
 DUE = datetime(2027, 1, 1, tzinfo=UTC)
 ASSIGNED_AT = DUE - timedelta(seconds=500)  # a herd staged ahead: assigned 500 s before its instant
-GRANTED = 620.0  # its first lease: the wait, the TTL, its place in the agent's queue (core/leases.first_grant)
+GRANTED = 620.0  # its first lease: the wait, the TTL, its place in the agent's queue (jetcron.core.leases.first_grant)
 HERD = 1000
 """More runs than a sweep checks at once (reconciler.SWEEP_CONCURRENCY). Not thousands: the lease log's twin finds
 a key's writes by matching every stored subject, so each read costs the whole herd."""

@@ -1,5 +1,5 @@
-"""The REST contract (services/gateway/contract.py) covers exactly what the gateway serves, declares what each
-route reads and answers, is a valid OpenAPI 3.1 document, and docs/rest-api.md's table is made from it."""
+"""The REST contract (services/jetcron_services/gateway/contract.py) covers exactly what the gateway serves, declares
+what each route reads and answers, is a valid OpenAPI 3.1 document, and docs/rest-api.md's table is made from it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import schemathesis
 
-from jetcron.services.gateway.app import build_app
-from jetcron.services.gateway.contract import OPS, document, reference
-from jetcron.services.gateway.gate import API, Gate
+from jetcron_services.gateway.app import build_app
+from jetcron_services.gateway.contract import OPS, document, reference
+from jetcron_services.gateway.gate import API, Gate
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rest-api.md"
 OUTSIDE = {f"{API}/openapi.json", f"{API}/docs"}
@@ -70,7 +70,7 @@ def test_the_document_is_valid_openapi_and_links_to_operations_it_has() -> None:
 
 def test_the_docs_table_is_made_from_the_contract() -> None:
     text = DOCS.read_text()
-    stale = "docs/rest-api.md is stale: python -m jetcron.services.gateway.contract docs/rest-api.md"
+    stale = "docs/rest-api.md is stale: python -m jetcron_services.gateway.contract docs/rest-api.md"
     assert reference() in text, stale
 
 
@@ -96,7 +96,7 @@ def test_options_names_every_method_of_its_path() -> None:
 def test_the_contract_tests_422_leeway_is_exactly_the_operations_with_rules_beyond_their_schema() -> None:
     import tomllib
 
-    from jetcron.services.gateway.contract import SEMANTIC
+    from jetcron_services.gateway.contract import SEMANTIC
 
     config = tomllib.loads((Path(__file__).resolve().parents[1] / "integration" / "schemathesis.toml").read_text())
     [leeway] = [o for o in config["operations"] if "positive_data_acceptance" in o.get("checks", {})]

@@ -28,10 +28,10 @@ from jetcron.core.models import (
     ScheduleKind,
 )
 from jetcron.core.validate import decode_spec
-from jetcron.services.gateway import listing
-from jetcron.services.gateway import status as words
-from jetcron.services.gateway.design import CreateJob, ResourcesBody, job_spec, rest_field
 from jetcron.wire.api import Page
+from jetcron_services.gateway import listing
+from jetcron_services.gateway import status as words
+from jetcron_services.gateway.design import CreateJob, ResourcesBody, job_spec, rest_field
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 S = RunState
@@ -328,7 +328,7 @@ def test_api_errors_name_the_field_in_the_shape_the_body_used() -> None:
     ("Expected `float`, got `str`", "resources.cpu", "resources.cpu"), ("Expected `object`", "", None)])
 def test_a_body_that_does_not_decode_names_the_field_by_its_whole_path(message: str, key: str,
                                                                       named: str | None) -> None:
-    from jetcron.services.gateway.gate import field_of
+    from jetcron_services.gateway.gate import field_of
 
     assert field_of(message, key) == named
 
@@ -337,7 +337,7 @@ def test_a_body_that_does_not_decode_names_the_field_by_its_whole_path(message: 
 
 
 def test_openapi_declares_the_status_words_and_the_400() -> None:
-    from jetcron.services.gateway.contract import document
+    from jetcron_services.gateway.contract import document
 
     doc = document()
     for path, name, allowed in (("/api/v1/jobs", "status", words.JOB_WORDS), ("/api/v1/runs", "state",
@@ -362,8 +362,8 @@ def _enum(schema: dict[str, Any]) -> list[str] | None:
 
 def test_a_body_is_read_as_its_type_says_with_no_coercion() -> None:
     # (Litestar's typed `data` read "enabled": 0 as false and "weight": "2" as 2.0)
-    from jetcron.services.gateway.admin import TenantPolicyBody
-    from jetcron.services.gateway.gate import HttpProblem, strict_body
+    from jetcron_services.gateway.admin import TenantPolicyBody
+    from jetcron_services.gateway.gate import HttpProblem, strict_body
 
     assert strict_body({"weight": 2, "max_cpu": 1.5}, TenantPolicyBody).weight == 2.0
     for body, named in (({"weight": "2"}, "weight"), ({"preemption": {"enabled": 0}}, "preemption.enabled"),
@@ -378,6 +378,6 @@ def test_a_body_is_read_as_its_type_says_with_no_coercion() -> None:
     (None, None), ("", None), ('"0"', None), ('"1000000000000000"', None), ('"3x"', None), ("*", None)])
 def test_if_match_names_a_version_of_at_most_15_digits(header: str | None, version: int | None) -> None:
     # (the contract's pattern for the header is the same expression: a version past 2**53 is not a JSON integer)
-    from jetcron.services.gateway.gate import version_of
+    from jetcron_services.gateway.gate import version_of
 
     assert version_of(header) == version

@@ -1,4 +1,4 @@
-"""History retention as pure decisions (core/retention.py): what a run is stamped with, the TTL each write of its
+"""History retention as pure decisions (jetcron.core.retention): what a run is stamped with, the TTL each write of its
 record, events and output carries, what count limits and storage pressure may let go, and a job's end."""
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from jetcron.core.ids import job_key, run_id
 from jetcron.core.models import JobRecord, JobSpec, Run, RunState
 from jetcron.sdk.client import Client
 from jetcron.sdk.verbs import Verbs
-from jetcron.services.api.call import Call
-from jetcron.services.api.runs import SCAN_RUNS, Runs
-from jetcron.services.gateway.design import job_id, job_status
-from jetcron.services.gateway.listing import latest_run
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
+from jetcron_services.api.call import Call
+from jetcron_services.api.runs import SCAN_RUNS, Runs
+from jetcron_services.gateway.design import job_id, job_status
+from jetcron_services.gateway.listing import latest_run
+from jetcron_services.runtime import Context
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

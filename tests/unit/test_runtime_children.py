@@ -1,4 +1,5 @@
-"""services/runtime: on Python 3.11 the agent's loop hears its children's exits through pidfds, not a thread each."""
+"""jetcron_services.runtime: on Python 3.11 the agent's loop hears its children's exits through pidfds, not a thread
+each."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import warnings
 
 import pytest
 
-from jetcron.services.runtime import _watch_children_by_pidfd
+from jetcron_services.runtime import _watch_children_by_pidfd
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12 uses pidfds by default and deprecates watchers")

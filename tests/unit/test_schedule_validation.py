@@ -280,7 +280,7 @@ def test_never_firing_cron_search_is_bounded() -> None:
 def test_core_schedule_modules_do_no_io() -> None:
     forbidden = {"nats", "asyncio", "os", "time", "socket", "subprocess"}
     for name in ("cron.py", "triggers.py"):
-        tree = ast.parse((Path(__file__).parents[2] / "libs" / "core" / name).read_text())
+        tree = ast.parse((Path(__file__).parents[2] / "libs" / "jetcron" / "core" / name).read_text())
         imported = {
             a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
         }

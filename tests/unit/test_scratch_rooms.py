@@ -1,5 +1,6 @@
-"""Each attempt's scratch and uid on disk (services/agent/host/scratch.py), without a server: where it is made, its
-owner and mode, that it goes when the attempt ends or at the next start, and that no two attempts hold one uid."""
+"""Each attempt's scratch and uid on disk (services/jetcron_services/agent/host/scratch.py), without a server: where it
+is made, its owner and mode, that it goes when the attempt ends or at the next start, and that no two attempts hold one
+uid."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import pytest
 from jetcron.config import Settings
 from jetcron.core.errors import Misconfigured
 from jetcron.core.uid_pool import UidPool
-from jetcron.services.agent.host.confine import JobUser
-from jetcron.services.agent.host.scratch import NoRoom, Scratches, remove_tree
+from jetcron_services.agent.host.confine import JobUser
+from jetcron_services.agent.host.scratch import NoRoom, Scratches, remove_tree
 
 NOBODY = JobUser(name="nobody", uid=65534, gid=65534, home="/nonexistent")
 AS_AGENT = JobUser(name="agent", uid=None, gid=None, home="/")

@@ -1,7 +1,7 @@
-"""The SDK's typed methods (libs/sdk/verbs.py) against the contract (libs/wire/verbs.py): every verb `noun.action`
-has `client.noun.action`, returning the verb's reply type and sending that verb with the fields its request struct
-reads (all of its required ones among them); every other public method of a group is a helper named here; the
-blocking SyncClient has every group."""
+"""The SDK's typed methods (libs/jetcron/sdk/verbs.py) against the contract (libs/jetcron/wire/verbs.py): every verb
+`noun.action` has `client.noun.action`, returning the verb's reply type and sending that verb with the fields its
+request struct reads (all of its required ones among them); every other public method of a group is a helper named here;
+the blocking SyncClient has every group."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _groups(caller: Any) -> dict[str, _Group]:
 def _method(caller: Any, verb: str) -> Any:
     noun, action = verb.split(".")
     group = _groups(caller).get(noun)
-    assert group is not None, f"the SDK has no group for {noun} (Verbs.{noun} in libs/sdk/verbs.py)"
+    assert group is not None, f"the SDK has no group for {noun} (Verbs.{noun} in libs/jetcron/sdk/verbs.py)"
     method = getattr(group, action, None)
     assert method is not None, f"the SDK has no method for {verb} ({type(group).__name__}.{action})"
     return method

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from jetcron.bus.lease import Lease, LeaseValue
-from jetcron.services.trigger.shards import ShardOwner
 from jetcron.wire import subjects as s
+from jetcron_services.trigger.shards import ShardOwner
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

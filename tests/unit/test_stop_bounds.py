@@ -8,7 +8,7 @@ from typing import Any
 
 import nats.errors
 
-from jetcron.services.runtime import background, ends_within
+from jetcron_services.runtime import background, ends_within
 
 
 class Log:
@@ -151,7 +151,7 @@ class FrozenConnected(Frozen):
 
 
 async def test_a_stop_says_once_that_its_server_did_not_answer_and_nothing_when_it_did() -> None:
-    from jetcron.services import runtime
+    from jetcron_services import runtime
 
     answering = Ctx()
     answering.nc = Answering()  # type: ignore[assignment]

@@ -1,4 +1,4 @@
-"""Records and messages are encoded without the fields at their defaults (core/models), so a default is part of
+"""Records and messages are encoded without the fields at their defaults (jetcron.core.models), so a default is part of
 the stored format: a record written with `attempt` at 1 says nothing of its attempt, and a later version whose
 default is 2 would read every such record as a second attempt. These tests hold every default of every stored
 structure to `stored_defaults.json`, and check that what people read still shows every field.

@@ -1,4 +1,4 @@
-"""The takeover gap (core/takeover.py): from the previous holder's last action to the new holder's first, clamped,
+"""The takeover gap (jetcron.core.takeover): from the previous holder's last action to the new holder's first, clamped,
 and measured only from a stamp that can be the previous holder's."""
 
 from __future__ import annotations

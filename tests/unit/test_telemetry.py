@@ -10,11 +10,11 @@ import pytest
 from opentelemetry import trace
 from prometheus_client import REGISTRY
 
-from jetcron.services.runtime import tune_gc
 from jetcron.telemetry.gc_pauses import GcPauses
 from jetcron.telemetry.http import HealthServer
 from jetcron.telemetry.logging import _add_trace_id
 from jetcron.telemetry.tracing import context_from_trace_id, continue_trace, trace_id_of
+from jetcron_services.runtime import tune_gc
 
 TRACE_A = "0af7651916cd43dd8448eb211c80319c"
 TRACE_B = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -11,8 +11,8 @@ from twin_support import twin_context
 
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import QueueQuota, TenantPolicy
-from jetcron.services.api.call import Call
-from jetcron.services.api.tenants import Tenants
+from jetcron_services.api.call import Call
+from jetcron_services.api.tenants import Tenants
 
 
 async def tenants_set(tenants: Tenants, request: dict[str, Any] | bytes) -> TenantPolicy:
@@ -60,7 +60,7 @@ def test_the_rest_body_carries_queue_quotas_to_the_sdk_verb() -> None:
     import inspect
 
     from jetcron.sdk.verbs import Tenants
-    from jetcron.services.gateway.admin import TenantPolicyBody
+    from jetcron_services.gateway.admin import TenantPolicyBody
 
     body = msgspec.json.decode(b'{"weight": 2, "queues": {"batch": {"max_cpu": 8}}}', type=TenantPolicyBody)
     fields = msgspec.structs.asdict(body)

@@ -1,7 +1,7 @@
-"""Finish reports handed to the trackers directly (services/run_tracker/events.direct_reports) on the bus's twins:
-answered `taken` only once the run record is written, or when the report is one the stream would drop too;
+"""Finish reports handed to the trackers directly (services/jetcron_services/run_tracker/events.direct_reports) on the
+bus's twins: answered `taken` only once the run record is written, or when the report is one the stream would drop too;
 `refused` when it must wait for its start, or past the reports a tracker applies at once; and the agent's side
-(bus/direct.Direct) publishes nothing to the stream for a report taken."""
+(jetcron.bus.direct.Direct) publishes nothing to the stream for a report taken."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from jetcron.bus.memory import MemoryMessage, MemoryRpc
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
-from jetcron.services.run_tracker.events import EventHandler, direct_reports
-from jetcron.services.run_tracker.records import Records
-from jetcron.services.runtime import Context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN, RunFinished
+from jetcron_services.run_tracker.events import EventHandler, direct_reports
+from jetcron_services.run_tracker.records import Records
+from jetcron_services.runtime import Context
 
 SPEC = JobSpec(name="nightly", command=["true"])
 

@@ -16,7 +16,7 @@ from jetcron.core.dag import DEFAULT_WAIT_SECONDS
 from jetcron.core.ids import run_id
 from jetcron.core.models import JobRecord, JobSpec, JoinPolicy, RunState, Schedule, ScheduleKind
 from jetcron.core.runs import new_run
-from jetcron.services.run_tracker.flows import Flows, consulted
+from jetcron_services.run_tracker.flows import Flows, consulted
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 NOW = Schedule(kind=ScheduleKind.NOW)

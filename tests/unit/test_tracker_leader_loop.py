@@ -14,8 +14,8 @@ from twin_support import twin_context
 from jetcron.bus.memory import MemoryLeaseLog
 from jetcron.config import Settings
 from jetcron.core.errors import Unavailable
-from jetcron.services.run_tracker.service import reconcile_as_leader
 from jetcron.wire import subjects as s
+from jetcron_services.run_tracker.service import reconcile_as_leader
 
 TTL = 1.5
 

@@ -16,7 +16,7 @@ from jetcron.core.errors import Contended, IllegalTransition, NotFound, WriteCon
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
-from jetcron.services.run_tracker.records import Records
+from jetcron_services.run_tracker.records import Records
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -118,9 +118,9 @@ async def test_a_run_that_keeps_changing_under_the_cas_is_contended() -> None:
 
 def test_a_report_naming_another_agent_than_its_sender_is_dropped_as_forged() -> None:
     from jetcron.bus.consume import Drop
-    from jetcron.services.run_tracker.events import change_for
     from jetcron.wire.codec import encode
     from jetcron.wire.messages import RunFinished
+    from jetcron_services.run_tracker.events import change_for
 
     report = encode(RunFinished(run_id="job.20261130T120000000Z", attempt=1, token=7, agent="agent-a",
                                 outcome="succeeded", exit_code=0, at=datetime(2026, 11, 30, tzinfo=UTC)))

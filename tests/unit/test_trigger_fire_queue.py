@@ -12,9 +12,9 @@ import pytest
 
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
-from jetcron.services.runtime import Context
-from jetcron.services.trigger import service
-from jetcron.services.trigger.service import Trigger
+from jetcron_services.runtime import Context
+from jetcron_services.trigger import service
+from jetcron_services.trigger.service import Trigger
 
 
 class Probe:

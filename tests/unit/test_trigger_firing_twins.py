@@ -1,6 +1,6 @@
-"""The trigger's firing (services/trigger/firing.py) on the bus's twins, which tests/contract holds to the server:
-each occurrence is recorded once through the fire gate and handed to placement once, whatever crash and retry
-come between; the cursor moves only past what was recorded. The crash and the race are the server-side chaos
+"""The trigger's firing (services/jetcron_services/trigger/firing.py) on the bus's twins, which tests/contract holds to
+the server: each occurrence is recorded once through the fire gate and handed to placement once, whatever crash and
+retry come between; the cursor moves only past what was recorded. The crash and the race are the server-side chaos
 tests' (tests/chaos/test_chaos_trigger*.py); here they are steps a test takes."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from jetcron.bus.memory import MemoryPublisher
 from jetcron.config import Settings
 from jetcron.core.ids import run_id
 from jetcron.core.models import JobRecord, JobSpec, Run, RunState, Schedule, ScheduleKind
-from jetcron.services.runtime import Context
-from jetcron.services.trigger.firing import Firer
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import PlaceBy, PlaceRun
+from jetcron_services.runtime import Context
+from jetcron_services.trigger.firing import Firer
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 EVERY_MINUTE = JobSpec(name="tick", command=["true"], schedule=Schedule(kind=ScheduleKind.EVERY, every_seconds=60))

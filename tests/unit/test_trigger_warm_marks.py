@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Schedule, ScheduleKind
-from jetcron.services.trigger.warm import Warm
+from jetcron_services.trigger.warm import Warm
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 

@@ -387,9 +387,9 @@ def test_limit_cut_keeps_latest_decision_stable() -> None:
 
 def test_warm_state_shares_what_jobs_have_in_common_and_drops_paused_jobs() -> None:
     from jetcron.core.models import JobRecord, JobStatus
-    from jetcron.services.trigger.warm import Warm
     from jetcron.wire.codec import decode, encode
     from jetcron.wire.messages import Cursor
+    from jetcron_services.trigger.warm import Warm
 
     warm = Warm(16)
 

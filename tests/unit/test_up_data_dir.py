@@ -1,5 +1,5 @@
-"""What `jetcron up` keeps under its data dir is its user's alone (libs/cli/up.py): a job running as another user
-can list none of it and read none of its logs or the NATS server's config."""
+"""What `jetcron up` keeps under its data dir is its user's alone (libs/jetcron/cli/up.py): a job running as another
+user can list none of it and read none of its logs or the NATS server's config."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The uid range `jetcron up` gives its local agents (libs/cli/up.py local_job_uids, core/uid_pool.local_range):
-run as root with no range set, each attempt gets a uid of its own from a range no user or group of the host reaches
-into, so that one tenant's job cannot read another's running scratch or environment through /proc."""
+"""The uid range `jetcron up` gives its local agents (libs/jetcron/cli/up.py local_job_uids,
+jetcron.core.uid_pool.local_range): run as root with no range set, each attempt gets a uid of its own from a range no
+user or group of the host reaches into, so that one tenant's job cannot read another's running scratch or environment
+through /proc."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every API verb (libs/wire/verbs.py) has a CLI command and a REST operation, or a reason here for having none;
+"""Every API verb (libs/jetcron/wire/verbs.py) has a CLI command and a REST operation, or a reason here for having none;
 each CLI command and REST route said to offer a verb calls it (through the SDK, answered by a recorder here, not a
 server), and every verb they name exists."""
 
@@ -21,11 +21,11 @@ from jetcron.core.calendars import CalendarRecord, CalendarSpec
 from jetcron.core.models import JobRecord, JobSpec, Run, RunState
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import api_error
-from jetcron.services.gateway.app import build_app
-from jetcron.services.gateway.contract import OPS, Op
-from jetcron.services.gateway.gate import Gate
 from jetcron.wire.api import ErrorBody, JobView, Page
 from jetcron.wire.verbs import VERBS
+from jetcron_services.gateway.app import build_app
+from jetcron_services.gateway.contract import OPS, Op
+from jetcron_services.gateway.gate import Gate
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 RUN = "nightly.20261201T000000000Z"

@@ -1,4 +1,4 @@
-"""A service Context on the bus's in-memory twins (bus/memory.py): for tests of a verb's logic that need no
+"""A service Context on the bus's in-memory twins (jetcron.bus.memory): for tests of a verb's logic that need no
 server. Anything that would reach NATS itself (nc, js) is absent, so a test that strays there fails; so are the
 leases unless the test gives them a lease log (`twin_context(lease_log=...)`)."""
 
@@ -22,10 +22,10 @@ from jetcron.core.calendars import CalendarRecord
 from jetcron.core.clock import Clock
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.retention import record_ttl
-from jetcron.services.retention import History
-from jetcron.services.runtime import Context, SystemClock
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor
+from jetcron_services.retention import History
+from jetcron_services.runtime import Context, SystemClock
 
 
 class _Absent:
@@ -45,7 +45,7 @@ def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
 
     `clock`: what the services read the time from (a ManualClock the test moves), and what stamps the messages
     stored on the streams' twin; the wall clock otherwise.
-    `lease_log`: the leases are the real ones (bus/lease.Leases: revision-checked takes, renewals, releases and
+    `lease_log`: the leases are the real ones (jetcron.bus.lease.Leases: revision-checked takes, renewals, releases and
     revokes) over this log, which the test keeps to read what was written or let a lease lapse (a MemoryLeaseLog,
     `expire`); it is `ctx.leases.log` too. Without one the Context has no leases."""
     settings = settings or Settings()

@@ -1,0 +1,386 @@
+"""Placement's live view: agents from the agents bucket, reservations from the run records, suspect GPU hosts.
+
+Every replica keeps it warm, leader or standby. Reservations follow the `jc_runs` watch: a run
+whose record says assigned or running holds its share on its agents (adopted if this replica did
+not place it: a new leader starts with the books of the runs already out), and gives it back
+when its record moves on (ended, lost, retried, cancelled). RunFinished events release earlier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from jetcron.core.capacity import CapacitySummary
+from jetcron.core.departures import lapsed_with
+from jetcron.core.errors import JetcronError
+from jetcron.core.fairness import FairQueue
+from jetcron.core.models import AgentInfo, Run, RunState, TenantPolicy
+from jetcron.core.placement import Cluster, Demand
+from jetcron.core.run_state import ACTIVE
+from jetcron.core.suspects import Suspects
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode
+from jetcron.wire.messages import PlaceRun, QueueDepths, RunFinished, RunHandedBack, place_run_for
+from jetcron_services.placement.board import Board, SuspectMark
+from jetcron_services.runtime import Context
+
+RECORDS_KEPT = 20_000
+"""Waiting records the view keeps decoded, the first to come: an assignment of one of them CASes on the copy, with
+no read first. A record past them keeps only its PlaceRun (a fifth of the record's heap) and its assignment reads it
+back once: a midnight herd waiting at the leader cost 3.1 KiB of heap per run with every record kept, about 3 GiB
+for the design's 950,000 waiting (bench/placement_memory.py)."""
+
+
+class Waiting(NamedTuple):
+    """A record waiting for placement: what placement needs of it, and the record itself while within RECORDS_KEPT."""
+
+    cmd: PlaceRun
+    revision: int
+    record: Run | None
+
+
+@dataclass
+class Held:
+    """A run this replica counts on its agents: which attempt, and the revision of the assign write."""
+
+    demand: Demand
+    attempt: int
+    revision: int | None
+    """None while this replica's own assign write is in flight: older records must not release it."""
+
+
+def demand_of(run: Run, enqueued: Run | None = None) -> Demand:
+    cmd = place_run_for(run)
+    return Demand(run_id=run.run_id, tenant=cmd.tenant, priority=cmd.priority, resources=cmd.resources,
+                  require=cmd.require, needs=cmd.needs, enqueued_at=(enqueued or run).created_at, queue=cmd.queue)
+
+
+class View:
+    def __init__(self, ctx: Context, board: Board | None = None) -> None:
+        self.ctx = ctx
+        self.board = board
+        self.cluster = Cluster()
+        self.queue = FairQueue(ageing_seconds=ctx.settings.placement_ageing_seconds)
+        self.suspects = Suspects()
+        self.leading = False
+        self.placed: dict[str, Held] = {}
+        self.active: dict[str, Run] = {}
+        """Assigned and running records, by run id (the truth the books follow)."""
+        self.by_agent: dict[str, set[str]] = {}
+        self.policies: dict[str, TenantPolicy] = {}
+        """Every tenant's policy, as the tenants bucket last said (preemption reads it: preempt.py)."""
+        self.scheduled: dict[str, Waiting] = {}
+        """Records waiting for placement, with their revisions: a new leader takes them up without waiting for
+        redelivery, and an assignment CASes from them (`copy`) without reading first."""
+        self.records_kept = RECORDS_KEPT
+        self._kept = 0
+        """Entries of `scheduled` that keep their record."""
+        self.finished: dict[str, int] = {}
+        """Attempts a RunFinished released before their record caught up: not adopted again."""
+        self.seen: dict[str, tuple[float, AgentInfo]] = {}
+        self.lapsed: set[str] = set()
+        """Agents off the books since a run of theirs was lost with their lease (jetcron.core.departures.lapsed_with),
+        until a newer heartbeat: still in `seen`, so that missing heartbeats still make a GPU host suspect."""
+        self.changed = asyncio.Event()
+        self.agents_synced = asyncio.Event()
+        self._tasks: set[asyncio.Future[None]] = set()
+        self.runs_synced = asyncio.Event()
+        self.on_scheduled: Callable[[PlaceRun], None] | None = None
+        """Told of every record waiting for placement: the leader holds it (or moves a reprioritized one)."""
+        self.on_moved_on: Callable[[str, int | None], None] | None = None
+        """Told of a record no longer waiting for placement (cancelled, say), with its attempt (None: deleted)."""
+
+    async def synced(self) -> None:
+        """Both initial loads are in: only then may a leader place (else it would miss runs already out)."""
+        await self.agents_synced.wait()
+        await self.runs_synced.wait()
+
+    # --- agents -------------------------------------------------------------------------------
+
+    async def watch_agents(self) -> None:
+        async for agent_id, info, _ in self.ctx.agents.watch():
+            if not agent_id:
+                self.agents_synced.set()
+                continue
+            if info is None:
+                self.forget_agent(agent_id)  # a clean exit (drained agent deleted its key): not suspect
+                continue
+            self.upsert_agent(info)
+
+    def upsert_agent(self, info: AgentInfo) -> None:
+        old = self.seen.get(info.agent_id)
+        if info.agent_id in self.lapsed:
+            if old is not None and info.heartbeat_at <= old[1].heartbeat_at:
+                return  # the heartbeat it was taken off the books after, delivered again
+            self.lapsed.discard(info.agent_id)
+            old = None  # back: on the books again, with its runs
+        known = old is not None
+        self.seen[info.agent_id] = (time.monotonic(), info)
+        if old is not None and _same(old[1], info):
+            # A plain heartbeat: refresh the agent but wake no placement pass (thousands arrive per second).
+            self.cluster.upsert_agent(info)
+            return
+        self.cluster.upsert_agent(info)
+        self._judge(info)
+        if not known:
+            # Back after an absence: runs whose records still name it hold their share on it again.
+            for run_id in sorted(self.by_agent.get(info.agent_id, ())):
+                run = self.active[run_id]
+                if run_id not in self.placed:
+                    self._adopt(run)
+                elif run.spec is not None:
+                    self.cluster.release(run_id)
+                    self.cluster.adopt(run_id, run.spec.resources, run.agents or [info.agent_id], run.gpu_indices)
+        self.changed.set()
+
+    def _judge(self, info: AgentInfo) -> None:
+        was_lost = info.agent_id in self.suspects
+        why = self.suspects.check(info)
+        if why is None:
+            self.cluster.clear_suspect(info.agent_id)
+            if was_lost:
+                self.ctx.log.info("GPU host cleared by a passing health check", agent=info.agent_id)
+                self._persist(info.agent_id, None)
+        else:
+            self.cluster.mark_suspect(info.agent_id)
+
+    async def watch_tenants(self) -> None:
+        async for _, policy, _ in self.ctx.tenants.watch():
+            if policy is not None:
+                self.policies[policy.tenant] = policy
+                self.queue.set_policy(policy)
+                self.changed.set()
+
+    def forget_agent(self, agent_id: str) -> None:
+        """Drop it from the books; its runs' reservations go when their records move on (no early reuse)."""
+        self.seen.pop(agent_id, None)
+        self.lapsed.discard(agent_id)
+        self.cluster.remove_agent(agent_id)
+        self.changed.set()
+
+    async def expire_agents(self) -> None:
+        """An agent that stopped heartbeating is removed (the bucket's max_age sends no event).
+
+        One that held GPUs comes back suspect.
+        """
+        limit = self.ctx.settings.heartbeat * 4
+        while not self.ctx.stop.is_set():
+            now = time.monotonic()
+            for agent_id, (at, info) in list(self.seen.items()):
+                if now - at > limit:
+                    if self.suspects.lost(info):
+                        self.ctx.log.warning("GPU host missed heartbeats: suspect until a health check passes",
+                                             agent=agent_id)
+                        self._persist(agent_id, self.suspects.lost_after(agent_id))
+                    self.forget_agent(agent_id)
+            await asyncio.sleep(self.ctx.settings.heartbeat)
+
+    def _persist(self, agent_id: str, lost_after: datetime | None) -> None:
+        """The leader keeps suspects in KV so a placement started later still knows them."""
+        if self.leading and self.board is not None:
+            task = asyncio.ensure_future(self.board.mark_suspect(agent_id, lost_after))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def watch_suspects(self) -> None:
+        if self.board is None:
+            return
+        async for key, mark, _ in self.board.suspects.watch(s.SUSPECTS):
+            if not key or mark is None:
+                continue
+            self.suspects.restore(mark.agent_id, mark.lost_after)
+            known = self.seen.get(mark.agent_id)
+            if known is not None:
+                self._judge(known[1])
+
+    # --- reservations from the run records ----------------------------------------------------
+
+    async def watch_runs(self) -> None:
+        async for run_id, run, revision in self.ctx.runs.watch():
+            if not run_id:
+                self.runs_synced.set()
+                continue
+            self.on_record(run_id, run, revision)
+
+    def on_record(self, run_id: str, run: Run | None, revision: int) -> None:
+        gone = lapsed_with(self.active.get(run_id), run)
+        if gone is not None and gone in self.seen and gone not in self.lapsed:
+            self.ctx.log.info("agent off the books: a run of its was lost with its lease; back at its next heartbeat",
+                              agent=gone, run_id=run_id)
+            self.lapsed.add(gone)
+            self.cluster.remove_agent(gone)
+            self.changed.set()
+        if run is not None and run.state is RunState.SCHEDULED and run.spec is not None:
+            self._wait(run, revision)
+        elif (left := self.scheduled.pop(run_id, None)) is not None:
+            self._kept -= left.record is not None
+            if self.on_moved_on is not None:
+                self.on_moved_on(run_id, run.attempt if run is not None else None)
+        held = self.placed.get(run_id)
+        if run is not None and run.state in ACTIVE and run.spec is not None:
+            self._index(run)
+            if self.finished.get(run_id, 0) >= run.attempt:
+                return
+            if held is not None and held.attempt == run.attempt:
+                if held.revision is None:
+                    held.revision = revision  # the record proves the assignment landed
+                return
+            if held is not None:
+                self.release(run_id)
+            self._adopt(run, revision)
+            return
+        self._unindex(run_id)
+        if run is None or run.state.terminal or (held is not None and run.attempt > held.attempt):
+            self.finished.pop(run_id, None)
+        if held is None:
+            return
+        ended = run is None or run.state.terminal or run.attempt > held.attempt
+        if not ended and (held.revision is None or revision <= held.revision):
+            return  # an older record than our own assign write
+        self.release(run_id)
+
+    def _wait(self, run: Run, revision: int) -> None:
+        old = self.scheduled.get(run.run_id)
+        had = old is not None and old.record is not None
+        keep = had or self._kept < self.records_kept
+        self._kept += keep - had
+        spec = run.spec
+        assert spec is not None
+        # A new revision of the same attempt (its waiting reason written, say) keeps the PlaceRun the leader holds
+        # already: a second one per revision cost its build and, held beside the first, its memory.
+        if old is not None and (old.cmd.attempt, old.cmd.priority, old.cmd.queue) == (run.attempt, spec.priority,
+                                                                                       spec.queue):
+            cmd = old.cmd
+        else:
+            cmd = place_run_for(run)
+        self.scheduled[run.run_id] = Waiting(cmd, revision, run if keep else None)
+        if self.on_scheduled is not None:
+            self.on_scheduled(cmd)
+
+    def copy(self, run_id: str) -> tuple[Run, int] | None:
+        """The waiting record and its revision as the watch delivered it, if kept: a write may start from it."""
+        waiting = self.scheduled.get(run_id)
+        return None if waiting is None or waiting.record is None else (waiting.record, waiting.revision)
+
+    def _adopt(self, run: Run, revision: int = 0) -> None:
+        spec = run.spec
+        assert spec is not None
+        if self.cluster.adopt(run.run_id, spec.resources, run.agents or ([run.agent] if run.agent else []),
+                              run.gpu_indices):
+            demand = demand_of(run)
+            self.placed[run.run_id] = Held(demand, run.attempt, revision)
+            self.queue.charge(demand)
+            self.changed.set()
+
+    def _index(self, run: Run) -> None:
+        old = self.active.get(run.run_id)
+        if old is not None and old.agents != run.agents:
+            self._unindex(run.run_id)
+        self.active[run.run_id] = run
+        for agent in run.agents or ([run.agent] if run.agent else []):
+            self.by_agent.setdefault(agent, set()).add(run.run_id)
+
+    def _unindex(self, run_id: str) -> None:
+        old = self.active.pop(run_id, None)
+        if old is None:
+            return
+        for agent in old.agents or ([old.agent] if old.agent else []):
+            ids = self.by_agent.get(agent)
+            if ids is not None:
+                ids.discard(run_id)
+                if not ids:
+                    del self.by_agent[agent]
+
+    def hold(self, demand: Demand, attempt: int) -> None:
+        """The leader reserved a place and is about to write the assignment."""
+        self.placed[demand.run_id] = Held(demand, attempt, None)
+
+    def assigned(self, run_id: str, revision: int) -> None:
+        held = self.placed.get(run_id)
+        if held is not None:
+            held.revision = revision
+
+    def unhold(self, run_id: str) -> None:
+        """The assign write failed: give the place back, and count whatever the record says instead."""
+        self.release(run_id)
+        run = self.active.get(run_id)
+        if run is not None:
+            self._adopt(run)
+
+    def adopt_again(self, held: Held) -> None:
+        """A release that did not happen after all (a preemption tried on the books and not made): the run counts on
+        its agents again, from its record, if that is still the attempt released."""
+        run = self.active.get(held.demand.run_id)
+        if run is not None and run.attempt == held.attempt and held.demand.run_id not in self.placed:
+            self._adopt(run, held.revision or 0)
+
+    def drop_in_flight(self) -> None:
+        """Leadership ended mid-pass: assignments whose write may never have happened are not counted."""
+        for run_id, held in list(self.placed.items()):
+            if held.revision is None:
+                self.unhold(run_id)
+
+    def release(self, run_id: str) -> None:
+        held = self.placed.pop(run_id, None)
+        self.cluster.release(run_id)
+        if held is not None:
+            self.queue.refund(held.demand)
+            self.changed.set()
+
+    async def watch_endings(self) -> None:
+        """Release reservations as runs end, from the events stream (new events only): sooner than the record."""
+        async for msg in self.ctx.streams.tail(s.EVENTS_ALL):
+            kind, _source = s.parse_event_subject(msg.subject)
+            ended: RunFinished | RunHandedBack
+            if kind == "finished":
+                ended = decode(msg.data, RunFinished)
+            elif kind == "handed_back":
+                ended = decode(msg.data, RunHandedBack)
+            else:
+                continue
+            held = self.placed.get(ended.run_id)
+            if held is not None and held.attempt == ended.attempt and held.revision is not None:
+                self.finished[ended.run_id] = ended.attempt
+                self.release(ended.run_id)
+
+    # --- the capacity summary the API reads at submit -----------------------------------------
+
+    async def publish_capacity(self, stop: asyncio.Event, every: float = 1.0, refresh: float = 30.0) -> None:
+        """While leading: put the summary when an agent joins, leaves or changes size (and now and then), and
+        the queue depths per tenant when they changed (the api's pending-runs cap reads them)."""
+        if self.board is None:
+            return
+        version, last = -1, 0.0
+        depths: dict[str, int] | None = None
+        while not stop.is_set():
+            now = time.monotonic()
+            if self.cluster.shape_version != version or now - last > refresh:
+                version, last = self.cluster.shape_version, now
+                with contextlib.suppress(JetcronError):
+                    await self.board.put_capacity(self.cluster.agents(), self.ctx.clock.now())
+            waiting = self.queue.waiting_by_tenant()
+            if waiting != depths:
+                with contextlib.suppress(JetcronError):
+                    await self.board.put_depths(QueueDepths(at=self.ctx.clock.now(), by_tenant=waiting))
+                    depths = waiting
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=every)
+
+
+def _same(a: AgentInfo, b: AgentInfo) -> bool:
+    """Nothing placement decides on changed (free capacity comes from its own books, not the heartbeat)."""
+    return (a.cpu, a.memory_mb, a.gpus, a.gpu_model, a.gpu_indices, a.labels, a.capabilities, a.draining,
+            a.gpu_health_ok, a.gpu_health_at) == (b.cpu, b.memory_mb, b.gpus, b.gpu_model, b.gpu_indices, b.labels,
+                                                  b.capabilities, b.draining, b.gpu_health_ok, b.gpu_health_at)
+
+
+async def open_board(ctx: Context) -> Board:
+    return Board(await ctx.buckets.open(s.BUCKET_PLACEMENT, CapacitySummary),
+                 await ctx.buckets.open(s.BUCKET_PLACEMENT, SuspectMark),
+                 await ctx.buckets.open(s.BUCKET_PLACEMENT, QueueDepths))
