@@ -98,6 +98,8 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
      ["--scenario", "midnight", "--runs", "60", "--agents", "4", "--slots", "3", "--seconds", "2", "--lead", "15",
       "--ttl", "4", "--heartbeat", "0.5", "--reps", "1", "--series", "-"]),
     ("bench.profile", ["--runs", "6000"], ["--runs", "300", "--seconds", "4"]),
+    # `jetcron --help` and `jobs list`: the CLI's start, most of it imports (target under 0.2 s)
+    ("bench.cli_start", ["--reps", "15"], ["--reps", "1"]),
     ("bench.trigger_start_delay", ["--scenario", "second", "--schedules", "1000", "--reps", "3"],
      ["--scenario", "second", "--schedules", "20", "--reps", "1", "--rounds", "2", "--period", "3", "--lead", "3"]),
     ("bench.trigger_takeover", ["--schedules", "1000"], ["--schedules", "50", "--reps", "1", "--every", "2"]),
