@@ -108,6 +108,12 @@ def one_line(text: str) -> str:
 def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(up: Up) -> None:
     # Given `jetcron up` with two agents
     up.start()
+
+    # Then it says when it is ready, after its banner, and by then the api and both agents answer
+    wait_until(lambda: "jetcron up: ready" in up.output(), 60, interval=0.3, what="`jetcron up` to say it is ready")
+    said = up.output()
+    assert said.index("jetcron up: REST API at") < said.index("jetcron up: ready")
+    assert [a["agent_id"] for a in json_of(up, "agents", "list")] == ["agent-1", "agent-2"]
     wait_ready(up)
 
     # When the README's job is created
@@ -171,6 +177,11 @@ def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(u
     # Then no process it started (services, agents, their reapers, nats-server) is left
     assert len(up.seen) >= 9, f"expected nats-server, 5 services, 2 agents and reapers: {up.seen}"
     assert still_running(up.seen) == []
+
+    # And a command now says that nothing answers there, asking whether `jetcron up` runs
+    stopped = jetcron(up, "jobs", "list")
+    assert stopped.returncode == 1
+    assert "nothing listens there; is `jetcron up` running?" in one_line(stopped.stderr), stopped.stderr
 
     # When it is started again on the same data directory
     up.start()

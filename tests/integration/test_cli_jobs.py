@@ -184,3 +184,43 @@ async def test_queues_file_jobs_and_filter_lists(api: str) -> None:
     assert await jetcron(api, "runs", "list", "--queue", "bi") == []
     code, err = await fails(api, "jobs", "create", "bad", "--queue", "a.b", "--", "true")
     assert code == 2 and "queue" in err and "a.b" in err
+
+
+async def test_create_and_get_tables_show_the_schedule_in_words_zone_command_and_retries(api: str) -> None:
+    # When a job is made and read with the tables a person reads
+    made = await asyncio.to_thread(run_cli, api, "jobs", "create", "tick", "--every", "5m", "--max-attempts", "4",
+                                   "--", "sh", "-c", "echo tick at $(date -u +%T)")
+    await jetcron(api, "jobs", "create", "nightly", "--cron", "30 1 * 11 0", "--tz", "America/New_York", "--",
+                  "./backup.sh", "--full")
+    got = await asyncio.to_thread(run_cli, api, "jobs", "get", "nightly")
+
+    # Then each says when it runs as the dashboard does, in which zone, what it runs and how it is retried
+    assert made.returncode == 0, made.stderr
+    row = next(line for line in made.stdout.splitlines() if "tick" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][:6] == [
+        "tick", "active", "every 5 minutes", "UTC", "sh -c 'echo tick at $(date -u +%T)'",
+        "4 attempts, 1s x2 up to 300s"]
+    row = next(line for line in got.stdout.splitlines() if "nightly" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][:6] == [
+        "nightly", "active", "At 01:30 AM, only on Sunday, only in November (America/New_York) · 30 1 * 11 0",
+        "America/New_York", "./backup.sh --full", "3 attempts, 1s x2 up to 300s"]
+    # And its fire times note the night 01:30 happens twice (the first Sunday of November)
+    assert "dst fold: 01:30 happens twice in America/New_York on " in got.stdout
+    assert "; it runs once, in the first pass (on_fold first)" in got.stdout
+
+
+@pytest.mark.parametrize(("args", "note"), [
+    pytest.param(("--cron", "30 1 * * *", "--from", "2026-10-31T00:00:00Z"),
+                 "dst fold: 01:30 happens twice in America/New_York on 2026-11-01; it runs once, in the first pass "
+                 "(on_fold first)", id="fold"),
+    pytest.param(("--cron", "30 2 * * *", "--from", "2026-03-07T00:00:00Z"),
+                 "dst gap: 02:30 does not exist in America/New_York on 2026-03-08; it runs at 03:00 (on_gap shift)",
+                 id="gap_shifted"),
+])
+async def test_preview_notes_a_fire_time_a_dst_change_concerns(args: tuple[str, ...], note: str) -> None:
+    table = await asyncio.to_thread(run_cli, None, "schedule", "preview", *args, "--tz", "America/New_York",
+                                    "--count", "3")
+    assert table.returncode == 0, table.stderr
+    noted = [line for line in table.stdout.splitlines() if "dst " in line]
+    assert len(noted) == 1 and note in noted[0], table.stdout
+    assert "note" in table.stdout.splitlines()[1]

@@ -275,3 +275,50 @@ async def test_sessions_cookies_and_csrf(rest: Rest) -> None:
         # Logging out ends the session
         out = await http.post("/ui/logout", data={"csrf": csrf.group(1)}, follow_redirects=False)
         assert out.status_code == 303 and 'jetcron_session=""' in out.headers["set-cookie"]
+
+
+async def test_the_job_page_reads_fire_times_and_spec_and_the_dlq_tells_a_replay_from_its_original(
+        rest: Rest) -> None:
+    acme = await rest.token("acme")
+    client = Client(rest.admin.nc, tenant="acme")
+    # A job on the first Sundays of November in New York, among others: 01:30 happens twice that night
+    await client.call("jobs.create", {"spec": {"name": "fall", "command": ["true"],
+                                               "schedule": {"kind": "cron", "cron": "30 1 * 11 0",
+                                                            "tz": "America/New_York"}}})
+    # And a job that dies, replayed, whose replay dies too
+    await client.call("jobs.create", {"spec": {"name": "broken", "command": ["false"],
+                                               "retry": {"max_attempts": 1}}})
+    dead = await _run_of(client, "broken", {"dead"})
+    replayed = await client.call("dlq.replay", {"run_id": dead["run_id"]})
+
+    async def both_dead() -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = (await client.call("dlq.list", {}))["items"]
+        return items if len(items) == 2 and all(r["state"] == "dead" for r in items) else None
+
+    await wait_for(both_dead, 40, what="the run and its replay in the dead-letter queue")
+
+    async with rest.http(None) as http:
+        await http.post("/ui/login", data={"token": acme}, follow_redirects=False)
+        page = (await http.get("/ui/jobs/fall")).text
+
+        # The next fire times read as times, in the job's zone and in UTC, and the fold is noted
+        fires = page.split("<h2>Next fire times</h2>", 1)[1].split("</section>", 1)[0]
+        assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", fires), fires
+        assert re.search(r"<td>Sun 20\d\d-11-0[1-7] 01:30 EDT</td><td>Sun 20\d\d-11-0[1-7] 05:30 UTC</td><td>dst fold: "
+                         r"01:30 happens twice in America/New_York on 20\d\d-11-0[1-7]; it runs once, in the first "
+                         r"pass \(on_fold first\)</td>", fires), fires
+        assert "<td>Sun 20" in fires and "</td><td></td></tr>" in fires  # the other Sundays: nothing to note
+
+        # The spec shows what is set, not a field of nulls
+        spec = page.split('<pre class="spec-json">', 1)[1].split("</pre>", 1)[0]
+        assert "null" not in spec and "[]" not in spec and "30 1 * 11 0" in spec, spec
+
+        # The dead letters: the replay names its original, and each row its own run
+        dlq = (await http.get("/ui/dlq")).text
+        rows = [r for r in dlq.split("<tr>")[2:]]
+        assert len(rows) == 2 and rows[0] != rows[1], rows
+        replay_row = next(r for r in rows if f'href="/ui/runs/{replayed["run_id"]}"' in r)
+        original_row = next(r for r in rows if r is not replay_row)
+        assert f'href="/ui/runs/{dead["run_id"]}"' in replay_row, replay_row
+        assert replayed["run_id"].rsplit(".", 1)[1] in replay_row
+        assert dead["run_id"].rsplit(".", 1)[1] in original_row and "-r1" not in original_row

@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import Services, clean_env, wait_for
+from harness import Services, clean_env, mint, wait_for
 
+from jetcron.auth.authority import Authority
+from jetcron.auth.roles import Role
+from jetcron.bus.connect import Identity
 from jetcron.sdk.client import Client
 
 JETCRON = str(Path(sys.executable).parent / "jetcron")
@@ -89,3 +92,30 @@ async def test_status_json_lists_the_whole_system(services: Services, client: Cl
     assert "agent-1" in some.stdout and "agent-2" not in some.stdout.split("agents: 2")[1]
     refused = await _status(services.server.url, "--agents", "-1")
     assert refused.returncode != 0 and "--agents" in refused.stderr
+
+
+async def test_status_counts_recent_runs_with_the_admin_credential(secure_services: Services, authority: Authority,
+                                                                   tmp_path: Path) -> None:
+    # Given a system with auth on (as `jetcron up` runs it) and a handful of runs made in the last hour
+    secure_services.start("api", "api")
+    await secure_services["api"].wait_logged("api ready", 30)
+    admin = mint(authority, tmp_path / "admin.creds", Role.ADMIN)
+    url = secure_services.server.url
+    client = await Client.connect(url, timeout=10, identity=Identity(creds=admin))
+    try:
+        await client.call("jobs.create", {"spec": {"name": "seen", "command": ["true"],
+                                                   "schedule": {"kind": "cron", "cron": "0 0 1 1 *"}}})
+        for n in range(5):
+            await client.call("jobs.trigger", {"name": "seen", "key": f"k{n}"})
+    finally:
+        await client.close()
+
+    # When the operator asks for the status with the admin's credential
+    done = await asyncio.to_thread(subprocess.run, [JETCRON, "--nats", url, "--creds", admin, "status", "-o", "json"],
+                                   capture_output=True, text=True, timeout=30, env=clean_env())
+
+    # Then every run is counted by its state, and the read is whole (the admin may read what it counts)
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["runs_last_hour"]["scheduled"] == 5, view["runs_last_hour"]
+    assert sum(view["runs_last_hour"].values()) == 5 and view["runs_truncated"] is False

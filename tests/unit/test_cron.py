@@ -11,7 +11,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetcron.core.cron import next_fires, occurrences, parse_cron, zone
+from jetcron.core.cron import dst_note, next_fires, occurrences, parse_cron, zone
 from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -352,3 +352,30 @@ def test_property_continuing_loses_nothing(
 def test_occurrences_is_lazy() -> None:
     stream = occurrences(cron("* * * * * *"), utc("2026-01-01T00:00:00Z"), created_at=CREATED)
     assert next(stream).at == utc("2026-01-01T00:00:01Z")
+
+
+@pytest.mark.parametrize(("schedule", "after", "notes"), [
+    pytest.param(cron("30 1 * * *", NY), "2026-10-31T12:00:00Z",
+                 ["dst fold: 01:30 happens twice in America/New_York on 2026-11-01; it runs once, in the first pass "
+                  "(on_fold first)", None], id="fold_first"),
+    pytest.param(cron("30 1 * * *", NY, on_fold=FoldPolicy.LAST), "2026-10-31T12:00:00Z",
+                 ["dst fold: 01:30 happens twice in America/New_York on 2026-11-01; it runs once, in the second pass "
+                  "(on_fold last)", None], id="fold_last"),
+    pytest.param(cron("30 1 * * *", NY, on_fold=FoldPolicy.BOTH), "2026-10-31T12:00:00Z",
+                 ["dst fold: 01:30 happens twice in America/New_York on 2026-11-01; it runs in both passes, this is "
+                  "the first", "dst fold: 01:30 happens twice in America/New_York on 2026-11-01; it runs in both "
+                  "passes, this is the second", None], id="fold_both"),
+    pytest.param(cron("30 2 * * *", NY), "2026-03-07T12:00:00Z",
+                 ["dst gap: 02:30 does not exist in America/New_York on 2026-03-08; it runs at 03:00 (on_gap shift)",
+                  None], id="gap_shifted"),
+    pytest.param(cron("0 * * * *", BERLIN), "2026-03-29T00:30:00Z",
+                 ["dst gap: 02:00 does not exist in Europe/Berlin on 2026-03-29; it runs at 03:00 (on_gap shift), "
+                  "one run with 03:00's own", None], id="gap_shared_with_a_fire"),
+    pytest.param(cron("30 3 * * *", NY), "2026-03-07T12:00:00Z", [None, None], id="after_a_gap_not_in_it"),
+    pytest.param(Schedule(kind=ScheduleKind.EVERY, every_seconds=1800, tz=NY), "2026-11-01T05:10:00Z", [None, None],
+                 id="every_fires_at_instants"),
+])
+def test_a_dst_note_says_what_a_change_of_offset_does_to_a_fire_time(schedule: Schedule, after: str,
+                                                                    notes: list[str | None]) -> None:
+    found = next_fires(schedule, utc(after), len(notes), created_at=CREATED)
+    assert [dst_note(schedule, o.at) for o in found] == notes

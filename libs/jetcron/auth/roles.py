@@ -212,9 +212,10 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             raise ValueError("a tenant's grant names its tenant")
         return Grant(writes=(f"{s.API_GROUP}.{tenant}.>", s.submit_subject(tenant)),
                      listens=(s.notify_subject(tenant, ">"),), replies=False)
-    # $SRV.PING/INFO/STATS: `jetcron status` asks every instance whether it answers.
+    # $SRV.PING/INFO/STATS: `jetcron status` asks every instance whether it answers. It counts the last hour's runs
+    # by pulling the run records written since then from a consumer of its own (ops.overview), hence the watch.
     return Grant(reads=ALL_STREAMS, writes=(f"{s.API_GROUP}.>", f"{s.ADMIN_GROUP}.>", s.SRV_PING, s.SUBMIT_ALL),
-                 replies=False,
+                 watches=(s.BUCKET_RUNS,), replies=False,
                  manages=True)
 
 

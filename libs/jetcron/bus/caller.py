@@ -4,7 +4,9 @@ and requests that notice a permission denial instead of waiting out their timeou
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import ssl
+import urllib.parse
 
 import nats
 import nats.errors
@@ -14,6 +16,8 @@ from jetcron.bus.ports import Connection, Request, Rpc
 from jetcron.core.errors import Unauthorized, Unavailable, Untrusted
 
 CONNECT_SECONDS = 8.0
+PROBE_SECONDS = 1.0
+"""How long a loopback server may take to accept a TCP connection before the client's own connect is left to try."""
 
 
 class Denials:
@@ -56,6 +60,8 @@ async def connect_client(url: str, identity: Identity, *, name: str = "jetcron-c
     """A connection that gives up after a couple of reconnects (a client, not a service); a refusal is raised
     as Untrusted, Unauthorized or Unavailable, saying what to change."""
     denials = Denials()
+    if await nothing_listens(url):
+        raise Unavailable(f"NATS at {url} refused the connection: nothing listens there")
     try:
         # Bounded: nats-py keeps retrying a TLS handshake that fails verification, reporting it only to the
         # error callback; a client must get a named error, not a hang.
@@ -65,6 +71,39 @@ async def connect_client(url: str, identity: Identity, *, name: str = "jetcron-c
     except (ssl.SSLError, nats.errors.Error, TimeoutError) as exc:
         raise refusal(url, identity, exc, denials) from None
     return nc, denials
+
+
+def is_loopback(url: str) -> bool:
+    """Whether every server of `url` (comma-separated) is on this machine."""
+    for part in url.split(","):
+        host = urllib.parse.urlsplit(part.strip()).hostname or ""
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return False
+        except ValueError:
+            if host != "localhost":
+                return False
+    return True
+
+
+async def nothing_listens(url: str) -> bool:
+    """Whether every server of a loopback `url` refuses a TCP connection. nats-py retries a refused server seconds
+    apart before it gives up; on this machine a refusal is final at once (no server is starting across a network),
+    so the caller hears it at once. False for any other URL, and when a server accepts or the probe is slow."""
+    if not is_loopback(url):
+        return False
+    for part in url.split(","):
+        split = urllib.parse.urlsplit(part.strip())
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(split.hostname, split.port or 4222),
+                                               timeout=PROBE_SECONDS)
+        except ConnectionRefusedError:
+            continue
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        return False
+    return True
 
 
 async def ask(rpc: Rpc, denials: Denials, subject: str, data: bytes, *, timeout: float,

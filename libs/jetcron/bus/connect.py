@@ -15,17 +15,27 @@ from typing import Any
 
 import msgspec
 import nats
-import structlog
 from nats.aio.client import Client
 
 from jetcron.auth import jwt
 from jetcron.auth.authority import identity_of
 from jetcron.bus.natspy import server_info
 from jetcron.core.errors import Unauthorized, UnsafeServer
-from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 
-_log = structlog.get_logger("jetcron.nats")
+
+def _log() -> Any:
+    """The connection's logger; structlog is imported when a line is first written (a CLI call seldom writes one)."""
+    import structlog
+
+    return structlog.get_logger("jetcron.nats")
+
+
+def _metrics() -> Any:
+    """jetcron.telemetry.metrics, imported when a connection first counts something (prometheus_client)."""
+    from jetcron.telemetry import metrics
+
+    return metrics
 
 MIN_VERSION = (2, 12, 3)
 
@@ -196,13 +206,15 @@ async def _on_error(exc: Exception) -> None:
     text = str(exc)
     lowered = text.lower()
     if "permissions violation" in lowered:
+        metrics = _metrics()
         metrics.child(metrics.AUTH_FAILURES, kind="permission").inc()
-        _log.error("permission denied by the NATS server", detail=text)
+        _log().error("permission denied by the NATS server", detail=text)
     elif "authorization violation" in lowered or "authentication" in lowered:
+        metrics = _metrics()
         metrics.child(metrics.AUTH_FAILURES, kind="authorization").inc()
-        _log.error("NATS refused this process's credential", detail=text)
+        _log().error("NATS refused this process's credential", detail=text)
     elif not isinstance(exc, OSError):  # a refused reconnect: the client retries, and says so when it is back
-        _log.warning("nats client error", error=repr(exc))
+        _log().warning("nats client error", error=repr(exc))
 
 
 @dataclass
@@ -231,12 +243,12 @@ class _Link:
     async def lost(self) -> None:
         if self.nc is not None and self.nc.is_closed:
             return
-        metrics.NATS_CONNECTED.set(0)
-        _log.warning("NATS connection lost (the server is gone, frozen or unreachable): reconnecting")
+        _metrics().NATS_CONNECTED.set(0)
+        _log().warning("NATS connection lost (the server is gone, frozen or unreachable): reconnecting")
 
     async def back(self) -> None:
-        metrics.NATS_CONNECTED.set(1)
-        _log.info("NATS connection back")
+        _metrics().NATS_CONNECTED.set(1)
+        _log().info("NATS connection back")
 
 
 async def connect(
@@ -269,7 +281,7 @@ async def connect(
                                f"({(identity or Identity()).creds or 'none given'}): {exc}") from None
         raise
     link.nc = nc
-    metrics.NATS_CONNECTED.set(1)
+    _metrics().NATS_CONNECTED.set(1)
     if not check:
         return Connected(nc, [])
     version = str(server_info(nc).get("version", "0.0.0"))

@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 import msgspec
 import nats.errors
 import nats.js.errors as jse
-import structlog
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
 from nats.js.kv import KeyValue
@@ -28,7 +27,13 @@ from jetcron.wire.codec import decode, encode
 
 T = TypeVar("T", bound=msgspec.Struct)
 
-_log = structlog.get_logger("jetcron.kv")
+
+
+def _log() -> Any:
+    """The stores' logger: structlog is imported when a line is first written (a CLI call seldom writes one)."""
+    import structlog
+
+    return structlog.get_logger("jetcron.kv")
 
 WATCH_BATCH = 1000
 """Records per pull of a watch's initial load: big enough to amortise the round trip, small enough to decode
@@ -304,7 +309,7 @@ class Store(RecordOps[T]):
                     raise  # the service is stopping (a connection is closed only then)
                 failures += 1
                 wait = outlasting_wait(failures)
-                _log.warning("watch not answered; trying again from where it stands", bucket=self.name,
+                _log().warning("watch not answered; trying again from where it stands", bucket=self.name,
                              revision=at.covered, loaded=at.loaded, failures=failures, retry_in=wait,
                              error=str(translate(exc, f"watch {self.name}")))
                 await asyncio.sleep(wait)

@@ -9,7 +9,6 @@ from typing import Any
 
 from jetcron.core.calendars import CalendarRule, parse_window
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.ics import parse_ics
 
 _RULES = ", ".join(r.value for r in CalendarRule)
 
@@ -56,6 +55,8 @@ def apply_calendar_flags(spec: dict[str, Any], flags: CalendarFlags, now: dateti
     file's events (and those --dates and --window give beside it); --tz, --description and --tenant set theirs.
     """
     out = dict(spec)
+    from jetcron.core.ics import parse_ics  # icalendar: imported only by the commands that read a file
+
     imported = parse_ics(flags.ics, now=now, field=flags.ics_name) if flags.ics is not None else None
     if flags.dates or imported is not None:
         days = {*parse_dates(flags.dates), *(d.isoformat() for d in (imported.dates if imported else []))}

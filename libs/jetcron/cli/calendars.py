@@ -11,13 +11,13 @@ import typer
 from jetcron.cli.calendar_flags import CalendarFlags, apply_calendar_flags, new_calendar
 from jetcron.cli.connection import client
 from jetcron.cli.jobs import _read_spec
-from jetcron.cli.output import emit, usage
+from jetcron.cli.output import emit, given, output_option, usage
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ics import MAX_ICS_BYTES
 from jetcron.wire.codec import plain
 
 app = typer.Typer(no_args_is_help=True)
-Output = typer.Option("table", "-o", "--output", help="table or json")
+Output = output_option()
 COLUMNS = ("name", "tenant", "tz", "version", "rules", "dates", "windows", "description")
 FIRE_COLUMNS = ("local", "utc", "skipped", "until")
 
@@ -75,9 +75,16 @@ def create(
     calendar: dict[str, Any] | None = None
     if preview is not None and not updating:
         usage("--preview goes with calendars update")
+    if preview is None and "--count" in given(ctx):
+        usage("--count goes with --preview JOB (how many of its fire times to show)")
+    if file is not None and (beside := given(ctx, skip=("file", "output", "preview", "count"))):
+        usage(f"-f {file} replaces the whole calendar: put {', '.join(beside)} in the file instead")
     try:  # every flag is checked before anything is sent
         if file is not None:
             calendar = _read_spec(file)
+            named = calendar.get("name") if isinstance(calendar, dict) else None
+            if name and name != named:
+                usage(f"NAME {name!r} is not the calendar {file} holds ({named!r})")
         elif not name:
             usage(f"give the NAME of the calendar to {ctx.info_name}")
         elif updating:

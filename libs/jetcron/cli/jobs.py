@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,41 +15,54 @@ import typer
 from jetcron.cli.calendar_flags import split_names
 from jetcron.cli.connection import client
 from jetcron.cli.job_flags import JobFlags, apply_flags, new_spec
-from jetcron.cli.output import emit, fail, run_view, usage
+from jetcron.cli.output import emit, fail, given, output_option, run_view, usage
 from jetcron.cli.parse import duration, instant
-from jetcron.config import Settings
 from jetcron.core import cron, dag, exclusions
 from jetcron.core.calendar_time import Compiled, compile_calendar
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.exclusions import JobCalendars
-from jetcron.core.models import Schedule
+from jetcron.core.models import RetryPolicy, Schedule
+from jetcron.core.schedule_words import schedule_words
 from jetcron.sdk.errors import ApiError
 from jetcron.wire.codec import plain
 
 app = typer.Typer(no_args_is_help=True)
 schedule_app = typer.Typer(no_args_is_help=True)
 JOB_COLUMNS = ("name", "status", "schedule", "version", "tenant", "queue", "priority")
-Output = typer.Option("table", "-o", "--output", help="table or json")
+JOB_DETAIL = ("name", "status", "schedule", "tz", "command", "retries", "version", "tenant", "queue", "priority")
+"""`jobs create`, `update` and `get`: one job, with what it runs, where in time and how it is retried."""
+Output = output_option()
 
 
 def _job_row(record: dict[str, Any]) -> dict[str, Any]:
     spec = record["spec"]
-    sched = spec.get("schedule", {})
-    what = (
-        sched.get("cron")
-        or (f"every {sched['every_seconds']:g}s" if sched.get("every_seconds") else None)
-        or sched.get("at")
-        or sched.get("kind", "now")
-    )
+    schedule = _schedule_of(spec)
     return {
         "name": spec["name"],
         "status": record.get("status"),
-        "schedule": what,
+        "schedule": schedule_words(schedule),  # the dashboard's words
+        "tz": schedule.tz,
+        "command": shlex.join(spec.get("command") or []),
+        "retries": _retries(spec.get("retry")),
         "version": record.get("version"),
         "tenant": spec.get("tenant"),
         "queue": spec.get("queue", "default"),
         "priority": spec.get("priority"),
     }
+
+
+def _schedule_of(spec: dict[str, Any]) -> Schedule:
+    return msgspec.convert({k: v for k, v in (spec.get("schedule") or {}).items() if v is not None}, Schedule,
+                           strict=False)
+
+
+def _retries(raw: dict[str, Any] | None) -> str:
+    """`3 attempts, 1s x2 up to 300s`: how often a failing job is tried, and the backoff between tries."""
+    retry = msgspec.convert(raw or {}, RetryPolicy, strict=False)
+    if retry.max_attempts <= 1:
+        return "1 attempt, no retry"
+    return (f"{retry.max_attempts} attempts, {retry.initial_seconds:g}s x{retry.multiplier:g} up to "
+            f"{retry.max_delay_seconds:g}s")
 
 
 @app.command("update", help="Change a job: each flag given (and a command after --) replaces that field, the rest "
@@ -112,6 +126,17 @@ def create(
     output: str = Output,
 ) -> None:
     updating = ctx.info_name == "update"
+    # An option this verb has no use for is refused, not dropped: the caller would believe it took effect.
+    if updating and idempotency_key is not None:
+        usage("--idempotency-key goes with jobs create: an update is applied once by the job's version, which it "
+              "names (a retried update of a changed job is refused)")
+    if not updating and apply_to_waiting:
+        usage("--apply-to-waiting goes with jobs update: a new job has no runs waiting to move")
+    if file is not None:
+        beside = given(ctx, skip=("file", "output", "apply_to_waiting", "idempotency_key")) + (
+            ["a command after --"] if command else [])
+        if beside:
+            usage(f"-f {file} replaces the whole spec: put {', '.join(beside)} in the file instead")
     flags = JobFlags(at=at, every=every, cron=cron_expr, tz=tz, on_gap=on_gap, on_fold=on_fold, cpu=cpu,
                      memory=memory, gpus=gpus, max_attempts=max_attempts, timeout=timeout,
                      backoff_initial=backoff_initial, backoff_max=backoff_max, backoff_multiplier=backoff_multiplier,
@@ -125,6 +150,9 @@ def create(
     try:  # every flag is checked before anything is sent
         if file is not None:
             payload["spec"] = _read_spec(file)
+            named = payload["spec"].get("name") if isinstance(payload["spec"], dict) else None
+            if name and name != named:
+                usage(f"NAME {name!r} is not the job {file} holds ({named!r})")
         elif updating:
             if not name:
                 usage("give the NAME of the job to update")
@@ -150,7 +178,7 @@ def create(
         record = plain(made)
     for warning in record.get("warnings", []):
         typer.echo(f"warning: {warning}", err=True)
-    emit(record, output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
+    emit(record, output, JOB_DETAIL, rows=lambda r: [_job_row(r)])
 
 
 def _read_spec(file: Path) -> Any:
@@ -186,8 +214,9 @@ def get(ctx: typer.Context, name: str, output: str = Output) -> None:
     if output == "json":
         emit(view, output)
         return
-    emit(view["job"], output, JOB_COLUMNS, rows=lambda r: [_job_row(r)])
-    emit(view["next_fires"], output, _fire_columns(view["next_fires"]), title="next fire times")
+    emit(view["job"], output, JOB_DETAIL, rows=lambda r: [_job_row(r)])
+    fires = _noted(_schedule_of(view["job"]["spec"]), view["next_fires"])
+    emit(fires, output, _fire_columns(fires), title="next fire times")
     waits = view.get("wait_timeout_seconds")
     if waits is not None:
         own = view["job"]["spec"].get("wait_timeout_seconds") is not None
@@ -197,7 +226,14 @@ def get(ctx: typer.Context, name: str, output: str = Output) -> None:
 
 def _fire_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """`until` only when a calendar skips a run of occurrences (shown once)."""
-    return ("local", "utc", "skipped", "until") if any(r.get("until") for r in rows) else ("local", "utc", "skipped")
+    columns = ("local", "utc", "skipped", "until") if any(r.get("until") for r in rows) else ("local", "utc", "skipped")
+    return (*columns, "note")
+
+
+def _noted(schedule: Schedule, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each fire time with what a DST change does to it (a wall time that happens twice, or does not exist)."""
+    return [{**row, "note": None if row.get("skipped") else cron.dst_note(schedule, datetime.fromisoformat(row["utc"]))}
+            for row in rows]
 
 
 def _simple(verb: str) -> Any:
@@ -275,7 +311,7 @@ def preview(
 ) -> None:
     """The next N fire times at or after an instant, by the code the trigger uses (no server unless calendars are
     named); -o json: a list of ISO 8601 instants in the zone. The table also lists occurrences a DST gap
-    (`--on-gap skip`) or a calendar skips, naming it."""
+    (`--on-gap skip`) or a calendar skips, naming it, and notes a fire time a DST fold or gap concerns."""
     if (cron_expr is None) == (every is None):
         usage("give exactly one of --cron or --every")
     if not 1 <= count <= 10000:
@@ -288,6 +324,8 @@ def preview(
             else {"kind": "every", "every_seconds": duration(every or "", "every"), "anchor": after.isoformat()}
         )
         schedule = msgspec.convert({**raw, "tz": tz, "on_gap": on_gap, "on_fold": on_fold}, Schedule, strict=False)
+        from jetcron.config import Settings  # pydantic's settings: a tenth of a second, for this command alone
+
         cron.validate_schedule(schedule, created_at=after, min_interval_seconds=Settings().min_interval)
     except (InvalidSpec, msgspec.ValidationError) as exc:
         usage(str(exc))
@@ -296,7 +334,8 @@ def preview(
     if output == "json":
         emit([r["local"] for r in rows if r["skipped"] is None], output)
         return
-    emit(rows, output, _fire_columns(rows))
+    noted = _noted(schedule, rows)
+    emit(noted, output, _fire_columns(noted))
 
 
 def _calendars(ctx: typer.Context, exclude: list[str], only: list[str]) -> JobCalendars:

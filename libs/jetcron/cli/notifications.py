@@ -7,11 +7,11 @@ from typing import Any
 import typer
 
 from jetcron.cli.connection import client
-from jetcron.cli.output import emit
+from jetcron.cli.output import emit, output_option, usage
 from jetcron.core.notify import Delivery
 
 app = typer.Typer(no_args_is_help=True)
-Output = typer.Option("table", "-o", "--output", help="table or json")
+Output = output_option()
 COLUMNS = ("delivery_id", "event", "target", "state", "tries", "last_try", "last_error")
 
 
@@ -28,6 +28,8 @@ def list_deliveries(ctx: typer.Context, job: str = typer.Option(..., "--job", he
                     parked: bool = typer.Option(False, "--parked", help="only parked deliveries (--state parked)"),
                     limit: int = typer.Option(100, "--limit"), output: str = Output) -> None:
     """Every notification of a job's runs: its target, state and tries (json: each try's time and error)."""
+    if parked and state is not None:
+        usage(f"--parked is --state parked: give one of them (got --state {state})")
     with client(ctx) as c:
         page = c.notifications.list(job, state="parked" if parked else state, limit=limit)
     if output == "json":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn
 
 import typer
@@ -58,6 +58,35 @@ def emit(
     for item in items:
         table.add_row(*("" if item.get(c) is None else str(item.get(c)) for c in columns))
     console.print(table)
+
+
+def formats(*names: str) -> Callable[[str], str]:
+    """The -o option's check: a format this command prints, else exit 2 naming the option (before any request)."""
+
+    def check(value: str) -> str:
+        if value not in names:
+            raise typer.BadParameter(f"{value!r}: must be {' or '.join(names)}")
+        return value
+
+    return check
+
+
+def output_option(default: str = "table", *names: str, help: str = "table or json") -> Any:
+    """`-o/--output`: table or json (or the formats named)."""
+    return typer.Option(default, "-o", "--output", help=help, callback=formats(*(names or ("table", "json"))))
+
+
+def given(ctx: typer.Context, skip: Collection[str] = ()) -> list[str]:
+    """The options given on the command line, spelled as the user would name them (the long form), but those whose
+    parameter is named in `skip`."""
+    found = []
+    for param in ctx.command.params:
+        if param.param_type_name != "option" or param.name is None or param.name in skip:
+            continue
+        source = ctx.get_parameter_source(param.name)
+        if source is not None and source.name == "COMMANDLINE":
+            found.append(max(param.opts, key=len))
+    return found
 
 
 def fail(exc: Exception) -> NoReturn:

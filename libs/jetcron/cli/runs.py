@@ -7,13 +7,13 @@ import sys
 import typer
 
 from jetcron.cli.connection import client
-from jetcron.cli.output import RUN_COLUMNS, emit, run_view, usage
+from jetcron.cli.output import RUN_COLUMNS, emit, output_option, run_view, usage
 from jetcron.core.models import Priority
 
 app = typer.Typer(no_args_is_help=True)
 agents_app = typer.Typer(no_args_is_help=True)
 dlq_app = typer.Typer(no_args_is_help=True)
-Output = typer.Option("table", "-o", "--output", help="table or json")
+Output = output_option()
 SHORT = ("run_id", "state", "attempt", "agent", "scheduled_at", "finished_at", "exit_code", "reason")
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import typer
 
 from jetcron.cli.connection import client
-from jetcron.cli.output import emit, usage
+from jetcron.cli.output import emit, output_option, usage
 
 app = typer.Typer(no_args_is_help=True)
-Output = typer.Option("table", "-o", "--output", help="table or json")
+Output = output_option()
 Tenant = typer.Option(None, "--tenant", help="admin only: whose secret (a tenant credential names its own)")
 
 

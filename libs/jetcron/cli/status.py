@@ -13,10 +13,10 @@ import typer
 from rich.table import Table
 
 from jetcron.bus.storage import SERVER, Usage
-from jetcron.cli.connection import target
+from jetcron.cli.connection import target, unreachable
 from jetcron.cli.identity import Target
-from jetcron.cli.output import console, fail
-from jetcron.core.errors import JetcronError
+from jetcron.cli.output import console, fail, output_option
+from jetcron.core.errors import JetcronError, Unavailable
 from jetcron.ops.overview import AGENTS_SHOWN, Overview, gather
 from jetcron.sdk.client import Client
 
@@ -93,17 +93,19 @@ def storage_line(usages: list[Usage], shown: int = 6) -> str:
     return ", ".join(parts)
 
 
-def status(ctx: typer.Context, output: str = typer.Option("table", "-o", "--output", help="table or json"),
+def status(ctx: typer.Context, output: str = output_option(),
            agents: int = typer.Option(AGENTS_SHOWN, "--agents", min=0,
                                       help="How many agents to show, the first by id (all are counted).")) -> None:
     """Services alive, leaders and shard holders, agents and free capacity, queue depth, recent runs, DLQ."""
     where = target(ctx)
     try:
         view = asyncio.run(_collect(where, agents))
+    except Unavailable as exc:
+        fail(unreachable(exc, where.url))
     except JetcronError as exc:
         fail(exc)
     except Exception as exc:
-        fail(RuntimeError(f"cannot read the system's state from NATS at {where.url}: {exc}"))
+        fail(unreachable(RuntimeError(f"cannot read the system's state from NATS at {where.url}: {exc}"), where.url))
     if output == "json":
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(view), indent=2).decode() + "\n")
         return

@@ -17,7 +17,7 @@ from jetcron.bus.connect import Identity
 from jetcron.cli.connection import client, target
 from jetcron.cli.identity import auth_dir
 from jetcron.cli.job_flags import history_flags
-from jetcron.cli.output import emit, fail, usage
+from jetcron.cli.output import emit, fail, output_option, usage
 from jetcron.cli.parse import duration
 from jetcron.core.errors import InvalidSpec, JetcronError
 from jetcron.core.fairness import validate_queue_quotas
@@ -26,7 +26,7 @@ from jetcron.core.models import HistoryPolicy, Preemption, Priority, QueueQuota,
 from jetcron.core.preemption import validate_preemption
 
 app = typer.Typer(no_args_is_help=True)
-Output = typer.Option("table", "-o", "--output", help="table or json")
+Output = output_option()
 AuthDir = typer.Option(None, "--auth-dir", envvar="JETCRON_AUTH_DIR",
                        help="the keys of this system (default: the one `jetcron up` wrote)")
 POLICY = ("tenant", "weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs",
@@ -175,6 +175,8 @@ def tenants_set(
 ) -> None:
     """Set a tenant's fair-share weight, quotas (its own and its named queues'), admission limits and history
     retention (admin). What is not given is unset: the whole policy is replaced."""
+    if preemptible and preemption_text is not None:
+        usage(f"--preemptible is --preemption on: give one of them (got --preemption {preemption_text})")
     try:
         fields = history_flags(keep, keep_succeeded, keep_failed)
         queues = queue_preemptions(queue_preemption, queue_quotas(queue_quota))

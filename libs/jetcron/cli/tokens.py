@@ -5,10 +5,10 @@ from __future__ import annotations
 import typer
 
 from jetcron.cli.connection import client
-from jetcron.cli.output import emit, usage
+from jetcron.cli.output import emit, output_option, usage
 
 app = typer.Typer(no_args_is_help=True)
-Output = typer.Option("table", "-o", "--output", help="table or json")
+Output = output_option()
 
 
 @app.command("create")
@@ -16,7 +16,8 @@ def create(ctx: typer.Context,
            tenant: str | None = typer.Option(None, "--tenant", help="the tenant the token acts for"),
            admin: bool = typer.Option(False, "--admin", help="a token for the admin (every tenant, admin routes)"),
            name: str = typer.Option("", "--name", help="a label: who or what holds it"),
-           output: str = typer.Option("token", "-o", "--output", help="token (the token alone), table or json"),
+           output: str = output_option("token", "token", "table", "json",
+                                       help="token (the token alone), table or json"),
            ) -> None:
     """Issue a token and print it: it is shown this once (only its digest is stored)."""
     if admin == (tenant is not None):

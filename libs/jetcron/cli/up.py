@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import grp
 import ipaddress
@@ -12,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -20,13 +21,19 @@ import typer
 
 from jetcron.auth.certs import DEFAULT_HOSTS, ensure_local_tls
 from jetcron.auth.local import LocalCreds
+from jetcron.bus.connect import Identity
 from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
 from jetcron.config import Settings
 from jetcron.core.uid_pool import LOCAL_RANGES, format_uid_range, local_range
 from jetcron.lifeline import ends_with
+from jetcron.ops.overview import not_ready
+from jetcron.sdk.client import Client
 
 SERVICES = ("api", "trigger", "placement", "run_tracker", "gateway", "notifier")
+READY_WITHIN = 90.0
+"""Seconds `up` waits for every service and agent to answer before it names those that do not (they may still)."""
+READY_POLL = 0.5
 
 
 class Supervisor:
@@ -166,6 +173,17 @@ def up(
         typer.echo(f"jetcron up: REST API at http://127.0.0.1:{http_port}/api/v1 (docs: /api/v1/docs), dashboard "
                    f"at http://127.0.0.1:{http_port}/ui; a token for either: `jetcron tokens create --tenant NAME` "
                    "(or --admin)")
+        typer.echo(f"jetcron up: waiting for {len(SERVICES)} services and {agents} agents to answer")
+        began = time.monotonic()
+        missing = wait_ready(server.url, Identity(creds=str(creds.admin) if creds else None,
+                                                  tls_ca=str(certs.ca) if certs else None),
+                             {**dict.fromkeys(SERVICES, 1), **({"agent": agents} if agents else {})}, sup,
+                             lambda: stop["flag"])
+        if missing == []:
+            typer.echo(f"jetcron up: ready ({time.monotonic() - began:.1f} s): every service and agent answers")
+        elif missing is not None:
+            typer.echo(f"jetcron up: not ready after {READY_WITHIN:g} s: {', '.join(missing)} do not answer yet; "
+                       f"see their logs in {data_dir / 'logs'} (`jetcron status` shows each instance)", err=True)
         while not stop["flag"]:
             time.sleep(0.5)
             sup.restart_dead()
@@ -174,6 +192,37 @@ def up(
         sup.stop()
         server.stop()
         held.close()
+
+
+def wait_ready(url: str, identity: Identity, expected: Mapping[str, int], sup: Supervisor,
+               stopped: Callable[[], bool]) -> list[str] | None:
+    """Until every expected service and agent (name -> instances) is ready and answers `$SRV.PING`, as `jetcron
+    status` sees them, restarting a child that exits meanwhile: [] then; those that do not yet once READY_WITHIN
+    passes; None when `up` is told to stop first."""
+
+    async def poll() -> list[str] | None:
+        deadline = time.monotonic() + READY_WITHIN
+        missing = list(expected)
+        client: Client | None = None
+        try:
+            while not stopped():
+                try:
+                    if client is None:
+                        client = await Client.connect(url, timeout=5, identity=identity)
+                    assert client.nc is not None  # Client.connect makes a connection of its own
+                    missing = await not_ready(client.nc, expected)
+                except Exception:  # the server or its buckets not there yet: asked again next round
+                    pass
+                if not missing or time.monotonic() > deadline:
+                    return missing
+                sup.restart_dead()
+                await asyncio.sleep(READY_POLL)
+            return None
+        finally:
+            if client is not None:
+                await client.close()
+
+    return asyncio.run(poll())
 
 
 def hold_data_dir(data_dir: Path) -> IO[str]:

@@ -17,8 +17,8 @@ from croniter import CroniterBadDateError, CroniterError, croniter
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
 
-__all__ = ["CronExpr", "Occurrence", "every_index", "expand_alias", "next_fires", "occurrences", "parse_cron",
-           "validate_schedule", "zone"]
+__all__ = ["CronExpr", "Occurrence", "dst_note", "every_index", "expand_alias", "next_fires", "occurrences",
+           "parse_cron", "validate_schedule", "zone"]
 
 _ALIASES = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
             "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *"}
@@ -185,6 +185,44 @@ def occurrences(schedule: Schedule, after: datetime, *, created_at: datetime) ->
 
 def next_fires(schedule: Schedule, after: datetime, count: int, *, created_at: datetime) -> list[Occurrence]:
     return list(islice(occurrences(schedule, after, created_at=created_at), count))
+
+
+def dst_note(schedule: Schedule, at: datetime) -> str | None:
+    """What a daylight-saving change does to a cron job's fire time `at` (an instant that fires): its wall time
+    happens twice (a fold: which pass this is, and whether the other runs too), or the wall time it was due at does
+    not exist (a gap, on_gap=shift: it runs at the first instant after); None when neither. An interval or a
+    one-off fires at instants, which no change of offset moves. A gap skipped (on_gap=skip) is the occurrence's own
+    `skipped` reason."""
+    if schedule.kind is not ScheduleKind.CRON:
+        return None
+    tz = zone(schedule.tz)
+    local = at.astimezone(tz)
+    wall = local.replace(tzinfo=None)
+    kind, first, _second = _resolve(wall, tz)
+    if kind == "fold":
+        which = "first" if at == first else "second"
+        both = parse_cron(schedule.cron or "").wildcard_hour or schedule.on_fold is FoldPolicy.BOTH
+        runs = f"it runs in both passes, this is the {which}" if both else (
+            f"it runs once, in the {which} pass (on_fold {schedule.on_fold})")
+        return f"dst fold: {_clock(wall)} happens twice in {schedule.tz} on {wall:%Y-%m-%d}; {runs}"
+    before, after = (at - _US).astimezone(tz).utcoffset(), local.utcoffset()
+    if schedule.on_gap is not GapPolicy.SHIFT or before is None or after is None or after <= before:
+        return None
+    # `at` is a spring-forward instant: the wall times [wall - jump, wall) do not exist that day.
+    form = parse_cron(schedule.cron or "").croniter_form
+    try:
+        due = croniter(form, wall - (after - before) - _SECOND, max_years_between_matches=1).get_next(datetime)
+    except _BAD_CRON:
+        return None
+    if due >= wall:
+        return None  # a fire at the first instant after the gap, due then, not moved there
+    shared = f", one run with {_clock(wall)}'s own" if croniter.match(form, wall) else ""
+    return (f"dst gap: {_clock(due)} does not exist in {schedule.tz} on {due:%Y-%m-%d}; it runs at "
+            f"{_clock(wall)} (on_gap shift){shared}")
+
+
+def _clock(wall: datetime) -> str:
+    return f"{wall:%H:%M:%S}" if wall.second else f"{wall:%H:%M}"
 
 
 def preview(schedule: Schedule, start: datetime, count: int) -> list[dict[str, str | None]]:

@@ -59,6 +59,15 @@ def keyed_replay_id(original: str, request_key: str) -> str:
     return f"{original}-k{hashlib.sha256(request_key.encode()).hexdigest()[:12]}"
 
 
+_REPLAY_ID = re.compile(r"^(.+\.[0-9]{8}T[0-9]{9}Z(?:-[A-Za-z0-9_]+)*)-(?:r[0-9]+|k[0-9a-f]{12})$")
+
+
+def replay_of(run_id: str) -> str | None:
+    """The run a replay (replay_run_id, keyed_replay_id) runs again; None for a run that is no replay."""
+    found = _REPLAY_ID.fullmatch(run_id)
+    return found.group(1) if found else None
+
+
 def job_of(run_id: str) -> str:
     """The key of the job a run belongs to."""
     return run_id.rsplit(".", 1)[0]

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 import msgspec
@@ -105,6 +106,18 @@ async def _pings(nc: Connection, expected: int) -> set[str]:
     """Instances answering `$SRV.PING` within a short window (or as soon as every expected one did)."""
     return _instances(await rpc.replies(nc, s.SRV_PING, window=PING_WINDOW,
                                         enough=lambda got: len(_instances(got)) >= expected))
+
+
+async def not_ready(nc: Connection, expected: Mapping[str, int]) -> list[str]:
+    """The services of `expected` (name -> instances) with fewer instances that both say they are ready in the
+    registry and answer `$SRV.PING`, each as `name (k of n)`: empty once all of them answer, as `jetcron status`
+    shows them (what `jetcron up` waits for before it says it is ready)."""
+    js = rpc.jetstream(nc, timeout=5)
+    instances = [i for i in await (await Registry.open(js)).instances() if i.ready]
+    pinged = await _pings(nc, len(instances))
+    answering = Counter(i.service for i in instances
+                        if f"{s.health_service_name(i.service)}/{i.instance}" in pinged)
+    return [f"{name} ({answering[name]} of {n})" for name, n in expected.items() if answering[name] < n]
 
 
 async def _queue_depth(streams: Streams) -> dict[str, int]:

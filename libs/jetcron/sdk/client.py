@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -19,13 +20,23 @@ from jetcron.bus.streams import ServerStreams
 from jetcron.core.models import RunState
 from jetcron.sdk.errors import ApiError, api_error
 from jetcron.sdk.verbs import Blocking, Verbs
-from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
 from jetcron.wire.api import ErrorBody
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 LOG_POLL_SECONDS = 0.5
 
+
+
+
+def _trace_headers() -> dict[str, str] | None:
+    """The caller's trace context for the request: none where the process never imported OpenTelemetry, which
+    holds every span a caller could be in (a CLI call need not pay a tenth of a second to import it for nothing)."""
+    if "opentelemetry" not in sys.modules:
+        return None
+    from jetcron.telemetry.tracing import inject_headers
+
+    return inject_headers({}) or None
 
 class _Envelope(msgspec.Struct):
     ok: bool
@@ -72,7 +83,7 @@ class Client(Verbs):
         try:
             # The caller's own trace, if it has one, continues into the api and every run it starts.
             reply = await ask(self.rpc, self._denials, subject, data, timeout=self.timeout,
-                              headers=inject_headers({}) or None)
+                              headers=_trace_headers())
         except NoAnswer as exc:
             message = f"api did not answer {verb} within {self.timeout}s" if exc.responders else \
                 "no api service is answering (is `jetcron up` running?)"

@@ -25,7 +25,7 @@ from jetcron.auth.tokens import TokenRecord
 from jetcron.core.calendars import CalendarSpec
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.finished import dense
-from jetcron.core.ids import job_key
+from jetcron.core.ids import job_key, replay_of, stamp_of
 from jetcron.core.models import JobRecord, JobSpec, Run
 from jetcron.core.run_state import RunState
 from jetcron.core.validate import decode_as
@@ -289,13 +289,15 @@ async def job_page(request: Request[Any, Any, Any], name: str, cursor: str | Non
     view = await c.jobs.get(name, count=10)
     runs = await c.runs.list(job=name, newest=True, limit=PAGE, cursor=cursor or None)
     spec = view.job.spec
-    shown = plain(spec)
+    shown = present.set_fields(plain(spec))
     # Values of `env` are not shown (they may be credentials a job was given before secrets existed).
-    shown["env"] = {k: "••••" for k in spec.env}
+    if spec.env:
+        shown["env"] = {k: "••••" for k in spec.env}
     calendars = [(field, n, ctx.calendar_ref(spec.tenant, n))
                  for field, names in (("exclude", spec.exclude_calendars), ("only", spec.only_calendars))
                  for n in names]
-    return ctx.page("job.html", record=view.job, ref=name, spec=spec, fires=view.next_fires, calendars=calendars,
+    return ctx.page("job.html", record=view.job, ref=name, spec=spec, calendars=calendars,
+                    fires=present.fire_rows(spec.schedule, view.next_fires),
                     words=present.schedule_words(spec.schedule), spec_json=json.dumps(shown, indent=2),
                     runs=runs.items, next_cursor=runs.next_cursor, command=_command_text(spec),
                     has_flow=bool(spec.depends_on))
@@ -510,7 +512,9 @@ async def agents_page(request: Request[Any, Any, Any], cursor: str | None = None
 async def dlq_page(request: Request[Any, Any, Any]) -> Template:
     ctx = _context(request)
     page = await ctx.client.dlq.list(limit=500)
-    return ctx.page("dlq.html", runs=list(reversed(page.items)), job_of=ctx.job_of_run)
+    # A replay that died too is a row of its own beside its original: each names its run, and a replay its original
+    return ctx.page("dlq.html", runs=list(reversed(page.items)), job_of=ctx.job_of_run, replay_of=replay_of,
+                    stamp_of=stamp_of)
 
 
 @post(f"{UI}/dlq/{{run_id:str}}/replay", include_in_schema=False)

@@ -1,4 +1,5 @@
-"""What the dashboard shows, computed without I/O: schedules in words, state labels, small SVG charts, a DAG.
+"""What the dashboard shows, computed without I/O: schedules in words (jetcron.core.schedule_words, the CLI's
+too), state labels, small SVG charts, a DAG.
 
 Everything returns plain values or escaped markup (markupsafe), so templates only place it and the unit tests
 check it without a browser.
@@ -6,14 +7,13 @@ check it without a browser.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
-from cron_descriptor import get_description
 from markupsafe import Markup, escape
 
 from jetcron.core import cron
@@ -22,6 +22,8 @@ from jetcron.core.dag import Graph
 from jetcron.core.finished import FinishedMinute
 from jetcron.core.models import JobRecord, Run, Schedule, ScheduleKind
 from jetcron.core.run_state import RunState
+from jetcron.core.schedule_words import schedule_words as schedule_words
+from jetcron.wire.api import FireTime
 
 # One colour family per outcome; the template always prints the state as text too (colour is never the only cue).
 STATE_TONE: Mapping[str, str] = {
@@ -29,39 +31,10 @@ STATE_TONE: Mapping[str, str] = {
     RunState.RETRY_WAIT: "warn", RunState.SUCCEEDED: "ok", RunState.FAILED: "bad", RunState.DEAD: "bad",
     RunState.CANCELLED: "muted", RunState.SKIPPED: "muted", RunState.BLOCKED: "warn",
 }
-_UNITS = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
 
 
 def tone(state: str) -> str:
     return STATE_TONE.get(state, "muted")
-
-
-def interval_words(seconds: float) -> str:
-    """`every 90 seconds`, `every 5 minutes`, `every hour`: the largest unit that divides the interval."""
-    for size, unit in _UNITS:
-        if seconds >= size and seconds % size == 0:
-            n = int(seconds // size)
-            return f"every {unit}" if n == 1 else f"every {n} {unit}s"
-    return f"every {seconds:g} seconds"
-
-
-@functools.lru_cache(maxsize=4096)
-def schedule_words(schedule: Schedule) -> str:
-    """The schedule as a sentence (cached: a jobs page asks for 50 at a time, most of them alike)."""
-    if schedule.kind == ScheduleKind.NOW:
-        return "once, when created"
-    if schedule.kind == ScheduleKind.AT:
-        return f"once at {schedule.at.isoformat() if schedule.at else '?'}"
-    if schedule.kind == ScheduleKind.EVERY:
-        return interval_words(schedule.every_seconds or 0)
-    expr = schedule.cron or ""
-    expanded = cron.expand_alias(expr)
-    try:
-        words = get_description(expanded)
-    except Exception:  # the library's own parse errors: the expression was validated by ours, so show it bare
-        words = expr
-    zone = "" if schedule.tz == "UTC" else f" ({schedule.tz})"
-    return f"{words}{zone}" if words == expr else f"{words}{zone} · {expr}"
 
 
 @dataclass(frozen=True)
@@ -96,6 +69,46 @@ def next_fire(record: JobRecord, now: datetime) -> NextFire | None:
         _NEXT.clear()
     _NEXT[key] = (now, fire)
     return fire
+
+
+@dataclass(frozen=True)
+class FireRow:
+    local: str
+    utc: str
+    note: str
+
+
+def _moment(at: datetime, zone_name: str) -> str:
+    """`Sun 2026-11-01 01:30 EDT`: the weekday and the zone's own abbreviation (which tells the two passes of a
+    fold apart), seconds only where a schedule has them."""
+    clock = "%H:%M:%S" if at.second or at.microsecond else "%H:%M"
+    return f"{at:%a %Y-%m-%d} {at.strftime(clock)} {at.tzname() or zone_name}"
+
+
+def fire_rows(schedule: Schedule, fires: Iterable[FireTime]) -> list[FireRow]:
+    """A job's next fire times as its page shows them: read, in its zone and in UTC, each with why it is skipped
+    (and until when) or what a DST change does to it (jetcron.core.cron.dst_note)."""
+    zone = cron.zone(schedule.tz)
+    rows = []
+    for fire in fires:
+        at = datetime.fromisoformat(fire.utc)
+        if fire.skipped:
+            note = f"skipped: {fire.skipped}" + (f", as is every one until {fire.until}" if fire.until else "")
+        else:
+            note = cron.dst_note(schedule, at) or ""
+        rows.append(FireRow(local=_moment(at.astimezone(zone), schedule.tz), utc=_moment(at.astimezone(UTC), "UTC"),
+                            note=note))
+    return rows
+
+
+def set_fields(value: Any) -> Any:
+    """A spec as its page shows it: only the fields that are set (no nulls, no empty lists or maps)."""
+    if isinstance(value, dict):
+        kept = {k: set_fields(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None and v != [] and v != {}}
+    if isinstance(value, list):
+        return [set_fields(v) for v in value]
+    return value
 
 
 def calendar_uses(calendar: CalendarSpec, jobs: Iterable[JobRecord]) -> list[tuple[JobRecord, list[str]]]:
