@@ -107,6 +107,10 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     ("bench.trigger_memory", [], ["--sizes", "2000", "--reps", "1"]),
     ("bench.placement_memory", [], ["--sizes", "2000", "--reps", "1"]),
     ("bench.tracker_memory", [], ["--sizes", "2000", "--reps", "1"]),
+    # an agent's memory over 10,000 sim runs each (two agents, one traced): about 5 minutes (docs/benchmarks.md,
+    # "Long life")
+    ("bench.agent_memory", [], ["--runs", "200", "--jobs", "20", "--warmup", "2", "--sample-seconds", "3",
+                                "--settle", "3", "--frames", "4"]),
     # jetcron beside Celery on Redis and a bare JetStream pipeline, in one window (`make bench-peers`)
     ("bench.peers", [], ["--runs", "100", "--tasks", "200", "--reps", "1"]),
     # ~9 minutes at 300 runs/s, a few past the retention window; the 3,000,000-run size is `make bench-longlife`

@@ -26,6 +26,9 @@ from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.topology import ensure_topology
 from jetcron.sdk.client import Client
 
+pytest_plugins = ["host_needs"]
+"""`@pytest.mark.needs("root", "promtool", ...)`: skipped without them, failed in CI (tests/host_needs.py)."""
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ from jetcron.cli.up import local_job_uids
 from jetcron.core.uid_pool import parse_uid_range
 
 pytestmark = [pytest.mark.timeout(150),
-              pytest.mark.skipif(os.geteuid() != 0, reason="only a root agent runs jobs as another user")]
+              pytest.mark.needs("root", reason="only a root agent runs jobs as another user")]
 
 
 @pytest.fixture

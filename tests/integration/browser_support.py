@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import pytest
+from host_needs import need
 from playwright.async_api import Browser, ConsoleMessage, Page, Request, Response
 
 from bench import browser
@@ -17,13 +16,11 @@ __all__ = ["Watched", "chromium", "log_in"]
 
 
 def chromium_path() -> str:
-    """The system chromium; a test run without it is skipped on a laptop and fails in CI (`make test` installs
-    it where it can)."""
+    """The system chromium; a test run without it is skipped on a laptop and fails in CI (tests/host_needs.py;
+    `make browser` installs Debian's chromium package where it can)."""
+    need("chromium", why="the dashboard's pages are driven in it")
     found = browser.find_chromium()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed: `make browser` installs Debian's chromium package")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+    assert found is not None
     return found
 
 

@@ -22,8 +22,8 @@ from jetcron.core.ids import job_key
 from jetcron.sdk.client import ApiError, Client
 from jetcron.wire import subjects as s
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the helpers run as root only on a root agent (these "
-                                                           "tests run as root, like an agent container does)")
+pytestmark = pytest.mark.needs("root", reason="the helpers run as root only on a root agent (these tests run as "
+                                               "root, like an agent container does)")
 ENDED = state_is("succeeded", "failed", "dead")
 NEVER_SOON = {"kind": "cron", "cron": "0 0 1 1 *"}  # fires only when triggered during a test
 LOCALE = "jcx"

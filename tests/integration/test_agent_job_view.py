@@ -8,7 +8,6 @@ owned by its user, mode 0700, nothing of the host's /tmp, the file size bound.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,8 +24,8 @@ from jetcron_services.agent.host.scratch import Room, Scratches
 from jetcron_services.agent.host.spares import Spare, SparePool
 from jetcron_services.agent.host.strays import StrayGuard
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a job's own user and a private /tmp take a root agent "
-                                                           "(these tests run as root, like an agent container does)")
+pytestmark = pytest.mark.needs("root", reason="a job's own user and a private /tmp take a root agent (these tests "
+                                               "run as root, like an agent container does)")
 NOBODY = JobUser(name="nobody", uid=65534, gid=65534, home="/nonexistent")
 # What the job sees of its scratch: where it is, what it is told, its owner and mode, what its /tmp holds
 MINE = f"mine-{uuid.uuid4().hex[:8]}"

@@ -22,7 +22,7 @@ from test_runs import now_job, state_is, the_run
 
 from jetcron.sdk.client import Client
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a root agent runs jobs as other users")
+pytestmark = pytest.mark.needs("root", reason="only a root agent runs jobs as other users")
 ENDED = state_is("succeeded", "failed", "dead")
 ONE_ATTEMPT = {"retry": {"max_attempts": 1}}
 # What a job sees: its working directory, what it is told, its scratch's mode and owner, its uid, its /tmp, HOME

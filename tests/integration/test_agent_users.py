@@ -20,8 +20,8 @@ from test_runs import now_job, state_is, the_run
 from jetcron.core.uid_pool import LOCAL_RANGES
 from jetcron.sdk.client import Client
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                                reason="starting an agent as another user, with capabilities, takes root and setpriv")
+pytestmark = pytest.mark.needs("root", "setpriv",
+                               reason="starting an agent as another user, with capabilities, takes root and setpriv")
 ENDED = state_is("succeeded", "failed", "dead")
 AGENT_UID = 1  # daemon: a user of every Debian host, not root
 HELD_GROUP = 6  # disk: a group that reaches something, as an engine socket's group does

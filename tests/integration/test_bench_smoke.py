@@ -33,6 +33,7 @@ EXPECTED: dict[str, set[str]] = {
     "trigger_start_delay-instant": {"trigger_start_delay_instant_50"},
     "trigger_takeover": {"trigger_takeover_50_ttl2"}, "trigger_memory": {"trigger_memory_2000"},
     "placement_memory": {"placement_memory_2000"}, "tracker_memory": {"tracker_memory_2000"},
+    "agent_memory": {"agent_memory"},
     "longlife": {"longlife"}, "sizing": {"sizing"}, "fleet": {"fleet"},
     "finished": {"finished_tally", "finished_writes", "finished_read", "finished_per_run"},
     "batch_publish": {"batch_publish_r1"}, "expiry": {"expiry"}, "liveness": {"liveness"},
@@ -146,6 +147,11 @@ def _check(result: dict[str, Any]) -> None:
     elif name == "tracker_memory_2000":  # a waiting run in the index's form costs less than kept whole
         assert 0 < result["bytes_per_run"]["median"] < result["whole_bytes_per_run"]["median"]
         assert result["encoded_record_bytes"] > 0 and result["sweep_seconds"]["median"] > 0
+    elif name == "agent_memory":  # both agents ran, each sampled throughout and collected at the end
+        for agent in ("agent-1", "agent-2"):
+            assert result[agent]["runs_warm_to_end"] > 0 and len(result[agent]["series"]) >= 3
+            assert set(result[agent]["unreachable_at_end"]) == {"attempt.Attempt", "host.executor.Execution"}
+        assert result["agent-1"]["heap_bytes_per_run"] and result["heap_growth_by_site"]
     elif name == "peers":  # every party measured, and each ratio its own two rates' quotient
         rates = {k: result[f"{k}_runs_per_s"]["median"] for k in ("jetcron_always", "jetcron_default", "bare_always",
                                                                     "bare_default")}

@@ -5,7 +5,6 @@ need root."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import struct
 import subprocess
@@ -17,7 +16,7 @@ from harness import wait_until
 
 from jetcron_services.agent.host import launch
 
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="a user switch and a mount namespace take root")
+root_only = pytest.mark.needs("root", reason="a user switch and a mount namespace take root")
 # A child that reports its ids, its groups, its parent-death signal, its file size limit and its working directory.
 REPORT = ("import ctypes, os, resource; sig = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(sig)); "
           "print(os.getresuid(), os.getresgid(), os.getgroups(), sig.value, "
@@ -80,7 +79,7 @@ def test_with_env_stdin_the_program_gets_exactly_the_environment_read_and_the_la
 
 
 @root_only
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="the launching agent is made with setpriv")
+@pytest.mark.needs("setpriv", reason="the launching agent is made with setpriv")
 def test_a_switch_from_an_agent_that_is_not_root_leaves_the_job_no_capability(launcher: str) -> None:
     # Given an agent that is not root but holds CAP_SETUID and the rest as ambient capabilities
     caps = "+chown,+dac_override,+kill,+setgid,+setuid"

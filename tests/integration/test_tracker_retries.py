@@ -9,9 +9,12 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import nats
 from harness import Services, wait_for
+from metrics_support import samples
 from test_runs import now_job, runs_of, state_is, the_run
 
+from jetcron.bus.registry import Registry
 from jetcron.sdk.client import Client
 
 FAST_BACKOFF = {"max_attempts": 3, "initial_seconds": 0.5, "multiplier": 2.0, "max_delay_seconds": 10, "jitter": 0.0}
@@ -88,6 +91,35 @@ async def test_a_run_that_fails_then_succeeds_ends_succeeded(services: Services,
     run = await the_run(client, "second-time", when=state_is("succeeded", "dead"), what="the retry to succeed")
     assert [(a["attempt"], a["outcome"]) for a in run["history"]] == [(1, "failed"), (2, "succeeded")]
     assert (run["state"], run["exit_code"]) == ("succeeded", 0)
+
+
+async def retries_counted(services: Services) -> float:
+    """jetcron_retries_total as the run tracker's /metrics shows it (one tracker: every retry is its write)."""
+    nc = await nats.connect(services.server.url)
+    try:
+        trackers = [i for i in await (await Registry.open(nc.jetstream())).instances() if i.service == "run_tracker"]
+    finally:
+        await nc.close()
+    assert len(trackers) == 1
+    return (await samples(trackers[0]))[("jetcron_retries_total", frozenset())]
+
+
+async def test_each_retry_of_a_failing_run_counts_once_in_jetcron_retries_total(services: Services,
+                                                                                client: Client) -> None:
+    # Given a tracker that has retried nothing yet
+    await services.start_system(agents=1)
+    before = await retries_counted(services)
+    assert before == 0
+
+    # When a job fails on its first two attempts and succeeds on its third
+    await client.call("jobs.create", now_job("third-time", "sh", "-c", 'test "$JETCRON_ATTEMPT" -ge 3',
+                                             retry=FAST_BACKOFF))
+    run = await the_run(client, "third-time", when=state_is("succeeded", "dead"), timeout=30,
+                        what="the second retry to succeed")
+    assert [(a["attempt"], a["outcome"]) for a in run["history"]] == [(1, "failed"), (2, "failed"), (3, "succeeded")]
+
+    # Then the counter went up by exactly its two retries (each counted as it was written, before it ran)
+    assert await retries_counted(services) - before == 2
 
 
 async def test_a_retry_on_the_same_agent_starts_while_the_failed_attempt_still_releases_its_lease(

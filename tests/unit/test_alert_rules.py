@@ -4,7 +4,6 @@ and pass promtool (check and unit tests) where promtool is installed."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,7 @@ def test_metric_names_follow_prometheus_conventions() -> None:
         assert not re.search(r"_(ms|milliseconds|minutes|mb|kb)(_|$)", name), f"{name}: use base units"
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
+@pytest.mark.needs("promtool", reason="it checks the rules and runs their unit tests")
 def test_promtool_accepts_the_rules_and_their_unit_tests() -> None:
     check = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -20,7 +20,7 @@ from jetcron_services.agent.host.scratch import NoRoom, Scratches, remove_tree
 
 NOBODY = JobUser(name="nobody", uid=65534, gid=65534, home="/nonexistent")
 AS_AGENT = JobUser(name="agent", uid=None, gid=None, home="/")
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="giving a scratch to another user takes root")
+root_only = pytest.mark.needs("root", reason="giving a scratch to another user takes root")
 
 
 def scratches(tmp_path: Path, user: JobUser = NOBODY, **kw: object) -> Scratches:

@@ -55,7 +55,7 @@ def _nothing() -> None:
     pass
 
 
-async def _no_wait() -> None:
+async def _no_wait(_attempt: Attempt) -> None:
     pass
 
 
@@ -148,8 +148,11 @@ class Attempt:
         a checkpoint meanwhile; a later fence does not cut that short."""
         self.grace_seconds: float | None = None
         """That grace period (a preemption's own); None: the agent's kill grace."""
-        self.before_spawn: Callable[[], Awaitable[None]] = _no_wait
-        """Waits until the attempts this one must not overlap have ended (the agent's rule: Agent.clear_for)."""
+        self.before_spawn: Callable[[Attempt], Awaitable[None]] = _no_wait
+        """Waits until the attempts this one must not overlap have ended (the agent's rule: Agent.clear_for). Given
+        the attempt when called rather than holding it: one that held it would make the attempt a reference cycle,
+        which only the cycle collector frees, in a full pass that may come hundreds of thousands of runs later
+        (docs/benchmarks.md, "What an agent holds")."""
         self.done = asyncio.Event()
         """Set when run() has stopped waiting for the child (the keeper and the gang watch stop)."""
         self._settled: Settled = _nothing
@@ -299,7 +302,7 @@ class Attempt:
             if self.phase is P.STAGED:  # fenced or handed back, it ends before it starts: no need to wait
                 self._apply(E.LAUNCH)
                 await sleep_until(self.ctx, cmd.due_at)
-                await self.before_spawn()
+                await self.before_spawn(self)
             with messaging_span(_tracer, "process", s.assign_subject(cmd.agent), parent=self.parent,
                                 run_id=cmd.run_id, job=cmd.job, attempt=cmd.attempt) as span:
                 outcome = await self._execute(spec.command)

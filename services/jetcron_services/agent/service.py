@@ -248,7 +248,7 @@ class Agent:
         slot is given back then (`_run`)."""
         self._hold(attempt)
         self._live(attempt, True)
-        attempt.before_spawn = partial(self.clear_for, attempt)
+        attempt.before_spawn = self.clear_for
         if self.draining:
             with contextlib.suppress(JetcronError):
                 await attempt.hand_back("agent draining")

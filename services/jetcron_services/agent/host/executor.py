@@ -20,6 +20,10 @@ FLUSH_SECONDS = 0.2
 LIMIT_POLL_SECONDS = 0.2
 
 
+async def _read_no_more(_stream: str, _data: bytes) -> None:
+    pass
+
+
 @dataclass
 class Outcome:
     outcome: str
@@ -206,6 +210,9 @@ class Execution:
         # The group may hold the pipes open after the leader exits; don't let a stray grandchild hang us.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(pumps, timeout=2.0)
+        # The output is all handed on. Its callback is its attempt's, which holds this execution: let go of it, so
+        # that the attempt is freed as it ends, not kept in a cycle until the collector's next full pass.
+        self.on_output = _read_no_more
         kill_group(self.proc.pid, signal.SIGKILL)
         if self._stopping is not None:
             self._stopping.cancel()
