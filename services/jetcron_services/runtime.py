@@ -45,6 +45,7 @@ from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import ensure_topology, missing_parts
 from jetcron.config import Settings
 from jetcron.core.calendars import CalendarRecord
+from jetcron.core.clock import Clock
 from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
 from jetcron.core.retention import job_ttl, record_ttl
@@ -109,7 +110,8 @@ class Context:
     streams: Streams
     """What streams and consumers hold, new events followed, history let go (jetcron.bus.streams.ServerStreams; twin:
     memory.MemoryStreams)."""
-    clock: SystemClock = field(default_factory=SystemClock)
+    clock: Clock = field(default_factory=SystemClock)
+    """What the service reads the time from: the system's (skewed in the clock-skew fault tests), or a test's."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     log: structlog.stdlib.BoundLogger = field(default_factory=lambda: structlog.get_logger("jetcron"))
     busy: Callable[[], bool] = lambda: False

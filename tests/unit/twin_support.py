@@ -61,5 +61,4 @@ def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
         leases=Leases(lease_log) if lease_log is not None else cast(Any, _Absent("leases")),
         history=History(tenants, settings.history), publisher=MemoryPublisher(),
         rpc=MemoryRpc(), buckets=MemoryBuckets(), consumers=MemoryConsumers(), streams=MemoryStreams(clock.now),
-        # Context names the system clock's type; the services only ever call its now(), which any Clock has.
-        clock=cast(SystemClock, clock))
+        clock=clock)
