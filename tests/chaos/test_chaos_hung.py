@@ -233,11 +233,11 @@ async def _acts_again(client: Client, gateway: ServiceProcess, token: str, name:
 
             async def rest_job_ended() -> dict[str, Any] | None:
                 job = (await http.get(f"/api/v1/jobs/{name}-rest")).json()
-                status = job.get("status", "")
-                return job if status not in ("queued", "running") and RunState(status).terminal else None
+                state = job.get("state")
+                return job if state not in (None, "paused") and RunState(state).terminal else None
 
             job = await wait_for(rest_job_ended, 30, interval=0.2, what="the job made through the gateway to end")
-            assert job["status"] == "succeeded", job
+            assert (job["status"], job["state"]) == ("completed", "succeeded"), job
             figures["gateway_job_s"] = time.monotonic() - started
         (notice,) = await wait_for(lambda: got, 30, interval=0.1, what=f"the notice on jc.notify.*.hung.{name}")
         assert (notice.event, notice.job, notice.tenant, notice.state) == (

@@ -151,7 +151,8 @@ def test_up_runs_the_readme_commands_stops_cleanly_and_restarts_with_its_state(u
             return None
 
     seen = wait_until(answered, 20, interval=0.3, what="the REST API to answer")
-    assert seen.status_code == 200 and seen.json()["status"] == "succeeded", seen.text
+    assert seen.status_code == 200 and (seen.json()["status"], seen.json()["state"]) == ("completed", "succeeded"), \
+        seen.text
     assert seen.json()["logs_url"] == f"http://127.0.0.1:{up.http_port}/api/v1/runs/{run['run_id']}/logs"
     assert httpx.get(rest, timeout=10).status_code == 401
     assert f"REST API at http://127.0.0.1:{up.http_port}/api/v1" in up.output()

@@ -109,7 +109,7 @@ def existing_names(run_id: str, token_id: str) -> dict[str, dict[str, Any]]:
         "run_id": _one_of(run_id, f"{TENANT}.nightly.20260101T030000000Z"),
         "request_id": _one_of("intake-1", "missing-1"),
         "token_id": _one_of(token_id, "0123456789abcdef"),
-        "delivery_id": _one_of(f"{run_id}-1"),
+        "delivery_id": _one_of(f"{run_id}.dead-0-0"),
         "queue": _one_of("default", "batch"),
         "state": _one_of("scheduled", "running", "succeeded", "dead", "parked"),
         "cursor": _one_of("", f"{TENANT}.fuzzed"),

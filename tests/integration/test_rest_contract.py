@@ -1,13 +1,15 @@
 """The REST API keeps the word of its OpenAPI document: schemathesis (pinned in the dev extra) drives the real
 gateway from the document alone, with a tenant's token and with the admin's, through all its phases (examples,
 coverage, fuzzing, and the stateful phase that follows the document's links: create → get → trigger → cancel),
-with every default check, and finds nothing. No agent runs: the jobs it makes are recorded and never executed."""
+with every default check and one of its own (schemathesis_hooks.py), and finds nothing, whatever the seed: a fresh one
+each run, named by a failure. No agent runs: the jobs it makes are recorded and never executed."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -25,9 +27,11 @@ from jetcron.sdk.client import Client
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
 ST = str(Path(sys.executable).with_name("st"))
-SEED = 20261205
-EXAMPLES = 15
-"""Cases per operation and phase: enough to reach every status and link, small enough for make test."""
+SEED = int(os.environ.get("JETCRON_FUZZ_SEED") or secrets.randbelow(2**32))
+"""A fresh seed each run unless JETCRON_FUZZ_SEED names one (make test-fuzz picks and prints it): each run tries
+other requests, and a failure names its seed so that it can be replayed."""
+EXAMPLES = int(os.environ.get("JETCRON_FUZZ_EXAMPLES") or 40)
+"""Cases per operation and phase."""
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.fuzz]
 
@@ -62,6 +66,7 @@ async def test_the_gateway_keeps_the_word_of_its_openapi_document(agentless_rest
                                                                    tmp_path: Path) -> None:
     token = await agentless_rest.token("acme" if who == "tenant" else None)
     done = await asyncio.to_thread(_schemathesis, agentless_rest.url, token, tmp_path / "junit.xml")
-    tail = done.stdout[-12000:] + done.stderr[-3000:]
+    replay = f"seed {SEED}: replay with JETCRON_FUZZ_SEED={SEED} make test-fuzz\n"
+    tail = replay + done.stdout[-12000:] + done.stderr[-3000:]
     assert done.returncode == 0, tail
     assert "No issues found" in done.stdout or " 0 failures" in done.stdout or "passed" in done.stdout, tail

@@ -20,7 +20,7 @@ YEARLY = {"command": "true", "schedule": "0 0 1 1 *"}
 async def _ended(http: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
     async def done() -> dict[str, Any] | None:
         body: dict[str, Any] = (await http.get(f"/api/v1/jobs/{job_id}")).json()
-        return body if body["status"] in ("succeeded", "dead", "failed") else None
+        return body if body["state"] in ("succeeded", "dead", "failed") else None
 
     result: dict[str, Any] = await wait_for(done, 40, what=f"job {job_id} to end")
     return result
@@ -62,8 +62,12 @@ async def test_each_status_word_finds_its_jobs_before_paging_and_a_paused_job_is
         assert [m.status_code for m in made] == [201] * len(bodies), [m.text for m in made]
         ran = [name for name, body in bodies.items() if body is not YEARLY]
         ended = dict(zip(ran, await asyncio.gather(*(_ended(http, name) for name in ran)), strict=True))
-        assert {name: job["status"] for name, job in ended.items()} == {
-            **{f"a{i}-ok": "succeeded" for i in range(5)}, "b0-bad": "dead", "b1-bad": "dead", "c-rested": "succeeded"}
+        # each shows the design's word as its status, and jetcron's exact state beside it
+        assert {name: (job["status"], job["state"]) for name, job in ended.items()} == {
+            **{f"a{i}-ok": ("completed", "succeeded") for i in range(5)}, "b0-bad": ("failed", "dead"),
+            "b1-bad": ("failed", "dead"), "c-rested": ("completed", "succeeded")}
+        later = (await http.get("/api/v1/jobs/a0-later")).json()
+        assert (later["status"], later["state"], later["run_state"]) == ("queued", None, None), later
         assert (await http.post("/api/v1/jobs/c-rested/pause")).status_code == 200
 
         # Then each word finds what it stands for: the design's and jetcron's
@@ -74,7 +78,8 @@ async def test_each_status_word_finds_its_jobs_before_paging_and_a_paused_job_is
             assert _flat(await _pages(http, "/api/v1/jobs", 50, status=word)) == names, word
         # And a paused job shows paused whatever its run did; its run's own state is still there
         rested = (await http.get("/api/v1/jobs/c-rested")).json()
-        assert (rested["status"], rested["run_state"], rested["paused"]) == ("paused", "succeeded", True)
+        assert (rested["status"], rested["state"], rested["run_state"], rested["paused"]) == (
+            "paused", "paused", "succeeded", True)
 
         # And a filtered listing gives full pages, its cursor missing nothing: the filter applies before paging
         pages = await _pages(http, "/api/v1/jobs", 2, status="completed")
@@ -182,11 +187,14 @@ async def test_the_create_body_takes_the_full_spec_and_answers_its_warnings(rest
             ({"overlap": "sometimes"}, "overlap"),
             ({"misfire": {"kinda": "all"}}, "misfire.kinda"),
             ({"image": "not an image!"}, "image"),
-            ({"tenant": "globex"}, "tenant"),
+            ({"timezone": "Europe/Paris"}, "timezone"),  # with no schedule to read in it
         ]
         for extra, field in cases:
             refused = await http.post("/api/v1/jobs", json={"name": "never", "command": "true", **extra})
             assert _problem(refused, 422)["field"] == field, (extra, refused.text)
+        # Another tenant's name is well formed, but not the token's to act for
+        refused = await http.post("/api/v1/jobs", json={"name": "never", "command": "true", "tenant": "globex"})
+        assert (_problem(refused, 403)["field"], _problem(refused, 403)["value"]) == ("tenant", "globex")
         assert _problem(await http.get("/api/v1/jobs/never"), 404)["code"] == "not_found"
 
     # The admin may name the tenant; the reply names the job by its key, and the tenant sees it as its own

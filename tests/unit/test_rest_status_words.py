@@ -90,11 +90,32 @@ def test_a_job_with_no_run_is_queued_and_paused_comes_from_the_record() -> None:
 
 @pytest.mark.parametrize("paused", [False, True])
 @pytest.mark.parametrize("state", [None, *RunState])
-def test_every_status_a_view_shows_is_a_word_that_finds_the_job(state: RunState | None, paused: bool) -> None:
+def test_every_status_and_state_a_view_shows_is_a_word_that_finds_the_job(state: RunState | None,
+                                                                           paused: bool) -> None:
     job, run = _job(paused=paused), None if state is None else _run(state)
-    shown = words.shown(job, run)
-    wanted = words.job_filter(shown)
-    assert shown in words.JOB_WORDS and wanted is not None and wanted.finds(job, run)
+    shown, exact = words.shown(job, run), words.state_of(job, run)
+    assert shown in words.STATUSES and (exact is None or exact in words.STATES)
+    for word in (shown, exact):
+        wanted = None if word is None else words.job_filter(word)
+        assert word is None or (word in words.JOB_WORDS and wanted is not None and wanted.finds(job, run)), word
+
+
+@pytest.mark.parametrize(("state", "status"), [
+    (None, "queued"), (S.WAITING, "queued"), (S.SCHEDULED, "queued"), (S.ASSIGNED, "queued"),
+    (S.RETRY_WAIT, "queued"), (S.RUNNING, "running"), (S.SUCCEEDED, "completed"), (S.FAILED, "failed"),
+    (S.DEAD, "failed"), (S.CANCELLED, "cancelled"), (S.SKIPPED, "skipped"), (S.BLOCKED, "blocked")])
+def test_a_view_shows_the_designs_word_as_status_and_jetcrons_state_beside_it(state: RunState | None,
+                                                                              status: str) -> None:
+    from jetcron_services.gateway.design import job_status
+
+    run = None if state is None else _run(state)
+    view = job_status(_job(), run, "acme", base="http://gw")
+    assert (view.status, view.state, view.run_state) == (status, state and state.value, state and state.value)
+    paused = job_status(_job(paused=True), run, "acme", base="http://gw")
+    assert (paused.status, paused.state, paused.run_state) == ("paused", "paused", state and state.value)
+    # the design's four words are the lifecycle; the rest are where the design is silent
+    assert words.STATUSES == ("queued", "running", "completed", "failed", "paused", "cancelled", "skipped",
+                              "blocked")
 
 
 # -- filtered pages ---------------------------------------------------------------------------------------------
@@ -169,13 +190,13 @@ async def test_a_filter_applies_before_paging_pages_are_full_and_the_cursor_miss
     assert await _all_pages(_fleet(10, lambda i: S.DEAD), "completed", 5) == [[]]
 
 
-async def test_a_filtered_page_asks_for_what_will_fill_it_and_looks_at_a_bounded_number_of_jobs() -> None:
-    api = _fleet(5000, lambda i: S.SUCCEEDED if i == 4500 else S.RUNNING)
+async def test_a_filtered_page_reads_on_until_it_is_full_or_the_listing_ends_and_looks_at_each_job_once() -> None:
+    api = _fleet(5000, lambda i: S.SUCCEEDED if i in (10, 4500) else S.RUNNING)
     first = await listing.jobs_page(api.client, words.job_filter("completed"), tenant="acme", base="", queue=None,
                                     cursor=None, limit=10)
-    assert first.items == [] and first.next_cursor == "acme.j1999"  # short, and it says where to go on
-    assert sum(api.asked) == listing.SCAN_JOBS and max(api.asked) <= listing.API_PAGE
-    assert await _all_pages(api, "completed", 10) == [[], [], ["j4500"]]
+    assert [v.job_id for v in first.items] == ["j0010", "j4500"] and first.next_cursor is None
+    assert api.latest_reads == 5000 and max(api.asked) <= listing.API_PAGE
+    assert await _all_pages(api, "completed", 1) == [["j0010"], ["j4500"], []]
 
 
 async def test_paused_jobs_are_found_without_reading_runs_and_a_paused_job_is_no_runs_word() -> None:

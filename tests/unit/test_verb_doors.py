@@ -148,7 +148,7 @@ def test_the_cli_command_calls_its_verb(verb: str, monkeypatch: pytest.MonkeyPat
     assert verb in recording.called, (recording.called, result.output)
 
 
-_PATH = {"job_id": "nightly", "run_id": f"acme.{RUN}", "delivery_id": "acme.nightly.x-0", "tenant": "acme",
+_PATH = {"job_id": "nightly", "run_id": f"acme.{RUN}", "delivery_id": f"acme.{RUN}.dead-0-0", "tenant": "acme",
          "name": "holidays"}
 _QUERY = {"preview": {"from": "2026-12-01T00:00:00Z", "cron": "0 * * * *"}, "previewCalendar": {"job": "nightly"}}
 

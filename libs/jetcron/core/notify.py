@@ -17,6 +17,7 @@ import msgspec
 from jetcron.core import cron
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.exclusions import CALENDAR
+from jetcron.core.ids import RUN_ID_RE
 from jetcron.core.models import (
     JobSpec,
     NotifyEvent,
@@ -73,8 +74,9 @@ class DeliveryAttempt(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float = 0.0
 
 
-DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,300}-[0-9]{1,3}$")
-"""A delivery's id: its notice's key and its rule's index."""
+DELIVERY_ID_RE = re.compile(rf"^{RUN_ID_RE.pattern[1:-1]}\.[a-z_]{{1,32}}-[0-9]{{1,4}}-[0-9]{{1,4}}$")
+"""A delivery's id (delivery_key): its notice's id (`<run id>.<event>-<attempt>`) and its rule's index. Exactly
+these, as the KV key it is: a looser pattern let ids through that the store refuses as keys (`.01-2`)."""
 
 
 class Delivery(msgspec.Struct, frozen=True, kw_only=True):

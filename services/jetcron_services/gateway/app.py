@@ -21,7 +21,7 @@ from litestar.response import Redirect
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from jetcron_services.gateway import admin, calendars, contract, jobs, runs, ui
-from jetcron_services.gateway.gate import API, Gate, HttpProblem, WholeResponse, field_of, gate_of
+from jetcron_services.gateway.gate import API, PATH_RULES, Gate, HttpProblem, WholeResponse, field_of, gate_of
 from jetcron_services.gateway.problems import PROBLEM_JSON, Problem, problem
 from jetcron_services.gateway.ui.session import Sessions
 
@@ -163,6 +163,7 @@ def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "", sessions
                    request_max_body_size=MAX_BODY, template_config=ui.TEMPLATES, debug=False,
                    middleware=[_allow_from_contract], response_class=WholeResponse)
     app.state.gate = gate
+    app.state[PATH_RULES] = contract.path_rules()
     app.state.trace_url = trace_url
     app.state.public_url = public_url.rstrip("/")
     app.state.sessions = sessions or Sessions()

@@ -15,7 +15,7 @@ from jetcron.core.exclusions import JobCalendars
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 from jetcron.wire.api import CalendarPreview
-from jetcron_services.gateway.gate import API, HttpProblem, WholeResponse, strict_body, version_of
+from jetcron_services.gateway.gate import API, HttpProblem, WholeResponse, own_tenant, strict_body, version_of
 from jetcron_services.gateway.gate import who as _who
 from jetcron_services.gateway.problems import problem
 
@@ -116,6 +116,7 @@ def _version(header: str | None) -> int | None:
 async def create_calendar(request: Request[Any, Any, Any], data: dict[str, Any]) -> WholeResponse[CalendarView]:
     gate, caller = await _who(request)
     body = strict_body(data, CreateCalendar)
+    own_tenant(caller, body.tenant)
     calendar, ics = _calendar(body, body.name)
     record = await gate.api(caller, lambda c: c.calendars.create(calendar, ics=ics), fields=_fields)
     view = _view(record, caller.tenant)
@@ -143,6 +144,7 @@ async def replace_calendar(request: Request[Any, Any, Any], name: str,
                            data: dict[str, Any]) -> WholeResponse[CalendarView]:
     gate, caller = await _who(request)
     body = strict_body(data, CalendarBody)
+    own_tenant(caller, body.tenant)
     expected = _version(request.headers.get("if-match"))
 
     async def change(c: Client) -> CalendarRecord:
@@ -166,6 +168,7 @@ async def preview_calendar(request: Request[Any, Any, Any], name: str, data: dic
                            count: Annotated[int, Parameter(ge=1, le=100)] = 10) -> CalendarPreview:
     gate, caller = await _who(request)
     body = strict_body(data, CalendarBody)
+    own_tenant(caller, body.tenant)
 
     async def show(c: Client) -> CalendarPreview:
         stored = await c.calendars.get(name)

@@ -8,6 +8,7 @@ answered 422 naming the field (docs/rest-api.md, "The contract")."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ import msgspec
 from jetcron.core.calendars import MAX_DATES, MAX_DESCRIPTION, MAX_WINDOWS, CalendarRule
 from jetcron.core.ics import MAX_ICS_BYTES
 from jetcron.core.ids import IDEMPOTENCY_KEY_RE, JOB_KEY_RE, JOB_NAME_RE, QUEUE_RE, RUN_ID_RE, TENANT_RE
-from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
+from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
 from jetcron.core.notify import DELIVERY_ID_RE, Delivery
 from jetcron.core.validate import MAX_MEMORY_MB
 from jetcron.wire.api import CalendarPreview, ClusterStatus, FireTime, Page
@@ -24,7 +25,7 @@ from jetcron_services.gateway import status as words
 from jetcron_services.gateway.admin import TenantPolicyBody
 from jetcron_services.gateway.calendars import CalendarBody, CalendarPage, CalendarView, CreateCalendar
 from jetcron_services.gateway.design import Created, CreateJob, JobPage, JobStatusView
-from jetcron_services.gateway.gate import API, IF_MATCH_RE
+from jetcron_services.gateway.gate import API, IF_MATCH_RE, PathRule
 from jetcron_services.gateway.problems import PROBLEM_JSON, TITLES, Problem
 from jetcron_services.gateway.runs import PriorityBody
 
@@ -42,6 +43,15 @@ CURSOR = {"type": "string", "maxLength": 256, "pattern": NO_NUL,
 
 def _limit(default: int, hi: int = 1000, lo: int = 1) -> dict[str, Any]:
     return {"type": "integer", "minimum": lo, "maximum": hi, "default": default}
+
+
+@dataclass(frozen=True)
+class MergePatch:
+    """A body that is a JSON merge patch (RFC 7396) of an `of` record: its schema is `of`'s with every property
+    optional and nullable but those `of` must have (null removes one), its objects patched alike all the way down
+    (`<Name>Patch`; what cannot change is readOnly there, by CONSTRAINTS)."""
+
+    of: Any
 
 
 @dataclass(frozen=True)
@@ -123,6 +133,22 @@ _CALENDAR_LINKS: dict[str, tuple[str, dict[str, str]]] = {
 CALENDAR_EXAMPLE = {"name": "us-holidays", "tz": "America/New_York", "dates": ["2026-12-25", "2027-01-01"],
                     "windows": ["fri 16:00-mon 08:00"]}
 
+
+def _status_description() -> str:
+    """Which of jetcron's states each of the design's status words stands for (status.py), as a table."""
+    rows = ["The design's word for the job's lifecycle; `state` gives jetcron's exact one.", "",
+            "| status | state |", "|---|---|"]
+    for word in words.STATUSES:
+        if word == words.PAUSED:
+            states = "`paused` (the job is paused, whatever its latest run did: `run_state` says)"
+        else:
+            states = ", ".join(f"`{state.value}`" for state, shown in words.WORD_OF.items() if shown == word)
+            if word == words.NOT_RUN:
+                states += ", or null (no run yet)"
+        rows.append(f"| `{word}` | {states} |")
+    return "\n".join(rows)
+
+
 SEMANTIC: dict[str, tuple[str, ...]] = {
     "createJob": ("a cron expression's fields and ranges, and a schedule that never fires (Feb 30)",
                   "an instant far in the past or the future; an interval shorter than the cluster's",
@@ -134,7 +160,9 @@ SEMANTIC: dict[str, tuple[str, ...]] = {
                   "a calendar it names that does not exist, or calendars that skip every occurrence for a year"),
     "patchJob": ("the merged spec is checked as a created job's is",),
     "backfill": ("instants that are not ISO 8601 with their offset, or out of order",),
-    "preview": ("exactly one of cron and every_seconds", "the cron expression's fields, the zone"),
+    "preview": ("a cron expression's fields and ranges, and one that fires more than once a second or never",
+                "a zone that is not an IANA name", "an instant far in the past or the future",
+                "calendars it names that do not exist"),
     "setTenant": ("numbers above the cluster's bounds",),
     "createCalendar": _CALENDAR_RULES,
     "replaceCalendar": ("the calendar is checked as a created one is",
@@ -143,12 +171,30 @@ SEMANTIC: dict[str, tuple[str, ...]] = {
 }
 """Per operation: the rules the API checks that its schema cannot state (422 naming the field)."""
 
+_SPEC_RULES = ("command", "schedule", "resources", "retry", "depends_on", "join", "wait_timeout_seconds", "history",
+               "env", "secrets", "notify", "exclude_calendars", "only_calendars", "image", "require",
+               "start_deadline_seconds", "finish_deadline_seconds", "misfire", "jitter", "overlap", "run_as_root")
+_CALENDAR_RULE_FIELDS = ("tz", "dates", "rules", "windows", "ics", "calendar")
+SEMANTIC_FIELDS: dict[str, tuple[str, ...]] = {
+    "createJob": (*_SPEC_RULES, "timezone", "retry_policy"),
+    "patchJob": _SPEC_RULES,
+    "backfill": ("from", "to"),
+    "preview": ("cron", "timezone", "from", "exclude", "only"),
+    "setTenant": ("weight", "max_cpu", "max_memory_mb", "max_gpus", "max_submits_per_second", "max_pending_runs",
+                  "queues", "preemption"),
+    "createCalendar": _CALENDAR_RULE_FIELDS,
+    "replaceCalendar": _CALENDAR_RULE_FIELDS,
+    "previewCalendar": (*_CALENDAR_RULE_FIELDS, "job"),
+}
+"""Per operation of SEMANTIC: the fields (and those under them) its rules are about. A 422 to a request the schema
+allows names one of them, or the schema does not say what the server takes (the REST contract test checks it)."""
+
 
 OPS: tuple[Op, ...] = (
     Op("post", f"{API}/jobs", "createJob", "Create a job", Created, status=201,
        description="The design's body, or any field of jetcron's job spec (docs/rest-api.md, \"The body\"); the "
                    "reply carries the submit-time warnings and `Location`.",
-       params=(IDEMPOTENCY_KEY,), body=CreateJob, example=DESIGN_EXAMPLE, problems=(400, 409, 413, 422, 429),
+       params=(IDEMPOTENCY_KEY,), body=CreateJob, example=DESIGN_EXAMPLE, problems=(400, 403, 409, 413, 422, 429),
        reply_headers=("Location",), links=_JOB_LINKS, verb="jobs.create"),
     Op("get", f"{API}/jobs", "listJobs", "List jobs (filter by queue and status; cursor pagination)", JobPage,
        description="A filter applies before paging: a page is full unless the listing ended.",
@@ -167,7 +213,7 @@ OPS: tuple[Op, ...] = (
        params=(_JOB, IF_MATCH, Param("apply_to_waiting", "query", {"type": "boolean", "default": False},
                                      "Also move the job's runs that have not started to its new priority and "
                                      "queue.")),
-       body=dict[str, Any], body_media=(MERGE_PATCH, JSON),
+       body=MergePatch(JobSpec), body_media=(MERGE_PATCH, JSON),
        example={"timeout_seconds": 1800, "env": {"LEVEL": "debug"}}, problems=(400, 404, 409, 413, 422, 428),
        reply_headers=("ETag",), verb="jobs.update"),
     Op("get", f"{API}/jobs/{{job_id}}/spec", "getJobSpec", "A job's full spec and version (its ETag)", None,
@@ -188,8 +234,15 @@ OPS: tuple[Op, ...] = (
     Op("get", f"{API}/schedule/preview", "preview", "The next fire times of a schedule (the trigger's own code)",
        list[FireTime],
        params=(Param("from", "query", {"type": "string", "format": "date-time"}, required=True),
-               Param("cron", "query", {"type": "string", "maxLength": 256, "pattern": NO_NUL}),
-               Param("every_seconds", "query", {"type": "number", "exclusiveMinimum": 0}),
+               Param("schedule", "query", {
+                   "type": "object", "additionalProperties": False,
+                   "properties": {"cron": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": NO_NUL,
+                                           "description": "A cron expression (in `timezone`)."},
+                                  "every_seconds": {"type": "number", "minimum": 1, "maximum": 366 * 86400,
+                                                    "description": "An interval in seconds, from `from`."}},
+                   "oneOf": [{"required": ["cron"]}, {"required": ["every_seconds"]}]},
+                     "Exactly one of `cron` and `every_seconds`, each its own query parameter (form style, "
+                     "exploded): `?cron=0+3+*+*+*` or `?every_seconds=300`.", required=True),
                Param("timezone", "query", {"type": "string", "default": "UTC"}),
                Param("on_gap", "query", {"type": "string", "enum": ["shift", "skip"], "default": "shift"}),
                Param("on_fold", "query", {"type": "string", "enum": ["first", "last"], "default": "first"}),
@@ -251,7 +304,8 @@ OPS: tuple[Op, ...] = (
     Op("post", f"{API}/calendars", "createCalendar", "Create a named calendar", CalendarView, status=201,
        description="Dates, rules (`weekdays`, `weekends`), windows and an ICS file's events: jobs skip it "
                    "(`exclude_calendars`) or keep to it (`only_calendars`), docs/calendars.md.",
-       body=CreateCalendar, example=CALENDAR_EXAMPLE, problems=(400, 409, 413, 422), reply_headers=("Location", "ETag"),
+       body=CreateCalendar, example=CALENDAR_EXAMPLE, problems=(400, 403, 409, 413, 422),
+       reply_headers=("Location", "ETag"),
        links=_CALENDAR_LINKS, verb="calendars.create"),
     Op("get", f"{API}/calendars", "listCalendars", "List calendars (cursor pagination)", CalendarPage,
        params=(Param("cursor", "query", CURSOR), Param("limit", "query", _limit(100))), problems=(400, 422),
@@ -263,7 +317,7 @@ OPS: tuple[Op, ...] = (
        description="`If-Match` (optional) names the version read: a calendar changed since is 409.",
        params=(_CALENDAR, Param("If-Match", "header", {"type": "string", "pattern": IF_MATCH_RE.pattern},
                                 "The version the change was made on (the ETag of `GET .../calendars/{name}`).")),
-       body=CalendarBody, example={"tz": "UTC", "rules": ["weekdays"]}, problems=(400, 404, 409, 413, 422),
+       body=CalendarBody, example={"tz": "UTC", "rules": ["weekdays"]}, problems=(400, 403, 404, 409, 413, 422),
        reply_headers=("ETag",), verb="calendars.update"),
     Op("delete", f"{API}/calendars/{{name}}", "deleteCalendar", "Delete a calendar no job names (409 while one does)",
        CalendarView, params=(_CALENDAR,), problems=(404, 409, 422), verb="calendars.delete"),
@@ -271,7 +325,7 @@ OPS: tuple[Op, ...] = (
        "A job's next fire times with the calendar as the body gives it: nothing is stored", CalendarPreview,
        params=(_CALENDAR, Param("job", "query", {"type": "string", "pattern": JOB_KEY_RE.pattern}, required=True),
                Param("count", "query", _limit(10, 100))),
-       body=CalendarBody, example={"tz": "UTC", "dates": ["2026-12-25"]}, problems=(400, 404, 413, 422),
+       body=CalendarBody, example={"tz": "UTC", "dates": ["2026-12-25"]}, problems=(400, 403, 404, 413, 422),
        verb="calendars.preview"),
 )
 """Every operation the REST API serves (its routes: jobs.py, runs.py, admin.py)."""
@@ -280,7 +334,7 @@ _CALENDAR_FIELDS: dict[str, dict[str, Any]] = {
     "tz": {"maxLength": 64}, "dates": {"maxItems": MAX_DATES, "items": {"type": "string", "format": "date"}},
     "rules": {"maxItems": 2, "items": {"type": "string", "enum": [r.value for r in CalendarRule]}},
     "windows": {"maxItems": MAX_WINDOWS, "items": {"type": "string", "maxLength": 100}},
-    "description": {"maxLength": MAX_DESCRIPTION}, "ics": {"maxLength": MAX_ICS_BYTES},
+    "description": {"maxLength": MAX_DESCRIPTION, "pattern": NO_NUL}, "ics": {"maxLength": MAX_ICS_BYTES},
     "tenant": {"pattern": TENANT_RE.pattern}}
 _CALENDAR_NAMES = {"maxItems": 16, "items": {"type": "string", "pattern": JOB_NAME_RE.pattern}}
 
@@ -310,14 +364,58 @@ CONSTRAINTS: dict[str, dict[str, dict[str, Any]]] = {
                          "queues": {"propertyNames": {"pattern": QUEUE_RE.pattern}}},
     "QueueQuota": {"max_cpu": {"minimum": 0, "maximum": BILLION}, "max_memory_mb": {"minimum": 0, "maximum": BILLION},
                    "max_gpus": {"minimum": 0, "maximum": BILLION}},
-    "CalendarBody": _CALENDAR_FIELDS,
+    "CalendarBody": {**_CALENDAR_FIELDS,
+                     "tenant": {"pattern": TENANT_RE.pattern, "readOnly": True,
+                                "description": "The calendar's own tenant: it cannot change (another is 422; "
+                                               "another's, from a tenant's token, 403)."}},
     "CreateCalendar": {**_CALENDAR_FIELDS, "name": {"pattern": JOB_NAME_RE.pattern}},
     "PriorityBody": {"queue": {"pattern": QUEUE_RE.pattern}},
     "Backfill": {"from": {"format": "date-time"}, "to": {"format": "date-time"},
                  "limit": {"minimum": 1, "maximum": 10_000}, "rate": {"minimum": 1, "maximum": 1000}},
+    "JobSpecPatch": {
+        "name": {"pattern": JOB_NAME_RE.pattern, "readOnly": True,
+                 "description": "The job's own name: it cannot change (another is 422)."},
+        "tenant": {"pattern": TENANT_RE.pattern, "readOnly": True,
+                   "description": "The job's own tenant: it cannot change (another is 422)."},
+        "queue": {"pattern": QUEUE_RE.pattern},
+        "timeout_seconds": {"exclusiveMinimum": 0, "maximum": MONTH},
+        "wait_timeout_seconds": {"exclusiveMinimum": 0, "maximum": MONTH},
+        "depends_on": {"maxItems": 32, "items": {"type": "string", "pattern": JOB_NAME_RE.pattern}},
+        "exclude_calendars": _CALENDAR_NAMES, "only_calendars": _CALENDAR_NAMES,
+    },
+    "ResourcesPatch": {"cpu": {"exclusiveMinimum": 0, "maximum": 1024},
+                       "memory_mb": {"minimum": 1, "maximum": MAX_MEMORY_MB},
+                       "gpus": {"minimum": 0, "maximum": 64}, "hosts": {"minimum": 1, "maximum": 1024}},
+    "JobStatusView": {"status": {"enum": list(words.STATUSES), "description": _status_description()},
+                      "state": {"enum": list(words.STATES),
+                                "description": "jetcron's exact state: `paused` for a paused job, else its latest "
+                                               "run's state; null before its first run. `status` gives the "
+                                               "design's word for it."}},
+    "Created": {"status": {"enum": [words.NOT_RUN], "description": "A new job is `queued`: the design's word for "
+                                                                   "a job that has not run yet."}},
 }
-"""What the API checks of a request's fields, stated in the document (the request structs decode without them,
-so a field that fails is answered by the API's own message, naming it)."""
+"""What the API checks of a request's fields, and the words a reply's fields take, stated in the document (the
+request structs decode without them, so a field that fails is answered by the API's own message, naming it)."""
+
+
+_NOUNS = {"job_id": "job", "run_id": "run", "delivery_id": "delivery", "name": "calendar", "tenant": "tenant"}
+"""What each path parameter names, for the problem that answers one outside its pattern."""
+
+
+def path_rules() -> dict[str, tuple[PathRule, ...]]:
+    """Per operation (`METHOD path`), its path parameters' patterns as the document states them (gate.check_path
+    holds requests to them): a name outside one is 404 where the operation can answer 404, else 422."""
+    rules: dict[str, tuple[PathRule, ...]] = {}
+    for op in OPS:
+        status = 404 if 404 in op.problems else 422
+        rules[f"{op.method.upper()} {op.path}"] = tuple(
+            PathRule(p.name, re.compile(p.schema["pattern"]), _NOUNS[p.name], status)
+            for p in op.params if p.where == "path")
+    return rules
+
+
+_OF_PROPERTY = ("description", "readOnly")
+"""Keywords that say what a property is, whichever branch its value takes: set on the property, not its types."""
 
 
 def _constrain(components: dict[str, Any]) -> None:
@@ -325,9 +423,54 @@ def _constrain(components: dict[str, Any]) -> None:
         props = components[name]["properties"]
         for prop, extra in fields.items():
             schema = props[prop]
+            extra = dict(extra)
+            for keyword in _OF_PROPERTY:
+                if keyword in extra:
+                    schema[keyword] = extra.pop(keyword)
             branches = [b for b in schema.get("anyOf", [schema]) if b.get("type") != "null"]
             for branch in branches:
                 branch.update(extra)
+
+
+_REF = "#/components/schemas/"
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    branches = schema.get("anyOf", [schema])
+    return {"anyOf": branches if any(b.get("type") == "null" for b in branches) else [*branches, {"type": "null"}]}
+
+
+def _patch_of(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    """What a merge patch may hold where the record holds `schema`: a record's object patched in turn (its
+    `<Name>Patch`), a map's values nullable (null removes the key), anything else as it is (an array is replaced
+    whole). Defaults are the record's, not the patch's: dropped."""
+    if "$ref" in schema:
+        name = schema["$ref"].removeprefix(_REF)
+        target = components[name]
+        if target.get("type") == "object" and "properties" in target:
+            return {"$ref": _patched(components, name)}
+        return {"$ref": schema["$ref"]}
+    if "anyOf" in schema:
+        return {"anyOf": [_patch_of(branch, components) for branch in schema["anyOf"]]}
+    out = {k: v for k, v in schema.items() if k != "default"}
+    if out.get("type") == "object" and isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = _nullable(out["additionalProperties"])
+    return out
+
+
+def _patched(components: dict[str, Any], name: str) -> str:
+    """The component `<name>Patch` (made once): a merge patch of a `name`, every property optional and nullable
+    but those a `name` must have (null would remove them), no other property."""
+    patch = f"{name}Patch"
+    if patch not in components:
+        whole = components[name]
+        components[patch] = {}  # taken before its properties are made: a record that holds itself ends here
+        components[patch] = {
+            "title": patch, "type": "object", "additionalProperties": False,
+            "description": f"A JSON merge patch (RFC 7396) of a {name}: any of its properties, null removing one.",
+            "properties": {prop: _patch_of(sub, components) if prop in whole.get("required", ())
+                           else _nullable(_patch_of(sub, components)) for prop, sub in whole["properties"].items()}}
+    return _REF + patch
 
 
 def document() -> dict[str, Any]:
@@ -337,13 +480,19 @@ def document() -> dict[str, Any]:
     bodies = {"backfill": Backfill}
     replies = {"getJobSpec": SpecView, "cancelJob": Cancelled}
     types: list[Any] = [Problem]
+    patches: list[MergePatch] = []
     for op in OPS:
         for kind in (bodies.get(op.operation_id, op.body), replies.get(op.operation_id, op.reply)):
+            if isinstance(kind, MergePatch):
+                patches.append(kind)
+                kind = kind.of
             if kind is not None and kind is not TEXT and kind not in types:
                 types.append(kind)
-    refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
-    _constrain(components)
+    refs, components = msgspec.json.schema_components(types, ref_template=_REF + "{name}")
     schema_of = dict(zip([_key(t) for t in types], refs, strict=True))
+    for patch in patches:
+        schema_of[_key(patch)] = {"$ref": _patched(components, schema_of[_key(patch.of)]["$ref"].removeprefix(_REF))}
+    _constrain(components)
     paths: dict[str, dict[str, Any]] = {}
     for op in OPS:
         body = bodies.get(op.operation_id, op.body)
@@ -400,6 +549,9 @@ def _tag(op: Op) -> str:
 def _param(p: Param) -> dict[str, Any]:
     out: dict[str, Any] = {"name": p.name, "in": p.where, "required": p.required or p.where == "path",
                            "schema": p.schema}
+    if p.where == "query" and p.schema.get("type") == "object":
+        # Its properties are query parameters of their own (`?cron=...`), and the schema says which go together.
+        out.update(style="form", explode=True)
     if p.description:
         out["description"] = p.description
     return out
@@ -422,7 +574,7 @@ def _success(op: Op, reply: Any, schema_of: dict[str, Any]) -> dict[str, Any]:
 _WHY = {400: "The request is malformed (a body that is not JSON, a query value of the wrong type, an unknown "
              "filter word).",
         401: "No bearer token, or one that is unknown or revoked.",
-        403: "An admin route asked with a tenant's token.",
+        403: "An admin route asked with a tenant's token, or a body whose `tenant` is another tenant's.",
         404: "No such job or run, or one of another tenant (they read alike).",
         409: "It exists already, it changed since it was read, or its state does not allow this.",
         413: "The body is larger than 1 MiB.",

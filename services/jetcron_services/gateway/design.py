@@ -111,8 +111,12 @@ class Created(msgspec.Struct, kw_only=True):
 class JobStatusView(msgspec.Struct, kw_only=True):
     job_id: str
     status: str
-    """`paused` for a paused job; else the latest run's state (`queued` until it is placed); `queued` before the
-    first run (docs/rest-api.md, "Status words")."""
+    """The design's word: `paused` for a paused job; else its latest run's state's word (queued, running,
+    completed, failed; cancelled, skipped, blocked by their own names); `queued` before the first run
+    (docs/rest-api.md, "Status words")."""
+    state: str | None
+    """jetcron's exact state: `paused` for a paused job, else its latest run's state (`waiting`, `scheduled`,
+    `assigned`, `retry_wait`, `succeeded`, `dead`, ...); null before the first run."""
     machine_id: str | None
     started_at: str | None
     logs_url: str | None
@@ -143,6 +147,9 @@ def _schedule(body: CreateJob) -> dict[str, Any]:
         return plain
     tz = body.timezone or "UTC"
     if body.schedule is None:
+        if body.timezone is not None:
+            raise InvalidSpec("timezone", body.timezone, "goes with a cron expression or an instant in schedule; "
+                              "without one the job runs once, now, in no zone")
         return {"kind": "now"}
     try:
         instant = datetime.fromisoformat(body.schedule.replace("Z", "+00:00"))
@@ -246,7 +253,8 @@ def job_id(job: JobRecord, tenant: str | None) -> str:
 def job_status(job: JobRecord, run: Run | None, tenant: str | None, *, base: str) -> JobStatusView:
     """The design's job view: the job with its latest run; `base` is the gateway's public URL, for logs_url."""
     return JobStatusView(
-        job_id=job_id(job, tenant), status=words.shown(job, run), machine_id=run.agent if run else None,
+        job_id=job_id(job, tenant), status=words.shown(job, run), state=words.state_of(job, run),
+        machine_id=run.agent if run else None,
         started_at=run.started_at.isoformat() if run and run.started_at else None,
         logs_url=f"{base}/api/v1/runs/{run.run_id}/logs" if run else None, attempts=run.attempt if run else 0,
         run_id=run.run_id if run else None, queue=job.spec.queue, paused=job.status is JobStatus.PAUSED,

@@ -147,9 +147,55 @@ def public_base(request: Request[Any, Any, Any]) -> str:
     return configured or str(request.base_url).rstrip("/")
 
 
+@dataclass(frozen=True)
+class PathRule:
+    """What one path parameter of a route must be (its pattern in the contract), and how one that is not is
+    answered: 404 where the route names a resource (nothing can have that name), else 422."""
+
+    name: str
+    pattern: re.Pattern[str]
+    noun: str
+    status: int
+
+
+PATH_RULES = "path_rules"
+"""The app state's key for the rules of every operation's path parameters: {"METHOD path": (PathRule, ...)}."""
+
+
+def check_path(request: Request[Any, Any, Any]) -> None:
+    """Every path parameter of the request as the contract's pattern says, before any of it reaches a key: a
+    name outside it can name nothing stored (a key the store itself refuses, `.01-2`, would be a 503)."""
+    rules: dict[str, tuple[PathRule, ...]] = request.app.state.get(PATH_RULES, {})
+    template = re.sub(r"\{(\w+):\w+\}", r"{\1}", str(request.scope.get("path_template", "")))
+    for rule in rules.get(f"{request.method} {template}", ()):
+        value = str(request.path_params.get(rule.name, ""))
+        if rule.pattern.fullmatch(value):
+            continue
+        shown = value[:200]
+        if rule.status == 404:
+            raise HttpProblem(problem(404, f"{rule.name}: no {rule.noun} is named {shown!r} (a {rule.noun}'s "
+                                           f"{rule.name} matches {rule.pattern.pattern})", code="not_found",
+                                      field=rule.name, value=shown))
+        raise HttpProblem(problem(rule.status, f"{rule.name}: {shown!r} cannot name a {rule.noun} (it must match "
+                                               f"{rule.pattern.pattern})", code="invalid", field=rule.name,
+                                  value=shown))
+
+
 async def who(request: Request[Any, Any, Any]) -> tuple[Gate, TokenRecord]:
+    """The gateway and the caller's token (401 without a valid one), the request's path parameters checked."""
     gate = gate_of(request)
-    return gate, gate.principal(request)
+    caller = gate.principal(request)
+    check_path(request)
+    return gate, caller
+
+
+def own_tenant(caller: TokenRecord, tenant: str | None) -> None:
+    """A body's `tenant` as its caller may give it: a tenant's token its own (or none), the admin's any. Another
+    tenant's is 403 naming the field: the value is well formed, the caller may not act for it."""
+    if caller.tenant is not None and tenant is not None and tenant != caller.tenant:
+        raise HttpProblem(problem(403, f"tenant: a token of tenant {caller.tenant!r} acts for that tenant alone, "
+                                       f"not for {tenant[:63]!r} (leave tenant out, or use the admin's token)",
+                                  code="forbidden", field="tenant", value=tenant[:200]))
 
 
 _B = TypeVar("_B")
@@ -160,9 +206,22 @@ def strict_body(data: dict[str, Any], kind: type[_B]) -> _B:
     (`"enabled": 0` read as false, `"weight": "2"` as 2.0), which the contract does not allow. A body that does not
     fit is 422 naming the field."""
     try:
-        return msgspec.convert(data, kind, strict=True)
+        return msgspec.convert(integral(data), kind, strict=True)
     except msgspec.ValidationError as exc:
         raise HttpProblem(problem(422, str(exc), code="invalid", field=field_of(str(exc)))) from None
+
+
+def integral(value: Any) -> Any:
+    """`value` with every float that is a whole number as an int: JSON has one kind of number, and JSON Schema's
+    `integer` is any number without a fraction (`2.0` too), which a strict decode into an int field refuses. A
+    float field takes an int, so nothing else changes."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [integral(item) for item in value]
+    return value
 
 
 def field_of(message: str, key: str = "") -> str | None:

@@ -26,6 +26,8 @@ from jetcron_services.gateway.gate import (
     HttpProblem,
     WholeResponse,
     idempotency_key,
+    integral,
+    own_tenant,
     public_base,
     strict_body,
     version_of,
@@ -54,6 +56,7 @@ async def _runs_of(c: Client, job: str) -> AsyncIterator[Run]:
 async def create_job(request: Request[Any, Any, Any], data: dict[str, Any]) -> WholeResponse[Created]:
     gate, caller = await _who(request)
     body = strict_body(data, CreateJob)
+    own_tenant(caller, body.tenant)
     key = idempotency_key(request)
     try:
         spec = job_spec(body)
@@ -166,15 +169,20 @@ async def patch_job(request: Request[Any, Any, Any], job_id: str, data: dict[str
 
     async def change(c: Client) -> JobRecord:
         old: dict[str, Any] = plain((await c.jobs.get(job_id, count=0)).job.spec)
-        spec = merge_patch(old, data)
+        spec = merge_patch(old, integral(data))
         for fixed in ("name", "tenant"):
             if spec.get(fixed) != old.get(fixed):
                 raise HttpProblem(problem(422, f"a job's {fixed} cannot change (create another job)",
                                           code="invalid", field=fixed, value=str(spec.get(fixed))[:200]))
         return await c.jobs.update(spec, expected_version=expected, apply_to_waiting=apply_to_waiting or None)
 
-    record = await gate.api(caller, change)
+    record = await gate.api(caller, change, fields=_spec_field)
     return WholeResponse(record, headers={"ETag": f'"{record.version}"'})
+
+
+def _spec_field(field: str | None) -> str | None:
+    """A field of the merged spec the API named (`spec.x` for one it does not know) as the patch names it."""
+    return field.removeprefix("spec.") if field else field
 
 
 def _version(header: str | None) -> int:
@@ -214,7 +222,13 @@ async def backfill(request: Request[Any, Any, Any], job_id: str, data: dict[str,
     gate, caller = await _who(request)
     body = strict_body(data, Backfill)
     return await gate.api(caller, lambda c: c.jobs.backfill(job_id, body.start, body.end, limit=body.limit,
-                                                             rate=body.rate))
+                                                             rate=body.rate),
+                          fields=lambda field: _BACKFILL_FIELDS.get(field or "", field))
+
+
+_BACKFILL_FIELDS = {"backfill": "to", "backfill.start": "from", "backfill.end": "to", "backfill.rate": "rate"}
+"""The API's names for a backfill's range (`backfill`: the range as a whole, which `to` ends) as the body names
+them."""
 
 
 @get(f"{API}/schedule/preview", summary="The next fire times of a schedule (the trigger's own code)")
@@ -232,20 +246,26 @@ async def preview(request: Request[Any, Any, Any], start: Annotated[str, Paramet
         raise HttpProblem(problem(422, "from must be an ISO 8601 instant with its offset", code="invalid",
                                   field="from", value=start[:64])) from None
     if (cron_expr is None) == (every_seconds is None):
-        raise HttpProblem(problem(422, "give exactly one of cron or every_seconds", code="invalid", field="cron"))
+        got = "neither" if cron_expr is None else f"both: every_seconds={every_seconds:g}"
+        raise HttpProblem(problem(422, f"cron: give exactly one of cron and every_seconds (got {got})",
+                                  code="invalid", field="cron", value=cron_expr and cron_expr[:200]))
     raw: dict[str, Any] = ({"kind": "cron", "cron": cron_expr} if cron_expr is not None else
                            {"kind": "every", "every_seconds": every_seconds, "anchor": after.isoformat()})
     try:
         schedule = decode_as({**raw, "tz": tz, "on_gap": on_gap, "on_fold": on_fold}, Schedule, "schedule")
         cron.validate_schedule(schedule, created_at=after)
     except InvalidSpec as exc:
-        field = "timezone" if exc.field == "schedule.tz" else exc.field.removeprefix("schedule.")
+        field = _PREVIEW_FIELDS.get(exc.field, exc.field.removeprefix("schedule."))
         raise HttpProblem(problem(422, str(exc), code="invalid", field=field, value=str(exc.value)[:200])) from None
     calendars = None
     if exclude or only:
         calendars = await gate.api(caller, lambda c: named_calendars(c, exclude or "", only or ""))
     return exclusions.preview(schedule, after, count, calendars=calendars)
 
+
+_PREVIEW_FIELDS = {"schedule.tz": "timezone", "created_at": "from", "schedule.anchor": "from"}
+"""The schedule's fields as the preview's parameters name them (its start is `from`, which the interval counts
+from)."""
 
 ROUTES: list[Any] = [create_job, get_job, list_jobs, cancel_job, pause_job, resume_job, trigger_job, delete_job,
                      get_spec, patch_job, backfill, preview]

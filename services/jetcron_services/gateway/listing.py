@@ -1,5 +1,7 @@
 """Listings filtered by status words before paging: a page is full unless the listing ended (status.py says what
-each word finds).
+each word finds). A filtered jobs page reads on through the API's pages (API_PAGE jobs at most each) until it is
+full or the caller's jobs end: each job is looked at once, so a page costs at most one read of each of the caller's
+jobs and of their latest runs, however few match.
 
 Both lean on what the API's cursors are: the key of the last record its page holds (a job's key, a run's id),
 the listing going on with the keys after it (before it, for runs newest first). So a page can end at any record
@@ -19,9 +21,6 @@ from jetcron_services.gateway.status import Wanted
 
 API_PAGE = 1000
 """The most jobs or runs one API call lists."""
-SCAN_JOBS = 2000
-"""The most jobs one filtered page looks at (a latest-run read each): past it the page ends short, and its
-next_cursor goes on from the last job looked at."""
 
 
 async def latest_run(c: Client, job: str) -> Run | None:
@@ -51,7 +50,7 @@ async def jobs_page(c: Client, wanted: Wanted | None, *, tenant: str | None, bas
     while True:
         missing = limit - len(items)
         # Ask for as many as the share found so far says will fill the page (all of them at first).
-        ask = min(API_PAGE, SCAN_JOBS - looked, max(missing, math.ceil(missing * (looked + 1) / (len(items) + 1))))
+        ask = min(API_PAGE, max(missing, math.ceil(missing * (looked + 1) / (len(items) + 1))))
         page = await c.jobs.list(queue=queue, cursor=cursor, limit=ask)
         looked += len(page.items)
         # A job the record decides against needs no run read (a paused one under a run's word, and the reverse).
@@ -64,8 +63,8 @@ async def jobs_page(c: Client, wanted: Wanted | None, *, tenant: str | None, bas
             if len(items) == limit:
                 more = i + 1 < len(page.items) or page.next_cursor is not None
                 return JobPage(items=items, next_cursor=job.spec.key if more else None)
-        if page.next_cursor is None or looked >= SCAN_JOBS:
-            return JobPage(items=items, next_cursor=page.next_cursor)
+        if page.next_cursor is None:
+            return JobPage(items=items, next_cursor=None)
         cursor = page.next_cursor
 
 

@@ -15,9 +15,12 @@ the design's words stands for the states it covers:
   meaning holds.
 
 `cancelled`, `skipped` and `blocked` are none of the four (no attempt ran to its end: a user or a policy stopped
-it, or an upstream job's failure held it back); they are found by their own names. `paused` is a job's, read from
-its record before any run's state: a paused job is `paused` whatever its latest run did (the view's `run_state`
-still says). A deleted job is never shown, so `deleted` is no filter.
+it, or an upstream job's failure held it back); they are shown and found by their own names. `paused` is a job's,
+read from its record before any run's state: a paused job is `paused` whatever its latest run did (the view's
+`run_state` still says). A deleted job is never shown, so `deleted` is no filter.
+
+A job view's `status` is the design's word (one of STATUSES); its `state` is jetcron's exact state (one of STATES:
+`paused`, or the latest run's state; none before the first run).
 """
 
 from __future__ import annotations
@@ -36,8 +39,14 @@ DESIGN: dict[str, frozenset[RunState]] = {
 PAUSED = "paused"
 NOT_RUN = "queued"
 """What a job with no run yet shows: the design's word for a job waiting to run."""
-_SHOWN = {RunState.SCHEDULED: "queued"}
-"""A run state a job view shows by the design's word (placement's wait is the design's queue)."""
+WORD_OF: dict[RunState, str] = {state: next((word for word, states in DESIGN.items() if state in states),
+                                            state.value) for state in RunState}
+"""The word a job view's `status` shows for its latest run's state: the design's where it has one, else the
+state's own name (where the design is silent)."""
+STATUSES: tuple[str, ...] = (*DESIGN, PAUSED, *dict.fromkeys(w for w in WORD_OF.values() if w not in DESIGN))
+"""Every word a job view's `status` shows: the design's four, `paused`, then the states the design is silent on."""
+STATES: tuple[str, ...] = (PAUSED, *(state.value for state in RunState))
+"""Every value of a job view's `state`: jetcron's exact state (`paused`, or its latest run's)."""
 
 RUN_WORDS: tuple[str, ...] = (*DESIGN, *(state.value for state in RunState if state.value not in DESIGN))
 """What a runs listing's `state=` takes: the design's four, then jetcron's other states."""
@@ -84,13 +93,21 @@ def job_filter(word: str) -> Wanted | None:
 
 
 def shown(job: JobRecord, run: Run | None) -> str:
-    """A job's status in its view: `paused` from its record, else its latest run's state (`queued` for
-    placement's wait), else `queued`. Every value is a filter word that finds the job (a test keeps it so)."""
+    """A job's `status` in its view, the design's word: `paused` from its record, else its latest run's state's
+    word (WORD_OF), else `queued`. Every value is a filter word that finds the job (a test keeps it so)."""
     if job.status is JobStatus.PAUSED:
         return PAUSED
     if run is None:
         return NOT_RUN
-    return _SHOWN.get(run.state, run.state.value)
+    return WORD_OF[run.state]
+
+
+def state_of(job: JobRecord, run: Run | None) -> str | None:
+    """A job's `state` in its view, jetcron's exact one: `paused` from its record, else its latest run's state;
+    None before its first run. Every value is a filter word that finds the job (a test keeps it so)."""
+    if job.status is JobStatus.PAUSED:
+        return PAUSED
+    return None if run is None else run.state.value
 
 
 def unknown(field: str, value: str, words: tuple[str, ...]) -> Problem:
