@@ -29,7 +29,7 @@ pytestmark = pytest.mark.deploy
 ROOT = Path(__file__).resolve().parents[2]
 JETCRON = str(Path(sys.executable).parent / "jetcron")
 IMAGE = os.environ.get("JETCRON_TEST_IMAGE", "localhost/jetcron:test")
-# Everything but Prometheus and the OpenTelemetry collector, whose images no registry here can give.
+# Everything but Prometheus, the OpenTelemetry collector and Grafana, whose images no registry here can give.
 SERVICES = ["nats-1", "nats-2", "nats-3", "api-1", "api-2", "trigger-1", "trigger-2", "placement-1", "placement-2",
             "tracker-1", "tracker-2", "notifier-1", "notifier-2", "gateway-1", "gateway-2", "agent-1", "agent-2",
             "agent-images"]

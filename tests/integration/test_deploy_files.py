@@ -181,7 +181,7 @@ def test_the_compose_file_gives_each_process_its_own_credential_and_the_stack_it
             assert svc["entrypoint"][:1] == ["nats-server"]
             assert not any("ca-key" in v or v.endswith("/tls:/etc/jetcron/tls:ro") for v in svc["volumes"])
             continue
-        if name in ("prometheus", "otel-collector"):
+        if name in ("prometheus", "otel-collector", "grafana"):
             continue
         role = name.rsplit("-", 1)[0]
         own = name if role == "agent" else credential.get(role, role)
@@ -195,7 +195,7 @@ def test_the_compose_file_gives_each_process_its_own_credential_and_the_stack_it
     # A service under a profile runs only when asked for (the sibling-container agent): its target is added then
     assert set(targets["static_configs"][0]["targets"]) == {
         f"{n}:9100" for n, svc in services.items()
-        if n.split("-")[0] not in ("nats", "prometheus", "otel") and not svc.get("profiles")}
+        if n.split("-")[0] not in ("nats", "prometheus", "otel", "grafana") and not svc.get("profiles")}
     assert services["agent-images"]["profiles"] == ["sibling"]
     assert services["agent-images"]["environment"]["DOCKER_HOST"] == "unix:///run/jetcron/engine.sock"
 
@@ -340,3 +340,35 @@ async def test_a_store_copied_while_stopped_restores_every_job(tmp_path: Path) -
 def _logs(base: Path) -> Path:
     (base / "logs").mkdir(parents=True)
     return base / "logs"
+
+
+def test_the_compose_stack_provisions_grafana_with_the_dashboard_over_its_prometheus() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    services = compose["services"]
+    grafana = services["grafana"]
+    # a registry's image, like Prometheus's: make test-deploy starts the stack without it (docs/deploy.md)
+    assert re.fullmatch(r"\$\{GRAFANA_IMAGE:-docker\.io/grafana/grafana:\d+\.\d+\.\d+\}", grafana["image"])
+    assert not grafana.get("profiles") and grafana["depends_on"] == ["prometheus"]
+    assert grafana["ports"] == ["127.0.0.1:3000:3000"]
+    mounts: dict[str, str] = {}
+    for volume in grafana["volumes"]:
+        source, target, *_ = volume.split(":")
+        if source.startswith("."):  # a file of the repository, not a named volume
+            assert (DEPLOY / "compose" / source).resolve().exists(), volume
+            assert volume.endswith(":ro"), volume
+        mounts[target] = source
+    assert mounts["/var/lib/grafana"] in compose["volumes"]
+    provisioning = DEPLOY / "grafana" / "provisioning"
+    for kind in ("datasources", "dashboards"):
+        assert (DEPLOY / "compose" / mounts[f"/etc/grafana/provisioning/{kind}"]).resolve() == provisioning / kind
+    # The datasource is the stack's Prometheus, by its service name and the port it listens on
+    datasource, = yaml.safe_load((provisioning / "datasources" / "jetcron.yaml").read_text())["datasources"]
+    prometheus_port = services["prometheus"]["ports"][0].rsplit(":", 1)[1]
+    assert datasource["url"] == f"http://prometheus:{prometheus_port}" and datasource["access"] == "proxy"
+    # The provider loads the directory the dashboard is mounted in, and Grafana opens it as its home
+    provider, = yaml.safe_load((provisioning / "dashboards" / "jetcron.yaml").read_text())["providers"]
+    inside = f"{provider['options']['path']}/jetcron.json"
+    assert inside in mounts, f"the provider loads {provider['options']['path']}, where compose mounts no dashboard"
+    assert (DEPLOY / "compose" / mounts[inside]).resolve() == DEPLOY / "grafana" / "jetcron.json"
+    assert grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] == inside
+    assert provider["allowUiUpdates"] is False  # the repository's file is the dashboard its test checks
