@@ -23,11 +23,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 # The agent's launcher (services/jetcron_services/agent/host/jetcron_launch.c): static, so that no dynamic loader reads a job's
-# environment while it runs as root. Where it cannot be built (no C compiler or static libc), agents start runs
-# through a chain of setpriv, sh and util-linux tools instead, which costs about 7 ms more CPU per run.
-$(LAUNCHER): services/jetcron_services/agent/host/jetcron_launch.c | $(BIN)/python
-	$(CC) -O2 -Wall -Wextra -static -o $@ $< || { rm -f $@; \
-	  echo "jetcron-launch not built: agents start runs through setpriv and sh instead"; }
+# environment while it runs as root; its exit codes and bounds are its Python twin's (--c-defines). Where it cannot
+# be built (no C compiler or static libc), agents start runs through that twin instead, which costs an
+# interpreter's start more CPU per run (docs/decisions-job-view.md).
+LAUNCH_SOURCES := services/jetcron_services/agent/host/jetcron_launch.c services/jetcron_services/agent/host/jetcron_launch.py
+$(LAUNCHER): $(LAUNCH_SOURCES) | $(BIN)/python
+	$(CC) -O2 -Wall -Wextra -static $$($(BIN)/python $(word 2,$^) --c-defines) -o $@ $< || { rm -f $@; \
+	  echo "jetcron-launch not built: agents start runs through its Python twin instead"; }
 
 up: $(STAMP) $(LAUNCHER)
 	$(BIN)/jetcron up
@@ -99,7 +101,7 @@ schemas: $(STAMP)
 bench: $(STAMP) $(LAUNCHER) peers-tools
 	$(BIN)/python bench/run.py
 
-# jetcron beside its peers in one window (bench/peers.py, docs/benchmarks.md "Ahead of the peers"): Celery on Redis
+# jetcron beside its peers in one window (bench/peers.py, docs/benchmarks.md "Beside the peers"): Celery on Redis
 # and a bare JetStream pipeline of the same hops. Debian's redis-server is installed when missing.
 bench-peers: $(STAMP) $(LAUNCHER) peers-tools
 	$(BIN)/python bench/run.py --only bench.peers

@@ -1,7 +1,7 @@
 """What the protocol's eight acknowledged writes per run allow on this server, with no service at all.
 
-A run of a `now` job is eight acknowledged writes in series (docs/benchmarks.md, "Why the targets are out of
-reach in this shape"): the job, the run record's create (the fire gate), `PlaceRun`, the `assigned` CAS,
+A run of a `now` job is eight acknowledged writes in series (docs/benchmarks-history.md, "Why the targets
+were out of reach in v1's shape"): the job, the run record's create (the fire gate), `PlaceRun`, the `assigned` CAS,
 `AssignRun`, the run lease (with its Nats-TTL), the finish report and the `succeeded` CAS. This bench makes
 exactly those writes, on jetcron's own streams and buckets (`ensure_topology`), from one process through
 jetcron's own ack path (`jetcron.bus.acks`), with nothing else: no consumer reads them, no service decides anything,
@@ -9,7 +9,7 @@ no message is delivered to anyone. It is a bound, not a model: every real run co
 
 - **Throughput floor**: `--runs` chains, `--concurrency` of them in flight; runs/s and its ratio to the raw
   publish rate measured beside it (the denominator of the `always` ≥ 15 % and default ≥ 5 % targets,
-  docs/benchmarks.md).
+  docs/benchmarks-history.md).
 - **Idle floor**: one chain at a time; p50/p99 of the eight writes, and of a bare `true` spawned and reaped
   from asyncio (the agent's child, at its cheapest): together the least an idle submit → `succeeded` can take.
 - The client's own CPU per chain, to show that the bound is the server's and not this process's.

@@ -11,12 +11,11 @@ messages of the same run.
   delivered the message with, and that subject carries the message's stored time (`$JS.ACK.<stream>.<consumer>.
   <delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`): a core subscription on `$JS.ACK.>` reads it. A core
   subscription on the subjects themselves is the fallback (our receipt time, counted in `fallbacks`). An
-  assignment handed to its agent directly (`assign_by` direct, the default) is stored nowhere: `assigned_to_lease`
-  is then its hop, the `assigned` record to the claim the agent stores before it answers, where it claims first
-  (`run_claim` eager); a run due now that starts before its claim (lazy, the default) and ends within a quarter
-  second stores none, and `assigned_to_spawned` (the agent's clock for the spawn) is its hop. A finish report handed
-  to the tracker directly (`report_by`) is not stored either: its moment is the agent's exit (agent clock), and
-  `exited_to_succeeded` its hop.
+  assignment handed to its agent directly is stored nowhere: `assigned_to_lease` is then its hop, the `assigned`
+  record to the claim the agent stores before it answers, where it claims first; a run due now that starts before
+  its claim and ends within a quarter second stores none, and `assigned_to_spawned` (the agent's clock for the
+  spawn) is its hop. A finish report handed to the tracker directly is not stored either: its moment is the agent's
+  exit (agent clock), and `exited_to_succeeded` its hop.
 - The agent's own clock (same host) gives the child's spawn and exit: a run shorter than START_REPORT_DELAY
   reports once, its finish carrying `started_at`.
 """
@@ -70,8 +69,8 @@ HOPS: list[tuple[str, str, str]] = [
     ("observed", "submit", "observed"),
 ]
 """(name, from, to): moments of timeline(). A leading dot marks a part of the hop above it: the two parts of
-created -> assigned exist only where a PlaceRun is written (JETCRON_PLACE_BY=message); with the record hand-off
-placement takes the run from its record, and nothing is stored between the two."""
+created -> assigned exist only where a PlaceRun is written (a re-drive, or a service of the previous release);
+with the record hand-off placement takes the run from its record, and nothing is stored between the two."""
 _PARTS_OF_PLACING = (".created_to_place", ".place_to_assigned")
 LEAVES = [h[0] for h in HOPS if h[0].startswith(".") and h[0] not in _PARTS_OF_PLACING] + [
     "created_to_assigned", "assigned_to_assign", "assigned_to_spawned", "finished_to_succeeded"]
@@ -298,22 +297,19 @@ def _limits(base: Path) -> str:
     return "?"
 
 
-def run(n: int, reps: int, sync_always: bool, gap: float, spare: bool, handoffs: str = "direct") -> dict[str, Any]:
-    """`handoffs`: the system's JETCRON_ASSIGN_BY and JETCRON_REPORT_BY; the default's results keep the names they
-    always had."""
+def run(n: int, reps: int, sync_always: bool, gap: float, spare: bool) -> dict[str, Any]:
     per_rep: list[dict[str, Any]] = []
-    name = ("idle_hops" if spare else "idle_hops_no_spare") + ("" if handoffs == "direct" else f"_{handoffs}")
+    name = "idle_hops" if spare else "idle_hops_no_spare"
     for rep in range(reps):
-        with system(sync_always=sync_always, agents=1, agent_env={"JETCRON_AGENT_SPARE": str(spare).lower()},
-                    JETCRON_ASSIGN_BY=handoffs, JETCRON_REPORT_BY=handoffs) as jc:
+        with system(sync_always=sync_always, agents=1, agent_env={"JETCRON_AGENT_SPARE": str(spare).lower()}) as jc:
             result = asyncio.run(measure(jc.url, n, gap))
             limits = _limits(jc.base)
         result = {"bench": name, "rep": rep + 1, "sync_always": sync_always, "runs": n, "agent_spare": spare,
-                  "handoffs": handoffs, "agent_limits": limits, **result}
+                  "agent_limits": limits, **result}
         emit(result)  # one line per repetition; bench.run keeps the last line of a name, the summary below
         per_rep.append(result)
     out: dict[str, Any] = {"bench": name, "sync_always": sync_always, "runs": n, "reps": reps,
-                           "agent_spare": spare, "handoffs": handoffs, "agent_limits": per_rep[-1]["agent_limits"],
+                           "agent_spare": spare, "agent_limits": per_rep[-1]["agent_limits"],
                            "write_rtt_p50_ms": summary([r["write_rtt_p50_ms"] for r in per_rep])}
     for name, _, _ in HOPS:
         for q in ("p50", "p99"):
@@ -331,17 +327,10 @@ def main() -> None:
     parser.add_argument("--sync", choices=("always", "default", "both"), default="always")
     parser.add_argument("--spare", choices=("on", "off", "both"), default="on",
                         help="the agent's spare child (JETCRON_AGENT_SPARE); both: off, then on, to compare")
-    parser.add_argument("--handoffs", default="direct",
-                        help="how assignments reach the agent and finish reports the tracker, comma-separated to "
-                             "compare: direct, stream (JETCRON_ASSIGN_BY and JETCRON_REPORT_BY)")
     args = parser.parse_args()
-    handoffs = args.handoffs.split(",")
-    if unknown := sorted(set(handoffs) - {"direct", "stream"}):
-        parser.error(f"--handoffs: unknown setting {', '.join(unknown)} (direct, stream)")
     for sync in {"always": (True,), "default": (False,), "both": (True, False)}[args.sync]:
         for spare in {"on": (True,), "off": (False,), "both": (False, True)}[args.spare]:
-            for by in handoffs:
-                emit(run(args.runs, args.reps, sync, args.gap, spare, by))
+            emit(run(args.runs, args.reps, sync, args.gap, spare))
 
 
 if __name__ == "__main__":

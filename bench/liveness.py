@@ -1,4 +1,4 @@
-"""Writes by purpose while runs are in flight: liveness per agent against liveness per run.
+"""Writes by purpose while runs are in flight: what keeps them alive is each agent's own lease, not the runs.
 
 One system (nats-server with fsync before ack, api, trigger, placement, run tracker) and a virtual fleet
 (bench/fleet.py: the agent's own code, simulated executions) of `--agents` agents with `--slots` slots each; as
@@ -6,10 +6,10 @@ many runs as slots are submitted, each simulated to run `--seconds`, and once ev
 writes are counted per stream for `--window` seconds: the lease bucket (run claims, agents' own leases), the agents
 registry (heartbeats), the runs bucket (records), the events stream (reports), the dispatch streams, the leader and
 shard leases, the services' registry, and all streams together.
-Each run goes on past the window, so the window holds only what keeps runs in flight alive. Once per protocol
-(`--liveness agent,run`), `--reps` times each; the runs lost in the window (the tracker's "run lease gone") must
-be 0. Prints one JSON line: per protocol, medians [min-max] of each stream's writes/s, and the lease writes per
-second per run in flight.
+Each run goes on past the window, so the window holds only what keeps runs in flight alive. `--reps` times; the
+runs lost in the window (the tracker's "run lease gone") must be 0. Prints one JSON line: medians [min-max] of each
+stream's writes/s, and the lease writes per second per run in flight. (Liveness per run, one renewal per run every
+TTL/3, measured beside it until it was removed: docs/decisions-protocol.md.)
 """
 
 from __future__ import annotations
@@ -53,13 +53,13 @@ def _running(fleet: Fleet) -> int:
     return sum(len(member.agent.attempts) for member in fleet.agents.values() if member.agent is not None)
 
 
-def measure(liveness: str, args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: argparse.Namespace) -> dict[str, Any]:
     runs = args.agents * args.slots
     with system(sync_always=True, services=("api", "trigger", "placement", "run_tracker"),
                 JETCRON_RUN_LEASE_TTL=str(args.ttl)) as jc:
         base = Settings(nats_url=jc.url, nats_monitor_url=jc.server.monitor_url, data_dir=str(jc.base),
-                        heartbeat=args.heartbeat, run_lease_ttl=args.ttl, liveness=liveness,  # type: ignore[arg-type]
-                        agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots)
+                        heartbeat=args.heartbeat, run_lease_ttl=args.ttl, agent_cpu=float(args.slots),
+                        agent_memory_mb=1024 * args.slots)
         fleet = Fleet(base, args.agents, slots=args.slots, sim=SimExecution.parse(f"fixed:{args.seconds}", "0"))
         # the virtual agents' JSON logs (structlog's, bound to stdout at boot): this bench's line is the only one
         with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
@@ -96,23 +96,19 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=5.0)
     parser.add_argument("--ttl", type=float, default=10.0, help="JETCRON_RUN_LEASE_TTL (renewals at a third)")
     parser.add_argument("--heartbeat", type=float, default=2.0)
-    parser.add_argument("--liveness", default="agent,run")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    by_protocol: dict[str, dict[str, Any]] = {}
-    for liveness in args.liveness.split(","):
-        reps = [measure(liveness, args) for _ in range(args.reps)]
-        for rep in reps:
-            print(f"{liveness}: {rep}", file=sys.stderr, flush=True)
-        by_protocol[liveness] = {
-            "writes_per_s": {p: summary([r["writes_per_s"][p] for r in reps]) for p in [*PURPOSES, "all"]},
-            "lease_writes_per_run_per_s": summary([r["lease_writes_per_run_per_s"] for r in reps]),
-            "in_flight_at_end": [r["in_flight_at_end"] for r in reps],
-            "lost_in_window": sum(r["lost_in_window"] for r in reps),
-        }
+    reps = []
+    for _ in range(args.reps):
+        reps.append(measure(args))
+        print(reps[-1], file=sys.stderr, flush=True)
     emit({"bench": "liveness", "sync_always": True, "agents": args.agents, "slots": args.slots,
           "runs_in_flight": args.agents * args.slots, "run_seconds": args.seconds, "window_s": args.window,
-          "run_lease_ttl": args.ttl, "heartbeat_s": args.heartbeat, "reps": args.reps, "by_liveness": by_protocol,
+          "run_lease_ttl": args.ttl, "heartbeat_s": args.heartbeat, "reps": args.reps,
+          "writes_per_s": {p: summary([r["writes_per_s"][p] for r in reps]) for p in [*PURPOSES, "all"]},
+          "lease_writes_per_run_per_s": summary([r["lease_writes_per_run_per_s"] for r in reps]),
+          "in_flight_at_end": [r["in_flight_at_end"] for r in reps],
+          "lost_in_window": sum(r["lost_in_window"] for r in reps),
           "date": time.strftime("%Y-%m-%d", time.gmtime())})
     os._exit(0)  # the fleet's threads: leave without waiting on them
 

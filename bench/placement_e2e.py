@@ -7,7 +7,7 @@ heartbeat real AgentInfo records into `jc_agents` (every 2 s, as agents do), and
 revision-checked write), then publish RunFinished(succeeded) carrying the start. 1,000 agent
 processes would not fit this machine; the server and placement see the same traffic either way.
 
-A backlog of N runs is recorded (KV create, as the trigger does) and handed to placement (PlaceRun),
+A backlog of N runs is recorded (KV create, as the trigger does: the record is the hand-off to placement),
 all due now, before the placement process starts: it loads its books (1,000 agents, N waiting records),
 takes the lease, and places the backlog. Measured, from its "placement leader" log line (books loaded):
 
@@ -35,11 +35,8 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from bench import raw_js
 from bench.common import System, summary, system
 from jetcron.bus import lease as lease_store
-from jetcron.bus.publish import StreamPublisher
-from jetcron.config import Settings
 from jetcron.core.ids import run_id
 from jetcron.core.models import AgentInfo, JobSpec, Resources, Run, RunState
-from jetcron.ops.dispatch import dispatch
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, RunFinished
@@ -106,7 +103,6 @@ async def submit(js: nats.js.JetStreamContext, runs: int, due: datetime, tag: st
                   due_at=due, created_at=datetime.now(UTC), spec=spec)
         async with gate:
             await kv.create(run.run_id, encode(run))
-            await dispatch(StreamPublisher(js), run, place_by=Settings().place_by)
 
     await asyncio.gather(*(one(i) for i in range(runs)))
 

@@ -37,12 +37,12 @@ def top_frames(raw: Path, n: int = 12) -> list[dict[str, object]]:
 
 
 def run(runs: int, seconds: int, service: str | None = None, keep: Path | None = None, mode: str = "sim",
-        rate: int = 100, assign_by: str = "direct") -> dict[str, object]:
+        rate: int = 100) -> dict[str, object]:
     """`mode`: "sim" (2 sim agents, scenario 1a) or "true" (4 agents running `true`, scenario 1b; an agent's CPU
-    then includes its children's). `assign_by`: the system's JETCRON_ASSIGN_BY."""
+    then includes its children's)."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     sim = mode == "sim"
-    with system(sync_always=True, agents=2 if sim else 4, sim=sim, JETCRON_ASSIGN_BY=assign_by) as jc:
+    with system(sync_always=True, agents=2 if sim else 4, sim=sim) as jc:
         before = {name: _cpu_seconds(p.pid, not sim) for name, p in jc.procs.items()}
         result: dict[str, object] = {}
         worker = threading.Thread(target=lambda: result.update(zip(
@@ -62,7 +62,7 @@ def run(runs: int, seconds: int, service: str | None = None, keep: Path | None =
             shutil.copyfile(raw, keep)
         done = int(result.get("done", 0) or 0)
         after = {name: _cpu_seconds(p.pid, not sim) - before[name] for name, p in jc.procs.items()}
-        return {"bench": "profile", "mode": mode, "runs": runs, "assign_by": assign_by,
+        return {"bench": "profile", "mode": mode, "runs": runs,
                 ("profiled_service" if service else "hottest_service"): hottest,
                 "cpu_ms_per_run": {k: round(v / max(1, done) * 1000, 3) for k, v in after.items()},
                 "top_frames": top_frames(raw) if raw.exists() else [],
@@ -79,10 +79,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=["sim", "true"], default="sim",
                         help="sim agents (scenario 1a), or 4 agents running `true` (1b)")
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
-    parser.add_argument("--assign-by", choices=["direct", "stream"], default="direct",
-                        help="how placement hands assignments to agents (JETCRON_ASSIGN_BY)")
     args = parser.parse_args()
-    emit(run(args.runs, args.seconds, args.service, args.keep, args.mode, args.rate, args.assign_by))
+    emit(run(args.runs, args.seconds, args.service, args.keep, args.mode, args.rate))
 
 
 if __name__ == "__main__":

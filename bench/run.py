@@ -1,4 +1,4 @@
-"""`make bench`: every scenario, results as JSON in bench/results/ and a table in docs/benchmarks.md."""
+"""`make bench`: every scenario, results as JSON in bench/results/ and their tables in docs/benchmarks-results.md."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-DOC = ROOT / "docs" / "benchmarks.md"
+DOC = ROOT / "docs" / "benchmarks-results.md"
 START, END = "<!-- generated: bench/run.py -->", "<!-- end generated -->"
 
 # The scale scenarios (`make bench-scale`, docs/benchmarks.md "Scale"): the largest sizes this machine carries
@@ -33,21 +33,10 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
         ["--mode", "true", "--runs", "5000", "--reps", "3"],
         ["--mode", "true", "--runs", "50", "--reps", "1", "--sync", "default"],
     ),
-    # the record hand-off against PlaceRun messages, one after the other in each repetition (handoff_sim_*.json)
-    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--place-by",
-                          "record,message"], None),
-    # the direct hand-offs against their streams, one after the other in each repetition (assign_sim_*.json,
-    # report_sim_*.json); idle, in alternating pairs: docs/decisions-protocol.md
-    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--assign-by",
-                          "direct,stream"], None),
+    # finish reports handed to the trackers directly against every one on the events stream's trail, one after the
+    # other in each repetition (report_sim_*.json): what JETCRON_REPORT_BY=stream costs
     ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--report-by",
                           "direct,stream"], None),
-    # a `now` job made with its end (the shard's fire mark) against the trigger's end write (now_end_sim_*.json)
-    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--now-job-end",
-                          "created,fired"], None),
-    # a run due now started before its claim against the claim before its child (claim_sim_*.json)
-    ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--run-claim",
-                          "lazy,eager"], None),
     # finish reports handed over a few dozen to a request against one to a request (report_batch_sim_*.json)
     ("bench.throughput", ["--mode", "sim", "--runs", "5000", "--reps", "3", "--sync", "always", "--report-batch",
                           "32,1"], None),
@@ -82,7 +71,7 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # the virtual fleet's cost by size (docs/fleet.md): one process carries ~500 agents on this machine
     ("bench.fleet", ["--sizes", "50,200,500", "--runs", "1000", "--faults"],
      ["--sizes", "5", "--runs", "10", "--faults", "--window", "2", "--heartbeat", "1"]),
-    # writes by purpose with 500 runs in flight, liveness per agent against per run (docs/decisions-protocol.md)
+    # writes by purpose with 500 runs in flight: the leases follow the agents, not the runs (docs/decisions-protocol.md)
     ("bench.liveness", [], ["--agents", "4", "--slots", "3", "--seconds", "40", "--window", "4", "--settle", "2",
                             "--ttl", "3", "--reps", "1"]),
     # 300 agents x 5 slots, 100 killed and 100 frozen at once with every slot running (docs/benchmarks.md, "Scale")

@@ -266,8 +266,8 @@ def measure(args: argparse.Namespace, rep: int) -> dict[str, Any]:
                 JETCRON_RUN_LEASE_TTL=str(args.ttl), JETCRON_HEARTBEAT=str(args.heartbeat)) as jc:
         # Every finish by the events stream: "none succeeded twice" counts the success reports stored there.
         base = Settings(nats_url=jc.url, nats_monitor_url=jc.server.monitor_url, data_dir=str(jc.base),
-                        heartbeat=args.heartbeat, run_lease_ttl=args.ttl, liveness=args.liveness,
-                        agent_cpu=float(args.slots), agent_memory_mb=1024 * args.slots, report_by="stream")
+                        heartbeat=args.heartbeat, run_lease_ttl=args.ttl, agent_cpu=float(args.slots),
+                        agent_memory_mb=1024 * args.slots, report_by="stream")
         loaded = asyncio.run(_load_schedules(jc, args.schedules)) if args.scenario == "steady_day" else 0.0
         seconds = f"exp:{args.seconds},{args.seconds * 5}" if args.scenario == "steady_day" else f"fixed:{args.seconds}"
         fleet: Fleet | ProcessFleet = (
@@ -327,7 +327,6 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="each simulated run's duration")
     parser.add_argument("--ttl", type=float, default=10.0, help="JETCRON_RUN_LEASE_TTL")
     parser.add_argument("--heartbeat", type=float, default=2.0)
-    parser.add_argument("--liveness", default="agent", choices=["agent", "run"])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--series", default=str(ROOT / "bench" / "results" / "scale"),
                         help="folder for each repetition's series (bench/scale_plot.py); -: none")
@@ -340,7 +339,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "bench": f"scale_{args.scenario}", "sync_always": True, "agents": args.agents, "slots": args.slots,
         "run_seconds": args.seconds, "run_lease_ttl": args.ttl, "heartbeat_s": args.heartbeat,
-        "liveness": args.liveness, "reps": reps, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        "reps": reps, "date": time.strftime("%Y-%m-%d", time.gmtime())}
     result |= {key: summary([r[key] for r in reps if r[key] is not None]) for key in SUMMARIES[args.scenario]}
     if args.scenario == "dead_hosts":
         result |= {"kill": args.kill, "freeze": args.freeze}

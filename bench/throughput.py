@@ -69,13 +69,10 @@ async def spawn_rate(n: int = 2000, concurrency: int = 8) -> float:
 Variant = tuple[str, str, dict[str, str]]
 """(result name, the setting's value, the settings the system runs with)."""
 
-LEVERS = {"place_by": ("JETCRON_PLACE_BY", "handoff", ("record", "message")),
-          "assign_by": ("JETCRON_ASSIGN_BY", "assign", ("direct", "stream")),
-          "report_by": ("JETCRON_REPORT_BY", "report", ("direct", "stream")),
-          "now_job_end": ("JETCRON_NOW_JOB_END", "now_end", ("created", "fired")),
-          "run_claim": ("JETCRON_RUN_CLAIM", "claim", ("lazy", "eager")),
+LEVERS = {"report_by": ("JETCRON_REPORT_BY", "report", ("direct", "stream")),
           "report_batch": ("JETCRON_AGENT_REPORT_BATCH", "report_batch", ("32", "1"))}
-"""Each protocol lever compared: its setting, the name its comparisons' results take, its values (default first)."""
+"""Each setting of the protocol an operator may choose, compared: its setting, the name its comparisons' results
+take, its values (default first)."""
 
 
 def variants(mode: str, chosen: dict[str, list[str]]) -> list[Variant]:

@@ -13,13 +13,11 @@ from jetcron.core.errors import Misconfigured
 from jetcron.core.retention import ClusterHistory
 from jetcron.core.sim import SimExecution
 from jetcron.core.uid_pool import parse_uid_range
-from jetcron.wire.messages import HandBy, PlaceBy
+from jetcron.wire.messages import HandBy
 
 _Count = Annotated[int, Field(ge=0)]
 _MiB = 1024 * 1024
 _GiB = 1024 * _MiB
-NowJobEnd = Literal["created", "fired"]
-RunClaim = Literal["lazy", "eager"]
 
 
 class Settings(BaseSettings):
@@ -47,51 +45,21 @@ class Settings(BaseSettings):
     """Stream and bucket replicas; default 1 on one node, 3 on a cluster."""
 
     run_lease_ttl: float = Field(default=10.0, gt=1)
-    """Seconds a run lease lives without renewal (judged by the server); agents renew at a third of it. With
-    liveness per agent, the TTL of each agent's own lease, which fences every attempt it holds."""
-    liveness: Literal["agent", "run"] = "agent"
-    """What an agent renews to keep its runs alive: `agent`, one lease of its own (every `run_lease_ttl`/3) to
-    which each run claim is bound, so that runs in flight cost no renewals; `run`, each run's own claim (the
-    protocol before: a renewal per run every `run_lease_ttl`/3). A tracker judges each claim by what it says, so
-    agents of both kinds may share a cluster (docs/deploy.md, upgrading)."""
-    place_by: PlaceBy = "record"
-    """How a run waiting for placement reaches the placement leader: `record`, by its run record alone (the leader
-    follows the runs bucket and holds every `scheduled` record, so no PlaceRun is written: one acknowledged write
-    less per run); `message`, by a PlaceRun on JC_PLACE as well (the protocol before, for a cluster whose placement
-    replicas are older). Either way a run still `scheduled` past its due time is re-driven by the tracker as a
-    PlaceRun, which placement consumes too (docs/deploy.md, upgrading)."""
-    assign_by: HandBy = "direct"
-    """How placement hands an assignment to its agent: `direct`, a core NATS request the agent answers once it has
-    taken the attempt (started it, or stored its claim: `run_claim`), so no AssignRun is written (one acknowledged
-    write less per run); an assignment not answered so within `handoff_timeout` (no responder, no free slot, a
-    frozen agent) goes to JC_ASSIGN as before. `stream`, always JC_ASSIGN (the protocol before); an agent set so
-    does not answer direct requests, so agents of both kinds may share a cluster (docs/deploy.md, upgrading)."""
+    """Seconds a run lease lives without renewal (judged by the server): each agent's own lease, which fences every
+    attempt it holds, and a run claim of its own (a gang member's); each is renewed at a third of it."""
     report_by: HandBy = "direct"
     """How an agent's finish report reaches the run trackers: `direct`, a core NATS request a tracker answers once
     it has written the run record, so no RunFinished is stored (one acknowledged write less per run); a report not
-    answered so within `handoff_timeout` (no tracker of this version, a finish ahead of its start, the storage
-    slow) goes to JC_EVENTS as before. `stream`, always JC_EVENTS (the protocol before); a tracker serves both."""
-    now_job_end: NowJobEnd = "created"
-    """When a `now` job's record gets its end (its Nats-TTL: its runs' retention): `created`, as the api makes it,
-    so that the trigger writes nothing to it once its run is recorded (its shard's fire mark says it has fired:
-    one write per shard now and then, not one per job; jetcron.core.fire_marks). `fired`, by the trigger once its run is
-    recorded (a write per job: the protocol before, for a cluster whose triggers are older; docs/deploy.md,
-    upgrading). A trigger serves both."""
-    run_claim: RunClaim = "lazy"
-    """When an attempt writes its run claim: `lazy`, for a run due now that its agent took by the direct hand-off
-    (`assign_by` direct) under its own lease (`liveness` agent), once the run has gone on for a quarter second,
-    just before its start report: a run that ends sooner writes no claim (its finish is fenced by its attempt and
-    its agent, as every report of an attempt not yet started is; one acknowledged write less per run). `eager`,
-    every attempt before its child starts (the protocol before). A tracker judges both alike: a run is claimed,
-    or its child is stopped, well within `assign_stall` of its assignment (docs/decisions-protocol.md)."""
+    answered so within `handoff_timeout` (no tracker answering, a finish ahead of its start, the storage slow)
+    goes to JC_EVENTS. `stream`, every finish to JC_EVENTS: for a cluster where every finish must be on the events
+    stream's trail of each run's reports, at one stored write per run. Trackers take both."""
     handoff_timeout: float = Field(default=0.5, gt=0, le=30)
     """Seconds placement waits for an agent's answer to a direct hand-off (an agent for a tracker's) before it sends
     the message to its stream; a taker that let one pass is sent to the stream only for `handoff_timeout` × 20
     after."""
     run_claim_ttl: float = Field(default=600.0, gt=1)
-    """Seconds a run claim bound to its agent's lease lives without renewal (liveness `agent`): the agent renews
-    it at a third of this, so that it outlives no run by much once the run has ended; its liveness is the agent
-    lease's, not this."""
+    """Seconds a run claim bound to its agent's lease lives without renewal: the agent renews it at a third of
+    this, so that it outlives no run by much once the run has ended; its liveness is the agent lease's, not this."""
     leader_lease_ttl: float = Field(default=5.0, gt=1)
     """Seconds a placement or tracker leader lease lives without renewal."""
     trigger_shards: int = Field(default=16, ge=1, le=4096)
@@ -237,7 +205,7 @@ class Settings(BaseSettings):
     raised in place at start."""
     place_queue_max: int = Field(default=2_000_000, ge=10)
     """Messages the placement and assignment queue streams hold at most, and runs the placement leader holds
-    waiting (`place_by` record); submits are refused (unavailable, retry) once any is 90 % full."""
+    waiting (their records are the hand-off); submits are refused (unavailable, retry) once any is 90 % full."""
     history_keep_seconds: float = Field(default=3 * 86400.0, gt=0)
     """Seconds a finished run is kept after it ended (its record with every attempt, its events and output), where
     neither its job nor its tenant says otherwise (HistoryPolicy); then the server removes it (per-message TTL)."""

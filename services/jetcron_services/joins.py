@@ -18,7 +18,6 @@ from jetcron.core.join_marks import JoinMark, Mark, from_newest, mark_key, marks
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply
-from jetcron.ops.dispatch import dispatch
 from jetcron.wire import subjects as s
 from jetcron_services.runtime import Context
 
@@ -144,6 +143,5 @@ class Joins:
             return None
         if changed is None:
             return None
-        await self.recorded(changed[1])
-        await dispatch(self.ctx.publisher, changed[1], place_by=self.ctx.settings.place_by)
+        await self.recorded(changed[1])  # its `scheduled` record is its hand-off to placement
         return changed[1]

@@ -67,7 +67,7 @@ STOP_POLL = 0.25
 CANCELLED_CLEANUP = 1.5
 """Seconds a service cut short has for its own clean-up (an agent ends its spare and its reaper)."""
 UVLOOP = frozenset({"api", "trigger", "placement", "run_tracker"})
-"""The services on a run's path run on uvloop: 5 % less CPU per run than asyncio's loop (docs/benchmarks.md).
+"""The services on a run's path run on uvloop: 5 % less CPU per run than asyncio's loop (docs/benchmarks-history.md).
 The agent keeps asyncio's own loop, whose child watcher and pipes its children and spares are tested on; the
 gateway and the notifier are not on a run's path."""
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from harness import Services, wait_for
 
-from jetcron.core.models import JobSpec, Schedule, ScheduleKind
+from jetcron.core.models import JobSpec, Priority, Resources, Schedule, ScheduleKind
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError, RateLimitedError, UnavailableError
+from jetcron.wire import subjects as s
+from jetcron.wire.codec import encode
+from jetcron.wire.messages import PlaceRun
 
 YEARLY = Schedule(kind=ScheduleKind.CRON, cron="0 0 1 1 *")
 
@@ -54,18 +59,16 @@ async def test_a_tenant_at_its_pending_cap_waits_for_runs_to_start(services: Ser
 
 async def test_a_full_placement_queue_refuses_submits_instead_of_losing_them(services: Services,
                                                                            client: Client) -> None:
-    # placement is not running, so runs handed over by message (an older publisher) pile up in its queue stream
-    # (10 at most here)
-    await services.start_system(agents=0, core=("api", "trigger"), JETCRON_PLACE_QUEUE_MAX="10",
-                                JETCRON_PLACE_BY="message")
+    # placement is not running, so the PlaceRuns that services of the previous release (set to hand runs over by
+    # message) publish pile up in its queue stream (10 at most here)
+    await services.start_system(agents=0, core=("api",), JETCRON_PLACE_QUEUE_MAX="10")
+    js = client.nc.jetstream()
     for i in range(9):
-        await client.jobs.create(_now(f"job-{i}"))
-
-    async def queued() -> int | None:
-        info = await client.nc.jetstream().stream_info("JC_PLACE")
-        return info.state.messages if info.state.messages >= 9 else None
-
-    await wait_for(queued, 20, what="9 runs in the placement queue")
+        run_id = f"job-{i}.older"
+        await js.publish(s.place_subject(Priority.NORMAL), encode(PlaceRun(
+            run_id=run_id, attempt=1, job=f"job-{i}", tenant="default", priority=Priority.NORMAL,
+            resources=Resources(), due_at=datetime.now(UTC))), headers={"Nats-Msg-Id": s.msg_id(run_id, 1, "place")})
+    assert (await js.stream_info(s.STREAM_PLACE)).state.messages == 9
 
     name, error = await _refused_submit(client, 5, "a full queue to refuse a submit")
     assert error.retryable and "JC_PLACE queue is full" in str(error) and "of 10)" in str(error)

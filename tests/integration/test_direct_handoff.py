@@ -1,19 +1,26 @@
 """The direct hand-offs on a real nats-server: placement hands each assignment to its agent with a core request the
-agent answers once its claim is stored, so JC_ASSIGN stores nothing; an agent of the earlier protocol
-(`JETCRON_ASSIGN_BY=stream`) gets its assignments by the stream; an answer that comes too late sends the
-assignment by the stream as well, and the run still runs once. The agent hands its finish report to the trackers
-the same way (`JETCRON_REPORT_BY`), answered once the run record is written."""
+agent answers once its claim is stored, so JC_ASSIGN stores nothing; an AssignRun a placement of the previous release
+published to JC_ASSIGN is still taken; an answer that comes too late sends the assignment by the stream as well, and
+the run still runs once. The agent hands its finish report to the trackers the same way, answered once the run record
+is written; one set to `JETCRON_REPORT_BY=stream` (as an agent of the previous release may be) reports by the
+stream."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nats
 from harness import Services, wait_for
 from placement_support import job, runs_of, start
 
+from jetcron.core.models import Run
+from jetcron.core.run_state import RunEvent
+from jetcron.core.runs import Change, apply
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
+from jetcron.wire.codec import decode, encode
+from jetcron.wire.messages import AssignRun
 
 
 async def assign_stream(url: str) -> tuple[int, int, int, int]:
@@ -53,19 +60,43 @@ async def test_runs_handed_to_their_agent_directly_store_no_assignment(
     assert await assign_stream(services.server.url) == (0, 0, 0, 0)
 
 
-async def test_an_agent_of_the_earlier_protocol_gets_its_assignments_by_the_stream(
-        services: Services, client: Client) -> None:
-    # Given an agent that does not answer direct hand-offs (JETCRON_ASSIGN_BY=stream: a cluster mid-upgrade)
-    await start(services, {"agent-1": {"JETCRON_ASSIGN_BY": "stream"}})
+async def assign_as_the_previous_release(url: str, run_id: str, agent: str) -> None:
+    """What a placement of the previous release set to the stream (JETCRON_ASSIGN_BY=stream there) did to hand a
+    run to `agent`: the `assigned` CAS, then an AssignRun on JC_ASSIGN carrying that write's revision as its token."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        runs = await js.key_value(s.BUCKET_RUNS)
+        entry = await runs.get(run_id)
+        run = decode(entry.value or b"", Run)
+        new = apply(run, Change(event=RunEvent.ASSIGN, agents=[agent]), datetime.now(UTC))
+        token = await runs.update(run_id, encode(new), last=entry.revision)
+        assert new.spec is not None
+        await js.publish(s.assign_subject(agent), encode(AssignRun(
+            run_id=run_id, attempt=run.attempt, job=run.job, agent=agent, spec=new.spec, scheduled_at=run.scheduled_at,
+            due_at=run.due_at, keep_seconds=run.keep_seconds, token=token)),
+            headers={"Nats-Msg-Id": s.msg_id(run_id, run.attempt, f"assign.{agent}")})
+    finally:
+        await nc.close()
 
-    # When two runs are due now
-    names = ["older0", "older1"]
-    for name in names:
-        await client.call("jobs.create", job(name, "true"))
 
-    # Then each runs once, both by the stream, each taken once and acked
-    await each_succeeds_once(client, names)
-    assert await assign_stream(services.server.url) == (2, 0, 0, 0)
+async def test_an_assignment_a_placement_of_the_previous_release_published_to_the_stream_runs_once(
+        services: Services, client: Client, tmp_path: Path) -> None:
+    # Given an agent and no placement of this version, and a run recorded (a yearly job run by hand)
+    await services.start_system(agents=1, core=("api", "run_tracker"))
+    ran = tmp_path / "ran.log"
+    by_hand = job("older", "sh", "-c", f'echo "$JETCRON_ATTEMPT" >> {ran}')
+    by_hand["spec"]["schedule"] = {"kind": "cron", "cron": "0 0 1 1 *"}
+    await client.call("jobs.create", by_hand)
+    run = await client.call("jobs.trigger", {"name": "older"})
+
+    # When a placement of the previous release assigns it to the agent by the stream
+    await assign_as_the_previous_release(services.server.url, run["run_id"], "agent-1")
+
+    # Then it runs once, at its first attempt, taken from the stream once and acked
+    await each_succeeds_once(client, ["older"])
+    assert ran.read_text().split() == ["1"]
+    assert await assign_stream(services.server.url) == (1, 0, 0, 0)
 
 
 async def test_an_answer_too_late_sends_the_assignment_by_the_stream_too_and_the_run_runs_once(
@@ -109,8 +140,10 @@ async def test_finish_reports_handed_to_the_trackers_directly_store_no_event(
     assert await finished_events(services.server.url) == 0
 
 
-async def test_an_agent_of_the_earlier_protocol_reports_by_the_stream(services: Services, client: Client) -> None:
-    # Given an agent that publishes its reports to the events stream (JETCRON_REPORT_BY=stream)
+async def test_an_agent_set_to_report_by_the_stream_has_each_finish_stored_there_and_applied(
+        services: Services, client: Client) -> None:
+    # Given an agent that publishes its reports to the events stream (JETCRON_REPORT_BY=stream: every finish on the
+    # stream's trail, as an agent of the previous release may also be set)
     await start(services, {"agent-1": {"JETCRON_REPORT_BY": "stream"}})
     names = ["streamed0", "streamed1"]
     for name in names:

@@ -1,15 +1,16 @@
-"""A run due now starts before its claim (`run_claim` lazy) on a real nats-server: one that ends within a quarter second
-writes no claim at all, so its path is the job, the fire gate, the `assigned` write and the terminal write; one
-that goes on writes its claim, bound to its agent's lease, before its start report. Its fencing token, in the child's
-environment and on the record, is the revision of the record's `assigned` write, in a runs bucket made from the
-fencing floor, `eager` or not. A runs bucket made before (its sequence from 1) keeps the claim before the child and
-its revision as the token; `eager` keeps the claim before the child."""
+"""A run due now starts before its claim on a real nats-server: one that ends within a quarter second writes no claim
+at all, so its path is the job, the fire gate, the `assigned` write and the terminal write; one that goes on writes
+its claim, bound to its agent's lease, before its start report. Its fencing token, in the child's environment and on
+the record, is the revision of the record's `assigned` write, in a runs bucket made from the fencing floor, whether
+the attempt claims before its child or not. A runs bucket made before (its sequence from 1) keeps the claim before
+the child and its revision as the token."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import nats
@@ -67,7 +68,7 @@ async def writes(url: str) -> AsyncIterator[Writes]:
 
 async def test_a_run_that_ends_at_once_writes_no_claim_and_its_token_is_its_assignment(
         services: Services, client: Client, tmp_path: Path) -> None:
-    # Given the system with the default `run_claim` (lazy), and the runs and lease buckets watched
+    # Given the system, and the runs and lease buckets watched
     await services.start_system(agents=1)
     async with writes(services.server.url) as seen:
         # When three runs due now each write their fencing token and end
@@ -91,7 +92,7 @@ async def test_a_run_that_ends_at_once_writes_no_claim_and_its_token_is_its_assi
 
 async def test_a_run_that_goes_on_writes_its_claim_bound_to_its_agent_before_it_is_shown_running(
         services: Services, client: Client, tmp_path: Path) -> None:
-    # Given the system with the default `run_claim`
+    # Given the system
     await services.start_system(agents=1)
     async with writes(services.server.url) as seen:
         # When a run due now goes on for a second
@@ -140,14 +141,17 @@ async def test_a_runs_bucket_made_before_keeps_the_claim_before_the_child_and_it
         assert (tmp_path / "t").read_text().strip() == str(run["token"])
 
 
-async def test_eager_claims_every_run_before_its_child_and_keeps_the_assignments_token(
+async def test_an_attempt_that_claims_before_its_child_keeps_the_assignments_token(
         services: Services, client: Client) -> None:
-    # Given the system set to claim before every child (`JETCRON_RUN_CLAIM=eager`)
-    await services.start_system(agents=1, JETCRON_RUN_CLAIM="eager")
+    # Given the system; a run assigned ahead of its due time claims before its child (its claim covers the wait), as
+    # every attempt of an agent of the previous release set to claim first (JETCRON_RUN_CLAIM=eager there) does
+    await services.start_system(agents=1)
     async with writes(services.server.url) as seen:
-        # When a run due now ends at once
-        await client.call("jobs.create", now_job("eager", "true"))
-        run = await the_run(client, "eager", when=state_is("succeeded"), what="the run to succeed")
+        # When a run due in a few seconds (staged ahead by the trigger's horizon) ends at once
+        due = (datetime.now(UTC) + timedelta(seconds=4)).isoformat()
+        await client.call("jobs.create", {"spec": {"name": "ahead", "command": ["true"],
+                                                   "schedule": {"kind": "at", "at": due}}})
+        run = await the_run(client, "ahead", when=state_is("succeeded"), timeout=30, what="the run to succeed")
 
         # Then it wrote its claim; its token is still its assignment's (a cluster's tokens never change kind, so
         # a run's next attempt never gets a lower one)

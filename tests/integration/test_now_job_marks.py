@@ -1,9 +1,11 @@
 """A `now` job is made with its end, and its shard's fire mark says it has fired: the trigger writes nothing to
-the job, and a trigger started later plans no job the mark covers (jetcron.core.fire_marks), on a real nats-server."""
+the job, and a trigger started later plans no job the mark covers (jetcron.core.fire_marks), on a real nats-server.
+One an api of the previous release made without its end is fired and ended by the trigger."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import nats
@@ -14,10 +16,10 @@ from nats.js import JetStreamContext
 from jetcron.bus.registry import Registry
 from jetcron.core.fire_marks import mark_key
 from jetcron.core.ids import shard_of
-from jetcron.core.models import JobRecord
+from jetcron.core.models import JobRecord, JobSpec, Schedule, ScheduleKind
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
-from jetcron.wire.codec import decode, plain
+from jetcron.wire.codec import decode, encode, plain
 
 SHARDS = 16  # the default JETCRON_TRIGGER_SHARDS
 CORE = ("api", "placement", "run_tracker")
@@ -165,21 +167,33 @@ async def test_a_now_job_changed_after_it_fired_stays_ended_and_one_changed_befo
         await nc.close()
 
 
-async def test_with_ends_written_when_fired_the_trigger_ends_each_now_job(
+async def test_a_now_job_an_api_of_the_previous_release_made_without_its_end_is_fired_once_and_ended(
         services: Services, client: Client) -> None:
-    # Given an api that makes `now` jobs without their end (JETCRON_NOW_JOB_END=fired: for older triggers)
-    await services.start_system(agents=1, JETCRON_NOW_JOB_END="fired")
-    # When a `now` job fires
-    # Then it was made without an end, and the trigger wrote its end once its run was recorded
+    # Given the system, and a `now` job stored as an api of the previous release set to leave its end to the trigger
+    # made it (JETCRON_NOW_JOB_END=fired there): no end, not marked
+    await services.start_system(agents=1)
     nc = await nats.connect(services.server.url)
     writes = Writes()
     await writes.follow(nc)
     try:
-        await client.call("jobs.create", _now("classic"))
+        spec = JobSpec(name="classic", command=["true"], schedule=Schedule(kind=ScheduleKind.NOW))
+        made = datetime.now(UTC)
+        jobs = await nc.jetstream().key_value(s.BUCKET_JOBS)
+        await jobs.create(spec.key, encode(JobRecord(spec=spec, created_at=made, updated_at=made)))
+        # When the trigger fires it
         await wait_for(lambda: _succeeded_once(client, "classic"), 30, what="classic to succeed")
+        # Then it ran once, and the trigger wrote its end once its run was recorded (no mark says it fired)
         await wait_for(lambda: len(writes.of("classic")) == 2, 10, what="classic's end")
         assert [(w["fired_by_mark"], bool(w["expires_at"])) for w in writes.of("classic")] == [(False, False),
                                                                                                 (False, True)]
+        # And a trigger started after it, reading the job so ended, plans it no more (its gate refused nothing)
+        services["trigger-1"].stop()
+        services.start("trigger-2", "trigger", JETCRON_AGENT_ID="trigger-2")
+        await services["trigger-2"].wait_logged("trigger ready", 30)
+        await client.call("jobs.create", _now("after"))
+        await wait_for(lambda: _succeeded_once(client, "after"), 30, what="after to succeed")
+        assert await wait_for(lambda: _counted(services, "trigger-2"), 15, what="trigger-2's metrics") == [0.0]
+        assert len(await _runs(client, "classic")) == 1
     finally:
         await nc.close()
 

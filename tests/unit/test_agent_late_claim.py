@@ -1,5 +1,5 @@
-"""An attempt started before its claim (`run_claim` lazy, jetcron.core.leases.claims_late): a run that ends within a
-quarter second writes no claim; one that goes on writes it before its start report; one whose claim is held for a newer
+"""An attempt started before its claim (jetcron.core.leases.claims_late): a run that ends within a quarter second
+writes no claim; one that goes on writes it before its start report; one whose claim is held for a newer
 attempt, or cannot be written in time, is stopped. Its reports and its child carry the assignment's token."""
 
 from __future__ import annotations
@@ -35,17 +35,15 @@ NONCE = "n0nce"
 KEY = s.run_lease_key("r")
 
 
-@pytest.mark.parametrize(("mode", "direct", "bound", "token", "due", "late"), [
-    ("lazy", True, NONCE, TOKEN, T0, True),
-    ("eager", True, NONCE, TOKEN, T0, False),  # the protocol before: claimed before the child starts
-    ("lazy", False, NONCE, TOKEN, T0, False),  # from the stream: it may have waited for a slot any time
-    ("lazy", True, "", TOKEN, T0, False),  # its own liveness (liveness `run`): nothing fences it unclaimed
-    ("lazy", True, NONCE, 0, T0, False),  # no token with it (a runs bucket from 1, an older placement)
-    ("lazy", True, NONCE, TOKEN, T0 + timedelta(seconds=1), False),  # staged: its claim covers the wait
+@pytest.mark.parametrize(("direct", "token", "due", "late"), [
+    (True, TOKEN, T0, True),
+    (False, TOKEN, T0, False),  # from the stream: it may have waited for a slot any time
+    (True, 0, T0, False),  # no token with it (a runs bucket from 1, an older placement)
+    (True, TOKEN, T0 + timedelta(seconds=1), False),  # staged: its claim covers the wait
 ])
-def test_only_a_due_direct_assignment_with_its_token_under_an_agent_lease_starts_unclaimed(
-        mode: str, direct: bool, bound: str, token: int, due: datetime, late: bool) -> None:
-    assert claims_late(mode, direct=direct, bound=bound, token=token, due_at=due, now=T0) is late
+def test_only_a_due_direct_assignment_with_its_token_starts_unclaimed(
+        direct: bool, token: int, due: datetime, late: bool) -> None:
+    assert claims_late(direct=direct, token=token, due_at=due, now=T0) is late
 
 
 def test_an_unclaimed_attempt_stops_by_ten_seconds_or_half_the_assignment_stall_whichever_is_sooner() -> None:

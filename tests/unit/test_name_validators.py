@@ -98,7 +98,7 @@ VALIDATORS: list[tuple[str, Check, str, type[Exception], str, str]] = [
      "must be 1-63 letters"),
     ("submission request id", lambda v: Submissions(twin_context()).get(admin(request_id=v)), "req-1", InvalidSpec,
      "request_id", "must be 1-100 letters"),
-    ("delivery id", lambda v: Notifications(twin_context()).redeliver(admin(delivery_id=v)), "acme.nightly-1",
+    ("delivery id", lambda v: Notifications(twin_context()).redeliver(admin(delivery_id=v)), "acme.nightly.20261201T000000000Z.dead-1-0",
      InvalidSpec, "delivery_id", "is not a delivery id"),
     ("agent id", checked_agent_id, "agent-1", Misconfigured, "", "JETCRON_AGENT_ID=.*must be 1-63 letters"),
     ("idempotency key", created_with_key, "deploy-42", InvalidSpec, "idempotency_key",

@@ -97,7 +97,7 @@ async def test_a_record_alone_hands_its_run_to_the_leader_and_a_late_place_run_i
     await leading(ctx, placer)
     assert list(placer.held) == [run.run_id]
 
-    # When a PlaceRun of the same attempt comes (a re-drive, or an older publisher), it is acked at once: the
+    # When a PlaceRun of the same attempt comes (a re-drive, or from the previous release), it is acked at once: the
     # held record is what any leader takes up, and the message is not kept (nor touched every 10 s)
     (msg,) = await queue.fetch(1, 1)
     await placer.take(msg)  # returns (the consumer acks it) rather than raising Hold (kept unacked)

@@ -198,7 +198,7 @@ async def test_runs_whose_agent_still_has_reports_queued_wait_for_them_and_cost_
     assert await tracker.lost() == sorted(f"j{i}.x" for i in range(HERD))
     again = [(await tracker.ctx.runs.get(f"j{i}.x"))[0] for i in range(HERD)]
     assert {(run.state, run.attempt) for run in again} == {(RunState.SCHEDULED, 2)}
-    # handed to placement by those records (JETCRON_PLACE_BY=record): no PlaceRun
+    # handed to placement by those records alone: no PlaceRun
     assert cast(MemoryPublisher, tracker.ctx.publisher).on(s.PLACE_ALL) == []
 
 

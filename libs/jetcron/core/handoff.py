@@ -8,7 +8,7 @@ from collections.abc import Sequence
 QUIET_FOR = 20
 """A taker that let a hand-off go unanswered is skipped (the stream straight away) for this many timeouts: a frozen
 agent, until its heartbeat entry expires, would cost every placement pass that assigns to it the whole wait, and
-a taker of the earlier protocol (no responder) a round trip per message."""
+a taker of the previous release that serves no hand-off subject (no responder) a round trip per message."""
 
 DIRECT_REPORTS_MOST = 16
 """A finish report is handed to the trackers directly only while at most this many of its agent's reports are in

@@ -87,13 +87,14 @@ def claim_by(handed_at: float, assign_stall: float) -> float:
     return handed_at + min(CLAIM_WITHIN, assign_stall / 2)
 
 
-def claims_late(mode: str, *, direct: bool, bound: str, token: int, due_at: datetime, now: datetime) -> bool:
-    """Whether an attempt starts before its claim is written (`run_claim` lazy), claiming only once it has gone on
-    for a while (services/jetcron_services/agent/attempt.START_REPORT_DELAY): a run that ends sooner writes none.
+def claims_late(*, direct: bool, token: int, due_at: datetime, now: datetime) -> bool:
+    """Whether an attempt starts before its claim is written, claiming only once it has gone on for a while
+    (services/jetcron_services/agent/attempt.START_REPORT_DELAY): a run that ends sooner writes none; any other
+    claims before its child starts.
 
     Only where nothing else needs the claim first: its fencing token came with the assignment (the child's
     environment carries it from the start; `token`), it was handed over directly, just after it was written
     (from the stream it may have waited for a slot any time, so its claim is what tells it whether it is still
-    the run's), its liveness is its agent's (`bound`: the agent lease fences it while unclaimed), and it is due
-    (a staged run's claim is what covers its wait). A gang member is never asked: its lease is its own."""
-    return mode == "lazy" and direct and bool(bound) and token > 0 and due_at <= now
+    the run's), and it is due (a staged run's claim is what covers its wait). Its liveness is its agent's lease,
+    which fences it while unclaimed; a gang member, whose lease is its own, is never asked."""
+    return direct and token > 0 and due_at <= now

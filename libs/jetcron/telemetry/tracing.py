@@ -106,7 +106,7 @@ def tracer(name: str) -> trace.Tracer:
 
 # The fields of the SDK's default propagators (W3C trace context and baggage). While the global propagator
 # reads and writes nothing else, a plain traceparent is handled here in a few microseconds instead of the
-# propagators' generic path (~8 us per message, 6 % of the services' CPU: docs/benchmarks.md); a message or
+# propagators' generic path (~8 us per message, 6 % of the services' CPU: docs/benchmarks-history.md); a message or
 # context with anything more (tracestate, baggage, another version or form) still goes through them.
 _W3C_FIELDS = frozenset({HDR_TRACEPARENT, "tracestate", "baggage"})
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")

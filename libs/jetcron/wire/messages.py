@@ -240,9 +240,6 @@ class ServiceInstance(_Msg, frozen=True, kw_only=True):
     heartbeat_at: datetime
 
 
-PlaceBy = Literal["record", "message"]
-"""How a run waiting for placement reaches the leader: its `scheduled` record alone, or a PlaceRun as well."""
-
 HandBy = Literal["direct", "stream"]
 """How a message reaches its taker: `direct`, a core request answered once what the taker did with it is stored
 (the stream only when it is not answered so); `stream`, always by its stream."""

@@ -88,7 +88,7 @@ class AttemptDeps:
     agent_nonce: Callable[[], str] = lambda: ""
     """The nonce of the agent lease held now ("" while none is): a bound claim is the agent's while it matches."""
     finishes: FinishBatches | None = None
-    """Finish reports handed to the trackers directly (`report_by` direct); None: each goes to the events stream."""
+    """Finish reports handed to the trackers directly; None: each goes to the events stream (`report_by` stream)."""
 
 
 class Attempt:
@@ -111,7 +111,7 @@ class Attempt:
         self.window = deps.reports
         """The agent's reports in flight (RunStarted, RunFinished): a herd's reports queue here, its starts do not."""
         self.bound = lease.value.bound
-        """The agent lease nonce the claim is bound to (liveness per agent); "" when the claim is its own."""
+        """The agent lease nonce the claim is bound to; "" for a gang member's, which is its own."""
         self.lease_ttl = ctx.settings.run_claim_ttl if self.bound else ctx.settings.run_lease_ttl
         """The claim's TTL: a bound one is renewed rarely (its liveness is the agent's lease), its own every TTL/3."""
         self.granted = self.lease_ttl if granted is None else granted

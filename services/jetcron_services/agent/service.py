@@ -85,9 +85,8 @@ class Agent:
                                                  self.reports)
         """Attempts assigned ahead of their due time (a staged herd), holding their slots but no tasks yet."""
         self.lease_writes = asyncio.Semaphore(LEASE_WRITES)
-        self.liveness = AgentLiveness(ctx, agent_id, lost=self._lease_lost, stops=self._stops) \
-            if ctx.settings.liveness == "agent" else None
-        """This agent's own lease, which its run claims are bound to (None: each run renews its own claim)."""
+        self.liveness = AgentLiveness(ctx, agent_id, lost=self._lease_lost, stops=self._stops)
+        """This agent's own lease, which its run claims (a gang member's aside) are bound to."""
         self.draining = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.handoffs = Taker(self._handed, fault="agent.handoff_answer")
@@ -106,7 +105,7 @@ class Agent:
                                 agent_id=agent_id, scratches=scratches, launcher=setup.launcher) if spares else None
         self.deps = AttemptDeps(strays=self.strays, setup=setup, reports=self.reports, user=self.job_user,
                                 spares=self.spares, scratches=scratches, sim=sim or SimExecution(),
-                                agent_nonce=lambda: self.liveness.nonce if self.liveness is not None else "",
+                                agent_nonce=lambda: self.liveness.nonce,
                                 finishes=FinishBatches(
                                     Direct(ctx.rpc, "report", ctx.settings.handoff_timeout), agent_id,
                                     most=ctx.settings.agent_report_batch,
@@ -207,7 +206,7 @@ class Agent:
 
     async def _lease(self, cmd: AssignRun, msg: Message, direct: bool) -> Attempt | None:
         """Take the assignment's lease and make its attempt; None when the lease is held elsewhere. A run due now
-        handed over directly is made with its claim still to take (`run_claim` lazy: Attempt._claim_late)."""
+        handed over directly is made with its claim still to take (Attempt._claim_late)."""
         settings, now = self.ctx.settings, self.ctx.clock.now()
         if cmd.gang:
             # A member's lease covers no wait: its keeper renews it from the start.
@@ -216,13 +215,12 @@ class Agent:
             bound = ""
         else:
             key, kind = s.run_lease_key(cmd.run_id), Attempt
-            bound = self.liveness.nonce if self.liveness is not None else ""
-            if self.liveness is not None and not bound:
+            bound = self.liveness.nonce
+            if not bound:
                 raise Retry(1.0, "agent lease not held")  # lost a moment ago: taken afresh within a second
-            granted = leases.first_grant(settings.run_claim_ttl if bound else settings.run_lease_ttl, cmd.due_at,
-                                         now, queued=len(self.waiting), start_rate=settings.agent_start_rate)
-            if leases.claims_late(settings.run_claim, direct=direct, bound=bound, token=cmd.token, due_at=cmd.due_at,
-                                  now=now):
+            granted = leases.first_grant(settings.run_claim_ttl, cmd.due_at, now, queued=len(self.waiting),
+                                         start_rate=settings.agent_start_rate)
+            if leases.claims_late(direct=direct, token=cmd.token, due_at=cmd.due_at, now=now):
                 return kind(self.ctx, self.deps, cmd, unclaimed(key, self.agent_id, cmd.attempt, bound),
                             partial(self._env, cmd, cmd.token), continue_trace(msg.headers), granted,
                             time.monotonic())
@@ -487,17 +485,14 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
     if agent.spares is not None:
         agent.spares.refill()
     liveness = agent.liveness
-    kept = None
-    if liveness is not None:  # held before the first assignment is taken, kept until the drain is over
-        if not await liveness.take():
-            return
-        kept = background(ctx, liveness.keep())
+    if not await liveness.take():  # held before the first assignment is taken, kept until the drain is over
+        return
+    kept = background(ctx, liveness.keep())
     remake = partial(ctx.consumers.ensure, s.STREAM_ASSIGN, agent_durable(agent.agent_id))
     durable = await remake()
     control = await ctx.rpc.serve(s.control_subject(agent.agent_id), agent.on_control)
     # Served before the first heartbeat, which is what makes placement send anything here.
-    handoff = await ctx.rpc.serve(s.handoff_subject(agent.agent_id), agent.handoffs.on_request, flush=True) \
-        if ctx.settings.assign_by == "direct" else None
+    handoff = await ctx.rpc.serve(s.handoff_subject(agent.agent_id), agent.handoffs.on_request, flush=True)
     consume_stop = asyncio.Event()
     if setup.gpus[0]:
         await agent.gpu_health.check()  # the first heartbeat already carries a result
@@ -515,12 +510,10 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
                  launcher=setup.launcher is not None)
     await ctx.stop.wait()
     consume_stop.set()
-    if handoff is not None:  # refused while draining anyway: placement's stream path is the one for the rest
-        await handoff.unsubscribe()
+    await handoff.unsubscribe()  # refused while draining anyway: placement's stream path is the one for the rest
     await agent.drain()
-    if liveness is not None and kept is not None:
-        liveness.finished.set()
-        tasks.append(kept)
+    liveness.finished.set()
+    tasks.append(kept)
     await control.unsubscribe()
     # A heartbeat or a pull waiting on a server that does not answer would hold the stop for the JetStream
     # timeout: cut short once the connection is lost (an assignment not acknowledged yet is redelivered).
@@ -529,7 +522,7 @@ async def _serve(ctx: Context, agent: Agent, setup: HostSetup, scratches: Scratc
         for task in tasks:
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    if liveness is not None and ctx.rpc.connected:
+    if ctx.rpc.connected:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(liveness.release(), timeout=STOP_WRITE_TIMEOUT)
     if ctx.rpc.connected:

@@ -1,7 +1,7 @@
 """Admission control at submit: a tenant over its submit rate or its pending-runs cap is refused
 (rate_limited, with a retry-after), and so is every submit while a placement queue is nearly full
-(unavailable, retry): better a clear refusal than an acknowledged job whose runs cannot be queued. With the
-record hand-off, placement's queue is the runs its leader holds, as it last counted them.
+(unavailable, retry): better a clear refusal than an acknowledged job whose runs cannot be queued. Placement's
+queue is the runs its leader holds from their records, as it last counted them.
 
 Reads are cached for a second: a tenant's policy, placement's queue depths, the queue streams' sizes. The
 submit rate is counted per api replica (a token bucket in memory), so N replicas admit up to N times the rate.
@@ -69,18 +69,16 @@ class Admission:
         for stream in (s.STREAM_PLACE, s.STREAM_ASSIGN):
             messages, limit = await self.cache.get(f"stream.{stream}", partial(self._size, stream), (0, 0))
             admission.check_queue(stream, messages, limit)
-        depths: QueueDepths | None = None
-        if self.ctx.settings.place_by == "record":
-            # The runs waiting for placement are records the leader holds, not messages of JC_PLACE: its count
-            # is what bounds them (and the leader's memory) now.
-            depths = await self.cache.get("depths", self._read_depths, None)
-            waiting = sum(depths.by_tenant.values()) if depths is not None else 0
-            admission.check_queue("placement", waiting, self.ctx.settings.place_queue_max)
+        # The runs waiting for placement are records the leader holds, not messages of JC_PLACE (which holds only
+        # re-drives, and the PlaceRuns of services of the previous release): its count is what bounds them (and
+        # the leader's memory).
+        depths = await self.cache.get("depths", self._read_depths, None)
+        waiting = sum(depths.by_tenant.values()) if depths is not None else 0
+        admission.check_queue("placement", waiting, self.ctx.settings.place_queue_max)
         policy = await self.cache.get(f"policy.{tenant}", lambda: self._policy(tenant), None)
         if policy is None:
             return
         if policy.max_pending_runs is not None:
-            depths = depths or await self.cache.get("depths", self._read_depths, None)
             pending = depths.by_tenant.get(tenant, 0) if depths is not None else 0
             admission.check_pending(tenant, pending, policy.max_pending_runs)
         if policy.max_submits_per_second is not None:

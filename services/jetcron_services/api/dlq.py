@@ -7,7 +7,6 @@ import msgspec
 from jetcron.core.errors import Conflict, WriteConflict
 from jetcron.core.ids import keyed_replay_id, replay_run_id
 from jetcron.core.models import Run, RunState
-from jetcron.ops.dispatch import dispatch
 from jetcron.ops.dlq import dead_lettered
 from jetcron.wire import verbs as v
 from jetcron.wire.api import Page
@@ -65,6 +64,5 @@ class Dlq(Noun):
                 if key is not None:
                     return (await self.ctx.runs.get(replay_id))[0]
                 continue
-            await dispatch(self.ctx.publisher, replay, place_by=self.ctx.settings.place_by)
-            return replay
+            return replay  # its `scheduled` record is its hand-off to placement
         raise Conflict(f"run {run_id} was replayed too many times")

@@ -18,7 +18,6 @@ from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, 
 from jetcron.core.retention import fires_by_mark, settled, validate_history
 from jetcron.core.runs import WAITING_STATES, new_run
 from jetcron.core.validate import decode_spec, validate_spec
-from jetcron.ops.dispatch import dispatch
 from jetcron.telemetry.tracing import current_trace_id
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
@@ -179,7 +178,7 @@ class Jobs(Noun):
         # A one-off job's run continues this request's trace (the trigger fires it from a KV watch, no message).
         record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id(),
                            warnings=await self.capacity.warnings(spec))
-        if self.ctx.settings.now_job_end == "created" and fires_by_mark(spec):
+        if fires_by_mark(spec):
             # Its end from the start, so that firing it costs no second write (jetcron.core.fire_marks).
             ends = now + timedelta(seconds=await self.ctx.history.keep_for(spec))
             record = msgspec.structs.replace(record, expires_at=ends, fired_by_mark=True)
@@ -355,13 +354,12 @@ class Jobs(Noun):
         return await self._record(run)
 
     async def _record(self, run: Run) -> Run:
+        """Record a run; a `scheduled` record is its hand-off to placement."""
         try:
             await self.ctx.runs.create(run.run_id, run)
         except WriteConflict:
             existing, _ = await self.ctx.runs.get(run.run_id)
             return existing
-        if run.state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
         return run
 
     @verb

@@ -2,9 +2,9 @@
 
 Listing a tenant's keys is the server naming every one (a stream info with a subject filter): at 100,000 jobs of
 one tenant that is about 5 MB of JSON on every page of `jobs list` and of the dashboard, most of a page's time
-(docs/benchmarks.md). Pages are read far more often than jobs change, so the sorted list is kept with the bucket's
-mark (Records.mark: its last revision and message count) from before it was listed, and used again while the mark
-is the same. A page asked for after any write the server acknowledged sees a later mark and lists afresh, so a
+(docs/benchmarks-history.md). Pages are read far more often than jobs change, so the sorted list is kept with the
+bucket's mark (Records.mark: its last revision and message count) from before it was listed, and used again while
+the mark is the same. A page asked for after any write the server acknowledged sees a later mark and lists afresh, so a
 job just created or deleted, through this replica or another, is on the next page as it was without the cache.
 """
 

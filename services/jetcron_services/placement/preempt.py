@@ -166,9 +166,8 @@ class Preemptor:
         assert victim.guards is not None
         grace = victim.guards.grace_seconds
         settings = self.ctx.settings
-        new = await preempt_run(self.ctx.runs, self.ctx.leases, self.ctx.rpc, self.ctx.publisher, victim.run_id,
-                                victim.attempt, plan.victim_reason(), now, settings.run_lease_ttl, grace,
-                                place_by=settings.place_by)
+        new = await preempt_run(self.ctx.runs, self.ctx.leases, self.ctx.rpc, victim.run_id, victim.attempt,
+                                plan.victim_reason(), now, settings.run_lease_ttl, grace)
         if new is None:
             return  # it ended (or was lost or cancelled) meanwhile: its place is free all the same
         metrics.child(metrics.PREEMPTIONS, queue=victim.queue, reason=plan.short).inc()

@@ -84,8 +84,7 @@ class Placer:
         of the messages of runs assigned, once their assignments are sent."""
         self._sending: dict[str, asyncio.Future[None]] = {}
         """Assignments being handed to their agents (_send), by run: each outlives the pass that made it."""
-        self.handoff = Direct(ctx.rpc, "assign", ctx.settings.handoff_timeout) \
-            if ctx.settings.assign_by == "direct" else None
+        self.handoff = Direct(ctx.rpc, "assign", ctx.settings.handoff_timeout)
         """Assignments handed to their agents directly, the stream only for those not taken so (jetcron.bus.direct)."""
         self.preemptor = Preemptor(ctx, view)
         """A run with no place may take that of lower-priority runs whose policy allows it (preempt.py)."""
@@ -140,8 +139,8 @@ class Placer:
         """A record waiting for placement, from the runs watch (at takeover, every one the view keeps), as the
         PlaceRun it stands for.
 
-        The record is the hand-off (`place_by` record: no PlaceRun comes for it), so the leader holds it at once;
-        a PlaceRun of the same attempt, re-driven or from an older publisher, joins the held entry. A held run
+        The record is the hand-off (no PlaceRun comes for it), so the leader holds it at once; a PlaceRun of the
+        same attempt, re-driven or from a publisher of the previous release, joins the held entry. A held run
         whose record names another priority or queue (runs.set_priority) moves in the queue, keeping how long it
         has waited."""
         held = self.held.get(cmd.run_id)
@@ -276,7 +275,7 @@ class Placer:
         does not answer (a NATS node lost): the run is already recorded as assigned, and a failure here once ended
         the placement loop for good (chaos suite). One never sent leaves the run `assigned` until the tracker
         re-dispatches it as not started. Waiting for the agent's answer takes no write slot; the publish does."""
-        if self.handoff is not None and await self.handoff.hand(agent, s.handoff_subject(agent), encode(cmd)):
+        if await self.handoff.hand(agent, s.handoff_subject(agent), encode(cmd)):
             return
         for tries in range(1, OUTAGE_TRIES + 1):
             try:
@@ -490,14 +489,15 @@ async def lead(ctx: Context, view: View) -> None:
 
 async def record_tokens(ctx: Context) -> bool:
     """Whether assignments carry their fencing tokens (AssignRun.token), so that an agent may start a run before
-    its claim (`run_claim` lazy): only where the runs bucket was made from the fencing floor (jetcron.bus.topology
-    .FENCED_BUCKETS), whose revisions lie above every lease token its cluster handed out. A bucket made before
-    counts from 1, below the claims' revisions its runs' earlier attempts carried: its attempts keep those.
+    its claim (jetcron.core.leases.claims_late): only where the runs bucket was made from the fencing floor
+    (jetcron.bus.topology.FENCED_BUCKETS), whose revisions lie above every lease token its cluster handed out. A
+    bucket made before counts from 1, below the claims' revisions its runs' earlier attempts carried: its attempts
+    keep those.
 
     Read once, before the replica contends for the lead, and waited for while the storage does not answer: a
-    guess either way could make a run's token go down. Whatever `run_claim` says: once a cluster's tokens are its
-    records' revisions they stay so (an `eager` agent's too), for a claim's revision may lie below an earlier
-    attempt's record token."""
+    guess either way could make a run's token go down. Once a cluster's tokens are its records' revisions they stay
+    so (for an attempt that claims before its child too, and for an agent of the previous release set to claim
+    every attempt first), for a claim's revision may lie below an earlier attempt's record token."""
     while True:
         try:
             return leases.record_tokens((await ctx.streams.state(s.kv_stream(s.BUCKET_RUNS))).starts_at)

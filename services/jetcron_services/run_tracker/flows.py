@@ -21,7 +21,6 @@ from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, 
 from jetcron.core.retention import stream_ttl
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change, apply, new_run
-from jetcron.ops.dispatch import dispatch
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -222,8 +221,6 @@ class Flows:
         except WriteConflict:
             return  # recorded already, by another tracker's release of the same successes
         await self.joins.recorded(run)
-        if state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
 
     async def maybe_expire_waits(self, active: Mapping[str, Run], now: datetime) -> None:
         if time.monotonic() - self._expired_at < WAIT_SWEEP_EVERY:
@@ -287,11 +284,8 @@ class Flows:
             return
         except JetcronError:
             raise
-        if state is RunState.WAITING:
-            return
-        if state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
-            return
+        if state in (RunState.WAITING, RunState.SCHEDULED):
+            return  # a `scheduled` record is its own hand-off to placement
         await self._blocked(run)
 
     async def _blocked(self, run: Run) -> None:
@@ -322,7 +316,5 @@ class Flows:
         if changed is None:
             return
         new = changed[1]
-        if new.state is RunState.SCHEDULED:
-            await dispatch(self.ctx.publisher, new, place_by=self.ctx.settings.place_by)
-        elif new.state is RunState.BLOCKED:
+        if new.state is RunState.BLOCKED:
             await self._blocked(new)

@@ -34,7 +34,7 @@ from jetcron.core.reconcile import (
 )
 from jetcron.core.run_state import RunEvent
 from jetcron.core.runs import Change
-from jetcron.ops.dispatch import dispatch
+from jetcron.ops.dispatch import redrive
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, tracer
 from jetcron.wire import subjects as s
@@ -326,7 +326,7 @@ class Reconciler:
                     return
                 metrics.child(metrics.REDRIVES, step="scheduled").inc()
                 with _span(seen, "redrive"):
-                    await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by, redrive=times)
+                    await redrive(self.ctx.publisher, run, times)
             case step.Lose(loss=loss, reason=reason):
                 if loss is step.Loss.NOT_STARTED:
                     metrics.child(metrics.REDRIVES, step="assigned").inc()

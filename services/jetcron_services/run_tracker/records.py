@@ -9,7 +9,6 @@ from jetcron.core import retry
 from jetcron.core.models import Run, RunState
 from jetcron.core.notify import with_missed
 from jetcron.core.runs import Change, apply
-from jetcron.ops.dispatch import dispatch
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -69,10 +68,7 @@ class Records:
         if len(new.missed) > len(old.missed):
             await announce_missed(self.ctx, new, new.missed[len(old.missed):])
         if new.state is RunState.SCHEDULED and new.attempt > old.attempt:
-            metrics.RETRIES.inc()
-            await dispatch(self.ctx.publisher, new, place_by=self.ctx.settings.place_by)
-        elif new.state is RunState.SCHEDULED and old.state is RunState.WAITING:
-            await dispatch(self.ctx.publisher, new, place_by=self.ctx.settings.place_by)
+            metrics.RETRIES.inc()  # its `scheduled` record is its hand-off to placement
         if new.state is RunState.DEAD:
             metrics.DEAD_LETTERED.inc()
             await self.ctx.publisher.publish(s.dlq_subject(new.job), DeadLettered(

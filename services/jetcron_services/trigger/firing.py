@@ -1,4 +1,5 @@
-"""Carry out one job's FirePlan: record each occurrence (the KV-create fire gate), dispatch, then the cursor."""
+"""Carry out one job's FirePlan: record each occurrence (the KV-create fire gate; a `scheduled` record is its
+hand-off to placement), then the cursor."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from jetcron.core.retention import one_shot
 from jetcron.core.runs import new_run
 from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
 from jetcron.ops.control import cancel_run
-from jetcron.ops.dispatch import dispatch
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, current_trace_id, link_to, messaging_span, tracer
 from jetcron.wire import subjects as s
@@ -28,8 +28,9 @@ from jetcron_services.runtime import Context
 from jetcron_services.trigger.calendars import CalendarView
 
 log = structlog.get_logger("jetcron.trigger")
-# Well inside the streams' 2-minute duplicate window, so a re-publish of a delivered PlaceRun is dropped.
-REDISPATCH_WITHIN = timedelta(seconds=60)
+# How long after an occurrence's time a replica that meets its fire gate still supersedes the run before it, in
+# case the replica that recorded it died first; past that, the one that recorded it has done so.
+SUPERSEDE_WITHIN = timedelta(seconds=60)
 _tracer = tracer("trigger")
 
 
@@ -57,7 +58,7 @@ class Firer:
         for fire in plan.fires:
             last_run = await self._record(record, fire, now, last_run, keep)
         if plan.fires:
-            faults.point("trigger.after_publish")  # chaos: runs recorded and dispatched, cursor not moved
+            faults.point("trigger.after_publish")  # chaos: runs recorded (handed to placement), cursor not moved
         # A one-shot job that has fired needs no cursor: its record ends instead (`_end`), no later than its run's.
         one_shot_done = plan.done and one_shot(spec)
         if one_shot_done and plan.fires and not record.fired_by_mark:  # that one's end was made with it
@@ -121,25 +122,6 @@ class Firer:
             await cancel_run(self.ctx.runs, self.ctx.leases, self.ctx.rpc, previous,
                              f"overlap: superseded by {rid}", now, self.ctx.settings.run_lease_ttl)
 
-    async def _redispatch(self, rid: str, now: datetime) -> None:
-        """The recorder may have died (or failed) between the create and the publish: publish again.
-
-        Same message id (`run/1/place`): inside the stream's duplicate window the server drops it if the first
-        one got through, so this costs a read and at most one dropped publish, and the run need not wait for
-        the reconciler's re-drive. Older occurrences are left to the reconciler. Handed over by its record
-        (`place_by` record), the recorded run is with placement already: nothing to read or publish.
-        """
-        if self.ctx.settings.place_by == "record":
-            return
-        found = await self.ctx.runs.maybe(rid)
-        if found is None:
-            return
-        run = found[0]
-        fresh = now - run.created_at < REDISPATCH_WITHIN
-        if run.state is RunState.SCHEDULED and run.attempt == 1 and run.assigned_at is None and fresh:
-            metrics.child(metrics.REDRIVES, step="trigger").inc()
-            await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
-
     async def _record(self, record: JobRecord, fire: PlannedFire, now: datetime, last_run: str, keep: float) -> str:
         spec = record.spec
         rid = run_id(spec.key, fire.nominal)
@@ -170,9 +152,8 @@ class Firer:
             except WriteConflict:
                 # The fire gate: another replica (or our earlier life) already recorded this occurrence.
                 metrics.FIRE_GATE_DUPLICATES.inc()
-                if state is RunState.SCHEDULED and now - fire.nominal < REDISPATCH_WITHIN:
+                if state is RunState.SCHEDULED and now - fire.nominal < SUPERSEDE_WITHIN:
                     await self._supersede(supersede, rid, now)  # our earlier life may have died before it
-                    await self._redispatch(rid, now)
                 return rid if state is not RunState.SKIPPED else last_run
             metrics.child(metrics.OCCURRENCES, result=state.value).inc()
             if spec.depends_on:
@@ -183,5 +164,4 @@ class Firer:
             metrics.FIRE_LATENESS.observe(max(0.0, (now - fire.nominal).total_seconds()))
             if state is RunState.SCHEDULED:
                 await self._supersede(supersede, rid, now)
-                await dispatch(self.ctx.publisher, run, place_by=self.ctx.settings.place_by)
             return rid if state is not RunState.SKIPPED else last_run
