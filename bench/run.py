@@ -49,6 +49,9 @@ SCENARIOS: list[tuple[str, list[str], list[str] | None]] = [
     # the built floor's four writes made by five processes as the services make them, beside jetcron in one window
     ("bench.shape_floor", ["--runs", "5000", "--reps", "3"], ["--runs", "60", "--idle-runs", "3", "--reps", "1"]),
     ("bench.child_floor", ["--runs", "2000", "--reps", "3"], ["--runs", "40", "--reps", "1", "--idle-runs", "5"]),
+    # the CPU of each way a run's child starts: jetcron-launch or its Python twin, spawned or from a spare
+    # (docs/decisions-job-view.md)
+    ("bench.launch_paths", ["--runs", "150", "--reps", "3"], ["--runs", "3", "--reps", "1"]),
     # atomic batches against plain publishes, R1 and R3 (docs/decisions-protocol.md): about 7 minutes
     ("bench.batch_publish", [], ["--sizes", "1,4", "--in-flight", "2", "--seconds", "0.3", "--reps", "1",
                                  "--nodes", "1"]),

@@ -161,10 +161,10 @@ class Settings(BaseSettings):
     joins its groups."""
     agent_launcher: bool = True
     """Start each run's child through jetcron-launch where it is built (make, the image): one static exec that
-    joins the run's groups, binds its private /tmp, sets its limits and switches to the job's user, in place of a
-    chain of setpriv, unshare, sh, env, mount and prlimit ending in perl (about 7 ms less CPU per run;
-    docs/decisions-job-view.md). Off, or where it is missing: the chain. Either way the job's environment reaches
-    its program alone, never a step that runs as root."""
+    joins the run's groups, binds its private /tmp, sets its limits and switches to the job's user. Off, or where
+    it is missing: its twin in Python, the same steps after an interpreter's start (about 15 ms more CPU per run
+    and per spare; docs/decisions-job-view.md). Either way the job's environment reaches its program alone, never
+    a step that runs as root."""
     agent_scratch_dir: str = ""
     """Where each attempt's private scratch directory is made (its working directory, JETCRON_SCRATCH and TMPDIR;
     removed when the attempt ends): a folder of the agent's, mode 0711, with one folder per agent id in it (agents

@@ -97,7 +97,7 @@ def test_a_service_and_an_agent_in_container_mode_start_on_a_server_that_fsyncs(
                             lambda: [a for a in _agents(api) if "container" in a["capabilities"]], 60)
             assert [a["agent_id"] for a in listed] == ["agent-images"], (listed, text(agent.get_wrapped_container()
                                                                                        .logs(tail=40)))
-            # and starts its runs through the image's jetcron-launch, not the chain of tools
+            # and starts its runs through the image's jetcron-launch, not its Python twin
             logs = text(agent.get_wrapped_container().logs())
             ready = next(json.loads(line) for line in logs.splitlines() if '"agent ready"' in line)
             assert ready["launcher"] is True, ready

@@ -1,7 +1,7 @@
 """No process that sets a job's child up as root sees the job's environment
-(services/jetcron_services/agent/host/launch.py): where jetcron-launch is not built, the chain of setpriv, unshare, sh
-and prlimit starts with an empty environment and the job's reaches its own program alone; and names that only a loader,
-libc or shell reads are refused at create. Real agents, a real server."""
+(services/jetcron_services/agent/host/launch.py): jetcron-launch, its twin in Python (where it is not built) and a
+spare start with nothing of the job's, and the job's environment reaches its own program alone; and names that only a
+loader, libc or shell reads are refused at create. Real agents, a real server."""
 
 from __future__ import annotations
 
@@ -99,12 +99,14 @@ async def test_loader_and_shell_variables_are_refused_at_create_by_name(services
     assert (await client.call("jobs.list"))["items"] == []
 
 
-async def test_the_chain_of_tools_never_hands_the_jobs_environment_to_a_root_helper(
-        services: Services, client: Client, tmp_path: Path) -> None:
-    # Given an agent running as root that starts children through the chain of tools (no jetcron-launch, no spare)
-    await services.start_system(agents=1, JETCRON_AGENT_JOB_USER="nobody", JETCRON_AGENT_LAUNCHER="false",
-                                JETCRON_AGENT_SPARE="false")
-    assert '"launcher": false' in services["agent-1"].output()
+@pytest.mark.parametrize(("launcher", "spare"), [("true", "false"), ("false", "false"), ("false", "true")],
+                         ids=["jetcron-launch", "twin", "twin-spare"])
+async def test_the_launcher_never_hands_the_jobs_environment_to_a_root_helper(
+        services: Services, client: Client, tmp_path: Path, launcher: str, spare: str) -> None:
+    # Given an agent running as root that starts children through jetcron-launch or its twin, spawned or in a spare
+    await services.start_system(agents=1, JETCRON_AGENT_JOB_USER="nobody", JETCRON_AGENT_LAUNCHER=launcher,
+                                JETCRON_AGENT_SPARE=spare)
+    assert f'"launcher": {launcher}' in services["agent-1"].output()
     # And a locale whose files are pipes, in a folder only root may enter: a process that loads it waits there
     locales = tmp_path / "locales"
     (locales / LOCALE).mkdir(parents=True)
@@ -137,7 +139,7 @@ async def test_the_chain_of_tools_never_hands_the_jobs_environment_to_a_root_hel
         stop.set()
         await watcher
 
-    # Then no process of its launch loaded anything the job named: setpriv, unshare, sh and prlimit run as root
+    # Then no process of its launch loaded anything the job named: the launcher runs as root
     assert seen == [], f"opened as the job's LOCPATH named: {seen}"
     # And the job's own program got its variables, as it asked
     output = (await client.call("runs.logs", {"run_id": run_id}))["output"]

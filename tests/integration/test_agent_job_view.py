@@ -1,6 +1,6 @@
 """A job's view of the host through both launch paths (services/jetcron_services/agent/host/scratch.py, launch.py,
-spares.py), each set up by jetcron-launch and by the chain of tools it replaces: real processes, real mount namespaces
-and cgroups, no NATS needed.
+spares.py), each set up by jetcron-launch and by its twin in Python: real processes, real mount namespaces and
+cgroups, no NATS needed.
 
 A spawned child and one that took a spare must see the same: its scratch as its working directory and its /tmp,
 owned by its user, mode 0700, nothing of the host's /tmp, the file size bound.
@@ -33,10 +33,10 @@ LOOK = (f'pwd; echo "$JETCRON_SCRATCH $TMPDIR"; stat -c "%a %u" .; id -u; touch 
         'sed -n "s/^Max file size *\\([0-9a-z]*\\).*/\\1/p" /proc/self/limits')
 
 
-@pytest.fixture(params=["jetcron-launch", "tools"])
+@pytest.fixture(params=["jetcron-launch", "twin"])
 def launcher(request: pytest.FixtureRequest) -> str | None:
-    """How the child is set up: jetcron-launch (make builds it), or the chain of setpriv, unshare, sh and mount."""
-    if request.param == "tools":
+    """How the child is set up: jetcron-launch (make builds it), or its twin in Python."""
+    if request.param == "twin":
         return None
     path = launch.launcher_path()
     assert path is not None, "jetcron-launch is not built or does not run here (make builds it)"
@@ -57,7 +57,7 @@ def scratches(tmp_path: Path, launcher: str | None) -> Scratches:
 async def pool(tmp_path: Path, scratches: Scratches, launcher: str | None) -> AsyncIterator[SparePool]:
     root = detect(f"view-{uuid.uuid4().hex[:8]}")
     if not SparePool.usable(root, launcher):
-        pytest.skip(f"spares need cgroups, perl and setpriv (limits here: {root.mechanism})")
+        pytest.skip(f"spares need cgroups (limits here: {root.mechanism})")
     strays = StrayGuard(tmp_path / "agent.pgids", "agent-v")
     made = SparePool(root, max_pids=64, strays=strays, agent_id="agent-v", scratches=scratches, launcher=launcher)
     try:

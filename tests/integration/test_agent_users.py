@@ -72,7 +72,7 @@ async def agent_entry(client: Client, agent_id: str) -> dict[str, Any]:
     return found
 
 
-@pytest.mark.parametrize("launcher", ["true", "false"], ids=["jetcron-launch", "tools"])
+@pytest.mark.parametrize("launcher", ["true", "false"], ids=["jetcron-launch", "twin"])
 async def test_an_agent_with_the_capabilities_runs_each_attempt_as_a_uid_of_its_own_holding_nothing_of_its(
         services: Services, client: Client, agents_own: Path, launcher: str) -> None:
     # Given an agent that is not root, holds a supplementary group, and has the capabilities to switch users as

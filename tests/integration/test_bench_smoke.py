@@ -25,7 +25,7 @@ def _id(module: str, args: list[str]) -> str:
 
 EXPECTED: dict[str, set[str]] = {
     "throughput-sim": {"throughput_sim"}, "throughput-true": {"throughput_true"}, "latency": {"idle_single_run"},
-    "hops": {"idle_hops"}, "floor": {"floor"}, "child_floor": {"child_floor"},
+    "hops": {"idle_hops"}, "floor": {"floor"}, "child_floor": {"child_floor"}, "launch_paths": {"launch_paths"},
     "shape_floor": {"shape_floor"}, "messages": {"messages"},
     "failover": {"failover_trigger", "failover_placement", "failover_agent"},
     "placement_core": {"placement_core"}, "profile": {"profile"},
@@ -71,6 +71,9 @@ def _check(result: dict[str, Any]) -> None:
         assert set(result["ratio_to_bare"]) | set(result["skipped"]) | {"bare"} >= {"bare", "launcher", "groups",
                                                                                       "contained"}
         assert all(0 < ratio["median"] < 3 for ratio in result["ratio_to_bare"].values())
+    elif name == "launch_paths":  # every way this host can start a child has its CPU, or says why it has none
+        assert result["child_cpu_ms_per_run"] or result["skipped"]
+        assert all(cpu["median"] > 0 for cpu in result["child_cpu_ms_per_run"].values())
     elif name == "failover_agent":
         assert result["redispatch_s"]["median"] > 0
     elif name == "longlife":  # the ledger balanced, and every sample names each stream and process

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jetcron.core.job_view import PRIVATE_TMP, data_dir_mode, first_blocked, fsize_blocks, plan
+from jetcron.core.job_view import PRIVATE_TMP, data_dir_mode, first_blocked, plan
 from jetcron.core.uid_pool import UidPool, parse_uid_range, usable_uids
 
 NOBODY = (65534, 65534)
@@ -43,11 +43,6 @@ def test_a_uid_of_its_own_replaces_the_job_user_and_makes_its_scratch_its_home()
 def test_the_jobs_own_tmpdir_and_home_win_but_never_over_jetcron_scratch() -> None:
     view = plan(switch=NOBODY, own_uid=True, private_tmp_ok=False, max_file_mb=1).with_uid(60600)
     assert view.env(SCRATCH, {"TMPDIR": "/big", "HOME": "/home/x"}) == {"JETCRON_SCRATCH": SCRATCH}
-
-
-@pytest.mark.parametrize(("size", "blocks"), [(1, 1), (512, 1), (513, 2), (1024 * 1024, 2048)])
-def test_ulimit_counts_whole_512_byte_blocks(size: int, blocks: int) -> None:
-    assert fsize_blocks(size) == blocks
 
 
 @pytest.mark.parametrize(("current", "traverse", "expected"), [

@@ -16,8 +16,6 @@ SCRATCH_PARENT_MODE = 0o711
 path (where its /tmp is not private) but can list none, so it learns no other attempt's."""
 PRIVATE_TMP = "/tmp"
 """Where a job with a private mount namespace sees its scratch: its /tmp is its scratch."""
-FSIZE_BLOCK = 512
-"""`ulimit -f` counts 512-byte blocks (POSIX; dash, busybox, bash as sh)."""
 
 
 @dataclass(frozen=True)
@@ -60,11 +58,6 @@ def plan(*, switch: tuple[int, int] | None, own_uid: bool, private_tmp_ok: bool,
     return ChildView(user=switch, private_tmp=private_tmp_ok and switch is not None,
                      own_uid=own_uid and switch is not None,
                      max_file_bytes=max_file_mb * 1024 * 1024 if max_file_mb > 0 else None)
-
-
-def fsize_blocks(max_file_bytes: int) -> int:
-    """`ulimit -f` for a byte limit (rounded up to whole blocks)."""
-    return -(-max_file_bytes // FSIZE_BLOCK)
 
 
 def data_dir_mode(current: int, *, traverse: bool) -> int:

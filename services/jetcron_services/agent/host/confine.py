@@ -35,8 +35,8 @@ class JobUser:
 def cannot_switch(euid: int, status: str) -> str | None:
     """Why this agent cannot run jobs as other users (None: it can), from its /proc/self/status. Root needs
     CAP_SETUID and CAP_SETGID (a container may have dropped them); an agent that is not root needs every one of
-    SWITCH_CAPABILITIES, effective and ambient (only ambient capabilities reach the helpers it execs to set a child
-    up: jetcron-launch, setpriv)."""
+    SWITCH_CAPABILITIES, effective and ambient (only ambient capabilities reach the launcher it execs to set a child
+    up: jetcron-launch, or its twin in Python)."""
     sets = {}
     for line in status.splitlines():
         name, _, value = line.partition(":")

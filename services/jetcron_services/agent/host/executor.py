@@ -72,9 +72,9 @@ class Execution:
         self.scratch = scratch
         """The attempt's scratch directory on the host: the child's working directory."""
         self.spare = spare
-        self.launcher = launcher
-        """jetcron-launch, which sets the child up in one exec; None: the chain of tools (launch.command)."""
         """A child already in groups of its own, to start the program in instead of spawning (spares.py)."""
+        self.launcher = launcher
+        """jetcron-launch, which sets the child up in one exec; None: its twin in Python (launch.command)."""
         self.user = user
         """(uid, gid) the child switches to after joining its cgroups; None: the agent's own."""
         self.env = env
@@ -116,20 +116,18 @@ class Execution:
         try:
             # cwd: entered as the agent, before the switch (the job's user may not search the dirs above it)
             self.proc = await asyncio.create_subprocess_exec(
-                *spawn.argv, env=spawn.env,
-                stdin=asyncio.subprocess.DEVNULL if spawn.stdin is None else asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                preexec_fn=spawn.preexec, cwd=self.scratch,
+                *spawn.argv, env=spawn.env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=self.scratch,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError, OSError, subprocess.SubprocessError) as exc:
             if self.limits is not None:
                 self.limits.remove()
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             return Outcome("start_failed", None, f"could not start {self.argv[0]!r}: {why}")
-        if spawn.stdin is not None and self.proc.stdin is not None:
-            # The program's environment, for the child's last step (launch.command): buffered and closed once
-            # written, never waited for here. A child that ended before reading it (a step that failed) says why
-            # through its exit code and stderr.
+        if self.proc.stdin is not None:
+            # The program's environment, for the launcher to hand on (launch.command): buffered and closed once
+            # written, never waited for here. A child that ended before reading it (a bad option) says why through
+            # its exit code and stderr.
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.proc.stdin.write(spawn.stdin)
             self.proc.stdin.close()

@@ -1,7 +1,7 @@
 /*
  * jetcron-launch: sets up a run's child in the child itself, then execs the run's program (the pid stays).
  *
- *   jetcron-launch [--env-stdin] [--join PROCS]... [--private-tmp DIR] [--fsize BYTES] [--as BYTES]
+ *   jetcron-launch [--env-stdin | --spare] [--join PROCS]... [--private-tmp DIR] [--fsize BYTES] [--as BYTES]
  *                  [--nproc N] [--user UID:GID] -- PROGRAM [ARG]...
  *
  * In this order: with --env-stdin, read the program's environment from stdin (NAME=value items, each ended by a
@@ -13,14 +13,21 @@
  * it is set again after it); then the program, by its path, with the environment read (without --env-stdin: the
  * one it was given).
  *
- * It does what the agent's chain of tools did (setpriv, unshare, sh, env and mount, prlimit, setpriv again) in
- * one exec of a static binary. The agent starts it with an empty environment and --env-stdin, so nothing of the
- * job's environment steers it while it is root (a static binary has no dynamic loader, but its libc still reads
- * GLIBC_TUNABLES at start); the job's environment is only the program's.
- * services/jetcron_services/agent/host/launch.py builds its argv; docs/decisions-job-view.md has the measurements.
+ * A spare (--spare, no --user and no program: services/jetcron_services/agent/host/spares.py) takes the steps up
+ * to the rlimits ahead of its run, then waits for the run on stdin: the uid and gid (two empty items: no switch),
+ * the working directory (empty: stay), the number of environment items, the items, then the program and its
+ * arguments, each ended by a NUL. It enters the directory as root (the job's user may not search the folders
+ * above it), switches to the user and starts the program as above. An empty stdin (a spare ended unused): exit 0.
  *
- * Exit 125, with a line on stderr naming the step and the value, when a step fails (nothing of the program ran);
- * 127 when the program could not be started.
+ * The agent starts it with an empty environment and the job's on stdin, so nothing of the job's steers it while
+ * it is root (a static binary has no dynamic loader, but its libc still reads GLIBC_TUNABLES at start); the job's
+ * environment is only the program's. services/jetcron_services/agent/host/launch.py builds its argv;
+ * jetcron_launch.py is its twin in Python, with the same command line, steps and messages, which the agent runs
+ * where this is not built; docs/decisions-job-view.md has the measurements.
+ *
+ * Exit SETUP_FAILED, with a line on stderr naming the step and the value, when a step fails (nothing of the
+ * program ran); NOT_STARTED when the program could not be started. Those numbers and the bounds below are
+ * jetcron_launch.py's, given as -D flags (`python3 jetcron_launch.py --c-defines`: the Makefile and the image do).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,10 +45,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define SETUP_FAILED 125
-#define NOT_STARTED 127
-#define MAX_JOINS 8
-#define MAX_ENV_BYTES (64u << 20)
+#if !defined(SETUP_FAILED) || !defined(NOT_STARTED) || !defined(MAX_JOINS) || !defined(MAX_STDIN_BYTES)
+#error "build with the flags `python3 jetcron_launch.py --c-defines` prints (make does)"
+#endif
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+#define NO_ID 0xFFFFFFFFull /* (uid_t)-1: setresuid and setresgid leave such an id as it is; never a job's */
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
@@ -52,22 +61,33 @@ static void fail(const char *step, const char *value) {
     exit(SETUP_FAILED);
 }
 
+static void fail_on(const char *step, const char *value, const char *detail) {
+    fprintf(stderr, "jetcron: could not %s %s %s: %s\n", step, value, detail, strerror(errno));
+    exit(SETUP_FAILED);
+}
+
 static void usage(const char *option, const char *why, const char *value) {
     fprintf(stderr, "jetcron-launch: %s %s: %s\n", option, why, value);
     exit(SETUP_FAILED);
 }
 
-/* The number in text[0..length), which is part of `value` (what an error shows). */
-static unsigned long long number(const char *option, const char *text, size_t length, const char *value) {
+/* Whether text[0..length) spells a number in decimal digits alone, into *parsed. */
+static int whole(const char *text, size_t length, unsigned long long *parsed) {
     char digits[32];
     if (length == 0 || length >= sizeof digits)
-        usage(option, "is not a whole number", value);
+        return 0;
     memcpy(digits, text, length);
     digits[length] = '\0';
     char *end = NULL;
     errno = 0;
-    unsigned long long parsed = strtoull(digits, &end, 10);
-    if (errno != 0 || *end != '\0' || digits[0] < '0' || digits[0] > '9')
+    *parsed = strtoull(digits, &end, 10);
+    return errno == 0 && *end == '\0' && digits[0] >= '0' && digits[0] <= '9';
+}
+
+/* The number in text[0..length), which is part of `value` (what an error shows). */
+static unsigned long long number(const char *option, const char *text, size_t length, const char *value) {
+    unsigned long long parsed;
+    if (!whole(text, length, &parsed))
         usage(option, "is not a whole number", value);
     return parsed;
 }
@@ -75,8 +95,13 @@ static unsigned long long number(const char *option, const char *text, size_t le
 struct ids {
     uid_t uid;
     gid_t gid;
-    const char *text;
+    char text[96]; /* "uid UID gid GID", as errors name them */
 };
+
+static void name_ids(struct ids *ids, const char *uid, size_t uid_length, const char *gid) {
+    snprintf(ids->text, sizeof ids->text, "uid %.*s gid %.32s", (int)(uid_length < 32 ? uid_length : 32), uid,
+             gid);
+}
 
 static void join(const char *procs) {
     char pid[32];
@@ -121,8 +146,12 @@ static struct ids parse_user(const char *text) {
     const char *colon = strchr(text, ':');
     if (colon == NULL)
         usage("--user", "is not UID:GID", text);
-    struct ids ids = {(uid_t)number("--user", text, (size_t)(colon - text), text),
-                      (gid_t)number("--user", colon + 1, strlen(colon + 1), text), text};
+    unsigned long long uid = number("--user", text, (size_t)(colon - text), text);
+    unsigned long long gid = number("--user", colon + 1, strlen(colon + 1), text);
+    if (uid >= NO_ID || gid >= NO_ID)
+        usage("--user", "is out of range", text);
+    struct ids ids = {(uid_t)uid, (gid_t)gid, ""};
+    name_ids(&ids, text, (size_t)(colon - text), colon + 1);
     return ids;
 }
 
@@ -146,63 +175,72 @@ static void drop_capabilities(const char *text) {
     }
 }
 
-static void switch_user(struct ids ids) {
+/* No supplementary group, the real, effective and saved gid and uid, checked, no capability; then the
+ * parent-death signal again (a credential change clears it), with the parent checked: one that died before it was
+ * set again would never send it. */
+static void switch_user(const struct ids *ids, pid_t parent, const char *program) {
     if (setgroups(0, NULL) != 0)
-        fail("clear the supplementary groups for", ids.text);
-    if (setresgid(ids.gid, ids.gid, ids.gid) != 0)
-        fail("switch to the group of", ids.text);
-    if (setresuid(ids.uid, ids.uid, ids.uid) != 0)
-        fail("switch to the user", ids.text);
+        fail("clear the supplementary groups for", ids->text);
+    if (setresgid(ids->gid, ids->gid, ids->gid) != 0)
+        fail("switch to the group of", ids->text);
+    if (setresuid(ids->uid, ids->uid, ids->uid) != 0)
+        fail("switch to the user", ids->text);
     uid_t ruid, euid, suid;
     gid_t rgid, egid, sgid;
-    if (getresuid(&ruid, &euid, &suid) != 0 || getresgid(&rgid, &egid, &sgid) != 0 || ruid != ids.uid ||
-        euid != ids.uid || suid != ids.uid || rgid != ids.gid || egid != ids.gid || sgid != ids.gid ||
+    if (getresuid(&ruid, &euid, &suid) != 0 || getresgid(&rgid, &egid, &sgid) != 0 || ruid != ids->uid ||
+        euid != ids->uid || suid != ids->uid || rgid != ids->gid || egid != ids->gid || sgid != ids->gid ||
         getgroups(0, NULL) != 0) {
         errno = EPERM;
-        fail("switch to", ids.text);
+        fail("switch to", ids->text);
     }
-    drop_capabilities(ids.text);
+    drop_capabilities(ids->text);
+    die_with_parent();
+    if (getppid() != parent) {
+        fprintf(stderr, "jetcron: the process that launched %s is gone\n", program);
+        exit(SETUP_FAILED);
+    }
 }
 
-/* The environment items on stdin, read to its end (an array ending in NULL); then stdin is /dev/null. */
-static char **read_environment(void) {
+/* The items on stdin, read to its end (an array ending in NULL, *count of them); then stdin is /dev/null. `what`:
+ * what they are, for an error. */
+static char **read_items(const char *what, size_t *count) {
     size_t size = 0, room = 4096;
     char *data = malloc(room);
     if (data == NULL)
-        fail("read the environment from", "stdin");
+        fail("read", what);
     for (;;) {
         if (size == room) {
-            if (room >= MAX_ENV_BYTES) {
+            if (room >= MAX_STDIN_BYTES) {
                 errno = E2BIG;
-                fail("read the environment from", "stdin");
+                fail("read", what);
             }
             room *= 2;
             char *grown = realloc(data, room);
             if (grown == NULL)
-                fail("read the environment from", "stdin");
+                fail("read", what);
             data = grown;
         }
         ssize_t got = read(STDIN_FILENO, data + size, room - size);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
-            fail("read the environment from", "stdin");
+            fail("read", what);
         if (got == 0)
             break;
         size += (size_t)got;
     }
     if (size > 0 && data[size - 1] != '\0') {
         errno = EINVAL;
-        fail("read the environment from", "stdin (an item not ended by a NUL)");
+        fail_on("read", what, "(an item not ended by a NUL)");
     }
-    size_t count = 0;
+    *count = 0;
     for (size_t k = 0; k < size; k++)
-        count += data[k] == '\0';
-    char **items = calloc(count + 1, sizeof *items);
+        *count += data[k] == '\0';
+    char **items = calloc(*count + 1, sizeof *items);
     if (items == NULL)
-        fail("read the environment from", "stdin");
+        fail("read", what);
     size_t at = 0;
-    for (size_t k = 0; k < count; k++) {
+    for (size_t k = 0; k < *count; k++) {
         items[k] = data + at;
         at += strlen(data + at) + 1;
     }
@@ -213,8 +251,61 @@ static char **read_environment(void) {
     return items;
 }
 
+/* Each of `items` is NAME=value, as exec passes it on (a name neither empty nor holding '='). */
+static void check_environment(char **items, size_t count, const char *what) {
+    for (size_t k = 0; k < count; k++) {
+        if (items[k][0] == '=' || strchr(items[k], '=') == NULL) {
+            errno = EINVAL;
+            fail_on("read", what, "(an item that is not NAME=value)");
+        }
+    }
+}
+
 static unsigned long long option_number(const char *option, const char *text) {
     return number(option, text, strlen(text), text);
+}
+
+static void start(char **program, char **environment) {
+    execve(program[0], program, environment);
+    fprintf(stderr, "jetcron: could not start %s: %s\n", program[0], strerror(errno));
+    exit(NOT_STARTED);
+}
+
+/* A spare's run, read from stdin once the steps before the switch are taken (the header comment says what). */
+static void spare(pid_t parent) {
+    const char *what = "the run from stdin";
+    size_t count;
+    char **items = read_items(what, &count);
+    if (count == 0)
+        exit(0);
+    unsigned long long env_count = 0;
+    if (count < 5 || !whole(items[3], strlen(items[3]), &env_count) || env_count > count - 5) {
+        errno = EINVAL;
+        fail_on("read", what, "(not a user, a directory, an environment and a program)");
+    }
+    char **program = &items[4 + env_count];
+    char **environment = calloc((size_t)env_count + 1, sizeof *environment);
+    if (environment == NULL)
+        fail("read", what);
+    memcpy(environment, &items[4], (size_t)env_count * sizeof *environment);
+    check_environment(environment, (size_t)env_count, what);
+    if (program[0][0] != '/')
+        usage("the program", "is not an absolute path", program[0]);
+    if (items[2][0] != '\0' && chdir(items[2]) != 0)
+        fail("enter", items[2]);
+    if (items[0][0] != '\0' || items[1][0] != '\0') {
+        struct ids ids = {0, 0, ""};
+        unsigned long long uid = NO_ID, gid = NO_ID;
+        name_ids(&ids, items[0], strlen(items[0]), items[1]);
+        if (!whole(items[0], strlen(items[0]), &uid) || !whole(items[1], strlen(items[1]), &gid) || uid >= NO_ID ||
+            gid >= NO_ID) {
+            errno = EINVAL;
+            fail("switch to", ids.text);
+        }
+        ids.uid = (uid_t)uid, ids.gid = (gid_t)gid;
+        switch_user(&ids, parent, program[0]);
+    }
+    start(program, environment);
 }
 
 int main(int argc, char **argv) {
@@ -222,12 +313,14 @@ int main(int argc, char **argv) {
     const char *joins[MAX_JOINS];
     int joined = 0;
     const char *tmp = NULL;
-    struct ids user = {0, 0, NULL};
-    int fsize_set = 0, as_set = 0, nproc_set = 0, env_stdin = 0;
+    struct ids user = {0, 0, ""};
+    int fsize_set = 0, as_set = 0, nproc_set = 0, user_set = 0, env_stdin = 0, is_spare = 0;
     unsigned long long fsize = 0, as = 0, nproc = 0;
     int i = 1;
     if (i < argc && strcmp(argv[i], "--env-stdin") == 0)
         env_stdin = 1, i++;
+    else if (i < argc && strcmp(argv[i], "--spare") == 0)
+        is_spare = 1, i++;
     for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
         const char *option = argv[i];
         if (i + 1 >= argc)
@@ -235,7 +328,7 @@ int main(int argc, char **argv) {
         const char *value = argv[i + 1];
         if (strcmp(option, "--join") == 0) {
             if (joined == MAX_JOINS)
-                usage(option, "is given more than", "8 times");
+                usage(option, "is given more than", STRINGIFY(MAX_JOINS) " times");
             joins[joined++] = value;
         } else if (strcmp(option, "--private-tmp") == 0) {
             if (value[0] != '/')
@@ -247,19 +340,32 @@ int main(int argc, char **argv) {
             as = option_number(option, value), as_set = 1;
         } else if (strcmp(option, "--nproc") == 0) {
             nproc = option_number(option, value), nproc_set = 1;
+        } else if (strcmp(option, "--user") == 0 && is_spare) {
+            usage(option, "is not taken with", "--spare (the run's user comes on stdin)");
         } else if (strcmp(option, "--user") == 0) {
-            user = parse_user(value);
+            user = parse_user(value), user_set = 1;
         } else {
             usage("option", "is not known", option);
         }
     }
-    if (i + 1 >= argc)
-        usage("--", "must be followed by", "the program");
-    char **program = &argv[i + 1];
-    if (program[0][0] != '/')
-        usage("the program", "is not an absolute path", program[0]);
+    char **program = NULL;
+    if (is_spare) {
+        if (i < argc)
+            usage("--", "is not taken with", "--spare (the program comes on stdin)");
+    } else {
+        if (i + 1 >= argc)
+            usage("--", "must be followed by", "the program");
+        program = &argv[i + 1];
+        if (program[0][0] != '/')
+            usage("the program", "is not an absolute path", program[0]);
+    }
 
-    char **environment = env_stdin ? read_environment() : environ;
+    char **environment = environ;
+    if (env_stdin) {
+        size_t count;
+        environment = read_items("the environment from stdin", &count);
+        check_environment(environment, count, "the environment from stdin");
+    }
     die_with_parent();
     pid_t parent = getppid();
     for (int j = 0; j < joined; j++)
@@ -272,16 +378,10 @@ int main(int argc, char **argv) {
         limit(RLIMIT_AS, "the address space limit", as);
     if (nproc_set)
         limit(RLIMIT_NPROC, "the process limit", nproc);
-    if (user.text != NULL) {
-        switch_user(user);
-        die_with_parent();
-        /* A parent that died between the switch and the signal set again would never send it. */
-        if (getppid() != parent) {
-            fprintf(stderr, "jetcron: the process that launched %s is gone\n", program[0]);
-            exit(SETUP_FAILED);
-        }
-    }
-    execve(program[0], program, environment);
-    fprintf(stderr, "jetcron: could not start %s: %s\n", program[0], strerror(errno));
+    if (is_spare)
+        spare(parent);
+    if (user_set)
+        switch_user(&user, parent, program[0]);
+    start(program, environment);
     return NOT_STARTED;
 }

@@ -1,126 +1,85 @@
-"""How a child is set up before its program runs: die with the agent (PR_SET_PDEATHSIG), join the run's cgroups
-or take its rlimits.
+"""How a child is set up before its program runs, in the child itself: die with the agent (PR_SET_PDEATHSIG), join
+the run's cgroups or take its rlimits, a mount namespace of its own with its scratch bound over /tmp, the file size
+bound, the switch to the job's user; then the program, with the job's environment and its argv untouched.
 
-A Python preexec_fn would do it all, but it forces fork() of the whole agent and runs Python in the child: 5 to
-10 times slower per spawn than the vfork Python uses otherwise (measured: ~80 vs ~300 spawns/s with this prefix
-here). So the agent execs small tools in front of the program instead, each of which sets one thing up and then
-execs the next: `setpriv --pdeathsig KILL`, then `sh -c` writing its own pid into the cgroups (so the program
-starts inside them; nothing it forks can escape) or `prlimit`, then `setpriv --reuid --regid --clear-groups`
-to drop to the job's user (last: joining cgroups needs root), then a short perl program that gives the program
-its environment (below) and execs it with its argv untouched. The pid stays the same through every exec, so the
-program still leads its own process group. Where the tools (or perl) are missing, the preexec_fn does the same,
-and the program is the one exec, with the job's environment. An idle agent mostly skips all this: a spare child
-already in its groups takes the run (spares.py).
+One program does every step, exec'd in front of the run's program (the pid stays, so the program still leads its
+own process group): `jetcron-launch`, a static binary (jetcron_launch.c; make and the image build it), or where it
+is not built, its twin in Python (jetcron_launch.py: the same command line, steps, messages and exit codes), run by
+this interpreter as `python -I -S`. A preexec_fn would do the same in the forked agent, but it forces fork() of the
+whole agent and runs Python in the child: 5 to 10 times slower per spawn than the vfork Python uses otherwise.
+`JETCRON_AGENT_LAUNCHER=false` takes the twin even where the binary is built.
 
-A job's view of the host (jetcron.core.job_view) adds two steps, both before the switch to the job's user: `unshare
---mount` (a mount namespace of its own, no fork) and, in the same `sh`, a bind of its scratch over /tmp and
-`ulimit -f` (RLIMIT_FSIZE). `mount` is named by its full path and runs under `env -i`.
+Neither ever sees the job's environment while it is root: a variable read by a dynamic loader, libc or an
+interpreter (LD_PRELOAD, GCONV_PATH, LOCPATH, GLIBC_TUNABLES, PYTHONPATH, ...) would make a root process load or
+run what the job names. It starts with an empty environment, and the job's reaches it on the child's stdin
+(NAME=value items, NUL-separated), never a command line, where other users could read it; it points stdin at
+/dev/null and execs the program with exactly that environment. The switch drops every capability the job's user
+would otherwise keep (an agent that is not root but holds CAP_SETUID passes its ambient capabilities on through a
+uid change). A spare child (spares.py) is the same program with `--spare`: the steps before the switch ahead of
+its run, the rest once the run comes on its stdin.
 
-None of these helpers, which run as root, ever sees the job's environment: a variable read by a dynamic loader,
-libc or a shell (LD_PRELOAD, GCONV_PATH, LOCPATH, GLIBC_TUNABLES, BASH_ENV, ...) would make a root process load
-or run what the job names. They start with an empty environment, and the job's reaches the last step alone
-through the child's stdin (NAME=value items, NUL-separated), never a command line, where other users could read
-it: a short perl program (the chain's last exec, after the switch to the job's user) or jetcron-launch itself
-(`--env-stdin`) reads it, points stdin at /dev/null and execs the program with exactly that environment. The
-switch also drops every capability the job's user would otherwise keep (an agent that is not root but holds
-CAP_SETUID passes its ambient capabilities on through a uid change).
-
-Where `jetcron-launch` is built (make and the image build it from jetcron_launch.c), that one static binary takes
-the place of the whole chain: it dies with the agent, joins the groups, makes the namespace and binds /tmp, sets
-the rlimits and switches to the job's user itself, then execs the program. Each tool of the chain was an exec of
-its own and cost about a millisecond of CPU (8.1 ms for the chain with a private /tmp and a user switch, against
-1.1 ms through the launcher, `true` included: docs/decisions-job-view.md). `JETCRON_AGENT_LAUNCHER=false` keeps the
-chain.
+The binary costs about a millisecond of CPU per run; the twin an interpreter's start more
+(docs/decisions-job-view.md).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from jetcron.core.job_view import PRIVATE_TMP, ChildView, fsize_blocks
+from jetcron.core.job_view import ChildView
+from jetcron_services.agent.host import jetcron_launch
 from jetcron_services.agent.host.limits import RLIMIT_AS_FACTOR, RunLimits
 
-# Join every cgroup named before the program (a count, then that many cgroup.procs paths); then, given `env` and
-# `mount` by their paths and a scratch, bind the scratch over /tmp (in the mount namespace `unshare` made) and
-# enter it; then, given a count of 512-byte blocks, limit the size of any file written; then exec the program.
-SETUP = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; '
-         f'if [ -n "$3" ]; then "$1" -i "$2" -n --bind "$3" {PRIVATE_TMP} && cd {PRIVATE_TMP} || exit 125; fi; '
-         'if [ -n "$4" ]; then ulimit -f "$4" || exit 125; fi; shift 4; exec "$@"')
-JOIN_FAILED = 125
 LAUNCHER = "jetcron-launch"
-# The chain's last step, as the job's user: read the environment items from stdin (NUL-separated), point stdin at
-# /dev/null, exec the program (its argv) with exactly that environment. Perl starts in the chain's empty
-# environment, so nothing of the job's steers perl itself.
-EXEC_WITH_ENV = r"""
-$/ = "\0"; my @e = <STDIN>; chomp @e;
-open(STDIN, "<", "/dev/null") or exit 125;
-%ENV = map { split(/=/, $_, 2) } @e;
-exec { $ARGV[0] } @ARGV or print STDERR "jetcron: could not start $ARGV[0]: $!\n";
-exit 127;
-"""
-DROP_CAPS = ("--inh-caps=-all", "--ambient-caps=-all")
-"""setpriv's options that leave the job's user no capability (the kernel clears them only on a switch from root)."""
+TWIN = Path(jetcron_launch.__file__)
+"""jetcron-launch's twin in Python (it imports nothing of jetcron's)."""
+TWIN_MAIN = "import sys; sys.path.append(sys.argv.pop(1)); import jetcron_launch; jetcron_launch.main(sys.argv)"
+"""How the twin is run: imported from its folder (last on the path, after the standard library's), so that its
+compiled code is read from its __pycache__ rather than compiled again at every run (about 3 ms of CPU)."""
 
 
 @dataclass(frozen=True)
 class Spawn:
-    """How to start a child: its argv and environment, what its stdin is given (None: /dev/null), and a
-    preexec_fn where the tools are missing."""
+    """How to start a child: its argv, its environment (empty: the launcher is root until its last step), and what
+    its stdin is given (the program's environment, for the launcher to hand on)."""
 
     argv: list[str]
     env: dict[str, str]
-    stdin: bytes | None = None
-    preexec: Callable[[], None] | None = None
+    stdin: bytes
 
 
 def encode_env(env: Mapping[str, str]) -> bytes:
-    """The environment as the last step reads it from stdin: NAME=value items, each ended by a NUL."""
+    """The environment as the launcher reads it from stdin: NAME=value items, each ended by a NUL."""
     items = [f"{name}={value}" for name, value in env.items()]
     if any("\0" in item for item in items):
         raise ValueError("a NUL byte in the run's environment")
     return b"".join(item.encode() + b"\0" for item in items)
 
 
-@cache
-def _tools() -> tuple[str | None, str | None, str | None, str | None]:
-    """setpriv (None: missing, too old for --pdeathsig or for dropping capabilities, or no perl to end the chain
-    with), prlimit, sh and perl."""
-    setpriv, perl, true = shutil.which("setpriv"), shutil.which("perl"), shutil.which("true")
-    if setpriv is not None and perl is not None and true is not None:
-        try:
-            done = subprocess.run([setpriv, "--pdeathsig", "KILL", *DROP_CAPS, "--", true], capture_output=True,
-                                  timeout=5, check=False, env={})
-        except (OSError, subprocess.TimeoutExpired):
-            setpriv = None
-        else:
-            setpriv = setpriv if done.returncode == 0 else None
-    else:
-        setpriv = None
-    return setpriv, shutil.which("prlimit"), shutil.which("sh"), perl
+def launcher_argv(launcher: str | None) -> list[str]:
+    """How the launcher is run: jetcron-launch by its path, or (None) its twin by this interpreter, isolated: no
+    PYTHON* variable, no user site and no site (so no .pth file of this environment runs as root)."""
+    return [launcher] if launcher is not None else [sys.executable, "-I", "-S", "-c", TWIN_MAIN, str(TWIN.parent)]
 
 
 @cache
 def launcher_path() -> str | None:
     """jetcron-launch beside this interpreter (make installs it in the virtual environment, the image in its own),
-    else on PATH; None where it is missing or does not run here (then the chain of tools is used)."""
+    else on PATH; None where it is missing or does not run here (then the twin is used)."""
     beside = Path(sys.executable).parent / LAUNCHER
     found = str(beside) if os.access(beside, os.X_OK) else shutil.which(LAUNCHER)
     true = shutil.which("true")
     if found is None or true is None:
         return None
-    try:  # one built before --env-stdin refuses it: the chain is used then
-        done = subprocess.run([found, "--env-stdin", "--", true], input=b"", capture_output=True, timeout=5,
+    try:  # one built before --spare refuses it: the twin is used then
+        done = subprocess.run([found, "--spare"], input=spare_run({}, [true]), capture_output=True, timeout=5,
                               check=False, env={})
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -129,7 +88,8 @@ def launcher_path() -> str | None:
 
 def launcher_options(limits: RunLimits | None, user: tuple[int, int] | None, view: ChildView | None,
                      scratch: str | None) -> list[str]:
-    """jetcron-launch's options for what the chain of tools would set up (command())."""
+    """The launcher's options: the run's groups to join (or its rlimits where it has none), a private /tmp bound
+    to its scratch, the file size bound, the user to switch to."""
     options: list[str] = []
     if limits is not None and limits.groups:
         for group in limits.groups:
@@ -137,6 +97,7 @@ def launcher_options(limits: RunLimits | None, user: tuple[int, int] | None, vie
     elif limits is not None:
         if limits.memory_mb is not None:
             options += ["--as", str(limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024)]
+        # Per user, not per run, and ignored for root: the weakest of the fallbacks (docs/guarantees.md).
         options += ["--nproc", str(limits.max_pids)]
     if view is not None and view.private_tmp and scratch is not None:
         options += ["--private-tmp", scratch]
@@ -147,48 +108,33 @@ def launcher_options(limits: RunLimits | None, user: tuple[int, int] | None, vie
     return options
 
 
-def setpriv_path() -> str | None:
-    """setpriv, if this host has one that knows --pdeathsig."""
-    return _tools()[0]
+def command(argv: list[str], env: Mapping[str, str], limits: RunLimits | None, user: tuple[int, int] | None = None,
+            view: ChildView | None = None, scratch: str | None = None, launcher: str | None = None) -> Spawn:
+    """How to spawn the program (`argv`, its environment `env`): the launcher in front of it, with an empty
+    environment, handing the job's to the program alone through stdin. `user`: (uid, gid) the program runs as,
+    switched to after the cgroups are joined (that needs root). `view` and `scratch`: a private /tmp bound to the
+    scratch, and the file size bound (the caller starts the child in the scratch: its cwd). `launcher`:
+    jetcron-launch's path (launcher_path()), or None for its twin."""
+    options = launcher_options(limits, user, view, scratch)
+    return Spawn([*launcher_argv(launcher), "--env-stdin", *options, "--", *argv], {}, encode_env(env))
 
 
-@cache
-def _namespace_tools() -> tuple[str, str, str] | None:
-    """unshare, env and mount: what a private /tmp takes (None: one is missing)."""
-    found = (shutil.which("unshare"), shutil.which("env"), shutil.which("mount"))
-    return None if None in found else found  # type: ignore[return-value]
+def spare_command(limits: RunLimits, view: ChildView | None, scratch: str | None, launcher: str | None) -> list[str]:
+    """A spare child (spares.py): the launcher with `--spare`, taking every step before the switch (its groups,
+    and with a view its namespace, /tmp bound to its scratch and its file size bound), then waiting on its stdin
+    for the run (spare_run)."""
+    return [*launcher_argv(launcher), "--spare", *launcher_options(limits, None, view, scratch)]
 
 
-def _sh_setup(procs: list[str], sh: str, view: ChildView | None, scratch: str | None, *,
-              fsize: bool = True) -> list[str]:
-    """`sh -c SETUP ...` joining `procs`, binding the scratch over /tmp where the view says, and limiting file
-    sizes (unless `fsize` is False: prlimit did)."""
-    tools = _namespace_tools()
-    bind = scratch if view is not None and view.private_tmp and scratch is not None and tools else ""
-    env_tool, mount = (tools[1], tools[2]) if tools else ("", "")
-    blocks = str(fsize_blocks(view.max_file_bytes)) if fsize and view is not None and view.max_file_bytes else ""
-    return [sh, "-c", SETUP, "jetcron-setup", str(len(procs)), *procs, env_tool, mount, bind, blocks]
-
-
-def private_tmp_prefix() -> list[str]:
-    """The tool that gives the child a mount namespace of its own (it execs the rest: the pid stays)."""
-    tools = _namespace_tools()
-    return [] if tools is None else [tools[0], "--mount", "--propagation", "private", "--"]
-
-
-def spare_prefix(view: ChildView | None, scratch: str | None, launcher: str | None = None) -> list[str] | None:
-    """What a spare child runs before its perl (spares.py): dying with the agent, then, with a view, its namespace,
-    /tmp bound to its scratch and its file size limit. Through jetcron-launch (`launcher`) in one exec, else
-    setpriv and the tools; None where neither is here."""
-    if launcher is not None:
-        return [launcher, *launcher_options(None, None, view, scratch), "--"]
-    setpriv, _, sh, _ = _tools()
-    if setpriv is None:
-        return None
-    prefix = [setpriv, "--pdeathsig", "KILL", "--"]
-    if view is None or scratch is None or sh is None or not (view.private_tmp or view.max_file_bytes):
-        return prefix
-    return [*prefix, *(private_tmp_prefix() if view.private_tmp else []), *_sh_setup([], sh, view, scratch)]
+def spare_run(env: Mapping[str, str], argv: list[str], user: tuple[int, int] | None = None, cwd: str = "") -> bytes:
+    """What a spare reads from its stdin, each item ended by a NUL: the uid and gid to switch to (two empty items:
+    none), the working directory (empty: none), the number of environment items, the items (NAME=value), then
+    the argv."""
+    ids = ["", ""] if user is None else [str(user[0]), str(user[1])]
+    items = [*ids, cwd, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
+    if any("\0" in item for item in items):
+        raise ValueError("a NUL byte in the run's environment or argv")
+    return b"".join(item.encode() + b"\0" for item in items)
 
 
 def resolve(program: str, env: dict[str, str]) -> str | None:
@@ -198,88 +144,3 @@ def resolve(program: str, env: dict[str, str]) -> str | None:
     if "/" in program:
         return os.path.abspath(program) if os.access(program, os.X_OK) and not os.path.isdir(program) else None
     return shutil.which(program, path=env.get("PATH", os.defpath))
-
-
-def _preexec(limits: RunLimits | None, user: tuple[int, int] | None,
-             max_file_bytes: int | None = None) -> Callable[[], None]:
-    """The slow path, in the child between fork and exec (never with a private /tmp: that needs setpriv, sh and
-    unshare, which the agent checks before it plans one)."""
-
-    def setup() -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the child dies with the agent
-        if limits is not None:
-            limits.enter()
-        if max_file_bytes is not None:
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
-        if user is not None:  # last: joining the run's cgroups needs the agent's privileges
-            os.setgroups([])
-            os.setgid(user[1])
-            os.setuid(user[0])
-            _drop_capabilities()
-
-    return setup
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def _drop_capabilities() -> None:
-    """After the switch to the job's user: no ambient, inheritable, permitted or effective capability left (an
-    agent that is not root keeps those it holds through a uid change). Raises OSError if they are not all gone:
-    the child then does not start."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL (EINVAL before Linux 4.3: none then)
-    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3, this process
-    if libc.capset(ctypes.byref(header), data) != 0 or libc.capget(ctypes.byref(header), data) != 0 \
-            or any(d.effective or d.permitted or d.inheritable for d in data):
-        raise OSError(ctypes.get_errno(), "could not drop the job user's capabilities")
-
-
-def command(argv: list[str], env: Mapping[str, str], limits: RunLimits | None, user: tuple[int, int] | None = None,
-            view: ChildView | None = None, scratch: str | None = None, launcher: str | None = None) -> Spawn:
-    """How to spawn the program (`argv`, its environment `env`): through jetcron-launch or the tools in front of it,
-    which get an empty environment and hand the job's to the program alone through stdin; or, where the tools are
-    missing, the program itself with a preexec_fn. `user`: (uid, gid) the program runs as, switched to after the
-    cgroups are joined (that needs root). `view` and `scratch`: a private /tmp bound to the scratch, and the file
-    size limit (the caller starts the child in the scratch: its cwd). `launcher`: jetcron-launch's path
-    (launcher_path()), or None for the tools."""
-    if launcher is not None:
-        return Spawn([launcher, "--env-stdin", *launcher_options(limits, user, view, scratch), "--", *argv], {},
-                     encode_env(env))
-    setpriv, prlimit, sh, perl = _tools()
-    fsize = view.max_file_bytes if view is not None else None
-    slow = Spawn(argv, dict(env), None, _preexec(limits, user, fsize))
-    if setpriv is None or perl is None:
-        return slow
-    prefix = [setpriv, "--pdeathsig", "KILL", "--"]
-    private = view is not None and view.private_tmp and scratch is not None
-    if private:
-        prefix += private_tmp_prefix()
-    if limits is not None and limits.groups:
-        if sh is None:
-            return slow
-        prefix += _sh_setup([str(g / "cgroup.procs") for g in limits.groups], sh, view, scratch)
-    elif limits is not None:
-        if prlimit is None:
-            return slow
-        memory = [] if limits.memory_mb is None else [f"--as={limits.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024}"]
-        prefix += [prlimit, *memory, f"--nproc={limits.max_pids}", *([f"--fsize={fsize}"] if fsize else []), "--"]
-        if private and sh is not None:
-            prefix += _sh_setup([], sh, view, scratch, fsize=False)
-    elif sh is not None and (private or fsize):
-        prefix += _sh_setup([], sh, view, scratch)
-    return Spawn([*prefix, *_switch_user(setpriv, user), perl, "-e", EXEC_WITH_ENV, "--", *argv], {},
-                 encode_env(env))
-
-
-def _switch_user(setpriv: str, user: tuple[int, int] | None) -> list[str]:
-    """The tool in front of the program that drops to the job's user (nothing: it runs as the agent's)."""
-    return [] if user is None else [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups",
-                                    *DROP_CAPS, "--"]

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import os
 import re
-import resource
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,25 +200,6 @@ class RunLimits:
             with contextlib.suppress(OSError):  # swap accounting may be off
                 (memory / "memory.memsw.limit_in_bytes").write_text(limit)
         self.memory_mb = memory_mb
-
-    def enter(self) -> None:
-        """In the child between fork and exec: join the run's groups, or apply rlimits."""
-        if not self.groups:
-            if self.memory_mb is not None:
-                limit = self.memory_mb * RLIMIT_AS_FACTOR * 1024 * 1024
-                with contextlib.suppress(ValueError, OSError):
-                    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-            with contextlib.suppress(ValueError, OSError):
-                # Per user, not per run, and ignored for root: the weakest of the fallbacks (docs/guarantees.md).
-                resource.setrlimit(resource.RLIMIT_NPROC, (self.max_pids, self.max_pids))
-            return
-        me = str(os.getpid()).encode()
-        for group in self.groups:
-            fd = os.open(group / "cgroup.procs", os.O_WRONLY)
-            try:
-                os.write(fd, me)
-            finally:
-                os.close(fd)
 
     def exceeded(self) -> str | None:
         """Why a limit ended (or must end) the child: the kernel's OOM kill, or a refused fork."""

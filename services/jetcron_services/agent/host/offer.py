@@ -66,7 +66,7 @@ class HostSetup:
     capacity: tuple[float, int] = (1.0, 1024)
     """Cores and MiB this agent may hand out: the host's cut to its own cgroup's limits (capacity.probe)."""
     launcher: str | None = None
-    """jetcron-launch's path where runs start through it (launch.launcher_path), else None: the chain of tools."""
+    """jetcron-launch's path where runs start through it (launch.launcher_path), else None: its twin in Python."""
 
     @classmethod
     def probe(cls, agent_id: str, data_dir: str, use_launcher: bool = True) -> HostSetup:

@@ -365,13 +365,11 @@ def job_uid_range(settings: Settings, job_user: JobUser) -> tuple[range, str | N
 
 
 def probe_private_tmp(scratch_parent: Path, launcher: str | None = None) -> str | None:
-    """Whether a child can be given a mount namespace with a folder bound over /tmp, by the very tools a run's
-    child uses (launch.command): None if it can, else why not (not root, no CAP_SYS_ADMIN in a container, a tool
-    missing). The namespace is gone when the probe exits."""
+    """Whether a child can be given a mount namespace with a folder bound over /tmp, by the very launcher a run's
+    child is started through (launch.command: jetcron-launch, or None for its twin): None if it can, else why not
+    (not root, no CAP_SYS_ADMIN in a container). The namespace is gone when the probe exits."""
     if os.geteuid() != 0:
         return "the agent is not root"
-    if launcher is None and (launch.setpriv_path() is None or not launch.private_tmp_prefix()):
-        return "setpriv, unshare, env, mount, sh or perl is missing"
     test = shutil.which("test")
     if test is None:
         return "no `test` program to probe with"

@@ -5,36 +5,27 @@ threadgroup lock is a per-cpu rwsem, and its writer synchronises RCU unless anot
 On an idle host that is 10 to 20 ms; back to back, under load, it is a fraction of a millisecond. So an idle
 agent's quick run spent most of its time joining its groups (docs/benchmarks.md, "Idle latency, hop by hop").
 
-The agent keeps one spare, made off any run's path: `setpriv --pdeathsig KILL` (it dies with the agent), then
-a short perl program that joins the spare's groups and blocks reading its stdin. A run that starts takes the
-spare: its memory limit is written to the groups, and the job's user, the program's environment and its argv
-(NUL-separated) are written to the pipe; perl switches to that user (as `setpriv --reuid --regid` does on the
-normal path: real, effective, saved and filesystem ids, checked, after the joins, which need root), replaces
-its environment with exactly the run's, points stdin at /dev/null and execs the program itself: one exec on the
-run's path. The pid, the process group and the groups stay the program's. The one difference from the normal
-path: the user's gid is its only supplementary group (perl cannot pass setgroups an empty list), where `setpriv
---clear-groups` leaves none; the process holds that gid already, so it grants nothing more. Perl, not a shell:
-a shell adds variables of its own to the program's environment (bash: SHLVL, PWD) and cannot read NUL-separated
-items. The environment never goes on a command line, where other users could read it. A new spare is made once
-the run's child has ended (refill).
+The agent keeps one spare, made off any run's path: the launcher (launch.spare_command: jetcron-launch, or its
+twin in Python, with `--spare`) dies with the agent, joins the spare's groups, and where runs get a private /tmp
+makes its mount namespace with the spare's scratch (scratch.py, made for it in advance and the agent's until a
+run takes it) bound over /tmp and sets the file size bound; then it blocks reading its stdin. A run that starts
+takes the spare: its memory limit is written to the groups, the run's user is given the scratch (a chown), and the
+user, the working directory, the program's environment and its argv (launch.spare_run) are written to the pipe.
+The spare enters the directory (as root, before the switch), switches to the user exactly as a spawned child's
+launcher does (no supplementary group, real, effective and saved ids, checked, no capability, the parent-death
+signal set again), and execs the program with exactly the run's environment: one exec on the run's path. The pid,
+the process group and the groups stay the program's. The environment never goes on a command line, where other
+users could read it. A new spare is made once the run's child has ended (refill).
 
-A spare also has the attempt's scratch directory (scratch.py) made for it in advance, owned by the agent until a
-run takes it: where runs get a private /tmp, the spare is made in a mount namespace of its own with that scratch
-bound over /tmp and the file size limit set (launch.spare_prefix), so none of that is on the run's path either.
-The run's user is given the scratch (a chown) as it takes the spare, and perl enters it (as root, before the
-switch) as the program's working directory.
-
-Where perl or setpriv is missing, where runs get rlimits rather than groups, or when no spare is ready (a
-burst of starts), runs are spawned as before (launch.py).
+Where runs get rlimits rather than groups, or when no spare is ready (a burst of starts), runs are spawned as
+before (launch.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import signal
-from functools import cache
 from pathlib import Path
 
 from jetcron_services.agent.host import launch
@@ -42,47 +33,6 @@ from jetcron_services.agent.host.limits import CGROUP1, CGROUP2, LimitRoot, RunL
 from jetcron_services.agent.host.process_group import kill_group
 from jetcron_services.agent.host.scratch import Scratches, remove_tree
 from jetcron_services.agent.host.strays import StrayGuard
-
-# Join each cgroup.procs named in argv; read the uid and gid (empty: no switch), the working directory (empty: stay),
-# the count of environment items, the items, then the argv. The directory is entered first, as root (the job's
-# user may not search the folders above it). The switch is perl's own id variables, in this order: the groups and
-# the effective gid (root is needed for both), the real gid (the saved one follows it), the effective uid, then the
-# real uid (the saved one follows); /proc then says whether real, effective, saved and filesystem ids are all the
-# job's. Not POSIX::setuid: loading POSIX costs 8 ms of CPU per spare.
-WAIT_AND_EXEC = r"""
-for my $p (@ARGV) { open(my $f, ">", $p) or exit 125; print {$f} $$; close($f) or exit 125 }
-$/ = "\0"; my @a = <STDIN>; chomp @a;
-exit 0 unless @a;
-open(STDIN, "<", "/dev/null") or exit 125;
-my ($uid, $gid, $cwd, $n) = splice(@a, 0, 4);
-if (length $cwd) { chdir($cwd) or do { print STDERR "jetcron: could not enter $cwd: $!\n"; exit 125 } }
-if (length $uid) {
-    $) = "$gid $gid"; $( = $gid; $> = $uid; $< = $uid;
-    open(my $s, "<", "/proc/self/status") or exit 125;
-    local $/ = "\n"; my %id = map { /^(Uid|Gid):\s+(.*)$/ ? ($1, $2) : () } <$s>;
-    if (grep({ $_ != $uid } split(/\s+/, $id{Uid} // "x")) || grep({ $_ != $gid } split(/\s+/, $id{Gid} // "x"))) {
-        print STDERR "jetcron: could not switch to uid $uid gid $gid\n"; exit 125;
-    }
-}
-%ENV = map { split(/=/, $_, 2) } splice(@a, 0, $n);
-exec { $a[0] } @a or print STDERR "jetcron: could not start $a[0]: $!\n";
-exit 127;
-"""
-
-
-@cache
-def _perl() -> str | None:
-    return shutil.which("perl")
-
-
-def encode(env: dict[str, str], argv: list[str], user: tuple[int, int] | None = None, cwd: str = "") -> bytes:
-    """What the spare reads: the uid and gid to switch to (two empty items: none), the working directory (empty:
-    none), the number of environment items, the items (NAME=value), then the argv."""
-    ids = ["", ""] if user is None else [str(user[0]), str(user[1])]
-    items = [*ids, cwd, str(len(env)), *(f"{k}={v}" for k, v in env.items()), *argv]
-    if any("\0" in item for item in items):
-        raise ValueError("a NUL byte in the run's environment or argv")
-    return b"".join(item.encode() + b"\0" for item in items)
 
 
 class Spare:
@@ -106,15 +56,14 @@ class Spare:
     async def launch(self, argv: list[str], env: dict[str, str], memory_mb: int,
                      user: tuple[int, int] | None = None, cwd: str = "") -> bool:
         """Give it the run: its memory limit, user (uid, gid; None: the agent's), working directory (empty: the
-        agent's), environment and argv. False (and
-        nothing started) if the limit is refused (v1 refuses one below what the group holds: the waiting perl is
-        charged only what it touched after joining, about 256 KB) or the spare is gone; the caller then spawns as
-        before."""
+        agent's), environment and argv. False (and nothing started) if the limit is refused (v1 refuses one below
+        what the group holds: the waiting launcher is charged only what it touched after joining, a few hundred KB)
+        or the spare is gone; the caller then spawns as before."""
         if not self.alive or self.proc.stdin is None:
             return False
         try:
             self.limits.limit_memory(memory_mb)
-            self.proc.stdin.write(encode(env, argv, user, cwd))
+            self.proc.stdin.write(launch.spare_run(env, argv, user, cwd))
             await self.proc.stdin.drain()
             self.proc.stdin.close()
         except (OSError, ValueError):
@@ -139,8 +88,7 @@ class SparePool:
                  scratches: Scratches | None = None, launcher: str | None = None) -> None:
         self.root = root
         self.launcher = launcher
-        """jetcron-launch: a spare's death signal, namespace and /tmp in one exec before its perl (None: setpriv and
-        the tools of launch.spare_prefix)."""
+        """jetcron-launch, which makes the spares (None: its twin in Python)."""
         self.max_pids = max_pids
         self.strays = strays
         self.agent_id = agent_id
@@ -154,9 +102,9 @@ class SparePool:
 
     @staticmethod
     def usable(root: LimitRoot, launcher: str | None = None) -> bool:
-        """Spares pay only where runs join groups, and need perl and jetcron-launch or a setpriv with --pdeathsig."""
-        return (root.mechanism in (CGROUP1, CGROUP2) and (launcher is not None or launch.setpriv_path() is not None)
-                and _perl() is not None)
+        """Spares pay only where runs join groups. Either launcher makes them (`launcher`: jetcron-launch, or None
+        for its twin)."""
+        return root.mechanism in (CGROUP1, CGROUP2)
 
     @property
     def private_tmp(self) -> bool:
@@ -187,8 +135,7 @@ class SparePool:
             self._made += 1
             limits = RunLimits(self.root, f"spare-{self._made}", memory_mb=None, max_pids=self.max_pids)
             limits.create()
-            perl = _perl()
-            if not limits.groups or perl is None:
+            if not limits.groups:
                 return  # the groups could not be made: runs are spawned as before, and the next take tries again
             scratch, view = None, None
             if self.scratches is not None:
@@ -198,16 +145,10 @@ class SparePool:
                     limits.remove()
                     return
                 view = self.scratches.view(run_as_root=False)
-            prefix = launch.spare_prefix(view, None if scratch is None else str(scratch), self.launcher)
-            if prefix is None:  # no way to tie it to the agent's life here (usable() said so already)
-                limits.remove()
-                if scratch is not None:
-                    remove_tree(scratch)
-                return
             try:
+                # Its agent's id in its environment: a restart finds the spare it left (strays.py)
                 proc = await asyncio.create_subprocess_exec(
-                    *prefix, perl, "-e", WAIT_AND_EXEC, "--",
-                    *(str(g / "cgroup.procs") for g in limits.groups),
+                    *launch.spare_command(limits, view, None if scratch is None else str(scratch), self.launcher),
                     env={"JETCRON_AGENT_ID": self.agent_id}, stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
                     cwd=scratch)
