@@ -148,7 +148,7 @@ async def rpc_pair(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Rpc, R
 
 @pytest.fixture(params=["twin", "server"])
 async def buckets(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Buckets, str]]:
-    """A bucket opener and the name of an empty bucket it can open (made on the server first, as topology.py
+    """A bucket opener and the name of an empty bucket it can open (made on the server first, as jetcron.bus.topology
     makes every bucket of jetcron's)."""
     name = f"jc_t{next(names)}_open"
     if request.param == "twin":

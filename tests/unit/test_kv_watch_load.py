@@ -12,8 +12,8 @@ import nats.js.errors as jse
 import pytest
 from structlog.testing import capture_logs
 
-from jetcron.bus import kv
 from jetcron.bus.kv import Store
+from jetcron.bus.kv import _watch as watch_module
 from jetcron.core.models import TenantPolicy
 from jetcron.core.retry import OUTAGE_TRIES
 from jetcron.wire import subjects as s
@@ -128,8 +128,8 @@ class Js:
 
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kv, "outlasting_wait", lambda tries: 0.0)
-    monkeypatch.setattr(kv, "in_order", lambda live: live.messages())
+    monkeypatch.setattr(watch_module, "outlasting_wait", lambda tries: 0.0)
+    monkeypatch.setattr(watch_module, "in_order", lambda live: live.messages())
 
 
 async def watched(bucket: Bucket, count: int, between: Any = None) -> list[tuple[str, str | None, int]]:

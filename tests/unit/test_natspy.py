@@ -115,4 +115,4 @@ _OWN = {("consume.py", "queue")}
 def test_no_other_module_of_bus_reads_nats_pys_private_names() -> None:
     bus = Path(natspy.__file__).parent
     assert _private_reads(Path(natspy.__file__))  # the check sees them where they are
-    assert [hit for path in sorted(bus.glob("*.py")) if path.name != "natspy.py" for hit in _private_reads(path)] == []
+    assert [hit for path in sorted(bus.rglob("*.py")) if path.name != "natspy.py" for hit in _private_reads(path)] == []

@@ -1,4 +1,4 @@
-"""The REST contract (services/jetcron_services/gateway/contract.py) covers exactly what the gateway serves, declares
+"""The REST contract (jetcron_services.gateway.contract) covers exactly what the gateway serves, declares
 what each route reads and answers, is a valid OpenAPI 3.1 document, and docs/rest-api.md's table is made from it."""
 
 from __future__ import annotations

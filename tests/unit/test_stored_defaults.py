@@ -1,6 +1,6 @@
-"""Records and messages are encoded without the fields at their defaults (jetcron.core.models), so a default is part of
-the stored format: a record written with `attempt` at 1 says nothing of its attempt, and a later version whose
-default is 2 would read every such record as a second attempt. These tests hold every default of every stored
+"""Records and messages are encoded without the fields at their defaults (jetcron.core.stored_format), so a default
+is part of the stored format: a record written with `attempt` at 1 says nothing of its attempt, and a later version
+whose default is 2 would read every such record as a second attempt. These tests hold every default of every stored
 structure to `stored_defaults.json`, and check that what people read still shows every field.
 
 A default changed on purpose needs a migration of what is stored (or a new field); then
@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from jetcron.core import models
+from jetcron.core import stored_format
 from jetcron.core.ids import body_hash
 from jetcron.core.models import AgentInfo, AttemptRecord, JobRecord, JobSpec, Run, RunState
 from jetcron.wire import codec, messages
@@ -29,9 +29,9 @@ PINNED = Path(__file__).with_name("stored_defaults.json")
 
 
 def _kinds() -> list[type[msgspec.Struct]]:
-    """Every structure that inherits the stored format (models' _Spec and _Record, messages' _Msg)."""
+    """Every structure that inherits the stored format (stored_format's Spec and Record, messages' _Msg)."""
     found: list[type[msgspec.Struct]] = []
-    todo: list[type[msgspec.Struct]] = [models._Spec, models._Record, messages._Msg]
+    todo: list[type[msgspec.Struct]] = [stored_format.Spec, stored_format.Record, messages._Msg]
     while todo:
         kind = todo.pop()
         for sub in kind.__subclasses__():

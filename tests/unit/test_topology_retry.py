@@ -10,7 +10,8 @@ from functools import partial
 import pytest
 from nats.js.errors import BadRequestError, BucketNotFoundError, ServerError, ServiceUnavailableError
 
-from jetcron.bus.topology import Limits, _ensure_bucket, _until_answered, bucket_configs
+from jetcron.bus.topology import Limits, bucket_configs
+from jetcron.bus.topology._ensure import _ensure_bucket, _until_answered
 from jetcron.wire import subjects as s
 
 

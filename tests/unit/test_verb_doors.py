@@ -39,7 +39,7 @@ NO_CLI = {
 """Verbs without a CLI command, and why."""
 
 NO_REST = {
-    "runs.finished": "the dashboard's overview chart (ui/pages.py) is its one reader over HTTP",
+    "runs.finished": "the dashboard's overview chart (gateway.ui.pages) is its one reader over HTTP",
     "secrets.set": "a secret's value goes in over NATS only (`jetcron secrets`, the SDK): no HTTP body carries one",
     "secrets.list": "with secrets.set: a tenant's secrets are managed over NATS",
     "secrets.delete": "with secrets.set: a tenant's secrets are managed over NATS",

@@ -62,7 +62,7 @@ def consumer_of(sub: Any) -> tuple[str, str] | None:
 def take_delivered(live: JetStreamContext.PushSubscription) -> Msg | None:
     """A message the server already delivered to a push subscription, taken as nats-py's `next_msg` takes it but
     without its task, timer and uuid per call (in a busy watch they were a tenth of the tracker's CPU,
-    docs/benchmarks.md); None when none is waiting (then `next_msg` waits for the next)."""
+    docs/benchmarks-history.md); None when none is waiting (then `next_msg` waits for the next)."""
     sub = live._sub
     try:
         msg: Msg = sub._pending_queue.get_nowait()

@@ -1,5 +1,5 @@
 """What every bucket of records does on top of get and a revision-checked update: the one home of
-read-decide-CAS (`change`) and of paged reads, shared by the NATS store (kv.Store) and its twin (memory.py)."""
+read-decide-CAS (`change`) and of paged reads, shared by the NATS store (kv.Store) and its twin (jetcron.bus.memory)."""
 
 from __future__ import annotations
 

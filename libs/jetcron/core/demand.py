@@ -11,7 +11,8 @@ from jetcron.core.models import Priority, Resources
 
 
 class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One run waiting for a place (untracked by the cycle collector: plain data, held in bulk; jetcron.core.models)."""
+    """One run waiting for a place (untracked by the cycle collector: plain data, held in bulk;
+    jetcron.core.stored_format)."""
 
     run_id: str
     tenant: str

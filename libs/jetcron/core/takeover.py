@@ -43,7 +43,7 @@ def fresh(sighting: Sighting, now: float, ttl: float) -> bool:
     """Whether a lease seen at `sighting.seen_at` can be the one just taken over at `now` (monotonic seconds).
 
     Its last write came before we saw it, so it lapsed at most `ttl` later (rounded up to a whole second on the
-    wire, jetcron.bus.lease._ttl_header), and a contender tries at least every ttl/3: a sighting older than 2 x ttl
+    wire, jetcron.bus.lease.ServerLeaseLog), and a contender tries at least every ttl/3: a sighting older than 2 x ttl
     (and that second) is of some earlier tenure, and a gap measured from it would count time the lease was held.
     """
     return now - sighting.seen_at <= 2 * ttl + 1.0

@@ -57,7 +57,7 @@ logo it shows from its makers' CDN is refused."""
 
 @get(f"{API}/openapi.json", include_in_schema=False, media_type="application/vnd.oai.openapi+json")
 async def openapi_json() -> dict[str, Any]:
-    """The contract (contract.py): made from one row per operation, not from the handlers' signatures."""
+    """The contract (gateway.contract): made from one row per operation, not from the handlers' signatures."""
     return _DOCUMENT
 
 
@@ -158,7 +158,7 @@ def build_app(gate: Gate, *, trace_url: str = "", public_url: str = "", sessions
         HttpProblem: _on_problem, ValidationException: _on_validation, HTTPException: _on_http,
         RecursionError: _on_too_deep, Exception: _on_error, **ui.HANDLERS,
     }
-    # No OpenAPI of Litestar's own: the document is the contract's (contract.py), served by openapi_json.
+    # No OpenAPI of Litestar's own: the document is the contract's (gateway.contract), served by openapi_json.
     app = Litestar(route_handlers=[*_ROUTES, *ui.ROUTES], openapi_config=None, exception_handlers=handlers,
                    request_max_body_size=MAX_BODY, template_config=ui.TEMPLATES, debug=False,
                    middleware=[_allow_from_contract], response_class=WholeResponse)

@@ -82,7 +82,7 @@ async def get_job(request: Request[Any, Any, Any], job_id: str) -> JobStatusView
     return await gate.api(caller, view)
 
 
-# The routes' OpenAPI is the contract's (contract.py): a handler's signature only parses and checks its input.
+# The routes' OpenAPI is the contract's (gateway.contract): a handler's signature only parses and checks its input.
 @get(f"{API}/jobs", summary="List jobs (filter by queue and status; cursor pagination)")
 async def list_jobs(request: Request[Any, Any, Any], queue: str | None = None, status: str | None = None,
                     cursor: str | None = None, limit: Annotated[int, Parameter(ge=1, le=1000)] = 50) -> JobPage:

@@ -1,6 +1,6 @@
 """The web dashboard: Jinja pages, htmx actions and server-sent events under /ui, in the gateway's process.
 
-docs/dashboard.md is the user's guide; pages.py the routes, present.py what they compute, session.py who is
+docs/dashboard.md is the user's guide; pages the routes, present.py what they compute, session.py who is
 looking. htmx is vendored in static/ with its licence (no JavaScript build step).
 """
 
