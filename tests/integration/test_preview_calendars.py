@@ -33,12 +33,12 @@ BOTH = [(at(1), None, None), (at(2), None, None), (at(3), "calendar holidays", N
 
 def table_rows(text: str) -> list[tuple[str, str | None, str | None]]:
     """The CLI table's rows as (utc, skipped, until); an empty cell (or the `until` column left out when no run of
-    occurrences is skipped) is None."""
+    occurrences is skipped) is None. The last column is the DST note."""
     rows = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.split("│")[1:-1]]
-        if len(cells) in (3, 4) and cells[1].startswith("2027-"):
-            rows.append((cells[1], cells[2] or None, cells[3] or None if len(cells) == 4 else None))
+        if len(cells) in (4, 5) and cells[1].startswith("2027-"):
+            rows.append((cells[1], cells[2] or None, cells[3] or None if len(cells) == 5 else None))
     return rows
 
 

@@ -97,8 +97,8 @@ class Agent:
         self.job_user = agent_job_user(ctx.settings.agent_job_user)
         """Who jobs run as (looked up once: an unknown user stops the agent at start, not each run)."""
         self.strays = StrayGuard(Path(ctx.settings.data_dir) / f"agent-{agent_id}.pgids", agent_id)
-        # A spare's perl switches users with its own id variables, which leave an agent that is not root its
-        # capabilities: such an agent spawns every run through the launcher or the tools, which drop them.
+        # Spares are kept by root agents (and by agents that switch no user): an agent that is not root spawns every
+        # run through the launcher, whose own steps drop the capabilities it holds.
         spares = ctx.settings.agent_spare and not ctx.settings.agent_sim and SparePool.usable(
             setup.limits, setup.launcher) and (os.geteuid() == 0 or self.job_user.uid is None)
         self.spares = SparePool(setup.limits, max_pids=ctx.settings.agent_max_pids, strays=self.strays,

@@ -81,6 +81,9 @@ def session_key(settings: Settings) -> bytes:
     return hmac.new(secret, KEY_LABEL, hashlib.sha256).digest()
 
 
+KEEP_ALIVE_SECONDS = 75
+"""Seconds an idle HTTP connection is kept open (nginx's default): longer than the clients' own pools keep one."""
+
 class _Server(uvicorn.Server):
     """Stops when the service does (its SIGTERM handling is the runtime's, not uvicorn's)."""
 
@@ -122,7 +125,10 @@ async def main(ctx: Context) -> None:
     sessions = Sessions(key=session_key(settings), max_age=settings.ui_session_seconds,
                         secure=settings.ui_cookie_secure, trusted_proxies=proxies(settings.http_trusted_proxies))
     app = build_app(gate, trace_url=settings.ui_trace_url, public_url=settings.http_public_url, sessions=sessions)
-    server = _Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False))
+    # A connection idle for as long as clients keep theirs (httpx: 5 s, uvicorn's own default too) could be closed
+    # by the server just as a client sends on it, which it reads as an error; the server keeps it longer.
+    server = _Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
+                                    timeout_keep_alive=KEEP_ALIVE_SECONDS))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     await book.loaded.wait()
     ctx.ready.set()

@@ -265,7 +265,26 @@ static unsigned long long option_number(const char *option, const char *text) {
     return number(option, text, strlen(text), text);
 }
 
+/* The program starts with every signal at its default and none blocked, whatever the agent was given: an ignored
+ * signal stays ignored through an exec (a SIGPIPE the program never hears, a SIGHUP a nohup left). glibc keeps two
+ * signals of its own (32, 33) out of reach; they pass as they are. */
+static void reset_signals(void) {
+    struct sigaction plain;
+    memset(&plain, 0, sizeof plain);
+    plain.sa_handler = SIG_DFL;
+    sigemptyset(&plain.sa_mask);
+    for (int signum = 1; signum < NSIG; signum++) {
+        if (signum != SIGKILL && signum != SIGSTOP) {
+            sigaction(signum, &plain, NULL);
+        }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 static void start(char **program, char **environment) {
+    reset_signals();
     execve(program[0], program, environment);
     fprintf(stderr, "jetcron: could not start %s: %s\n", program[0], strerror(errno));
     exit(NOT_STARTED);

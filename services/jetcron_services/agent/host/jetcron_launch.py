@@ -58,7 +58,7 @@ LIMITS = ((resource.RLIMIT_FSIZE, "--fsize", "the file size limit"),
 """The rlimits, in the order they are set."""
 
 # CPython ignores SIGPIPE and SIGXFSZ from its start, and an ignored signal stays ignored through an exec: the
-# program would not end on a closed pipe, nor on a write past its file size bound. `signal` imports enum, which
+# program would not end on a closed pipe, nor on a write past its file size bound; so every signal is reset. `signal` imports enum, which
 # costs as much as the rest of this program's start; its C half is always loaded and does what is needed here.
 _signal = __import__("_signal")
 
@@ -265,8 +265,15 @@ def given_environment() -> dict[bytes, bytes]:
 
 
 def start(program: list[bytes], env: Mapping[bytes, bytes]) -> NoReturn:
-    for signum in (_signal.SIGPIPE, _signal.SIGXFSZ):
-        _signal.signal(signum, _signal.SIG_DFL)
+    # Every signal at its default and none blocked, whatever the agent was given, as the C launcher does (glibc
+    # keeps 32 and 33 out of reach: they pass as they are).
+    for signum in range(1, _signal.NSIG):
+        if signum not in (_signal.SIGKILL, _signal.SIGSTOP):
+            try:
+                _signal.signal(signum, _signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
     try:
         os.execve(program[0], program, env)
     except OSError as exc:
