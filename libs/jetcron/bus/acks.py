@@ -3,7 +3,7 @@
 Every write jetcron makes (a KV create or compare-and-set, a command, a report, a lease) is a JetStream publish
 that waits for the server's ack. nats-py does each as a request: a NUID plus `secrets.token_hex` (a read of
 /dev/urandom) for the reply token, a future with a done-callback, an `asyncio.wait_for`, and a JSON parse into
-dataclasses. With 8 writes per run that was a fifth of a service's CPU (docs/benchmarks-history.md). Here each
+dataclasses, which weighs on a service making several writes per run (docs/benchmarks-history.md). Here each
 connection has one reply subscription (`<inbox>.<id>.*`), tokens are a counter, the timeout is one timer
 handle, and the ack is decoded by msgspec. Errors are nats-py's (`APIError`, `NoStreamResponseError`,
 `TimeoutError`), so `kv.translate` reads them as before.

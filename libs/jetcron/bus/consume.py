@@ -75,13 +75,13 @@ class PullQueue:
     """A durable pull consumer as the queue port (ports.WorkQueue; its twin is memory.MemoryQueue).
 
     It keeps lingering pull requests open on one inbox instead of nats-py's `fetch`, which spent a request and a
-    status message per batch and a task, a `wait_for` and a timer per message (2–8 % of a consumer's CPU), and
-    added a round trip to every idle hop. A message arrives in the subscription's callback and waits in a
-    buffer; `fetch` hands the buffer over and asks for more only when the caller is ready for more, so no more
-    than `batch` delivered messages wait unhandled in the process, as with `fetch(batch)`. The count asked for
-    and not yet delivered is kept from each message and from the server's 408 and 409 statuses (their
-    Nats-Pending-Messages header), as nats.go's `Consume` does. A request the server may have lost (a reconnect,
-    heartbeats missed) is presumed gone and asked for again: asking twice costs at most a request left open."""
+    status message per batch and a task, a `wait_for` and a timer per message, and added a round trip to every idle
+    hop. A message arrives in the subscription's callback and waits in a buffer; `fetch` hands the buffer over and
+    asks for more only when the caller is ready for more, so no more than `batch` delivered messages wait unhandled
+    in the process, as with `fetch(batch)`. The count asked for and not yet delivered is kept from each message and
+    from the server's 408 and 409 statuses (their Nats-Pending-Messages header), as nats.go's `Consume` does. A
+    request the server may have lost (a reconnect, heartbeats missed) is presumed gone and asked for again: asking
+    twice costs at most a request left open."""
 
     EXPIRES = 30.0  # seconds a pull request lingers; each is renewed when its 408 comes back
     HEARTBEAT = 0.5  # the server says it still holds a request after this long idle

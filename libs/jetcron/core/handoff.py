@@ -14,8 +14,7 @@ DIRECT_REPORTS_MOST = 16
 """A finish report is handed to the trackers directly only while at most this many of its agent's reports are in
 flight (its own included). More in flight means the trackers are behind (reports in flight = rate × the trackers'
 answer time), and there the stream does better: it buffers a burst durably and the tracker's consumer takes it in
-batches, where requests would wait past their timeout and be sent both ways. A burst of 5,000 sim runs with no
-such bound handed 29 % of its reports over directly, and 6 % of all of them were answered too late."""
+batches, where requests would wait past their timeout and be sent both ways (docs/decisions-protocol.md)."""
 
 
 def answer_each(taken: Sequence[bool]) -> bytes:

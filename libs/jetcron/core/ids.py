@@ -91,7 +91,7 @@ def stable_fraction(text: str) -> float:
 def shard_of(job: str, shards: int) -> int:
     """Which trigger shard owns a job; stable across processes (not Python's salted hash())."""
     if shards == 1:
-        # No hash to take: one-shard indexes (the tracker's, the agent's) set an entry per run, and the sha256
-        # was 3 % of the tracker's CPU in the throughput bench
+        # No hash to take: one-shard indexes (the tracker's, the agent's) set an entry per run, where a sha256
+        # each is a cost worth saving
         return 0
     return int.from_bytes(hashlib.sha256(job.encode()).digest()[:4], "big") % shards

@@ -106,7 +106,7 @@ def tracer(name: str) -> trace.Tracer:
 
 # The fields of the SDK's default propagators (W3C trace context and baggage). While the global propagator
 # reads and writes nothing else, a plain traceparent is handled here in a few microseconds instead of the
-# propagators' generic path (~8 us per message, 6 % of the services' CPU: docs/benchmarks-history.md); a message or
+# propagators' generic path, several times as long per message (docs/benchmarks-history.md); a message or
 # context with anything more (tracestate, baggage, another version or form) still goes through them.
 _W3C_FIELDS = frozenset({HDR_TRACEPARENT, "tracestate", "baggage"})
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
@@ -246,7 +246,7 @@ def messaging_span(service_tracer: trace.Tracer, operation: str, destination: st
     """A span named and described by the OpenTelemetry messaging conventions (`process jc.event.finished`),
     with run_id, job and trace_id bound into every log line written inside it."""
     if _dropping():
-        # Nothing records spans in this process: skip making one (sampler, ids, attributes: a fifth of an
+        # Nothing records spans in this process: skip making one (sampler, ids, attributes: a large share of an
         # agent's CPU while a herd starts). The parent's context is still made current, so what is published
         # inside carries the same trace as before, and log lines keep their trace id (logging._add_trace_id).
         # With no trace to continue, a new one starts here all the same: every run record gets a valid trace id,

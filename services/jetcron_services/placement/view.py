@@ -27,9 +27,9 @@ from jetcron_services.runtime import Context
 
 RECORDS_KEPT = 20_000
 """Waiting records the view keeps decoded, the first to come: an assignment of one of them CASes on the copy, with
-no read first. A record past them keeps only its PlaceRun (a fifth of the record's heap) and its assignment reads it
-back once: a midnight herd waiting at the leader cost 3.1 KiB of heap per run with every record kept, about 3 GiB
-for the design's 950,000 waiting (bench/placement_memory.py)."""
+no read first. A record past them keeps only its PlaceRun (a fraction of the record's heap) and its assignment reads
+it back once: with every record kept, the design's midnight herd waiting at the leader would take gigabytes
+(bench/placement_memory.py, docs/benchmarks.md "Memory per service")."""
 
 
 class Waiting(NamedTuple):

@@ -90,7 +90,8 @@ class Reconciler:
         self.quiet = DueIndex(1)
         """Runs no sweep could act on before a time (`quiet_until`, or a live lease's `Quiet`), by that time: a
         herd staged minutes ahead is tens of thousands of assigned runs that need no look until their due time,
-        and a sweep must not even walk them (a scan of 100,000 every 0.25 s was 40 % of the tracker's CPU)."""
+        and a sweep must not even walk them: a sweep comes every 0.25 s, and a walk of them all is the tracker's
+        whole CPU at the design's sizes."""
         self.looked_at: set[str] = set()
         """Runs every sweep looks at (running, gangs, waiting, or past their quiet time) until their record
         changes."""

@@ -98,8 +98,8 @@ _TRANSIENT = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoResp
               _NotYet)
 _NO_PEERS_YET = 10005
 _STORE_NOT_MADE = 10049
-"""`error creating store for stream` (500): seen when services starting together made the same stream at once (a
-trigger exited at start under make test's load); the next try finds the stream made."""
+"""`error creating store for stream` (500): what services starting together may get when they make the same stream
+at once; the next try finds the stream made."""
 SETUP_DEADLINE = 60.0
 
 

@@ -58,8 +58,9 @@ LIMITS = ((resource.RLIMIT_FSIZE, "--fsize", "the file size limit"),
 """The rlimits, in the order they are set."""
 
 # CPython ignores SIGPIPE and SIGXFSZ from its start, and an ignored signal stays ignored through an exec: the
-# program would not end on a closed pipe, nor on a write past its file size bound; so every signal is reset. `signal` imports enum, which
-# costs as much as the rest of this program's start; its C half is always loaded and does what is needed here.
+# program would not end on a closed pipe, nor on a write past its file size bound; so every signal is reset.
+# `signal` imports enum, which costs as much as the rest of this program's start; its C half is always loaded and
+# does what is needed here.
 _signal = __import__("_signal")
 
 

@@ -1,9 +1,9 @@
 """No orphans: a reaper kills our process groups if we die; a restart kills groups left from an earlier life.
 
 The groups are kept in a file as a journal: a line `<pgid>` when a group is added, `-<pgid>` when it is removed,
-appended with one write each. Rewriting the whole set on every change cost a quarter of a busy agent's CPU
-(a mkdir, a write and a rename per start and per end, each listing every running group); the journal is
-rewritten as the live set only when it has grown well past it.
+appended with one write each, rather than the whole set rewritten at every start and end of a run (a write
+and a rename each listing every running group, which a busy agent cannot afford); the journal is rewritten as
+the live set only when it has grown well past it.
 """
 
 from __future__ import annotations
