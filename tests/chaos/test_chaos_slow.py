@@ -94,7 +94,7 @@ async def test_a_slow_server_under_load_doubles_nothing_and_loses_no_live_lease(
         verdict.assert_ok()
         assert sorted(acked) == sorted(f"slow-{n}" for n in range(i))
         # And no attempt was lost to its lease: each run succeeded on its first attempt, no agent fenced one
-        assert {k: [(a.attempt, a.outcome) for a in r.history] for k, r in runs.items()
+        assert {k: [(a.attempt, a.outcome, a.reason) for a in r.history] for k, r in runs.items()
                 if [a.outcome for a in r.history] != ["succeeded"]} == {}
         for agent in ("agent-1", "agent-2"):
             assert "attempt fenced" not in services[agent].output(), agent

@@ -74,7 +74,9 @@ class ScopedReads:
             raise ValueError(f"a run's credential reads the state of {s.kv_stream(s.BUCKET_IDEMPOTENCY)} only, "
                              f"not {stream}")
         try:
-            reply = await self.nc.request(s.idem_room_subject(self.tenant), b"", timeout=self.timeout)
+            # Twice the timeout of a read: the question crosses two clients' links each way (the job's and the
+            # api's), so the same margin over a slow link needs twice the time.
+            reply = await self.nc.request(s.idem_room_subject(self.tenant), b"", timeout=2 * self.timeout)
         except Exception as exc:
             raise translate(exc, "the idempotency store's room (asked of the api)") from exc
         room = decode(reply.data, IdempotencyRoom)
