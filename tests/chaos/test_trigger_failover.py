@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 from collections import Counter, defaultdict
@@ -162,7 +163,8 @@ async def fault_and_check(services: Services, fault: str, window: float) -> None
             runs = await wait_for(window_ended, 90, interval=1.0, what="every run in the window to end")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; states: {dict(states)}; e.g. {unfinished}") from None
-        assert states == {"succeeded": len(runs)}
+        why = Counter(re.sub(r"\d+", "N", r.reason) for r in runs if r.state.value != "succeeded")
+        assert states == {"succeeded": len(runs)}, f"not succeeded, by reason: {dict(why.most_common(5))}"
     finally:
         await client.close()
         await nc.close()
