@@ -155,7 +155,20 @@ async def _fill(client: Client) -> tuple[int, str]:
     """The headroom every node has left filled by a stream of another's, which jetcron may not let go, until the
     server refuses a publish: the bytes that went in, and the server's refusal (its error code and description)."""
     js = client.nc.jetstream()
-    await js.add_stream(name="FILLER", subjects=["filler.>"], num_replicas=3)
+
+    async def made() -> bool:
+        # After the rolling restart the meta group may still be electing or catching up: a stream create can
+        # time out (or answer 10008, unavailable) though jetcron's own reads and writes answer again. Making a
+        # stream is idempotent with the same config, so it is asked again, within a bound.
+        try:
+            await js.add_stream(name="FILLER", subjects=["filler.>"], num_replicas=3)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != 10008:
+                raise
+            return False
+        return True
+
+    await wait_for(made, 60, interval=1.0, what="the filler stream to be made", ignore=(nats.errors.TimeoutError,))
     chunk, stored = b"x" * (512 << 10), 0
     while True:
         try:
