@@ -1,18 +1,19 @@
-"""once()'s claim (jetcron.sdk.once.claim_key) on the twins of the idempotency bucket: a claim whose write landed while
-its acknowledgement was lost is found again by its own nonce, not left to block every later attempt."""
+"""once()'s claim and commit (jetcron.sdk.once.claim_key, commit_key) on the twins of the idempotency bucket: a claim
+whose write landed while its acknowledgement was lost is found again by its own nonce, and a commit the storage did
+not answer is tried again, so that neither is left to block every later attempt for the claim's TTL."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
 from jetcron.bus.memory import MemoryPublisher, MemoryStreams
-from jetcron.core.errors import Unavailable
+from jetcron.core.errors import Unavailable, WriteConflict
 from jetcron.sdk import once as once_module
-from jetcron.sdk.once import claim_key
+from jetcron.sdk.once import claim_key, commit_key
 from jetcron.wire import subjects as s
 
 AT = datetime(2026, 12, 5, tzinfo=UTC)
@@ -42,6 +43,7 @@ def _keys(lost: int) -> IdempotencyKeys:
 @pytest.fixture(autouse=True)
 def _no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(once_module, "OWN_CLAIM_READS", (0.0, 0.0))
+    monkeypatch.setattr(once_module, "COMMIT_RETRIES", (0.0, 0.0, 0.0))
 
 
 async def test_a_claim_whose_ack_was_lost_is_found_by_its_nonce_and_held() -> None:
@@ -69,3 +71,65 @@ async def test_a_claim_that_did_not_land_still_fails_as_it_said() -> None:
 class Down(MemoryPublisher):
     async def publish(self, subject: str, data: Any, **kw: Any) -> int:
         raise Unavailable(f"publish {subject}: storage did not answer (TimeoutError); outcome unknown, retry")
+
+
+class DownFor(MemoryPublisher):
+    """Stores nothing and says the storage did not answer for the first `down` writes (a partition, a restart)."""
+
+    def __init__(self, streams: MemoryStreams, down: int) -> None:
+        super().__init__(streams)
+        self.down = down
+
+    async def publish(self, subject: str, data: Any, **kw: Any) -> int:
+        if self.down > 0:
+            self.down -= 1
+            raise Unavailable(f"publish {subject}: storage did not answer (TimeoutError); outcome unknown, retry")
+        return await super().publish(subject, data, **kw)
+
+
+DONE = KeyRecord(state="done", at=AT)
+
+
+async def _claimed(keys: IdempotencyKeys) -> int:
+    revision = await claim_key(keys, "once.k", KeyRecord(state="claimed", at=AT, owner="n1"), 600, None)
+    assert revision is not None
+    return revision
+
+
+async def test_a_commit_the_storage_did_not_answer_is_tried_again_until_it_lands() -> None:
+    keys = _keys(lost=0)
+    revision = await _claimed(keys)
+    keys.publisher = DownFor(cast(MemoryStreams, keys.streams), down=3)
+    assert await commit_key(keys, "once.k", DONE, 3600, revision) > revision
+    stored = await keys.get("once.k")
+    assert stored is not None and stored[0].state == "done"
+    # A later attempt now sees the effect done, not a claim to wait on
+    assert await claim_key(keys, "once.k", KeyRecord(state="claimed", at=AT, owner="n2"), 600, None) is None
+    assert await keys.get("once.k") == stored
+
+
+async def test_a_commit_stored_while_its_ack_was_lost_is_ours_on_the_next_try() -> None:
+    keys = _keys(lost=0)
+    revision = await _claimed(keys)
+    keys.publisher = AckLost(cast(MemoryStreams, keys.streams), lost=1)
+    landed = await commit_key(keys, "once.k", DONE, 3600, revision)
+    stored = await keys.get("once.k")
+    assert stored is not None and stored[0].state == "done" and landed == stored[1]
+
+
+async def test_a_commit_over_a_claim_taken_since_is_a_conflict_not_ours() -> None:
+    keys = _keys(lost=0)
+    revision = await _claimed(keys)
+    await keys.forget("once.k", revision)  # the claim is gone: another attempt may claim the key
+    with pytest.raises(WriteConflict):
+        await commit_key(keys, "once.k", DONE, 3600, revision)
+
+
+async def test_a_commit_the_storage_never_answers_fails_as_it_said() -> None:
+    keys = _keys(lost=0)
+    revision = await _claimed(keys)
+    keys.publisher = DownFor(cast(MemoryStreams, keys.streams), down=100)
+    with pytest.raises(Unavailable, match="outcome unknown"):
+        await commit_key(keys, "once.k", DONE, 3600, revision)
+    stored = await keys.get("once.k")
+    assert stored is not None and stored[0].state == "claimed"

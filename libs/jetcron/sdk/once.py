@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from jetcron.core.errors import Conflict, JetcronError, Unavailable
+from jetcron.core.errors import Conflict, JetcronError, Unavailable, WriteConflict
 from jetcron.sdk._sync import in_private_loop
 
 if TYPE_CHECKING:  # imported where used: a job that imports jetcron to call once() pays for nats-py only then
@@ -32,6 +32,9 @@ DEFAULT_TTL = 7 * 86400.0
 CLAIM_TTL = 600.0
 OWN_CLAIM_READS = (0.0, 0.5, 1.0, 2.0)
 """Waits before each read for our own claim after its write's outcome was unknown (claim_key)."""
+COMMIT_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+"""Waits before each new try of a commit the storage did not answer (commit_key): about a minute in all, longer
+than a partition's election or a node's restart takes."""
 
 
 class AlreadyClaimed(Conflict):
@@ -86,7 +89,7 @@ async def once_async(key: str, ttl: float = DEFAULT_TTL, *, nats_url: str | None
             await keys.forget(safe, revision)
             raise
         try:
-            await keys.commit(safe, KeyRecord(state="done", at=datetime.now(UTC)), ttl, revision)
+            await commit_key(keys, safe, KeyRecord(state="done", at=datetime.now(UTC)), ttl, revision)
         except JetcronError as exc:
             raise EffectNotRecorded(
                 f"once({key!r}): the effect was done but recording it failed ({exc}); the claim blocks other "
@@ -118,6 +121,30 @@ async def claim_key(keys: IdempotencyKeys, key: str, claim: KeyRecord, claim_ttl
                 return found[1]
             raise  # it did not land (or another attempt's did): the write failed, as it said
         raise unknown from None
+
+
+async def commit_key(keys: IdempotencyKeys, key: str, done: KeyRecord, ttl: float, revision: int) -> int:
+    """Record the effect as done over our claim at `revision`; tried again while the storage does not answer.
+
+    The effect is done already: until its record lands, every later attempt finds the claim and waits for it to
+    lapse (`claim_ttl`), or repeats the effect once it has. A partition or a restarting node answers again
+    within seconds, so the commit is tried again for about a minute (COMMIT_RETRIES) before it gives up. A try
+    that was stored while its acknowledgement was lost makes the next one conflict; the key then reads `done`
+    (no other attempt may write over a live claim), and that is our commit."""
+    unknown: Unavailable | None = None
+    for wait in (0.0, *COMMIT_RETRIES):
+        await asyncio.sleep(wait)
+        try:
+            return await keys.commit(key, done, ttl, revision)
+        except Unavailable as exc:
+            unknown = exc
+        except WriteConflict:
+            found = await keys.get(key) if unknown is not None else None
+            if found is not None and found[0].state == "done":
+                return found[1]
+            raise
+    assert unknown is not None
+    raise unknown
 
 
 @contextmanager
