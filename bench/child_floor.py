@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.common import emit, summary
-from jetcron.core.job_view import ChildView
+from jetcron.core.host.job_view import ChildView
 from jetcron_services.agent.host.launch import launcher_options, launcher_path
 from jetcron_services.agent.host.limits import CGROUP1, CGROUP2, LimitRoot, RunLimits, detect
 

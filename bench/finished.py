@@ -1,4 +1,4 @@
-"""What counting every finished run per minute costs (jc_finished: jetcron.core.finished,
+"""What counting every finished run per minute costs (jc_finished: jetcron.core.lifecycle.finished,
 jetcron_services.run_tracker.finished, jetcron.bus.finished), beside what the alternatives would cost. One embedded
 server with fsync before every ack (as jetcron runs it), no services: each part is the code the tracker and the api run,
 on the real bucket.
@@ -40,7 +40,7 @@ from jetcron.bus.server import EmbeddedNats
 from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import ensure_topology
 from jetcron.core.clock import ManualClock
-from jetcron.core.finished import MINUTE, FinishedMinute, Tally, first_minute, minute_of, stamp
+from jetcron.core.lifecycle.finished import MINUTE, FinishedMinute, Tally, first_minute, minute_of, stamp
 from jetcron.core.models import Run, RunState
 from jetcron.wire import subjects as s
 from jetcron_services.run_tracker.finished import FinishedCounts

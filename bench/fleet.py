@@ -52,8 +52,8 @@ from bench.common import System, emit, submit_now_jobs, system
 from jetcron.auth.local import LocalCreds
 from jetcron.bus import rpc
 from jetcron.config import Settings
+from jetcron.core.host.sim import SimExecution
 from jetcron.core.models import Run
-from jetcron.core.sim import SimExecution
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
@@ -736,7 +736,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="50,200,500", help="comma-separated fleet sizes, one system each")
     parser.add_argument("--runs", type=int, default=1000, help="runs submitted `now` at each size")
     parser.add_argument("--slots", type=int, default=5)
-    parser.add_argument("--seconds", default="uniform:0.5,2", help="simulated duration (jetcron.core.sim)")
+    parser.add_argument("--seconds", default="uniform:0.5,2", help="simulated duration (jetcron.core.host.sim)")
     parser.add_argument("--exit-codes", default="0", help="simulated exit codes with weights, e.g. 0:95,1:5")
     parser.add_argument("--heartbeat", type=float, default=2.0)
     parser.add_argument("--entry", type=float, default=30.0,

@@ -25,7 +25,7 @@ from typing import Any
 from bench.common import System, emit, submit_now_jobs, summary, system
 from bench.fleet import Fleet, _stream_seq, _total_stored
 from jetcron.config import Settings
-from jetcron.core.sim import SimExecution
+from jetcron.core.host.sim import SimExecution
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 

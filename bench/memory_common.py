@@ -40,11 +40,11 @@ def service_context(name: str) -> Any:
         MemoryStreams,
     )
     from jetcron.config import Settings
-    from jetcron.core.calendars import CalendarRecord
     from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
+    from jetcron.core.timing.calendars import CalendarRecord
+    from jetcron.ops.retention import History
     from jetcron.wire import subjects as s
     from jetcron.wire.messages import Cursor
-    from jetcron_services.retention import History
     from jetcron_services.runtime import Context, SystemClock
 
     settings, clock = Settings(), SystemClock()
@@ -61,8 +61,8 @@ def service_context(name: str) -> Any:
 
 def herd_records(n: int, now: datetime) -> list[bytes]:
     """n scheduled records as the watch delivers them: a midnight herd of one-shot jobs over three tenants."""
+    from jetcron.core.lifecycle.runs import new_run
     from jetcron.core.models import JobSpec, Resources, RunState
-    from jetcron.core.runs import new_run
     from jetcron.wire.codec import encode
 
     out = []

@@ -15,9 +15,9 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from jetcron.core.fairness import FairQueue
 from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
-from jetcron.core.placement import Cluster, Demand, Placement
+from jetcron.core.placing.fairness import FairQueue
+from jetcron.core.placing.placement import Cluster, Demand, Placement
 
 AGENTS = 10_000
 TENANTS = [f"tenant-{i}" for i in range(5)]

@@ -17,9 +17,9 @@ import statistics
 import sys
 from datetime import UTC, datetime, timedelta
 
-from jetcron.core.fairness import FairQueue
 from jetcron.core.models import AgentInfo, Priority, Resources, TenantPolicy
-from jetcron.core.placement import Cluster, Demand, Placement
+from jetcron.core.placing.fairness import FairQueue
+from jetcron.core.placing.placement import Cluster, Demand, Placement
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SLOTS = 100

@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime
 
 from jetcron.core.models import AgentInfo, Priority, Resources
-from jetcron.core.placement import Cluster, Demand, Placement
+from jetcron.core.placing.placement import Cluster, Demand, Placement
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS, PER_LEAF, GPUS = 1000, 32, 8

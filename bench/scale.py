@@ -50,8 +50,8 @@ from bench.fleet import Fleet, ProcessFleet, _proc_cpu, _proc_rss, _stream_seq, 
 from bench.liveness import PURPOSES
 from bench.midnight import midnight
 from jetcron.config import Settings
+from jetcron.core.host.sim import SimExecution
 from jetcron.core.models import Run
-from jetcron.core.sim import SimExecution
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode

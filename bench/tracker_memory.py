@@ -4,8 +4,8 @@ In-process, no server, like `bench.placement_memory`: each run record is encoded
 delivers, decoded as the watch decodes it, and fed to the tracker's `Reconciler.on_record` (its index of the
 non-terminal runs: what the sweeps, the listing, the deadlines and the wait timeouts read). Two forms, each in a
 fresh subprocess: `whole`, every record kept as decoded (the index before it kept a waiting run in its form), and
-`index`, as built (`jetcron.core.reconcile.index_form`: a waiting run without its spec and history, its queue beside
-it).
+`index`, as built (`jetcron.core.lifecycle.reconcile.index_form`: a waiting run without its spec and history,
+its queue beside it).
 
 The bytes are the Python heap's (tracemalloc); the RSS growth beside them is what the process asked of the system
 meanwhile, from an untraced child. `sweep_seconds`: one reconciler sweep over them before any is due (they sit in
@@ -28,7 +28,7 @@ MODES = ("whole", "index")
 async def _measure(n: int, mode: str, trace: bool) -> dict[str, float]:
     import random
 
-    import jetcron.core.reconcile as reconcile
+    import jetcron.core.lifecycle.reconcile as reconcile
     from jetcron.core.models import Run
     from jetcron.wire.codec import decode
     from jetcron_services.run_tracker.reconciler import Reconciler

@@ -3,7 +3,7 @@
 Scenario `second`: N interval schedules whose nominals are spread over one second (N per second), every
 `--period` seconds, measured over `--rounds` rounds (the first round included: nothing is warmed up for it).
 Scenario `instant`: N schedules due at the same instant (the midnight herd), with the default horizon and
-herd rate: the trigger spreads the herd's staging back from the instant (jetcron.core.herds). `--lead` must leave
+herd rate: the trigger spreads the herd's staging back from the instant (jetcron.core.timing.herds). `--lead` must leave
 room for storing the jobs and for N / rate seconds of staging. The two sim agents each have room for half
 the herd and a little more (CPU for it, and a slot per run), so every run can be assigned ahead and
 placement's bin-packing fills one agent, then the other: what is measured is staging, not capacity. (With

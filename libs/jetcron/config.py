@@ -10,9 +10,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from jetcron.bus.connect import Identity
 from jetcron.bus.topology import Limits
 from jetcron.core.errors import Misconfigured
-from jetcron.core.retention import ClusterHistory
-from jetcron.core.sim import SimExecution
-from jetcron.core.uid_pool import parse_uid_range
+from jetcron.core.host.sim import SimExecution
+from jetcron.core.host.uid_pool import parse_uid_range
+from jetcron.core.lifecycle.retention import ClusterHistory
 from jetcron.wire.messages import HandBy
 
 _Count = Annotated[int, Field(ge=0)]
@@ -93,8 +93,9 @@ class Settings(BaseSettings):
     """The shortest schedule interval a job may have, in seconds."""
     redrive_after: float = Field(default=30.0, gt=0)
     """A run scheduled but not placed this long after its due time is handed to placement again (a PlaceRun), and
-    again at ages that double, at most every 16 minutes (jetcron.core.reconcile.REDRIVE_GAP_MAX); the tracker re-drives
-    at most 64 runs a second (jetcron_services.run_tracker.reconciler.REDRIVES_PER_SWEEP), the rest a period later."""
+    again at ages that double, at most every 16 minutes (jetcron.core.lifecycle.reconcile.REDRIVE_GAP_MAX); the tracker
+    re-drives at most 64 runs a second (jetcron_services.run_tracker.reconciler.REDRIVES_PER_SWEEP), the rest a period
+    later."""
     topology_check: float = Field(default=10.0, gt=0)
     """Seconds between a core service's checks that every stream, bucket and durable consumer still exists: one
     deleted under the running system is made again, empty, and logged as an error."""
@@ -114,7 +115,7 @@ class Settings(BaseSettings):
     """Attempts one agent runs at once."""
     agent_start_rate: float = Field(default=500.0, gt=0)
     """Attempts per second an agent is assumed to start when a staged herd comes due at once: a staged
-    attempt's first lease covers its place in the queue (jetcron.core.leases.first_grant)."""
+    attempt's first lease covers its place in the queue (jetcron.core.lifecycle.leases.first_grant)."""
     agent_start_burst: int = Field(default=256, ge=1)
     """Staged attempts an agent has begun to start and not yet started: a herd due at one instant starts as a
     stream, not as 50,000 tasks at once (services/jetcron_services/agent/waiting.py)."""
@@ -133,7 +134,7 @@ class Settings(BaseSettings):
     """Execute nothing and report how the simulated run ended (scale tests and the virtual fleet only)."""
     agent_sim_seconds: str = "0"
     """How long a simulated attempt runs: `S`, `fixed:S`, `uniform:A,B` or `exp:MEAN[,CAP]` seconds, drawn per
-    attempt from its run id (jetcron.core.sim)."""
+    attempt from its run id (jetcron.core.host.sim)."""
     agent_sim_exit_codes: str = "0"
     """How a simulated attempt exits: `CODE[:WEIGHT],...`, e.g. `0:95,1:5`."""
     gpu_health_check: str | None = None
@@ -420,7 +421,7 @@ class Settings(BaseSettings):
 
     @property
     def history(self) -> ClusterHistory:
-        """The cluster's retention (jetcron.core.retention)."""
+        """The cluster's retention (jetcron.core.lifecycle.retention)."""
         return ClusterHistory(keep_seconds=self.history_keep_seconds, min_seconds=self.history_min_seconds,
                               max_seconds=self.history_max_seconds, keep_succeeded=self.history_keep_succeeded,
                               keep_failed=self.history_keep_failed, dead_letter_seconds=self.dlq_keep_seconds)

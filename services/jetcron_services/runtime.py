@@ -44,11 +44,12 @@ from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.streams import ServerStreams
 from jetcron.bus.topology import ensure_topology, missing_parts
 from jetcron.config import Settings
-from jetcron.core.calendars import CalendarRecord
 from jetcron.core.clock import Clock
 from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
+from jetcron.core.lifecycle.retention import job_ttl, record_ttl
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
-from jetcron.core.retention import job_ttl, record_ttl
+from jetcron.core.timing.calendars import CalendarRecord
+from jetcron.ops.retention import History
 from jetcron.telemetry import metrics
 from jetcron.telemetry.gc_pauses import GcPauses
 from jetcron.telemetry.http import HealthServer
@@ -56,7 +57,6 @@ from jetcron.telemetry.logging import setup_logging
 from jetcron.telemetry.tracing import flush_tracing, setup_tracing
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor, ServiceInstance
-from jetcron_services.retention import History
 
 STOP_RESERVE = 4.0
 """Seconds of a service's stop grace kept for what follows its main (the registry, the connection, its tasks),

@@ -32,8 +32,8 @@ from harness import ServiceProcess, Services, wait_for
 
 from jetcron.bus.server import ServerNode
 from jetcron.core.ids import DEFAULT_TENANT
+from jetcron.core.lifecycle.notify import Notice
 from jetcron.core.models import RunState
-from jetcron.core.notify import Notice
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 

@@ -21,7 +21,7 @@ from test_up import Up, jetcron, json_of, wait_ready
 
 from jetcron.bus.server import free_port
 from jetcron.cli.up import local_job_uids
-from jetcron.core.uid_pool import parse_uid_range
+from jetcron.core.host.uid_pool import parse_uid_range
 
 pytestmark = [pytest.mark.timeout(150),
               pytest.mark.needs("root", reason="only a root agent runs jobs as another user")]

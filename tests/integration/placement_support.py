@@ -8,7 +8,7 @@ from typing import Any
 import nats
 from harness import Services, run_cli, wait_for
 
-from jetcron.core.capacity import CapacitySummary
+from jetcron.core.placing.capacity import CapacitySummary
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode

@@ -17,7 +17,7 @@ import pytest
 from harness import ServiceProcess, Services, wait_for
 from test_runs import now_job, state_is, the_run
 
-from jetcron.core.uid_pool import LOCAL_RANGES
+from jetcron.core.host.uid_pool import LOCAL_RANGES
 from jetcron.sdk.client import Client
 
 pytestmark = pytest.mark.needs("root", "setpriv",

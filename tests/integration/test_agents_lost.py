@@ -1,5 +1,5 @@
 """An agent killed with SIGKILL is counted lost once by the run tracker's leader (it cannot count itself); one that
-stops cleanly is not (jetcron_services.run_tracker.agents, jetcron.core.departures)."""
+stops cleanly is not (jetcron_services.run_tracker.agents, jetcron.core.lifecycle.departures)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from harness import JETCRON, ServiceProcess, Services, clean_env
 from jetcron.auth.local import SERVICE_ROLES
 from jetcron.bus.server import EmbeddedNats, free_ports, nats_server_binary
 from jetcron.config import Settings
-from jetcron.core.uid_pool import parse_uid_range
+from jetcron.core.host.uid_pool import parse_uid_range
 from jetcron.sdk.client import Client
 from jetcron_services.agent.host.confine import SWITCH_CAPABILITIES
 

@@ -14,9 +14,9 @@ import nats
 from harness import Services, wait_for
 from placement_support import job, runs_of, start
 
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import Run
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from harness import Services, run_cli, wait_for
 
-from jetcron.core.finished import minute_of
+from jetcron.core.lifecycle.finished import minute_of
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 

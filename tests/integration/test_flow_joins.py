@@ -15,9 +15,9 @@ import pytest
 from harness import Services, run_cli, wait_for
 
 from jetcron.core.ids import run_id
-from jetcron.core.join_marks import JoinMark, Mark, mark_key
+from jetcron.core.lifecycle.join_marks import JoinMark, Mark, mark_key
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobSpec, Run, RunState, Schedule, ScheduleKind
-from jetcron.core.runs import new_run
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 from jetcron.wire import subjects as s

@@ -18,9 +18,9 @@ from nats.js import JetStreamContext
 from test_runs import now_job, state_is, the_run
 
 from jetcron.bus import lease as lease_store
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import Run
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode

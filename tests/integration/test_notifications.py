@@ -21,7 +21,7 @@ from jetcron.auth.authority import Authority
 from jetcron.auth.roles import Role
 from jetcron.bus.connect import Identity
 from jetcron.bus.server import free_port
-from jetcron.core.notify import NEVER_FIRED, Notice, verify
+from jetcron.core.lifecycle.notify import NEVER_FIRED, Notice, verify
 from jetcron.sdk.client import Client
 
 NOTIFY_ENV = {"JETCRON_NOTIFY_ALLOW_PRIVATE": "true", "JETCRON_NOTIFY_BACKOFF": "0.2",

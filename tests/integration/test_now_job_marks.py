@@ -1,6 +1,6 @@
 """A `now` job is made with its end, and its shard's fire mark says it has fired: the trigger writes nothing to
-the job, and a trigger started later plans no job the mark covers (jetcron.core.fire_marks), on a real nats-server.
-One an api of the previous release made without its end is fired and ended by the trigger."""
+the job, and a trigger started later plans no job the mark covers (jetcron.core.timing.fire_marks), on a real
+nats-server. One an api of the previous release made without its end is fired and ended by the trigger."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from metrics_support import samples
 from nats.js import JetStreamContext
 
 from jetcron.bus.registry import Registry
-from jetcron.core.fire_marks import mark_key
 from jetcron.core.ids import shard_of
 from jetcron.core.models import JobRecord, JobSpec, Schedule, ScheduleKind
+from jetcron.core.timing.fire_marks import mark_key
 from jetcron.sdk.client import Client
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode, plain

@@ -1,6 +1,6 @@
-"""The order waiting runs start in, through the running services (jetcron.core.fairness.FairQueue decides it; these
-check that placement, the tenants watch and the settings carry it out): one agent with one slot, filled by a run held
-on a gate file, a backlog queued behind it, then capacity freed one run at a time, the start order read from the
+"""The order waiting runs start in, through the running services (jetcron.core.placing.fairness.FairQueue decides it;
+these check that placement, the tenants watch and the settings carry it out): one agent with one slot, filled by a run
+held on a gate file, a backlog queued behind it, then capacity freed one run at a time, the start order read from the
 run records. And a queue at its quota waits, saying so, while the tenant's other queue runs."""
 
 from __future__ import annotations

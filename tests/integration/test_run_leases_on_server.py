@@ -121,7 +121,7 @@ async def test_a_released_lease_goes_to_the_next_holder(leases: Leases) -> None:
 
 async def test_a_contender_reads_the_holders_last_action_in_its_renewal_and_in_its_release_marker(
         leases: Leases) -> None:
-    # The takeover gap is measured from it (jetcron.core.takeover): a renewal and a release carry the stamp
+    # The takeover gap is measured from it (jetcron.core.lifecycle.takeover): a renewal and a release carry the stamp
     held, found = await leases.contend(SHARD, "trigger-a", 30)
     assert held is not None and found is None
     held = await leases.renew(held, 30, acted_at=ACTED)

@@ -119,7 +119,7 @@ async def test_killing_the_shard_owner_loses_and_duplicates_no_occurrence(servic
 
 
 async def _gaps(services: Services, replica: str) -> tuple[float, float]:
-    """The count and sum of a trigger replica's trigger_shard takeover gaps (jetcron.core.takeover)."""
+    """The count and sum of a trigger replica's trigger_shard takeover gaps (jetcron.core.lifecycle.takeover)."""
     nc = await nats.connect(services.server.url)
     try:
         mine = [i for i in await (await Registry.open(nc.jetstream())).instances() if i.pid == services[replica].pid]

@@ -13,7 +13,7 @@ from test_flow_joins import FAR, _job, _runs
 from test_notifications import _deliveries, start
 
 from bench.webhook import Receiver
-from jetcron.core.notify import Notice
+from jetcron.core.lifecycle.notify import Notice
 from jetcron.sdk.client import Client
 
 

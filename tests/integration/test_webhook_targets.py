@@ -25,8 +25,8 @@ import pytest
 from jetcron.auth.certs import issue, make_ca
 from jetcron.bus.memory import MemoryPublisher, MemoryStreams
 from jetcron.config import Settings
+from jetcron.core.lifecycle.notify import DeliveryAttempt, Notice
 from jetcron.core.models import NotifyEvent, NotifyRule
-from jetcron.core.notify import DeliveryAttempt, Notice
 from jetcron_services.notifier import targets as targets_module
 from jetcron_services.notifier.targets import Targets
 from jetcron_services.runtime import SystemClock

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from msgspec.structs import replace
 
 from jetcron.bus.memory import MemoryRecords
+from jetcron.core.lifecycle.reconcile import index_form, track
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.core.reconcile import index_form, track
 from jetcron.wire.api import Page
 from jetcron.wire.messages import ActiveRunsQuery
 from jetcron_services.run_tracker.listing import select, whole_page

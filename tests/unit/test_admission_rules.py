@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jetcron.core.admission import check_pending, check_queue, check_rate
 from jetcron.core.errors import RateLimited, Unavailable
-from jetcron.core.pacing import TokenBucket
+from jetcron.core.placing.admission import check_pending, check_queue, check_rate
+from jetcron.core.timing.pacing import TokenBucket
 from jetcron.sdk.errors import RateLimitedError, api_error
 from jetcron.wire.api import error_reply
 from jetcron_services.gateway.problems import headers_for, status_of

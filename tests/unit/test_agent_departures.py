@@ -1,5 +1,6 @@
-"""Agents lost: the tracker's leader counts an agent whose entry aged out once (jetcron.core.departures), never one
-that left cleanly, nor one whose record the watch merely stopped delivering (jetcron_services.run_tracker.agents)."""
+"""Agents lost: the tracker's leader counts an agent whose entry aged out once (jetcron.core.lifecycle.departures),
+never one that left cleanly, nor one whose record the watch merely stopped delivering
+(jetcron_services.run_tracker.agents)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from twin_support import twin_context
 
 from jetcron.bus.memory import MemoryRecords
 from jetcron.config import Settings
-from jetcron.core.departures import Found, judge, lapsed_with, standing_still
+from jetcron.core.lifecycle.departures import Found, judge, lapsed_with, standing_still
+from jetcron.core.lifecycle.reconcile import Beat
+from jetcron.core.lifecycle.retry import RetryAction, RetryDecision
+from jetcron.core.lifecycle.run_state import RunEvent, RunState
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import AgentInfo, Run
-from jetcron.core.reconcile import Beat
-from jetcron.core.retry import RetryAction, RetryDecision
-from jetcron.core.run_state import RunEvent, RunState
-from jetcron.core.runs import Change, apply
 from jetcron_services.run_tracker.agents import AgentLosses
 
 AGE = 30.0
@@ -113,7 +114,8 @@ def _running(agents: tuple[str, ...] = ("a",)) -> Run:
 
 
 def _lost(before: Run, retry: RetryAction = RetryAction.RETRY, delay: float = 0.0) -> Run:
-    """The record after the tracker calls the attempt lost (jetcron.core.runs.apply, as the tracker writes it)."""
+    """The record after the tracker calls the attempt lost (jetcron.core.lifecycle.runs.apply, as the tracker writes
+    it)."""
     return apply(before, Change(event=RunEvent.LOSE, reason="lease expired on a: agent lost",
                                 retry=RetryDecision(action=retry, delay_seconds=delay)), T0)
 

@@ -1,5 +1,5 @@
-"""An attempt started before its claim (jetcron.core.leases.claims_late): a run that ends within a quarter second
-writes no claim; one that goes on writes it before its start report; one whose claim is held for a newer
+"""An attempt started before its claim (jetcron.core.lifecycle.leases.claims_late): a run that ends within a quarter
+second writes no claim; one that goes on writes it before its start report; one whose claim is held for a newer
 attempt, or cannot be written in time, is stopped. Its reports and its child carry the assignment's token."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from twin_support import twin_context
 from jetcron.bus.lease import unclaimed
 from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher
 from jetcron.config import Settings
-from jetcron.core.attempt_state import AttemptPhase
 from jetcron.core.errors import Unavailable
-from jetcron.core.leases import claim_by, claims_late, record_tokens
+from jetcron.core.host.sim import SimExecution
+from jetcron.core.lifecycle.attempt_state import AttemptPhase
+from jetcron.core.lifecycle.leases import claim_by, claims_late, record_tokens
 from jetcron.core.models import JobSpec
-from jetcron.core.sim import SimExecution
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, RunFinished, RunStarted

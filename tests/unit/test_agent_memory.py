@@ -13,8 +13,8 @@ from datetime import timedelta
 import pytest
 from test_attempt_lifecycle import T0, _agent, _cmd, _msg, _settle, _spy_on_start
 
-from jetcron.core.attempt_state import AttemptPhase
 from jetcron.core.clock import ManualClock
+from jetcron.core.lifecycle.attempt_state import AttemptPhase
 from jetcron.wire.messages import CancelRun
 from jetcron_services.agent.host.executor import Execution
 

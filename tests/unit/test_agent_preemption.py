@@ -12,7 +12,7 @@ from opentelemetry.context import Context as TraceContext
 from test_attempt_lifecycle import _agent, _attempt, _ctx, _msg
 
 from jetcron.bus.lease import Lease, LeaseValue
-from jetcron.core.attempt_state import AttemptEvent, AttemptPhase
+from jetcron.core.lifecycle.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.models import JobSpec
 from jetcron.wire.messages import AssignRun, CancelRun
 from jetcron_services.agent.attempt import Attempt

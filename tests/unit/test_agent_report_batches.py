@@ -1,6 +1,6 @@
 """Finish reports handed to the trackers several to a request (services/jetcron_services/agent/reports.FinishBatches): a
 lone one goes alone in the one-report form, those that come while requests are out go together; each is taken as its
-tracker's answer says (jetcron.core.handoff), and an answer that is not one per report takes none."""
+tracker's answer says (jetcron.core.lifecycle.handoff), and an answer that is not one per report takes none."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from opentelemetry import context as otel_context
 from twin_support import twin_context
 
 from jetcron.bus.direct import Direct
-from jetcron.core.handoff import answer_each, taken_each
+from jetcron.core.lifecycle.handoff import answer_each, taken_each
 from jetcron.telemetry.tracing import extract_context
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode

@@ -14,10 +14,10 @@ from twin_support import twin_context
 
 from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher
 from jetcron.config import Settings
-from jetcron.core.attempt_state import AttemptPhase
 from jetcron.core.errors import Misconfigured
+from jetcron.core.host.sim import SimExecution
+from jetcron.core.lifecycle.attempt_state import AttemptPhase
 from jetcron.core.models import JobSpec
-from jetcron.core.sim import SimExecution
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, RunFinished

@@ -14,8 +14,8 @@ from opentelemetry.context import Context as TraceContext
 
 from jetcron.bus.lease import Lease, LeaseValue
 from jetcron.config import Settings
-from jetcron.core.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.clock import ManualClock
+from jetcron.core.lifecycle.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.wire.messages import AssignRun
 from jetcron_services.agent.attempt import Attempt, AttemptDeps

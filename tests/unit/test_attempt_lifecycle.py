@@ -1,5 +1,5 @@
-"""An attempt's lifecycle on its agent (jetcron.core.attempt_state), and every attempt, a gang's too, started by
-Agent.start."""
+"""An attempt's lifecycle on its agent (jetcron.core.lifecycle.attempt_state), and every attempt, a gang's too, started
+by Agent.start."""
 
 from __future__ import annotations
 
@@ -19,20 +19,20 @@ from jetcron.bus.consume import Retry
 from jetcron.bus.lease import LeaseValue, Stop
 from jetcron.bus.memory import MemoryLeaseLog, MemoryMessage, MemoryPublisher
 from jetcron.config import Settings
-from jetcron.core.attempt_state import (
+from jetcron.core.clock import ManualClock
+from jetcron.core.errors import IllegalTransition, JetcronError, Unavailable
+from jetcron.core.host.sim import SimExecution
+from jetcron.core.lifecycle.attempt_state import (
     TRANSITIONS,
     AttemptEvent,
     AttemptPhase,
     IllegalAttemptMove,
     advance,
 )
-from jetcron.core.clock import ManualClock
-from jetcron.core.errors import IllegalTransition, JetcronError, Unavailable
-from jetcron.core.handoff import DIRECT_REPORTS_MOST
+from jetcron.core.lifecycle.handoff import DIRECT_REPORTS_MOST
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
-from jetcron.core.sim import SimExecution
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, CancelRun

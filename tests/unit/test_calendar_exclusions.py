@@ -9,14 +9,14 @@ from datetime import UTC, date, datetime, timedelta
 import msgspec
 import pytest
 
-from jetcron.core import exclusions
-from jetcron.core.calendar_time import compile_calendar
-from jetcron.core.calendars import CalendarRule, CalendarSpec
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.exclusions import JobCalendars, skip_kind
+from jetcron.core.lifecycle.notify import missed_deadlines
 from jetcron.core.models import JobSpec, MisfireKind, MisfirePolicy, Run, RunState, Schedule, ScheduleKind
-from jetcron.core.notify import missed_deadlines
-from jetcron.core.triggers import plan_backfill, plan_fires
+from jetcron.core.timing import exclusions
+from jetcron.core.timing.calendar_time import compile_calendar
+from jetcron.core.timing.calendars import CalendarRule, CalendarSpec
+from jetcron.core.timing.exclusions import JobCalendars, skip_kind
+from jetcron.core.timing.triggers import plan_backfill, plan_fires
 
 
 def utc(text: str) -> datetime:

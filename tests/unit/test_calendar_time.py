@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetcron.core.calendar_time import compile_calendar
-from jetcron.core.calendars import CalendarRule, CalendarSpec, check_job_calendar_names, validate_calendar
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.timing.calendar_time import compile_calendar
+from jetcron.core.timing.calendars import CalendarRule, CalendarSpec, check_job_calendar_names, validate_calendar
 
 
 def utc(text: str) -> datetime:

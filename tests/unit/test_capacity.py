@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetcron.core.capacity import CapacitySummary, summarize, unsatisfiable
 from jetcron.core.models import AgentInfo, Priority, Resources
-from jetcron.core.placement import Cluster, Demand, Placement
+from jetcron.core.placing.capacity import CapacitySummary, summarize, unsatisfiable
+from jetcron.core.placing.placement import Cluster, Demand, Placement
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

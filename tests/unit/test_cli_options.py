@@ -19,8 +19,8 @@ from jetcron.bus.memory import MemoryRpc
 from jetcron.cli import services
 from jetcron.cli.main import app as cli
 from jetcron.cli.main import everything
-from jetcron.core.calendars import CalendarRecord, CalendarSpec
 from jetcron.core.models import JobRecord, JobSpec
+from jetcron.core.timing.calendars import CalendarRecord, CalendarSpec
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import api_error
 from jetcron.wire.api import ErrorBody, JobView

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jetcron.core.launch_plan import container_name, gpu_args, run_argv
+from jetcron.core.host.launch_plan import container_name, gpu_args, run_argv
 from jetcron_services.agent.host.container import engine_env
 
 

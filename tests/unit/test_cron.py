@@ -11,8 +11,8 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetcron.core.cron import dst_note, next_fires, occurrences, parse_cron, zone
 from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
+from jetcron.core.timing.cron import dst_note, next_fires, occurrences, parse_cron, zone
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 NY, BERLIN, LORD_HOWE = "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"

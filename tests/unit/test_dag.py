@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetcron.core.dag import downstream, find_cycle, render, upstream_closure, validate_dependencies
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.lifecycle.dag import downstream, find_cycle, render, upstream_closure, validate_dependencies
 
 PIPELINE = {
     "fetch": [], "extract": ["fetch"], "clean": ["extract"], "transform": ["extract"],

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from jetcron.core.calendars import CalendarSpec
-from jetcron.core.finished import FinishedMinute, dense
+from jetcron.core.lifecycle.finished import FinishedMinute, dense
+from jetcron.core.lifecycle.run_state import RunState
 from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, JobStatus, Run, Schedule, ScheduleKind
-from jetcron.core.run_state import RunState
+from jetcron.core.timing.calendars import CalendarSpec
 from jetcron_services.gateway.ui import present
 from jetcron_services.gateway.ui.session import Sessions, csrf_token, safe_next
 

@@ -1,11 +1,11 @@
-"""jetcron.core.due_index: entries come due per shard, each once, and a later set replaces an earlier one."""
+"""jetcron.core.timing.due_index: entries come due per shard, each once, and a later set replaces an earlier one."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from jetcron.core.due_index import DueIndex
 from jetcron.core.ids import shard_of
+from jetcron.core.timing.due_index import DueIndex
 
 T0 = datetime(2026, 12, 4, tzinfo=UTC)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jetcron.core.ended import Ended
+from jetcron.core.lifecycle.ended import Ended
 
 
 def test_an_ended_attempt_and_older_ones_count_as_ran_but_a_newer_one_does_not() -> None:

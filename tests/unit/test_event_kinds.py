@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jetcron.bus.consume import Drop
-from jetcron.core.run_state import RunEvent
+from jetcron.core.lifecycle.run_state import RunEvent
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import EVENT_KINDS, RunFinished, RunHandedBack, RunStarted
 from jetcron_services.run_tracker.events import Informational, change_for

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.fairness import FairQueue, validate_queue_quotas
 from jetcron.core.models import Priority, QueueQuota, Resources, TenantPolicy
-from jetcron.core.placement import Demand
+from jetcron.core.placing.fairness import FairQueue, validate_queue_quotas
+from jetcron.core.placing.placement import Demand
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -1,5 +1,5 @@
-"""Finished runs per minute (jetcron.core.finished, jetcron_services.run_tracker.finished): each end counted once, in
-its minute, by outcome, for the cluster and its tenant; written as records that are only ever raised."""
+"""Finished runs per minute (jetcron.core.lifecycle.finished, jetcron_services.run_tracker.finished): each end counted
+once, in its minute, by outcome, for the cluster and its tenant; written as records that are only ever raised."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jetcron.bus.memory import MemoryRecords
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import Unavailable
-from jetcron.core.finished import (
+from jetcron.core.lifecycle.finished import (
     FinishedMinute,
     Tally,
     dense,
@@ -24,8 +24,8 @@ from jetcron.core.finished import (
     parse_stamp,
     stamp,
 )
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.core.runs import new_run
 from jetcron.wire import subjects as s
 from jetcron_services.run_tracker.finished import FinishedCounts
 from jetcron_services.run_tracker.reconciler import Reconciler

@@ -1,8 +1,9 @@
-"""A shard's fire mark never passes a `now` job whose occurrence is still to be recorded (jetcron.core.fire_marks)."""
+"""A shard's fire mark never passes a `now` job whose occurrence is still to be recorded
+(jetcron.core.timing.fire_marks)."""
 
 from __future__ import annotations
 
-from jetcron.core.fire_marks import FireMarks, mark_key, mark_shard
+from jetcron.core.timing.fire_marks import FireMarks, mark_key, mark_shard
 
 
 def test_a_mark_key_names_its_shard_and_no_job_key_is_one() -> None:

@@ -13,7 +13,7 @@ import pytest
 from twin_support import twin_context
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.join_marks import dependents_filter
+from jetcron.core.lifecycle.join_marks import dependents_filter
 from jetcron_services.api.admission import Admission
 from jetcron_services.api.call import Call
 from jetcron_services.api.jobs import Jobs

@@ -1,4 +1,4 @@
-"""How a gang member stops once its run record shows the gang's attempt is over (jetcron.core.gang_end)."""
+"""How a gang member stops once its run record shows the gang's attempt is over (jetcron.core.lifecycle.gang_end)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from msgspec.structs import replace
 
-from jetcron.core.gang_end import MemberStop, member_stop
+from jetcron.core.lifecycle.gang_end import MemberStop, member_stop
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import AttemptRecord, JobSpec, Run, RunState
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -1,9 +1,16 @@
-"""The direct hand-offs' rules (jetcron.core.handoff): a taker that let one go unanswered is skipped for QUIET_FOR
-timeouts and then asked again; a finish report goes directly only while few of its agent's are in flight."""
+"""The direct hand-offs' rules (jetcron.core.lifecycle.handoff): a taker that let one go unanswered is skipped for
+QUIET_FOR timeouts and then asked again; a finish report goes directly only while few of its agent's are in flight."""
 
 from __future__ import annotations
 
-from jetcron.core.handoff import BATCH_REQUESTS, DIRECT_REPORTS_MOST, QUIET_FOR, Quiet, report_directly, report_requests
+from jetcron.core.lifecycle.handoff import (
+    BATCH_REQUESTS,
+    DIRECT_REPORTS_MOST,
+    QUIET_FOR,
+    Quiet,
+    report_directly,
+    report_requests,
+)
 
 
 def test_an_unanswered_taker_is_skipped_for_its_quiet_then_forgotten() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jetcron.core.herds import Herds, extra_lead
+from jetcron.core.timing.herds import Herds, extra_lead
 
 MIDNIGHT = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 

@@ -13,10 +13,10 @@ from twin_support import twin_context
 
 from jetcron.bus.topology import Limits, stream_configs, upgrade
 from jetcron.config import Settings
+from jetcron.core.lifecycle.retention import ClusterHistory
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import HistoryPolicy, JobSpec, RunState, Schedule, ScheduleKind, TenantPolicy
-from jetcron.core.retention import ClusterHistory
-from jetcron.core.runs import new_run
-from jetcron_services.retention import History
+from jetcron.ops.retention import History
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 

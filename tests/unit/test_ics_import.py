@@ -12,10 +12,10 @@ import pytest
 import recurring_ical_events
 from dateutil.rrule import rrule
 
-from jetcron.core.calendar_time import compile_calendar
-from jetcron.core.calendars import CalendarSpec, validate_calendar
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.ics import MAX_OCCURRENCES, MAX_RECURRENCES, MAX_ZONE_CHANGES, parse_ics
+from jetcron.core.timing.calendar_time import compile_calendar
+from jetcron.core.timing.calendars import CalendarSpec, validate_calendar
+from jetcron.core.timing.ics import MAX_OCCURRENCES, MAX_RECURRENCES, MAX_ZONE_CHANGES, parse_ics
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 BERLIN = """BEGIN:VTIMEZONE

@@ -1,13 +1,13 @@
-"""A job's view of the host, decided without a host (jetcron.core.job_view, jetcron.core.uid_pool): who it runs as, the
-path it is told for its scratch, a private /tmp or not, the file size bound, the data dir's mode, the uid it is
-given."""
+"""A job's view of the host, decided without a host (jetcron.core.host.job_view, jetcron.core.host.uid_pool): who it
+runs as, the path it is told for its scratch, a private /tmp or not, the file size bound, the data dir's mode, the uid
+it is given."""
 
 from __future__ import annotations
 
 import pytest
 
-from jetcron.core.job_view import PRIVATE_TMP, data_dir_mode, first_blocked, plan
-from jetcron.core.uid_pool import UidPool, parse_uid_range, usable_uids
+from jetcron.core.host.job_view import PRIVATE_TMP, data_dir_mode, first_blocked, plan
+from jetcron.core.host.uid_pool import UidPool, parse_uid_range, usable_uids
 
 NOBODY = (65534, 65534)
 SCRATCH = "/srv/jetcron/scratch/agent-1/3f2a"

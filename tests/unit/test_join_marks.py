@@ -1,4 +1,4 @@
-"""A `latest` join reads what it needs as marks (jetcron.core.join_marks, services/jetcron_services/joins.py), one read
+"""A `latest` join reads what it needs as marks (jetcron.core.lifecycle.join_marks, libs/jetcron/ops/joins.py), one read
 each whatever a job's history: an upstream's latest success, when the dependent last took its upstreams' successes, its
 waiting run. On the bus's twins with the clock injected: the trigger records thousands of occurrences of a dependent
 whose upstream has not succeeded again, the tracker releases on an upstream's success, and repairs a mark a writer died
@@ -15,9 +15,9 @@ from twin_support import twin_context
 
 from jetcron.core.clock import ManualClock
 from jetcron.core.ids import run_id
-from jetcron.core.join_marks import JoinMark, Mark, from_newest, mark_key, raised
+from jetcron.core.lifecycle.join_marks import JoinMark, Mark, from_newest, mark_key, raised
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule, ScheduleKind
-from jetcron.core.runs import new_run
 from jetcron.wire import subjects as s
 from jetcron_services.run_tracker import flows as flows_module
 from jetcron_services.run_tracker.flows import Flows

@@ -1,5 +1,5 @@
-"""A `latest` join's runs never take the same upstream success twice (jetcron.core.dag.took_at, and
-services/jetcron_services/joins.py on the records' twin): a success that ended while a run was being decided, after the
+"""A `latest` join's runs never take the same upstream success twice (jetcron.core.lifecycle.dag.took_at, and
+libs/jetcron/ops/joins.py on the records' twin): a success that ended while a run was being decided, after the
 decider's clock was read, is stamped as taken."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 from twin_support import twin_context
 
-from jetcron.core import dag
 from jetcron.core.ids import run_id
-from jetcron.core.join_marks import Mark
+from jetcron.core.lifecycle import dag
+from jetcron.core.lifecycle.join_marks import Mark
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobSpec, JoinPolicy, Run, RunState
-from jetcron.core.runs import new_run
-from jetcron_services.joins import Joins
+from jetcron.ops.joins import Joins
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 E = JobSpec(name="e", command=["true"], depends_on=["c", "d"], join=JoinPolicy.LATEST)
@@ -35,7 +35,7 @@ def test_a_run_is_stamped_no_earlier_than_the_newest_success_it_takes() -> None:
 async def test_a_success_that_ended_while_a_run_was_decided_is_not_taken_again_by_the_next() -> None:
     # Given C and D succeeded, D's success ending 5 ms after the decider read its clock (now)
     ctx = twin_context("run_tracker")
-    joins = Joins(ctx)
+    joins = Joins(ctx.runs, ctx.buckets, ctx.log)
     now = T0 + timedelta(seconds=10)
     for job, at in (("c", T0), ("d", now + timedelta(milliseconds=5))):
         run = succeeded(job, at)

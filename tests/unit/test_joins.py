@@ -1,5 +1,6 @@
-"""How a dependent job joins its upstreams (jetcron.core.dag): the join a job gets, the parts of a spec that cannot work
-together (refused by name, never dropped), roots on different schedules, and when a `latest` join is ready."""
+"""How a dependent job joins its upstreams (jetcron.core.lifecycle.dag): the join a job gets, the parts of a spec that
+cannot work together (refused by name, never dropped), roots on different schedules, and when a `latest` join is
+ready."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jetcron.core.dag import check_join, join_of, not_since, roots, roots_apart
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.lifecycle.dag import check_join, join_of, not_since, roots, roots_apart
+from jetcron.core.lifecycle.run_state import RunEvent, RunState
+from jetcron.core.lifecycle.runs import Change, apply, new_run
 from jetcron.core.models import JobSpec, JoinPolicy, Schedule, ScheduleKind
-from jetcron.core.run_state import RunEvent, RunState
-from jetcron.core.runs import Change, apply, new_run
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 NOW = Schedule(kind=ScheduleKind.NOW)

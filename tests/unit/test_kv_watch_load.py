@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 
 from jetcron.bus.kv import Store
 from jetcron.bus.kv import _watch as watch_module
+from jetcron.core.lifecycle.retry import OUTAGE_TRIES
 from jetcron.core.models import TenantPolicy
-from jetcron.core.retry import OUTAGE_TRIES
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 

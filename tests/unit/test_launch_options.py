@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jetcron.core.job_view import ChildView
+from jetcron.core.host.job_view import ChildView
 from jetcron_services.agent.host import jetcron_launch, launch
 from jetcron_services.agent.host.limits import CGROUP1, RLIMIT, RLIMIT_AS_FACTOR, LimitRoot, RunLimits
 

@@ -1,11 +1,11 @@
-"""How an attempt's child starts (libs/jetcron/core/launch_plan.py), decided as a value before anything is done."""
+"""How an attempt's child starts (libs/jetcron/core/host/launch_plan.py), decided as a value before anything is done."""
 
 from __future__ import annotations
 
 import pytest
 
-from jetcron.core import launch_plan
-from jetcron.core.launch_plan import HostFacts, Launch, container_name, passed_to_container
+from jetcron.core.host import launch_plan
+from jetcron.core.host.launch_plan import HostFacts, Launch, container_name, passed_to_container
 from jetcron.core.models import JobSpec, Resources
 
 ENV = {"PATH": "/usr/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8", "GREETING": "hello", "API_TOKEN": "s3cret",

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from jetcron.core import leases
-from jetcron.core.leases import fence_at, first_grant, renew_at
+from jetcron.core.lifecycle import leases
+from jetcron.core.lifecycle.leases import fence_at, first_grant, renew_at
 from jetcron.wire import subjects as s
 
 NOW = datetime(2026, 3, 8, 12, 0, tzinfo=UTC)

@@ -17,10 +17,10 @@ import pytest
 from twin_support import twin_context
 
 from jetcron.auth.tokens import issue, token_id_of, verify
-from jetcron.core.calendars import CalendarRule, CalendarSpec, validate_calendar
 from jetcron.core.errors import InvalidSpec, Misconfigured
-from jetcron.core.fairness import validate_queue_quotas
 from jetcron.core.models import JobSpec, NotifyEvent, NotifyRule, QueueQuota
+from jetcron.core.placing.fairness import validate_queue_quotas
+from jetcron.core.timing.calendars import CalendarRule, CalendarSpec, validate_calendar
 from jetcron.core.validate import validate_spec
 from jetcron_services.agent.host.offer import checked_agent_id
 from jetcron_services.api import priorities

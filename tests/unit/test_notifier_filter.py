@@ -12,8 +12,8 @@ from twin_support import twin_context
 from jetcron.bus.consume import Drop
 from jetcron.bus.kv import value_of
 from jetcron.bus.memory import MemoryMessage
+from jetcron.core.lifecycle.notify import Notice
 from jetcron.core.models import JobRecord, JobSpec, Run, RunState
-from jetcron.core.notify import Notice
 from jetcron.core.validate import decode_spec
 from jetcron.wire.codec import encode
 from jetcron_services.notifier.service import Notifier

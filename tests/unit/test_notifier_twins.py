@@ -21,8 +21,8 @@ from jetcron.bus.memory import MemoryConsumers, MemoryMessage, MemoryPublisher, 
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import Unavailable
+from jetcron.core.lifecycle.notify import DELIVERED, DELIVERY_HEADER, EVENT_HEADER, PARKED, PENDING, Delivery, Notice
 from jetcron.core.models import AttemptRecord, JobRecord, JobSpec, NotifyEvent, Run, RunState
-from jetcron.core.notify import DELIVERED, DELIVERY_HEADER, EVENT_HEADER, PARKED, PENDING, Delivery, Notice
 from jetcron.core.validate import decode_spec
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode

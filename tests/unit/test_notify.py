@@ -10,8 +10,7 @@ import msgspec
 import pytest
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.models import AttemptRecord, JobSpec, NotifyEvent, RetryPolicy, Run, RunState
-from jetcron.core.notify import (
+from jetcron.core.lifecycle.notify import (
     DELIVERED,
     PARKED,
     PENDING,
@@ -28,6 +27,7 @@ from jetcron.core.notify import (
     sign,
     verify,
 )
+from jetcron.core.models import AttemptRecord, JobSpec, NotifyEvent, RetryPolicy, Run, RunState
 from jetcron.core.validate import decode_spec, validate_spec
 
 T0 = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetcron.core.agents_index import Used
 from jetcron.core.errors import InvalidSpec, NotFound
 from jetcron.core.models import AgentInfo, Priority, Resources
-from jetcron.core.placement import Cluster, Demand, Placement, Unplaced
+from jetcron.core.placing.agents_index import Used
+from jetcron.core.placing.placement import Cluster, Demand, Placement, Unplaced
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

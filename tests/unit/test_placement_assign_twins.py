@@ -14,8 +14,8 @@ from twin_support import twin_context
 
 from jetcron.bus.consume import Hold
 from jetcron.bus.memory import MemoryPublisher, MemoryQueue
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, RunState
-from jetcron.core.runs import new_run
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, place_run_for

@@ -14,9 +14,9 @@ from jetcron.bus.direct import Direct
 from jetcron.bus.memory import MemoryPublisher, MemoryRpc
 from jetcron.bus.ports import Message
 from jetcron.config import Settings
-from jetcron.core.handoff import QUIET_FOR
+from jetcron.core.lifecycle.handoff import QUIET_FOR
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import AgentInfo, JobSpec, Resources, RunState
-from jetcron.core.runs import new_run
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN, AssignRun, place_run_for

@@ -16,11 +16,11 @@ import pytest
 
 from jetcron.bus.memory import MemoryRpc
 from jetcron.config import Settings
-from jetcron.core import pacing
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, Preemption, Priority, Resources, TenantPolicy
-from jetcron.core.pacing import SLOW_PASS, TokenBucket, pause_after
-from jetcron.core.placement import Demand, Placement, Unplaced
+from jetcron.core.placing.placement import Demand, Placement, Unplaced
+from jetcron.core.timing import pacing
+from jetcron.core.timing.pacing import SLOW_PASS, TokenBucket, pause_after
 from jetcron.wire.messages import PlaceRun
 from jetcron_services.placement.service import REASONS_PER_SECOND, Placer
 from jetcron_services.placement.view import View

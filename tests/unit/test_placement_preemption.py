@@ -15,8 +15,8 @@ from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import Contended
 from jetcron.core.models import AgentInfo, JobSpec, Preemption, Priority, Resources, Run, RunState, TenantPolicy
-from jetcron.core.placement import Demand, Placement
-from jetcron.core.preemption import Holder, Plan
+from jetcron.core.placing.placement import Demand, Placement
+from jetcron.core.placing.preemption import Holder, Plan
 from jetcron.wire.messages import PlaceRun
 from jetcron_services.placement.service import Placer
 from jetcron_services.placement.view import View

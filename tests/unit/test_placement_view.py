@@ -13,11 +13,11 @@ from jetcron.bus.memory import MemoryRpc
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import NotFound
+from jetcron.core.lifecycle.retry import RetryAction, RetryDecision
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, RunState
-from jetcron.core.placement import Demand
-from jetcron.core.retry import RetryAction, RetryDecision
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
+from jetcron.core.placing.placement import Demand
 from jetcron_services.placement.service import Placer
 from jetcron_services.placement.view import View
 

@@ -1,5 +1,5 @@
-"""Preemption's decision (jetcron.core.preemption) as tables: who may be preempted, which runs are chosen, and the
-guards that keep a run from it. The carrying out is tested in test_placement_preemption.py and on the server."""
+"""Preemption's decision (jetcron.core.placing.preemption) as tables: who may be preempted, which runs are chosen, and
+the guards that keep a run from it. The carrying out is tested in test_placement_preemption.py and on the server."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from jetcron.core import retry
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.lifecycle import retry
+from jetcron.core.lifecycle.run_state import TRANSITIONS, RunEvent, RunState
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import (
     AttemptRecord,
     JobSpec,
@@ -22,9 +24,16 @@ from jetcron.core.models import (
     Run,
     TenantPolicy,
 )
-from jetcron.core.preemption import Amount, Guards, Holder, Host, choose, eligible, guards_for, validate_preemption
-from jetcron.core.run_state import TRANSITIONS, RunEvent, RunState
-from jetcron.core.runs import Change, apply
+from jetcron.core.placing.preemption import (
+    Amount,
+    Guards,
+    Holder,
+    Host,
+    choose,
+    eligible,
+    guards_for,
+    validate_preemption,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DEFAULTS = Guards(max_preemptions=3, min_runtime_seconds=60.0, grace_seconds=30.0)

@@ -19,7 +19,7 @@ from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher, MemoryRecords, M
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import AgentInfo, JobSpec, Preemption, Priority, Resources, Run, RunState, TenantPolicy
-from jetcron.core.placement import Placement
+from jetcron.core.placing.placement import Placement
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import PlaceRun
 from jetcron_services.placement.service import Placer

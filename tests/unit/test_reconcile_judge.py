@@ -1,5 +1,5 @@
-"""The reconciler's decisions (jetcron.core.reconcile): for each look at a run, the next read or what to do, at the
-edges of every timeout. TTL 10 s (confirm: 0.5 s), stall 30 s, re-drive every 30 s."""
+"""The reconciler's decisions (jetcron.core.lifecycle.reconcile): for each look at a run, the next read or what to do,
+at the edges of every timeout. TTL 10 s (confirm: 0.5 s), stall 30 s, re-drive every 30 s."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from jetcron.core.models import AttemptRecord, JobSpec, Run, RunState
-from jetcron.core.reconcile import (
+from jetcron.core.lifecycle.reconcile import (
     REPORT_WAIT_CAP,
     Awaiting,
     Beat,
@@ -25,7 +24,7 @@ from jetcron.core.reconcile import (
     track,
     with_horizon,
 )
-from jetcron.core.reconcile_steps import (
+from jetcron.core.lifecycle.reconcile_steps import (
     STAY,
     Action,
     AgentIdle,
@@ -53,6 +52,7 @@ from jetcron.core.reconcile_steps import (
     TakeAway,
     Upstream,
 )
+from jetcron.core.models import AttemptRecord, JobSpec, Run, RunState
 
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 TIMING = Timing(lease_ttl=10.0, assign_stall=30.0, redrive_after=30.0)

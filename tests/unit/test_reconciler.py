@@ -23,8 +23,8 @@ from jetcron.bus.memory import MemoryLeaseLog, MemoryPublisher, MemoryStreams
 from jetcron.bus.ports import LeaseEntry
 from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
+from jetcron.core.lifecycle.reconcile import Beat
 from jetcron.core.models import AgentInfo, AttemptRecord, JobSpec, Run, RunState
-from jetcron.core.reconcile import Beat
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import PlaceRun
@@ -35,7 +35,8 @@ from jetcron_services.runtime import Context
 
 DUE = datetime(2027, 1, 1, tzinfo=UTC)
 ASSIGNED_AT = DUE - timedelta(seconds=500)  # a herd staged ahead: assigned 500 s before its instant
-GRANTED = 620.0  # its first lease: the wait, the TTL, its place in the agent's queue (jetcron.core.leases.first_grant)
+# Its first lease (jetcron.core.lifecycle.leases.first_grant): the wait, the TTL, its place in the agent's queue.
+GRANTED = 620.0
 HERD = 1000
 """More runs than a sweep checks at once (reconciler.SWEEP_CONCURRENCY). Not thousands: the lease log's twin finds
 a key's writes by matching every stored subject, so each read costs the whole herd."""

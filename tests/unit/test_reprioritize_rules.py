@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jetcron.core.errors import Conflict
-from jetcron.core.fairness import FairQueue
+from jetcron.core.lifecycle.runs import priority_allowed, reprioritized
 from jetcron.core.models import JobSpec, Priority, Resources, Run, RunState
-from jetcron.core.placement import Demand
-from jetcron.core.runs import priority_allowed, reprioritized
+from jetcron.core.placing.fairness import FairQueue
+from jetcron.core.placing.placement import Demand
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 SPEC = JobSpec(name="j", command=["true"], priority=Priority.LOW, queue="batch")

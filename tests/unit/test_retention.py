@@ -1,5 +1,5 @@
-"""History retention as pure decisions (jetcron.core.retention): what a run is stamped with, the TTL each write of its
-record, events and output carries, what count limits and storage pressure may let go, and a job's end."""
+"""History retention as pure decisions (jetcron.core.lifecycle.retention): what a run is stamped with, the TTL each
+write of its record, events and output carries, what count limits and storage pressure may let go, and a job's end."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import msgspec
 import pytest
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.models import HistoryPolicy, JobRecord, JobSpec, MisfirePolicy, Run, RunState, Schedule, ScheduleKind
-from jetcron.core.retention import (
+from jetcron.core.lifecycle.retention import (
     ClusterHistory,
     Ended,
     fires_by_mark,
@@ -27,6 +26,7 @@ from jetcron.core.retention import (
     to_free,
     validate_history,
 )
+from jetcron.core.models import HistoryPolicy, JobRecord, JobSpec, MisfirePolicy, Run, RunState, Schedule, ScheduleKind
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 CLUSTER = ClusterHistory(keep_seconds=3 * 86400, min_seconds=3600, max_seconds=90 * 86400, keep_succeeded=None,

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from jetcron.core import retry
 from jetcron.core.errors import IllegalTransition, StaleReport
+from jetcron.core.lifecycle import retry
+from jetcron.core.lifecycle.retry import RetryAction, RetryDecision
+from jetcron.core.lifecycle.run_state import TERMINAL, TRANSITIONS, RunEvent, RunState
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import AttemptRecord, JobSpec, RetryPolicy, Run
-from jetcron.core.retry import RetryAction, RetryDecision
-from jetcron.core.run_state import TERMINAL, TRANSITIONS, RunEvent, RunState
-from jetcron.core.runs import Change, apply
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 RETRY_LATER = RetryDecision(action=RetryAction.RETRY, delay_seconds=5.0, reason="retry in 5s")
@@ -229,7 +229,7 @@ def test_a_report_from_an_agent_the_run_was_not_assigned_to_is_refused(event: Ru
 ], ids=lambda v: getattr(v, "value", str(v)))
 def test_a_new_run_takes_its_job_key_and_tenant_from_the_spec_and_is_terminal_only_if_born_so(
         state: RunState, keeps_spec: bool, outcome: str) -> None:
-    from jetcron.core.runs import new_run
+    from jetcron.core.lifecycle.runs import new_run
 
     spec = JobSpec(name="nightly", command=["true"], tenant="acme")
     run = new_run(spec, run_id="acme.nightly.20261130T120000000Z", state=state, scheduled_at=NOW, due_at=NOW,

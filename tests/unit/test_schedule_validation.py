@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from jetcron.core.cron import parse_cron, validate_schedule, zone
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import Schedule, ScheduleKind
+from jetcron.core.timing.cron import parse_cron, validate_schedule, zone
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 NY = "America/New_York"
@@ -280,7 +280,7 @@ def test_never_firing_cron_search_is_bounded() -> None:
 def test_core_schedule_modules_do_no_io() -> None:
     forbidden = {"nats", "asyncio", "os", "time", "socket", "subprocess"}
     for name in ("cron.py", "triggers.py"):
-        tree = ast.parse((Path(__file__).parents[2] / "libs" / "jetcron" / "core" / name).read_text())
+        tree = ast.parse((Path(__file__).parents[2] / "libs" / "jetcron" / "core" / "timing" / name).read_text())
         imported = {
             a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
         }

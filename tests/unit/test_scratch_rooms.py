@@ -14,7 +14,7 @@ import pytest
 
 from jetcron.config import Settings
 from jetcron.core.errors import Misconfigured
-from jetcron.core.uid_pool import UidPool
+from jetcron.core.host.uid_pool import UidPool
 from jetcron_services.agent.host.confine import JobUser
 from jetcron_services.agent.host.scratch import NoRoom, Scratches, remove_tree
 

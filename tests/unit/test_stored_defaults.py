@@ -1,7 +1,7 @@
-"""Records and messages are encoded without the fields at their defaults (jetcron.core.stored_format), so a default
-is part of the stored format: a record written with `attempt` at 1 says nothing of its attempt, and a later version
-whose default is 2 would read every such record as a second attempt. These tests hold every default of every stored
-structure to `stored_defaults.json`, and check that what people read still shows every field.
+"""Records and messages are encoded without the fields at their defaults (jetcron.core.models.stored_format), so a
+default is part of the stored format: a record written with `attempt` at 1 says nothing of its attempt, and a later
+version whose default is 2 would read every such record as a second attempt. These tests hold every default of every
+stored structure to `stored_defaults.json`, and check that what people read still shows every field.
 
 A default changed on purpose needs a migration of what is stored (or a new field); then
 `python -m tests.unit.test_stored_defaults` writes the file again."""
@@ -16,9 +16,8 @@ from typing import Any
 
 import msgspec
 
-from jetcron.core import stored_format
 from jetcron.core.ids import body_hash
-from jetcron.core.models import AgentInfo, AttemptRecord, JobRecord, JobSpec, Run, RunState
+from jetcron.core.models import AgentInfo, AttemptRecord, JobRecord, JobSpec, Run, RunState, stored_format
 from jetcron.wire import codec, messages
 from jetcron.wire.api import Reply
 from jetcron.wire.codec import decode, encode, plain, with_defaults

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from jetcron.core.models import AgentInfo
-from jetcron.core.suspects import Suspects
+from jetcron.core.placing.suspects import Suspects
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

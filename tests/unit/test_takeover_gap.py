@@ -1,5 +1,5 @@
-"""The takeover gap (jetcron.core.takeover): from the previous holder's last action to the new holder's first, clamped,
-and measured only from a stamp that can be the previous holder's."""
+"""The takeover gap (jetcron.core.lifecycle.takeover): from the previous holder's last action to the new holder's first,
+clamped, and measured only from a stamp that can be the previous holder's."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jetcron.core.takeover import MAX_GAP, Sighting, forget_departed, fresh, gap, last_of_departed, previous_action
+from jetcron.core.lifecycle.takeover import (
+    MAX_GAP,
+    Sighting,
+    forget_departed,
+    fresh,
+    gap,
+    last_of_departed,
+    previous_action,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TTL = 5.0

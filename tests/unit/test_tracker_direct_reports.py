@@ -13,9 +13,9 @@ from twin_support import twin_context
 
 from jetcron.bus.direct import Direct, Taker
 from jetcron.bus.memory import MemoryMessage, MemoryRpc
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply, new_run
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply, new_run
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN, RunFinished

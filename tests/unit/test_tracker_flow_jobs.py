@@ -12,10 +12,10 @@ import pytest
 from twin_support import twin_context
 
 from jetcron.core.clock import ManualClock
-from jetcron.core.dag import DEFAULT_WAIT_SECONDS
 from jetcron.core.ids import run_id
+from jetcron.core.lifecycle.dag import DEFAULT_WAIT_SECONDS
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobRecord, JobSpec, JoinPolicy, RunState, Schedule, ScheduleKind
-from jetcron.core.runs import new_run
 from jetcron_services.run_tracker.flows import Flows, consulted
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)

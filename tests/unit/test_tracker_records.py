@@ -13,9 +13,9 @@ import pytest
 from jetcron.bus.kv import Store
 from jetcron.core.clock import ManualClock
 from jetcron.core.errors import Contended, IllegalTransition, NotFound, WriteConflict
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change
 from jetcron.core.models import JobSpec, Run, RunState
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change
 from jetcron_services.run_tracker.records import Records
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

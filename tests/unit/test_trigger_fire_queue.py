@@ -36,7 +36,8 @@ async def test_jobs_beyond_the_limit_wait_in_order_without_a_task_each(monkeypat
     monkeypatch.setattr(service, "FIRES_IN_FLIGHT", 3)
     clock = ManualClock()
     ctx = cast(Context, SimpleNamespace(settings=Settings(trigger_shards=1), clock=clock, stop=asyncio.Event(),
-                                        leases=None, log=SimpleNamespace(exception=lambda *a, **k: None)))
+                                        leases=None, runs=None, buckets=None,
+                                        log=SimpleNamespace(exception=lambda *a, **k: None)))
     trigger = Trigger(ctx, "t1")
     trigger.owner.owned[0] = cast(Any, "the one shard, held")
     trigger.synced.set()

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetcron.core.cron import occurrences
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import stable_fraction
 from jetcron.core.models import (
@@ -23,7 +22,8 @@ from jetcron.core.models import (
     Schedule,
     ScheduleKind,
 )
-from jetcron.core.triggers import (
+from jetcron.core.timing.cron import occurrences
+from jetcron.core.timing.triggers import (
     FirePlan,
     OverlapAction,
     decide_overlap,

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from jetcron.core.models import GapPolicy, JobSpec, MisfireKind, MisfirePolicy, Schedule, ScheduleKind
-from jetcron.core.triggers import FirePlan, plan_fires
+from jetcron.core.timing.triggers import FirePlan, plan_fires
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 

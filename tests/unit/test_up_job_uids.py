@@ -1,12 +1,12 @@
 """The uid range `jetcron up` gives its local agents (libs/jetcron/cli/up.py local_job_uids,
-jetcron.core.uid_pool.local_range): run as root with no range set, each attempt gets a uid of its own from a range no
-user or group of the host reaches into, so that one tenant's job cannot read another's running scratch or environment
+jetcron.core.host.uid_pool.local_range): run as root with no range set, each attempt gets a uid of its own from a range
+no user or group of the host reaches into, so that one tenant's job cannot read another's running scratch or environment
 through /proc."""
 
 from __future__ import annotations
 
 from jetcron.cli.up import local_job_uids
-from jetcron.core.uid_pool import LOCAL_RANGES, format_uid_range, local_range, parse_uid_range
+from jetcron.core.host.uid_pool import LOCAL_RANGES, format_uid_range, local_range, parse_uid_range
 
 HOST_USERS = {0, 1, 100, 1000, 65534}
 HOST_GROUPS = {0, 4, 100, 1000, 65534}

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from jetcron.auth.tokens import TokenRecord, issue
 from jetcron.bus.memory import MemoryRpc
 from jetcron.cli.main import app as cli
-from jetcron.core.calendars import CalendarRecord, CalendarSpec
 from jetcron.core.models import JobRecord, JobSpec, Run, RunState
+from jetcron.core.timing.calendars import CalendarRecord, CalendarSpec
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import api_error
 from jetcron.wire.api import ErrorBody, JobView, Page

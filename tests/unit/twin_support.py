@@ -18,13 +18,13 @@ from jetcron.bus.memory import (
 )
 from jetcron.bus.ports import LeaseLog
 from jetcron.config import Settings
-from jetcron.core.calendars import CalendarRecord
 from jetcron.core.clock import Clock
+from jetcron.core.lifecycle.retention import record_ttl
 from jetcron.core.models import AgentInfo, JobRecord, Run, TenantPolicy
-from jetcron.core.retention import record_ttl
+from jetcron.core.timing.calendars import CalendarRecord
+from jetcron.ops.retention import History
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor
-from jetcron_services.retention import History
 from jetcron_services.runtime import Context, SystemClock
 
 

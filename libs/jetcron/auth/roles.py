@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from jetcron.core import join_marks
-from jetcron.core.join_marks import Mark, mark_key
+from jetcron.core.lifecycle import join_marks
+from jetcron.core.lifecycle.join_marks import Mark, mark_key
 from jetcron.wire import subjects as s
 from jetcron.wire.subjects import kv_stream
 
@@ -89,8 +89,8 @@ def _kvr(*buckets: str) -> tuple[str, ...]:
     return tuple(kv_stream(b) for b in buckets)
 
 
-# A `latest` join's marks (jetcron.core.join_marks): raised by the trigger and the run tracker, which record the runs
-# they follow; the dependents of each job, written by the api alone (jetcron_services.api.dependents).
+# A `latest` join's marks (jetcron.core.lifecycle.join_marks): raised by the trigger and the run tracker, which record
+# the runs they follow; the dependents of each job, written by the api alone (jetcron_services.api.dependents).
 JOIN_MARKS = tuple(s.kv_subject(s.BUCKET_JOINS, mark_key(mark, ">")) for mark in Mark)
 DEPENDENTS = s.kv_subject(s.BUCKET_JOINS, f"{join_marks.DEPENDENTS}.>")
 
@@ -138,7 +138,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
             # (jetcron_services.trigger.calendars).
             watches=(s.BUCKET_JOBS, s.BUCKET_CURSORS, s.BUCKET_CALENDARS),
             # The leases: cancelling a run (overlap policy) revokes its lease over the last claim, read first.
-            # The tenants: a new run is stamped with its tenant's retention (services/jetcron_services/retention.py).
+            # The tenants: a new run is stamped with its tenant's retention (libs/jetcron/ops/retention.py).
             reads=_kvr(s.BUCKET_JOBS, s.BUCKET_RUNS, s.BUCKET_CURSORS, s.BUCKET_LEADERS, s.BUCKET_LEASES,
                        s.BUCKET_CLUSTER, s.BUCKET_TENANTS, s.BUCKET_CALENDARS, s.BUCKET_JOINS),
             # The jobs: a fired one-shot job is given its end (jetcron_services.trigger.firing.Firer._end).

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from jetcron import faults
 from jetcron.bus.ports import Message, Rpc
 from jetcron.bus.rpc import NoAnswer
-from jetcron.core.handoff import Quiet
+from jetcron.core.lifecycle.handoff import Quiet
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire.messages import HANDOFF_REFUSED, HANDOFF_TAKEN
@@ -34,7 +34,7 @@ class Direct:
         self.timeout = timeout
         self.clock = clock
         self.quiet = Quiet(timeout)
-        """Takers skipped for a while (jetcron.core.handoff)."""
+        """Takers skipped for a while (jetcron.core.lifecycle.handoff)."""
 
     async def hand(self, taker: str, subject: str, data: bytes, *, traceparent: str = "") -> bool:
         """Whether `taker` (on `subject`) took it, or had it already; False: the stream must carry it."""

@@ -1,4 +1,5 @@
-"""Finished runs per minute (jc_finished, jetcron.core.finished) read by time: the last hour in two requests."""
+"""Finished runs per minute (jc_finished, jetcron.core.lifecycle.finished) read by time: the last hour in two
+requests."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from jetcron.bus.ports import Streams
-from jetcron.core.finished import FinishedMinute, minute_of, parse_stamp
+from jetcron.core.lifecycle.finished import FinishedMinute, minute_of, parse_stamp
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 

@@ -182,7 +182,7 @@ class Publisher(Protocol):
     async def publish(self, subject: str, message: Any, *, msg_id: str | None = None,
                       headers: dict[str, str] | None = None, ttl: int | None = None) -> int:
         """Store `message` (a struct, encoded; or bytes as they are) on `subject`; its sequence in its stream.
-        `ttl`: whole seconds it is kept (a run's event or output: jetcron.core.retention.stream_ttl)."""
+        `ttl`: whole seconds it is kept (a run's event or output: jetcron.core.lifecycle.retention.stream_ttl)."""
         ...
 
 

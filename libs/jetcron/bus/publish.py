@@ -17,7 +17,8 @@ from jetcron.wire.codec import encode
 async def publish(js: JetStreamContext, subject: str, message: Any, *, msg_id: str | None = None,
                   headers: dict[str, str] | None = None, ttl: int | None = None) -> int:
     """Publish and wait for the JetStream ack (durable before acknowledged); returns the stream sequence. `ttl`:
-    whole seconds the server keeps the message (a run's event or output: jetcron.core.retention.stream_ttl)."""
+    whole seconds the server keeps the message (a run's event or output:
+    jetcron.core.lifecycle.retention.stream_ttl)."""
     hdrs = inject_headers(dict(headers or {}))
     if msg_id is not None:
         hdrs[s.HDR_MSG_ID] = msg_id

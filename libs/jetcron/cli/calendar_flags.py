@@ -1,5 +1,6 @@
 """The flags of `calendars create` and `calendars update`, applied to a calendar: what a flag names changes, the
-rest stays. Pure but for nothing: the ICS file's text is read by the command and parsed here (jetcron.core.ics)."""
+rest stays. Pure but for nothing: the ICS file's text is read by the command and parsed here
+(jetcron.core.timing.ics)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from jetcron.core.calendars import CalendarRule, parse_window
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.timing.calendars import CalendarRule, parse_window
 
 _RULES = ", ".join(r.value for r in CalendarRule)
 
@@ -55,7 +56,7 @@ def apply_calendar_flags(spec: dict[str, Any], flags: CalendarFlags, now: dateti
     file's events (and those --dates and --window give beside it); --tz, --description and --tenant set theirs.
     """
     out = dict(spec)
-    from jetcron.core.ics import parse_ics  # icalendar: imported only by the commands that read a file
+    from jetcron.core.timing.ics import parse_ics  # icalendar: imported only by the commands that read a file
 
     imported = parse_ics(flags.ics, now=now, field=flags.ics_name) if flags.ics is not None else None
     if flags.dates or imported is not None:

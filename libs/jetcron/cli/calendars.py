@@ -13,7 +13,7 @@ from jetcron.cli.connection import client
 from jetcron.cli.jobs import _read_spec
 from jetcron.cli.output import emit, given, output_option, usage
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.ics import MAX_ICS_BYTES
+from jetcron.core.timing.ics import MAX_ICS_BYTES
 from jetcron.wire.codec import plain
 
 app = typer.Typer(no_args_is_help=True)

@@ -17,12 +17,13 @@ from jetcron.cli.connection import client
 from jetcron.cli.job_flags import JobFlags, apply_flags, new_spec
 from jetcron.cli.output import emit, fail, given, output_option, run_view, usage
 from jetcron.cli.parse import duration, instant
-from jetcron.core import cron, dag, exclusions
-from jetcron.core.calendar_time import Compiled, compile_calendar
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.exclusions import JobCalendars
+from jetcron.core.lifecycle import dag
 from jetcron.core.models import RetryPolicy, Schedule
-from jetcron.core.schedule_words import schedule_words
+from jetcron.core.timing import cron, exclusions
+from jetcron.core.timing.calendar_time import Compiled, compile_calendar
+from jetcron.core.timing.exclusions import JobCalendars
+from jetcron.core.timing.schedule_words import schedule_words
 from jetcron.sdk.errors import ApiError
 from jetcron.wire.codec import plain
 

@@ -8,7 +8,7 @@ import typer
 
 from jetcron.cli.connection import client
 from jetcron.cli.output import emit, output_option, usage
-from jetcron.core.notify import Delivery
+from jetcron.core.lifecycle.notify import Delivery
 
 app = typer.Typer(no_args_is_help=True)
 Output = output_option()

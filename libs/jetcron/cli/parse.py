@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from jetcron.core.cron import check_instant
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.timing.cron import check_instant
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -20,10 +20,10 @@ from jetcron.cli.job_flags import history_flags
 from jetcron.cli.output import emit, fail, output_option, usage
 from jetcron.cli.parse import duration
 from jetcron.core.errors import InvalidSpec, JetcronError
-from jetcron.core.fairness import validate_queue_quotas
 from jetcron.core.ids import QUEUE_RE, TENANT_RE
 from jetcron.core.models import HistoryPolicy, Preemption, Priority, QueueQuota, TenantPolicy
-from jetcron.core.preemption import validate_preemption
+from jetcron.core.placing.fairness import validate_queue_quotas
+from jetcron.core.placing.preemption import validate_preemption
 
 app = typer.Typer(no_args_is_help=True)
 Output = output_option()

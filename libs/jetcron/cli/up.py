@@ -25,7 +25,7 @@ from jetcron.bus.connect import Identity
 from jetcron.bus.server import EmbeddedNats
 from jetcron.cli.identity import write_context
 from jetcron.config import Settings
-from jetcron.core.uid_pool import LOCAL_RANGES, format_uid_range, local_range
+from jetcron.core.host.uid_pool import LOCAL_RANGES, format_uid_range, local_range
 from jetcron.lifeline import ends_with
 from jetcron.ops.overview import not_ready
 from jetcron.sdk.client import Client
@@ -253,9 +253,9 @@ def local_job_uids(euid: int, environ: Mapping[str, str], agents: int, named_use
     On one machine every tenant's jobs run on the same agents; as one user (`nobody`) any of them could read another's
     running job's scratch and environment through /proc/PID/cwd and /proc/PID/environ. So, run as root and with no
     range set, `up` gives each attempt a uid of its own from a range no user or group of this host reaches into
-    (jetcron.core.uid_pool.local_range), room for every slot of every agent at once. A set JETCRON_AGENT_JOB_UIDS, even
-    empty (off), is the agents' own to read; a non-root `up` switches no user, nor does JETCRON_AGENT_JOB_USER=@agent.
-    An agent started with no range takes one the same way for its own slots
+    (jetcron.core.host.uid_pool.local_range), room for every slot of every agent at once. A set JETCRON_AGENT_JOB_UIDS,
+    even empty (off), is the agents' own to read; a non-root `up` switches no user, nor does
+    JETCRON_AGENT_JOB_USER=@agent. An agent started with no range takes one the same way for its own slots
     (services/jetcron_services/agent/host/scratch.py, job_uid_range); `up` takes one that holds all its agents' at once,
     which they share through the uid locks."""
     if euid != 0 or agents < 1 or "JETCRON_AGENT_JOB_UIDS" in environ \

@@ -11,11 +11,13 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from jetcron.core import cron, dag, env_names, notify
-from jetcron.core.calendars import check_job_calendar_names
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.host import env_names
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, TENANT_RE
+from jetcron.core.lifecycle import dag, notify
 from jetcron.core.models import JobSpec
+from jetcron.core.timing import cron
+from jetcron.core.timing.calendars import check_job_calendar_names
 
 MAX_BODY = 64 * 1024
 MAX_DEPTH = 8
@@ -172,7 +174,8 @@ def _strings(field: str, values: Sequence[str], limit: int) -> None:
 
 def validate_env(env: Mapping[str, str], *, image: bool = False) -> None:
     """The job's variables (`image`: an image run's, which reach its container through the container CLI's own
-    environment): names that something other than the job's own program reads are refused (jetcron.core.env_names)."""
+    environment): names that something other than the job's own program reads are refused
+    (jetcron.core.host.env_names)."""
     if len(env) > MAX_ENV:
         raise InvalidSpec("env", f"{len(env)} entries", f"more than {MAX_ENV} variables")
     for name, value in env.items():

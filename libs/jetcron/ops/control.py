@@ -9,9 +9,9 @@ from datetime import datetime
 from jetcron.bus.lease import Leases, Stop
 from jetcron.bus.ports import Records, Rpc
 from jetcron.core.errors import JetcronError
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import Run, RunState
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import CancelRun
@@ -54,8 +54,8 @@ async def preempt_run(runs: Records[Run], leases: Leases, rpc: Rpc, run_id: str,
                       copy: tuple[Run, int] | None = None) -> Run | None:
     """Stop a running attempt to give its place to a run of higher priority (placement decided it,
     docs/preemption.md), fenced as a cancel is: CAS running -> scheduled as a new attempt due once `grace` has
-    passed (jetcron.core.runs.apply, PREEMPT), tell its agents to stop it with that grace (SIGTERM, the grace, SIGKILL:
-    it may save a checkpoint), revoke its lease (the durable path: a lost message still stops it at its next
+    passed (jetcron.core.lifecycle.runs.apply, PREEMPT), tell its agents to stop it with that grace (SIGTERM, the grace,
+    SIGKILL: it may save a checkpoint), revoke its lease (the durable path: a lost message still stops it at its next
     renewal); the new attempt's `scheduled` record is its hand-off to placement. None, and nothing done, when the
     attempt no longer runs."""
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from jetcron.core.calendars import CalendarRecord, CalendarSpec
+from jetcron.core.lifecycle.notify import Delivery
 from jetcron.core.models import (
     AgentInfo,
     HistoryPolicy,
@@ -23,7 +23,7 @@ from jetcron.core.models import (
     Run,
     TenantPolicy,
 )
-from jetcron.core.notify import Delivery
+from jetcron.core.timing.calendars import CalendarRecord, CalendarSpec
 from jetcron.wire.api import CalendarPreview, ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
 from jetcron.wire.verbs import FinishedRuns, Logs, SecretNames, SecretRef, TokenInfo, TokenList, TokenRevoked

@@ -93,4 +93,5 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
     next_fires: list[FireTime] = msgspec.field(default_factory=list)
     wait_timeout_seconds: float | None = None
     """How long a run of the job may wait on its upstreams: its own `wait_timeout_seconds`, else the default
-    (jetcron.core.dag.DEFAULT_WAIT_SECONDS, docs/architecture.md "Flows"); None for a job without upstreams."""
+    (jetcron.core.lifecycle.dag.DEFAULT_WAIT_SECONDS, docs/architecture.md "Flows"); None for a job without
+    upstreams."""

@@ -33,8 +33,8 @@ def with_defaults(value: Any) -> Any:
     """`value` with every field of each record or message in it, those at their defaults too, ready to encode (a
     record becomes its twin, a struct of the same fields that writes each of them; other structs become dicts).
 
-    Records and messages are encoded without the fields at their defaults (jetcron.core.stored_format, a class with
-    `stored_compact` set). What people read shows each of them: the API's replies, the CLI, REST, the dashboard.
+    Records and messages are encoded without the fields at their defaults (jetcron.core.models.stored_format, a class
+    with `stored_compact` set). What people read shows each of them: the API's replies, the CLI, REST, the dashboard.
     And a spec's body hash is taken over every field, so that it stays what it was when specs were stored whole. A
     struct that leaves its defaults out at the doors too (an API reply's envelope, a secret's reference) still
     does."""

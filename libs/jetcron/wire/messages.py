@@ -213,7 +213,7 @@ it."""
 
 class Cursor(_Msg, frozen=True, kw_only=True):
     """The trigger's resume point for one job: the last nominal fire time it recorded. Under a shard's mark key
-    (jetcron.core.fire_marks.mark_key), the shard's fire mark instead: `fired_through`."""
+    (jetcron.core.timing.fire_marks.mark_key), the shard's fire mark instead: `fired_through`."""
 
     job: str
     last: datetime | None = None

@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from jetcron.core.calendars import CalendarRecord, CalendarSpec
-from jetcron.core.finished import FinishedMinute
+from jetcron.core.lifecycle.finished import FinishedMinute
+from jetcron.core.lifecycle.notify import Delivery
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Priority, Run, TenantPolicy
-from jetcron.core.notify import Delivery
+from jetcron.core.timing.calendars import CalendarRecord, CalendarSpec
 from jetcron.wire.api import CalendarPreview, ClusterStatus, JobView, Page
 from jetcron.wire.messages import Submission
 

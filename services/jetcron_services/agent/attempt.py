@@ -14,14 +14,14 @@ from opentelemetry.context import Context as TraceContext
 
 from jetcron import faults
 from jetcron.bus.lease import Lease
-from jetcron.core import leases
-from jetcron.core.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
 from jetcron.core.clock import next_wait
 from jetcron.core.errors import JetcronError, LeaseLost
-from jetcron.core.handoff import report_directly
-from jetcron.core.launch_plan import HostFacts, container_name, plan
-from jetcron.core.retention import stream_ttl
-from jetcron.core.sim import SimExecution
+from jetcron.core.host.launch_plan import HostFacts, container_name, plan
+from jetcron.core.host.sim import SimExecution
+from jetcron.core.lifecycle import leases
+from jetcron.core.lifecycle.attempt_state import REPORTS, AttemptEvent, AttemptPhase, advance, allows
+from jetcron.core.lifecycle.handoff import report_directly
+from jetcron.core.lifecycle.retention import stream_ttl
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import messaging_span, tracer
 from jetcron.wire import subjects as s
@@ -92,7 +92,8 @@ class AttemptDeps:
 
 
 class Attempt:
-    """Its phases and their moves are jetcron.core.attempt_state's (`_apply` refuses any other); the agent drives it."""
+    """Its phases and their moves are jetcron.core.lifecycle.attempt_state's (`_apply` refuses any other); the agent
+    drives it."""
 
     renews_while_reporting = False
     """Whether the lease is still renewed once the child has ended (gangs: the tracker judges a gang by each
@@ -492,11 +493,11 @@ class Attempt:
                 ttl=self.ttl)
 
     async def _claim_late(self) -> bool:
-        """Write the claim of an attempt that started without one (jetcron.core.leases.claims_late), before its start
-        report says it runs; an older attempt's claim is taken over as at any take. Whether it holds it: one
-        held for this attempt elsewhere or for a newer one, or not written in time (jetcron.core.leases.claim_by)
-        (the storage not answering; the tracker judges an attempt never claimed by the assignment stall), fences
-        the attempt."""
+        """Write the claim of an attempt that started without one (jetcron.core.lifecycle.leases.claims_late), before
+        its start report says it runs; an older attempt's claim is taken over as at any take. Whether it holds it: one
+        held for this attempt elsewhere or for a newer one, or not written in time
+        (jetcron.core.lifecycle.leases.claim_by) (the storage not answering; the tracker judges an attempt never claimed
+        by the assignment stall), fences the attempt."""
         deadline = leases.claim_by(self.leased_at, self.ctx.settings.assign_stall)
         while self.phase is not P.FENCED:
             sent = time.monotonic()
@@ -553,7 +554,7 @@ class Attempt:
     async def _hand_in(self, finished: RunFinished) -> bool:
         """Whether a tracker took the finish report directly, its run record written (jetcron.bus.direct). The finish
         carries its start, so it needs no start report ahead of it (one still unread on the stream is then
-        dropped as late). One to a request only while few reports are in flight here (jetcron.core.handoff
+        dropped as late). One to a request only while few reports are in flight here (jetcron.core.lifecycle.handoff
         .report_directly); batched (`agent_report_batch` > 1), always (reports.FinishBatches)."""
         finishes = self.deps.finishes
         if finishes is None or not report_directly(self.window.queued, finishes.most):

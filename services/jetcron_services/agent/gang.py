@@ -12,10 +12,10 @@ The protocol (docs/architecture.md, "Gangs"):
   re-dispatches the whole gang as a new attempt;
 - every member, leader included, reads the run record at each renewal and stops its child once the
   record has left its attempt (ended, failed, lost, retried): that is how a gang is torn down. A cancel or a
-  preemption found there stops it with the grace its control message gives (jetcron.core.gang_end).
+  preemption found there stops it with the grace its control message gives (jetcron.core.lifecycle.gang_end).
 
-A member is an attempt like any other (attempt.py, its lifecycle jetcron.core.attempt_state): the agent takes its
-lease and starts it in one of its slots (`Agent.start`); this module says which lease and which kind.
+A member is an attempt like any other (attempt.py, its lifecycle jetcron.core.lifecycle.attempt_state): the agent takes
+its lease and starts it in one of its slots (`Agent.start`); this module says which lease and which kind.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import asyncio
 import contextlib
 from typing import Any
 
-from jetcron.core.attempt_state import REPORTS, AttemptEvent
 from jetcron.core.errors import JetcronError
-from jetcron.core.gang_end import member_stop
+from jetcron.core.lifecycle.attempt_state import REPORTS, AttemptEvent
+from jetcron.core.lifecycle.gang_end import member_stop
+from jetcron.core.lifecycle.run_state import ACTIVE
 from jetcron.core.models import Run
-from jetcron.core.run_state import ACTIVE
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack
 from jetcron_services.agent.attempt import Attempt

@@ -2,11 +2,11 @@
 fences every attempt bound to it.
 
 Each run claim the agent takes names this lease's nonce (LeaseValue.bound); the tracker judges such a claim alive
-while the agent's lease still carries that nonce (jetcron.core.reconcile), by the server's clock. So 50,000 runs in
-flight on 10,000 agents cost the agents' renewals, not the runs'. The rules a run lease kept hold for this one: renewed
-at TTL/3, revision-checked, and the agent stops its children itself once it has not renewed by TTL minus a margin on
-its own monotonic clock (a SIGSTOP or a partition), before the server can have expired the lease. A cancel's stop
-notice written on the lease (Leases.notify_stops) makes the next renewal fail its revision check: the renewal reads
+while the agent's lease still carries that nonce (jetcron.core.lifecycle.reconcile), by the server's clock. So 50,000
+runs in flight on 10,000 agents cost the agents' renewals, not the runs'. The rules a run lease kept hold for this one:
+renewed at TTL/3, revision-checked, and the agent stops its children itself once it has not renewed by TTL minus a
+margin on its own monotonic clock (a SIGSTOP or a partition), before the server can have expired the lease. A cancel's
+stop notice written on the lease (Leases.notify_stops) makes the next renewal fail its revision check: the renewal reads
 it, hands its stops on, and renews over it.
 """
 
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 
 from jetcron.bus.lease import Lease, Stop
-from jetcron.core import leases
 from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.core.lifecycle import leases
 from jetcron.telemetry import metrics
 from jetcron_services.runtime import Context
 

@@ -20,7 +20,7 @@ from types import TracebackType
 from msgspec.structs import replace
 
 from jetcron.bus.direct import Direct
-from jetcron.core.handoff import BATCH_REQUESTS, taken_each
+from jetcron.core.lifecycle.handoff import BATCH_REQUESTS, taken_each
 from jetcron.telemetry.tracing import inject_headers
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -87,11 +87,11 @@ class FinishBatches:
     the requests before were out (at most `most`), with at most `flying` requests out at once: an idle agent's
     report goes alone and at once, in the one-report form every tracker takes; a burst's go a few dozen to a
     request. One at a time, a burst's requests would have waited past their timeout, so past a few in flight its
-    reports went to the events stream (jetcron.core.handoff.DIRECT_REPORTS_MOST), at a stored write each.
+    reports went to the events stream (jetcron.core.lifecycle.handoff.DIRECT_REPORTS_MOST), at a stored write each.
 
     A tracker answers a batch once each report's run record is written or the report dropped, one `1` or `0` per
-    report (jetcron.core.handoff.answer_each); a report not taken so, and every report of a request not answered so,
-    goes to the stream (the caller publishes it)."""
+    report (jetcron.core.lifecycle.handoff.answer_each); a report not taken so, and every report of a request not
+    answered so, goes to the stream (the caller publishes it)."""
 
     def __init__(self, trackers: Direct, agent: str, *, most: int, flying: int = BATCH_REQUESTS) -> None:
         self.trackers = trackers

@@ -21,12 +21,12 @@ from jetcron.bus.direct import Direct, Taker
 from jetcron.bus.lease import Stop, unclaimed
 from jetcron.bus.ports import Message
 from jetcron.bus.topology import agent_durable
-from jetcron.core import leases
-from jetcron.core.agents_index import Used
-from jetcron.core.ended import Ended
 from jetcron.core.errors import JetcronError
-from jetcron.core.handoff import report_requests
-from jetcron.core.sim import SimExecution
+from jetcron.core.host.sim import SimExecution
+from jetcron.core.lifecycle import leases
+from jetcron.core.lifecycle.ended import Ended
+from jetcron.core.lifecycle.handoff import report_requests
+from jetcron.core.placing.agents_index import Used
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import continue_trace
 from jetcron.wire import subjects as s
@@ -138,9 +138,9 @@ class Agent:
 
     async def _handed(self, msg: Message) -> bytes:
         """The direct hand-off (`handoffs`): take an assignment as `take` does, answered `taken` once its claim is
-        stored, or it has started with its claim still to write (jetcron.core.leases.claims_late), or it is known here.
-        Refused at once, not waited on, when no slot is free or the agent drains: placement then sends it to this
-        agent's stream, which waits for a slot. Whatever else goes wrong (the agent lease not held, the storage) is
+        stored, or it has started with its claim still to write (jetcron.core.lifecycle.leases.claims_late), or it is
+        known here. Refused at once, not waited on, when no slot is free or the agent drains: placement then sends it to
+        this agent's stream, which waits for a slot. Whatever else goes wrong (the agent lease not held, the storage) is
         refused too (jetcron.bus.direct.Taker)."""
         cmd = _assignment(msg)
         async with self._taking(cmd.run_id):

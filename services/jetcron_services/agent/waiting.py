@@ -4,8 +4,9 @@ A staged herd leaves tens of thousands of attempts waiting on one agent. As task
 objects (its task, the lease keeper's task, wait_for's inner task, futures, timer handles, contexts) that
 the cycle collector walked on every full collection: pauses of seconds at 30,000 waiting attempts, while
 leases, assignments and the starts themselves queued behind them. Here a waiting attempt is an entry in a
-due-time index (jetcron.core.due_index, the trigger's); its tasks are created when it is due. Its first lease already
-covers the wait and its place in the queue (jetcron.core.leases.first_grant), so nothing renews it meanwhile.
+due-time index (jetcron.core.timing.due_index, the trigger's); its tasks are created when it is due. Its first lease
+already covers the wait and its place in the queue (jetcron.core.lifecycle.leases.first_grant), so nothing renews it
+meanwhile.
 
 When thousands come due at the same instant they start as a stream: at most `burst` may be between leaving
 the index and having started. Their reports are bounded apart, and wait while due attempts are still being
@@ -22,7 +23,7 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from jetcron.core.clock import Clock, next_wait
-from jetcron.core.due_index import DueIndex
+from jetcron.core.timing.due_index import DueIndex
 from jetcron_services.agent.reports import ReportWindow
 
 T = TypeVar("T")

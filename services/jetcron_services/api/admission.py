@@ -16,9 +16,9 @@ from functools import partial
 from typing import TypeVar
 
 from jetcron.bus.ports import Records
-from jetcron.core import admission
 from jetcron.core.models import TenantPolicy
-from jetcron.core.pacing import TokenBucket
+from jetcron.core.placing import admission
+from jetcron.core.timing.pacing import TokenBucket
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import QueueDepths
 from jetcron_services.runtime import Context

@@ -11,14 +11,14 @@ from typing import Any
 import msgspec
 
 from jetcron.bus.ports import Records
-from jetcron.core import exclusions
-from jetcron.core.calendar_time import compile_calendar
-from jetcron.core.calendars import CalendarRecord, CalendarSpec, validate_calendar
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.exclusions import JobCalendars
-from jetcron.core.ics import BUDGET_S, MAX_ICS_BYTES, IcsImport, parse_ics
 from jetcron.core.ids import job_key
 from jetcron.core.models import JobRecord, JobSpec, JobStatus
+from jetcron.core.timing import exclusions
+from jetcron.core.timing.calendar_time import compile_calendar
+from jetcron.core.timing.calendars import CalendarRecord, CalendarSpec, validate_calendar
+from jetcron.core.timing.exclusions import JobCalendars
+from jetcron.core.timing.ics import BUDGET_S, MAX_ICS_BYTES, IcsImport, parse_ics
 from jetcron.core.validate import decode_as
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
@@ -72,7 +72,8 @@ class Calendars(Noun):
 
     async def _imported(self, ics: str, name: str) -> IcsImport:
         """The file's dates and windows, read off the event loop within BUDGET_S (waiting for a reader included),
-        or InvalidSpec naming `ics`, and the calendar, once it passes a bound or the budget (jetcron.core.ics)."""
+        or InvalidSpec naming `ics`, and the calendar, once it passes a bound or the budget
+        (jetcron.core.timing.ics)."""
         started = time.monotonic()
         try:
             async with asyncio.timeout(BUDGET_S + _ICS_GRACE_S):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from jetcron.bus.ports import Records
-from jetcron.core.capacity import CapacitySummary, unsatisfiable
 from jetcron.core.models import JobSpec
+from jetcron.core.placing.capacity import CapacitySummary, unsatisfiable
 from jetcron.wire import subjects as s
 from jetcron_services.runtime import Context
 

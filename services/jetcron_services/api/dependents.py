@@ -2,10 +2,10 @@
 occurrence downstream of it is left with roots on different schedules (their occurrences would never meet, so its
 runs would wait for ever).
 
-The edges are kept in jc_joins, one key each (jetcron.core.join_marks.dependent_key), so a job's dependents are one
-listing the server filters, however many jobs its tenant has. Each is written before the job that names it and removed
-after the job stops naming it: a crash in between leaves an edge too many, never one too few, and an edge is read
-against the dependent's stored record (one it no longer names is passed over). Jobs stored before the edges were
+The edges are kept in jc_joins, one key each (jetcron.core.lifecycle.join_marks.dependent_key), so a job's dependents
+are one listing the server filters, however many jobs its tenant has. Each is written before the job that names it and
+removed after the job stops naming it: a crash in between leaves an edge too many, never one too few, and an edge is
+read against the dependent's stored record (one it no longer names is passed over). Jobs stored before the edges were
 kept get theirs once, at the api's start (`backfill`)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import asyncio
 from collections.abc import Iterable
 
 from jetcron.bus.ports import Records
-from jetcron.core import dag
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.ids import JOB_NAME_RE, job_key
-from jetcron.core.join_marks import DEPENDENTS, JoinMark, dependent_key, dependents_filter
+from jetcron.core.lifecycle import dag
+from jetcron.core.lifecycle.join_marks import DEPENDENTS, JoinMark, dependent_key, dependents_filter
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Schedule, ScheduleKind
 from jetcron.wire import subjects as s
 from jetcron_services.runtime import Context

@@ -10,13 +10,15 @@ import msgspec
 
 from jetcron.bus.cluster import pinned_shards
 from jetcron.bus.idempotency import IdempotencyKeys, KeyRecord
-from jetcron.core import dag, exclusions, ids, triggers
+from jetcron.core import ids
 from jetcron.core.errors import Conflict, Contended, InvalidSpec, NotFound, WriteConflict
-from jetcron.core.fire_marks import covers, mark_key
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, body_hash, job_key, manual_run_id, run_id, shard_of
+from jetcron.core.lifecycle import dag
+from jetcron.core.lifecycle.retention import fires_by_mark, settled, validate_history
+from jetcron.core.lifecycle.runs import WAITING_STATES, new_run
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule, ShardLayout
-from jetcron.core.retention import fires_by_mark, settled, validate_history
-from jetcron.core.runs import WAITING_STATES, new_run
+from jetcron.core.timing import exclusions, triggers
+from jetcron.core.timing.fire_marks import covers, mark_key
 from jetcron.core.validate import decode_spec, validate_spec
 from jetcron.telemetry.tracing import current_trace_id
 from jetcron.wire import subjects as s
@@ -179,7 +181,7 @@ class Jobs(Noun):
         record = JobRecord(spec=spec, created_at=now, updated_at=now, body_hash=digest, trace_id=current_trace_id(),
                            warnings=await self.capacity.warnings(spec))
         if fires_by_mark(spec):
-            # Its end from the start, so that firing it costs no second write (jetcron.core.fire_marks).
+            # Its end from the start, so that firing it costs no second write (jetcron.core.timing.fire_marks).
             ends = now + timedelta(seconds=await self.ctx.history.keep_for(spec))
             record = msgspec.structs.replace(record, expires_at=ends, fired_by_mark=True)
         await self.dependents.add(spec)

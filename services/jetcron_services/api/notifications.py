@@ -7,7 +7,7 @@ import asyncio
 
 from jetcron.bus.ports import Records
 from jetcron.core.errors import Conflict, InvalidSpec, NotFound
-from jetcron.core.notify import DELIVERED, DELIVERY_ID_RE, PARKED, PENDING, Delivery, job_deliveries
+from jetcron.core.lifecycle.notify import DELIVERED, DELIVERY_ID_RE, PARKED, PENDING, Delivery, job_deliveries
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
 from jetcron.wire.api import Page

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from jetcron.core.errors import Forbidden, InvalidSpec
 from jetcron.core.ids import QUEUE_RE
+from jetcron.core.lifecycle.retention import stream_ttl
+from jetcron.core.lifecycle.runs import priority_allowed, reprioritized
 from jetcron.core.models import Priority, Run
-from jetcron.core.retention import stream_ttl
-from jetcron.core.runs import priority_allowed, reprioritized
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import RunReprioritized
 from jetcron_services.runtime import Context

@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from jetcron.core import cron
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.timing import cron
 from jetcron.core.validate import parse_json_object
 
 

@@ -12,8 +12,8 @@ from jetcron.bus.finished import read_minutes
 from jetcron.bus.logs import read_chunks
 from jetcron.bus.ports import Records
 from jetcron.core.errors import InvalidSpec, NotFound, Unavailable
-from jetcron.core.finished import first_minute
 from jetcron.core.ids import QUEUE_RE, RUN_ID_RE
+from jetcron.core.lifecycle.finished import first_minute
 from jetcron.core.models import Run, RunState
 from jetcron.ops.control import cancel_run
 from jetcron.wire import subjects as s

@@ -7,11 +7,11 @@ import math
 import msgspec
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.fairness import validate_queue_quotas
 from jetcron.core.ids import TENANT_RE
+from jetcron.core.lifecycle.retention import validate_history
 from jetcron.core.models import QueueQuota, TenantPolicy
-from jetcron.core.preemption import validate_preemption
-from jetcron.core.retention import validate_history
+from jetcron.core.placing.fairness import validate_queue_quotas
+from jetcron.core.placing.preemption import validate_preemption
 from jetcron.wire import verbs as v
 from jetcron.wire.api import Page
 from jetcron_services.api.call import Call

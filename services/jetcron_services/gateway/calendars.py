@@ -9,9 +9,9 @@ import msgspec
 from litestar import Request, delete, get, post, put
 from litestar.params import Parameter
 
-from jetcron.core.calendar_time import Compiled, compile_calendar
-from jetcron.core.calendars import CalendarRecord
-from jetcron.core.exclusions import JobCalendars
+from jetcron.core.timing.calendar_time import Compiled, compile_calendar
+from jetcron.core.timing.calendars import CalendarRecord
+from jetcron.core.timing.exclusions import JobCalendars
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 from jetcron.wire.api import CalendarPreview

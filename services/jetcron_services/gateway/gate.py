@@ -255,7 +255,8 @@ def version_of(header: str | None) -> int | None:
 
 class WholeResponse(Response[T]):
     """Every JSON reply of a record shows each of its fields, those at their defaults too: records are stored and
-    sent without them (jetcron.core.stored_format), and a REST client reads `attempt` or `agent` whatever its value."""
+    sent without them (jetcron.core.models.stored_format), and a REST client reads `attempt` or `agent` whatever its
+    value."""
 
     def render(self, content: Any, media_type: str, enc_hook: Serializer = default_serializer) -> bytes:
         if isinstance(content, msgspec.Struct | list | tuple):

@@ -10,9 +10,9 @@ import msgspec
 from litestar import Request, delete, get, patch, post
 from litestar.params import Parameter
 
-from jetcron.core import cron, exclusions
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import JobRecord, Run, Schedule
+from jetcron.core.timing import cron, exclusions
 from jetcron.core.validate import decode_as
 from jetcron.sdk.client import Client
 from jetcron.wire.api import FireTime, Page

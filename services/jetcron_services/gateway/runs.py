@@ -9,8 +9,8 @@ from litestar import Request, Response, get, post
 from litestar.params import Parameter
 from litestar.response import Stream
 
+from jetcron.core.lifecycle.notify import Delivery
 from jetcron.core.models import Priority, Run
-from jetcron.core.notify import Delivery
 from jetcron.wire.api import Page
 from jetcron_services.gateway import status as words
 from jetcron_services.gateway.gate import API, HttpProblem, WholeResponse, held, idempotency_key, strict_body

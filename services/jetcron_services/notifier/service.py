@@ -21,8 +21,7 @@ from jetcron.bus.consume import Drop, Retry
 from jetcron.bus.kv import value_of
 from jetcron.bus.ports import Message, Records
 from jetcron.core.errors import NotFound, WriteConflict
-from jetcron.core.models import JobRecord, JobSpec, NotifyRule, RetryPolicy, Run
-from jetcron.core.notify import (
+from jetcron.core.lifecycle.notify import (
     DELIVERED,
     PARKED,
     PENDING,
@@ -33,6 +32,7 @@ from jetcron.core.notify import (
     notices,
     redelivered,
 )
+from jetcron.core.models import JobRecord, JobSpec, NotifyRule, RetryPolicy, Run
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode

@@ -4,10 +4,10 @@ Each send answers a DeliveryAttempt and never raises for the receiver's faults: 
 or a timeout is a failed try the caller records and schedules again.
 
 A webhook's host is resolved once per try, every address it resolves to is judged by the address it reaches
-(core.notify.address_allowed), and the connection goes to a checked address itself: the URL sent to httpx names
-the address, so nothing resolves the name again between the check and the connection, and a name cannot answer a
-public address to the check and a private one to the connection. The request still names the host: `Host` is the
-URL's, and over TLS the host name is sent as SNI and the certificate verified for it (httpcore passes the
+(jetcron.core.lifecycle.notify.address_allowed), and the connection goes to a checked address itself: the URL sent to
+httpx names the address, so nothing resolves the name again between the check and the connection, and a name cannot
+answer a public address to the check and a private one to the connection. The request still names the host: `Host` is
+the URL's, and over TLS the host name is sent as SNI and the certificate verified for it (httpcore passes the
 `sni_hostname` extension to the handshake as server_hostname, with hostname checking on), as when the name itself is
 connected to. A tenant sees a failed try only as a generic reason (no address, no port); the detail goes to this
 service's log.
@@ -35,8 +35,7 @@ from jetcron.bus.ports import Publisher, Streams
 from jetcron.config import Settings
 from jetcron.core.clock import Clock
 from jetcron.core.errors import Forbidden, JetcronError, NotFound
-from jetcron.core.models import NotifyRule
-from jetcron.core.notify import (
+from jetcron.core.lifecycle.notify import (
     DELIVERY_HEADER,
     EVENT_HEADER,
     SIGNATURE_HEADER,
@@ -45,6 +44,7 @@ from jetcron.core.notify import (
     address_allowed,
     sign,
 )
+from jetcron.core.models import NotifyRule
 from jetcron.ops.secrets import Secrets
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s

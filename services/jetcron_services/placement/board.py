@@ -9,9 +9,9 @@ from datetime import datetime
 import msgspec
 
 from jetcron.bus.ports import Records
-from jetcron.core.capacity import CapacitySummary, summarize
 from jetcron.core.errors import JetcronError
 from jetcron.core.models import AgentInfo
+from jetcron.core.placing.capacity import CapacitySummary, summarize
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import QueueDepths
 

@@ -9,10 +9,10 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 
 from jetcron.core.errors import JetcronError
-from jetcron.core.fairness import FairQueue
 from jetcron.core.models import AgentInfo, TenantPolicy
-from jetcron.core.placement import Cluster
-from jetcron.core.suspects import Suspects
+from jetcron.core.placing.fairness import FairQueue
+from jetcron.core.placing.placement import Cluster
+from jetcron.core.placing.suspects import Suspects
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import QueueDepths
 from jetcron_services.placement.board import Board
@@ -34,8 +34,9 @@ class ClusterView(ABC):
         """Every tenant's policy, as the tenants bucket last said (preemption reads it: preempt.py)."""
         self.seen: dict[str, tuple[float, AgentInfo]] = {}
         self.lapsed: set[str] = set()
-        """Agents off the books since a run of theirs was lost with their lease (jetcron.core.departures.lapsed_with),
-        until a newer heartbeat: still in `seen`, so that missing heartbeats still make a GPU host suspect."""
+        """Agents off the books since a run of theirs was lost with their lease
+        (jetcron.core.lifecycle.departures.lapsed_with), until a newer heartbeat: still in `seen`, so that missing
+        heartbeats still make a GPU host suspect."""
         self.changed = asyncio.Event()
         self.agents_synced = asyncio.Event()
         self._tasks: set[asyncio.Future[None]] = set()

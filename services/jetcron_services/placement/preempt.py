@@ -1,8 +1,8 @@
 """Preemption on the placement leader (docs/preemption.md): a waiting run that has no place takes that of running runs
 of strictly lower priority whose policy allows it.
 
-The decision is jetcron.core.preemption.choose over the books. The leader then tries it on the books in the same pass:
-the victims' shares are released and the waiting run placed on what they leave (so that nothing else, the victims'
+The decision is jetcron.core.placing.preemption.choose over the books. The leader then tries it on the books in the same
+pass: the victims' shares are released and the waiting run placed on what they leave (so that nothing else, the victims'
 own next attempts included, can take it first), or everything is put back when it does not fit after all. Before
 the waiting run's assignment is written, every victim is preempted as a cancel is fenced
 (jetcron.ops.control.preempt_run: the record's CAS to a new attempt due after the grace, the agents told to stop it with
@@ -15,10 +15,10 @@ import asyncio
 from datetime import datetime
 
 from jetcron.core.errors import JetcronError
+from jetcron.core.lifecycle.retention import stream_ttl
 from jetcron.core.models import QueueQuota, RunState, TenantPolicy
-from jetcron.core.placement import Demand, Placement
-from jetcron.core.preemption import Amount, Guards, Holder, Plan, choose, guards_for, preemptible_anywhere
-from jetcron.core.retention import stream_ttl
+from jetcron.core.placing.placement import Demand, Placement
+from jetcron.core.placing.preemption import Amount, Guards, Holder, Plan, choose, guards_for, preemptible_anywhere
 from jetcron.ops.control import preempt_run
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s

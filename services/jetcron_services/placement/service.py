@@ -17,15 +17,15 @@ from jetcron.bus.consume import Drop, Hold, ack_held, touch
 from jetcron.bus.direct import Direct
 from jetcron.bus.lease import HeldLease
 from jetcron.bus.ports import Message
-from jetcron.core import leases
-from jetcron.core.demand import waits_from
 from jetcron.core.errors import JetcronError
+from jetcron.core.lifecycle import leases
+from jetcron.core.lifecycle.retry import OUTAGE_TRIES, outage_wait
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import Run
-from jetcron.core.pacing import TokenBucket, pause_after, walk_on_when_full
-from jetcron.core.placement import Demand, Placement, Unplaced
-from jetcron.core.retry import OUTAGE_TRIES, outage_wait
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply
+from jetcron.core.placing.demand import waits_from
+from jetcron.core.placing.placement import Demand, Placement, Unplaced
+from jetcron.core.timing.pacing import TokenBucket, pause_after, walk_on_when_full
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, messaging_span, tracer
 from jetcron.wire import subjects as s
@@ -61,7 +61,7 @@ class Placer:
         self.timer = timer
         """What a pass's deciding is timed by: the time the loop was held, not the clock runs are judged by."""
         self.pause = pause
-        """How the leader waits after a pass whose deciding was slow (jetcron.core.pacing)."""
+        """How the leader waits after a pass whose deciding was slow (jetcron.core.timing.pacing)."""
         self.view = view
         self.acted = acted
         """Told the time of each pass done: the leader's last action, which its lease carries (the takeover gap)."""
@@ -489,7 +489,7 @@ async def lead(ctx: Context, view: View) -> None:
 
 async def record_tokens(ctx: Context) -> bool:
     """Whether assignments carry their fencing tokens (AssignRun.token), so that an agent may start a run before
-    its claim (jetcron.core.leases.claims_late): only where the runs bucket was made from the fencing floor
+    its claim (jetcron.core.lifecycle.leases.claims_late): only where the runs bucket was made from the fencing floor
     (jetcron.bus.topology.FENCED_BUCKETS), whose revisions lie above every lease token its cluster handed out. A
     bucket made before counts from 1, below the claims' revisions its runs' earlier attempts carried: its attempts
     keep those.

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from jetcron.core.capacity import CapacitySummary
-from jetcron.core.departures import lapsed_with
+from jetcron.core.lifecycle.departures import lapsed_with
+from jetcron.core.lifecycle.run_state import ACTIVE
 from jetcron.core.models import Run, RunState
-from jetcron.core.placement import Demand
-from jetcron.core.run_state import ACTIVE
+from jetcron.core.placing.capacity import CapacitySummary
+from jetcron.core.placing.placement import Demand
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import PlaceRun, QueueDepths, RunFinished, RunHandedBack, place_run_for

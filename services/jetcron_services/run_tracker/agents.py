@@ -1,14 +1,15 @@
-"""Agents lost, counted by the tracker: an agent that dies cannot count its own death (jetcron.core.departures)."""
+"""Agents lost, counted by the tracker: an agent that dies cannot count its own death
+(jetcron.core.lifecycle.departures)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-from jetcron.core import departures
-from jetcron.core.departures import Found
 from jetcron.core.errors import JetcronError
-from jetcron.core.reconcile import Beat, beat_seen
+from jetcron.core.lifecycle import departures
+from jetcron.core.lifecycle.departures import Found
+from jetcron.core.lifecycle.reconcile import Beat, beat_seen
 from jetcron.telemetry import metrics
 from jetcron_services.runtime import Context
 

@@ -12,13 +12,13 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from jetcron.core import cron
 from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.ids import run_id
+from jetcron.core.lifecycle.notify import NEVER_FIRED, START, missed_deadlines, with_missed
+from jetcron.core.lifecycle.retention import stream_ttl
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, Run, RunState, ScheduleKind
-from jetcron.core.notify import NEVER_FIRED, START, missed_deadlines, with_missed
-from jetcron.core.retention import stream_ttl
-from jetcron.core.runs import new_run
+from jetcron.core.timing import cron
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode

@@ -14,10 +14,10 @@ from jetcron.bus.consume import Drop, Retry
 from jetcron.bus.direct import Taker
 from jetcron.bus.ports import Message
 from jetcron.core.errors import IllegalTransition, JetcronError, NotFound, StaleReport
-from jetcron.core.handoff import answer_each
+from jetcron.core.lifecycle.handoff import answer_each
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change
 from jetcron.core.models import Run, RunState
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import extract_context, messaging_span, tracer
 from jetcron.wire import subjects as s
@@ -168,8 +168,9 @@ BATCHES_IN_FLIGHT = 16
 
 def direct_batches(handler: EventHandler, most: int = BATCHES_IN_FLIGHT) -> Taker:
     """Finish reports handed over several to a request (services/jetcron_services/agent/reports.FinishBatches), each
-    applied as `direct_reports` applies one, answered with one `1` or `0` per report (jetcron.core.handoff.answer_each).
-    One that cannot be read is answered refused: its agent sends every report of it to the stream."""
+    applied as `direct_reports` applies one, answered with one `1` or `0` per report
+    (jetcron.core.lifecycle.handoff.answer_each). One that cannot be read is answered refused: its agent sends every
+    report of it to the stream."""
 
     async def decide(msg: Message) -> bytes:
         return answer_each(await handler.finished_each(msg.subject, decode(msg.data, list[RunFinished])))

@@ -1,5 +1,5 @@
-"""Finished runs per minute (jetcron.core.finished): every replica counts the ends its runs watch shows, the leader
-writes the minutes that changed once a second. Nothing is written on a run's own path."""
+"""Finished runs per minute (jetcron.core.lifecycle.finished): every replica counts the ends its runs watch shows, the
+leader writes the minutes that changed once a second. Nothing is written on a run's own path."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 
 from jetcron.bus.ports import Records
 from jetcron.core.errors import JetcronError, WriteConflict
-from jetcron.core.finished import FinishedMinute, Scope, Tally, merged, minute_of, stamp
+from jetcron.core.lifecycle.finished import FinishedMinute, Scope, Tally, merged, minute_of, stamp
 from jetcron.core.models import Run
 from jetcron.wire import subjects as s
 from jetcron_services.runtime import Context
@@ -22,7 +22,7 @@ CONCURRENCY = 32
 
 class FinishedCounts:
     """The tally of one replica (fed by the reconciler's runs watch) and, on the leader, its writes to
-    jc_finished: each minute's record raised to what this replica counted (jetcron.core.finished.merged)."""
+    jc_finished: each minute's record raised to what this replica counted (jetcron.core.lifecycle.finished.merged)."""
 
     def __init__(self, ctx: Context, store: Records[FinishedMinute], tally: Tally | None = None) -> None:
         self.ctx = ctx

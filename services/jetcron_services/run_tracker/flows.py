@@ -1,8 +1,8 @@
 """DAG release: when a run ends, start the downstream jobs it allows. Joined on the same occurrence, a downstream
 runs once its upstreams' runs of one flow all succeeded (blocked when one failed for good); joined on the latest,
-once each upstream has succeeded since it last ran (jetcron.core.dag.join_of, services/jetcron_services/joins.py), whose
-marks every replica repairs from its runs watch (`seen`). A run that waits longer than its job's wait timeout
-(jetcron.core.dag.wait_timeout: its own, else the default) is blocked."""
+once each upstream has succeeded since it last ran (jetcron.core.lifecycle.dag.join_of, libs/jetcron/ops/joins.py),
+whose marks every replica repairs from its runs watch (`seen`). A run that waits longer than its job's wait timeout
+(jetcron.core.lifecycle.dag.wait_timeout: its own, else the default) is blocked."""
 
 from __future__ import annotations
 
@@ -13,18 +13,18 @@ from datetime import datetime
 
 import msgspec
 
-from jetcron.core.dag import join_of, took_at, wait_timeout
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.ids import run_id, stamp_of
-from jetcron.core.join_marks import JoinMark, Mark, mark_key, marks_of, raised
+from jetcron.core.lifecycle.dag import join_of, took_at, wait_timeout
+from jetcron.core.lifecycle.join_marks import JoinMark, Mark, mark_key, marks_of, raised
+from jetcron.core.lifecycle.retention import stream_ttl
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change, apply, new_run
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, ScheduleKind
-from jetcron.core.retention import stream_ttl
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change, apply, new_run
+from jetcron.ops import joins
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
-from jetcron_services import joins
 from jetcron_services.runtime import Context
 
 WAIT_SWEEP_EVERY = 1.0
@@ -56,7 +56,7 @@ def _latest(record: JobRecord | None) -> bool:
 class Flows:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.joins = joins.Joins(ctx)
+        self.joins = joins.Joins(ctx.runs, ctx.buckets, ctx.log)
         self.jobs: dict[str, JobRecord] = {}
         """The active jobs the tracker consults (consulted()), by key."""
         self.downstream: dict[str, set[str]] = {}

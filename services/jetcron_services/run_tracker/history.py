@@ -1,6 +1,7 @@
 """History the server cannot age out by itself: a job's count limits (keep_succeeded, keep_failed), and storage
 pressure (the oldest finished runs let go before their time so that new occurrences are still recorded). The
-steady state needs neither: every ended run, event and output chunk carries its own TTL (jetcron.core.retention)."""
+steady state needs neither: every ended run, event and output chunk carries its own TTL
+(jetcron.core.lifecycle.retention)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import NamedTuple
 from jetcron.bus import storage
 from jetcron.bus.topology import stream_names
 from jetcron.core.errors import JetcronError, NotFound
+from jetcron.core.lifecycle.retention import Ended, counts, gate_seconds, may_shed, one_shot, over_count, to_free
 from jetcron.core.models import JobSpec, Run
-from jetcron.core.retention import Ended, counts, gate_seconds, may_shed, one_shot, over_count, to_free
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron_services.runtime import Context

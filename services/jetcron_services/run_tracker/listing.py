@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import msgspec
 
 from jetcron.bus.ports import Message, Records
+from jetcron.core.lifecycle.reconcile import same_step, whole
 from jetcron.core.models import Run
-from jetcron.core.reconcile import same_step, whole
 from jetcron.wire import subjects as s
 from jetcron.wire.api import Page, Reply, error_reply
 from jetcron.wire.codec import encode

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from jetcron.core.errors import JetcronError, NotFound
-from jetcron.core.reconcile import Beat, beat_seen, first_sight, may_still_report
+from jetcron.core.lifecycle.reconcile import Beat, beat_seen, first_sight, may_still_report
 from jetcron.wire import subjects as s
 from jetcron_services.runtime import Context
 
@@ -72,8 +72,8 @@ class Progress:
         return idle
 
     async def may_still_report(self, agent: str) -> bool:
-        """Whether the agent may still send reports (jetcron.core.reconcile.may_still_report): one may be this run's.
-        Unknown (a read failed): True, nothing is called lost on a guess. Asked once per agent per sweep."""
+        """Whether the agent may still send reports (jetcron.core.lifecycle.reconcile.may_still_report): one may be this
+        run's. Unknown (a read failed): True, nothing is called lost on a guess. Asked once per agent per sweep."""
         if agent in self._reporting:
             return self._reporting[agent]
         try:

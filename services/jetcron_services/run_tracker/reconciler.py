@@ -1,7 +1,7 @@
 """The reconciler: the queue is a hint, the run record is the truth. Re-drive runs whose step stalled.
 
-What to do with a run is decided in `jetcron.core.reconcile.judge`; this module keeps the index, makes the reads a
-judgement asks for, and carries out what it decides.
+What to do with a run is decided in `jetcron.core.lifecycle.reconcile.judge`; this module keeps the index, makes the
+reads a judgement asks for, and carries out what it decides.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from msgspec.structs import replace
 from opentelemetry.trace import Span
 
 from jetcron.bus.lease import Lease
-from jetcron.core import reconcile_steps as step
-from jetcron.core.due_index import DueIndex
 from jetcron.core.errors import JetcronError
-from jetcron.core.leases import foreign_claim
-from jetcron.core.models import Run
-from jetcron.core.reconcile import (
+from jetcron.core.lifecycle import reconcile_steps as step
+from jetcron.core.lifecycle.leases import foreign_claim
+from jetcron.core.lifecycle.reconcile import (
     Timing,
     Tracked,
     judge,
@@ -32,8 +30,10 @@ from jetcron.core.reconcile import (
     whole,
     with_horizon,
 )
-from jetcron.core.run_state import RunEvent
-from jetcron.core.runs import Change
+from jetcron.core.lifecycle.run_state import RunEvent
+from jetcron.core.lifecycle.runs import Change
+from jetcron.core.models import Run
+from jetcron.core.timing.due_index import DueIndex
 from jetcron.ops.dispatch import redrive
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, tracer
@@ -53,7 +53,7 @@ run finished (bench/longlife.py). Four sweeps a second: 64 re-drives/s at most, 
 
 class ActiveRuns(Mapping[str, Run]):
     """The watched records of the non-terminal runs by id (what the deadlines and the listing read), each in the
-    index's form (`jetcron.core.reconcile.index_form`: a waiting run's without its spec and history)."""
+    index's form (`jetcron.core.lifecycle.reconcile.index_form`: a waiting run's without its spec and history)."""
 
     def __init__(self, tracked: dict[str, Tracked]) -> None:
         self._tracked = tracked

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from jetcron.core import retry
+from jetcron.core.lifecycle import retry
+from jetcron.core.lifecycle.notify import with_missed
+from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import Run, RunState
-from jetcron.core.notify import with_missed
-from jetcron.core.runs import Change, apply
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
@@ -31,7 +31,7 @@ class Records:
 
     def with_retry(self, run: Run, change: Change) -> Change:
         """Fill in the retry decision for failure-like events (pure, from the run's history)."""
-        from jetcron.core.run_state import RunEvent
+        from jetcron.core.lifecycle.run_state import RunEvent
 
         if change.event is RunEvent.FAIL or (change.event is RunEvent.LOSE and run.state is RunState.RUNNING):
             outcome = change.outcome or ("lost" if change.event is RunEvent.LOSE else "failed")

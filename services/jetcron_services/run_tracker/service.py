@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from jetcron.bus.lease import HeldLease
 from jetcron.core.errors import JetcronError
-from jetcron.core.finished import FinishedMinute
+from jetcron.core.lifecycle.finished import FinishedMinute
 from jetcron.core.models import Run
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
@@ -82,7 +82,7 @@ def _sweeper(ctx: Context, leader: HeldLease, reconciler: Reconciler, janitor: C
         await keeper.maybe_check(now)
         await flows.maybe_expire_waits(reconciler.active, now)
         # A sweep done is the leader's action: its lease carries the time, and the first since winning measures
-        # the takeover gap from the previous holder's last one (jetcron.core.takeover).
+        # the takeover gap from the previous holder's last one (jetcron.core.lifecycle.takeover).
         gap = leader.acted(ctx.clock.now())
         if gap is not None:
             metrics.child(metrics.TAKEOVER_GAP, kind="tracker_leader").observe(gap)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import contextlib
 
-from jetcron.core.calendar_time import Compiled, compile_calendar
-from jetcron.core.calendars import CalendarRecord
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.exclusions import JobCalendars
 from jetcron.core.ids import job_key
 from jetcron.core.models import JobSpec
+from jetcron.core.timing.calendar_time import Compiled, compile_calendar
+from jetcron.core.timing.calendars import CalendarRecord
+from jetcron.core.timing.exclusions import JobCalendars
 
 
 class CalendarView:

@@ -11,19 +11,20 @@ import structlog
 from opentelemetry import context
 
 from jetcron import faults
-from jetcron.core import dag, exclusions, triggers
 from jetcron.core.errors import NotFound, WriteConflict
 from jetcron.core.ids import run_id
+from jetcron.core.lifecycle import dag
+from jetcron.core.lifecycle.retention import one_shot
+from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobRecord, JobSpec, OverlapPolicy, RunState, ScheduleKind
-from jetcron.core.retention import one_shot
-from jetcron.core.runs import new_run
-from jetcron.core.triggers import FirePlan, OverlapAction, PlannedFire
+from jetcron.core.timing import exclusions, triggers
+from jetcron.core.timing.triggers import FirePlan, OverlapAction, PlannedFire
 from jetcron.ops.control import cancel_run
+from jetcron.ops.joins import Joins, upstream_wait
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, current_trace_id, link_to, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor
-from jetcron_services.joins import Joins, upstream_wait
 from jetcron_services.runtime import Context
 from jetcron_services.trigger.calendars import CalendarView
 
@@ -39,13 +40,13 @@ class Firer:
         self.ctx = ctx
         self.rng = rng
         self.calendars = calendars or CalendarView()
-        self.joins = Joins(ctx)
+        self.joins = Joins(ctx.runs, ctx.buckets, ctx.log)
 
     async def fire(self, record: JobRecord, cursor: tuple[Cursor, int] | None, now: datetime,
                    extra: float = 0.0, revision: int | None = None) -> tuple[FirePlan, tuple[Cursor, int] | None]:
         """Plan and record everything due for one job; the cursor moves only past what was recorded.
 
-        `extra`: seconds of lead beyond the horizon this job was given as part of a herd (jetcron.core.herds);
+        `extra`: seconds of lead beyond the horizon this job was given as part of a herd (jetcron.core.timing.herds);
         `revision`: the job's, as its watch delivered `record` (a one-shot job's end is written against it)."""
         spec = record.spec
         horizon = triggers.staging_horizon(spec, self.ctx.settings.trigger_horizon)
@@ -74,8 +75,8 @@ class Firer:
 
     async def _end(self, record: JobRecord, revision: int | None, now: datetime, keep: float) -> None:
         """A fired one-shot job goes `keep` after its occurrence was recorded, so no later than its run's record
-        (jetcron.core.retention.job_ttl): the trigger drops it at once (warm.Warm.fireable), every watcher when the
-        server removes it. Set after the run was recorded, so that a crash in between leaves the job to fire
+        (jetcron.core.lifecycle.retention.job_ttl): the trigger drops it at once (warm.Warm.fireable), every watcher
+        when the server removes it. Set after the run was recorded, so that a crash in between leaves the job to fire
         again (and meet its gate), never a job gone with its occurrence unrecorded."""
         ends = now + timedelta(seconds=keep)
 

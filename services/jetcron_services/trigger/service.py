@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 import msgspec
 
 from jetcron.bus.cluster import shard_layout
-from jetcron.core import triggers
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
-from jetcron.core.fire_marks import covers, mark_key, mark_shard
-from jetcron.core.herds import Herds
 from jetcron.core.models import ShardLayout
+from jetcron.core.timing import triggers
+from jetcron.core.timing.fire_marks import covers, mark_key, mark_shard
+from jetcron.core.timing.herds import Herds
 from jetcron.wire.messages import Cursor
 from jetcron.wire.subjects import BUCKET_CLUSTER
 from jetcron_services.runtime import Context, background
@@ -28,8 +28,8 @@ from jetcron_services.trigger.warm import Warm
 FIRES_IN_FLIGHT = 1024
 """Jobs planned and recorded concurrently: enough to keep the server's pipeline full during a herd."""
 MARK_SECONDS = 0.5
-"""How often a shard's holder moves its fire mark on (jetcron.core.fire_marks): a write per busy shard this often, and
-at most this much of a shard's fired `now` jobs that a new holder plans again (their gate refuses them)."""
+"""How often a shard's holder moves its fire mark on (jetcron.core.timing.fire_marks): a write per busy shard this
+often, and at most this much of a shard's fired `now` jobs that a new holder plans again (their gate refuses them)."""
 
 
 class Trigger:
@@ -88,7 +88,7 @@ class Trigger:
             await self.write_marks()
 
     async def write_marks(self) -> None:
-        """Move the fire mark of each shard we hold on to what has fired (jetcron.core.fire_marks)."""
+        """Move the fire mark of each shard we hold on to what has fired (jetcron.core.timing.fire_marks)."""
         for shard in sorted(self.owner.owned):
             mark = self.warm.marks.advance(shard)
             if mark is None:
@@ -131,7 +131,7 @@ class Trigger:
 
     def _queue(self, name: str, wake: datetime | None) -> None:
         """Wake `name` for its next occurrence (`wake`: its due time less the staging horizon), earlier when
-        that occurrence's second is crowded (jetcron.core.herds)."""
+        that occurrence's second is crowded (jetcron.core.timing.herds)."""
         record = self.jobs.get(name)
         if wake is None or record is None:
             self.herds.leave(name)

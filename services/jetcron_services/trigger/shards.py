@@ -11,9 +11,9 @@ from datetime import datetime
 import structlog
 
 from jetcron.bus.lease import HeldLease, Leases
-from jetcron.core import takeover
 from jetcron.core.errors import JetcronError
 from jetcron.core.ids import stable_fraction
+from jetcron.core.lifecycle import takeover
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 
@@ -37,7 +37,8 @@ class ShardOwner:
         self.peers: dict[str, takeover.Sighting] = {}
         """Other replicas' membership leases as last read. A dead replica's shard leases lapse with nothing left to
         read, and no peer contends for them while they are held (each holds its share): its membership lease,
-        read at each balance, lapses with them and carries the same stamp (jetcron.core.takeover.last_of_departed)."""
+        read at each balance, lapses with them and carries the same stamp
+        (jetcron.core.lifecycle.takeover.last_of_departed)."""
 
     @property
     def shard_ids(self) -> set[int]:

@@ -7,11 +7,11 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from jetcron.core import triggers
-from jetcron.core.dag import join_of
-from jetcron.core.due_index import DueIndex
-from jetcron.core.fire_marks import FireMarks
+from jetcron.core.lifecycle.dag import join_of
 from jetcron.core.models import JobRecord, JobStatus, JoinPolicy, ScheduleKind
+from jetcron.core.timing import triggers
+from jetcron.core.timing.due_index import DueIndex
+from jetcron.core.timing.fire_marks import FireMarks
 from jetcron.wire.messages import Cursor
 
 T = TypeVar("T")

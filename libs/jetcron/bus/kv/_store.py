@@ -36,7 +36,7 @@ class Store(RecordOps[T]):
         self.name = bucket
         self.ttl_of = ttl_of
         """Each value's own lifetime on the server (its Nats-TTL, whole seconds), or None to keep it: an ended run
-        ages out (jetcron.core.retention.record_ttl), a live one stays."""
+        ages out (jetcron.core.lifecycle.retention.record_ttl), a live one stays."""
         self._watch = BucketWatch(js, bucket, kind)
 
     @classmethod

@@ -16,7 +16,7 @@ from jetcron.bus.kv._errors import translate
 from jetcron.bus.kv._stream import drop_subscription, value_of
 from jetcron.bus.natspy import connection_of
 from jetcron.bus.ordered import in_order, stream_sequence
-from jetcron.core.retry import outlasting_wait
+from jetcron.core.lifecycle.retry import outlasting_wait
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 

@@ -110,8 +110,8 @@ class Claims(LeaseStore):
     async def revoke(self, key: str, why: str, ttl: float) -> int:
         """Take the lease from whoever holds it: their next renewal fails and they stop (fencing).
 
-        Written over the last claim by its revision, so that the revoke outlives it (jetcron.core.leases.outlasting);
-        if claims keep landing in between, written regardless."""
+        Written over the last claim by its revision, so that the revoke outlives it
+        (jetcron.core.lifecycle.leases.outlasting); if claims keep landing in between, written regardless."""
         value = LeaseValue(holder="", revoked=why)
         outlast = 0.0
         for _ in range(TAKE_TRIES):

@@ -10,8 +10,8 @@ from datetime import datetime
 
 from jetcron.bus.lease._leases import Leases
 from jetcron.bus.lease._values import Lease
-from jetcron.core import takeover
 from jetcron.core.errors import JetcronError, LeaseLost
+from jetcron.core.lifecycle import takeover
 
 
 class HeldLease:
@@ -56,7 +56,8 @@ class HeldLease:
 
     def acted(self, now: datetime) -> float | None:
         """Note a real action of the holder (wall clock); the first one since the lease was won returns the
-        takeover gap in seconds (jetcron.core.takeover.gap), None when the previous holder's last action is unknown."""
+        takeover gap in seconds (jetcron.core.lifecycle.takeover.gap), None when the previous holder's last action is
+        unknown."""
         self.acted_at = now
         before, self.before = self.before, None
         return None if before is None else takeover.gap(before, now)

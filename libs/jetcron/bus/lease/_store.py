@@ -6,7 +6,7 @@ import time
 
 from jetcron.bus.lease._values import Lease, LeaseValue
 from jetcron.bus.ports import LeaseEntry, LeaseLog
-from jetcron.core.leases import outlasting
+from jetcron.core.lifecycle.leases import outlasting
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 

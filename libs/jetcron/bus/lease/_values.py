@@ -33,7 +33,7 @@ class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     acted_at: datetime | None = None
     """A leader or shard lease: the holder's last real action (a placement pass, a sweep, a fire pass), by its
     wall clock, carried by each renewal and by its release marker; the next holder measures the takeover gap
-    from it (jetcron.core.takeover). None on run leases, and until the holder has acted."""
+    from it (jetcron.core.lifecycle.takeover). None on run leases, and until the holder has acted."""
     bound: str = ""
     """A run claim bound to its agent's lease (liveness per agent): that lease's nonce. The claim is alive while the
     agent's lease still carries this nonce, whatever the claim's own (long) TTL says; "" for a claim that is its
@@ -45,7 +45,7 @@ class LeaseValue(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One per attempt an agent holds (a staged herd: tens of thousands): plain data, untracked
-    (jetcron.core.stored_format)."""
+    (jetcron.core.models.stored_format)."""
 
     key: str
     token: int
@@ -55,18 +55,19 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Server time of that write, when read back: the lease expires `ttl` after it (by the server's clock)."""
     ttl: float | None = None
     """The TTL that write carried (its Nats-TTL header), when read back: a staged run's first lease is granted
-    for its wait too (jetcron.core.leases.first_grant), so the run lease TTL alone would say it lapsed long ago."""
+    for its wait too (jetcron.core.lifecycle.leases.first_grant), so the run lease TTL alone would say it lapsed
+    long ago."""
     writer: str = ""
     """A run lease: whose claim this is, from its subject (subjects.lease_writer), which the server's
     permissions vouch for; the holder inside the value is only what the writer said."""
     outlast: float = 0.0
     """Monotonic time until which an older claim by another writer may still be stored: our writes outlive it
-    (jetcron.core.leases.outlasting)."""
+    (jetcron.core.lifecycle.leases.outlasting)."""
 
 
 def unclaimed(key: str, holder: str, attempt: int, bound: str) -> Lease:
-    """An attempt's claim not written yet (jetcron.core.leases.claims_late): token 0, nothing stored; `bound` to the
-    agent lease that fences it meanwhile."""
+    """An attempt's claim not written yet (jetcron.core.lifecycle.leases.claims_late): token 0, nothing stored; `bound`
+    to the agent lease that fences it meanwhile."""
     return Lease(key=key, token=0, value=LeaseValue(holder=holder, attempt=attempt, bound=bound),
                  writer=writer_of(key, holder))
 

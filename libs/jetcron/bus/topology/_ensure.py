@@ -18,7 +18,7 @@ from jetcron.bus.topology._layout import bucket_configs, consumer_configs, strea
 from jetcron.bus.topology._limits import DUPLICATE_WINDOW, Limits
 from jetcron.bus.topology._upgrade import BUCKET_LIMITS, Note, update_limits
 from jetcron.core.errors import JetcronError, Misconfigured, Unavailable
-from jetcron.core.leases import fencing_floor
+from jetcron.core.lifecycle.leases import fencing_floor
 from jetcron.wire import subjects as s
 
 
@@ -35,8 +35,9 @@ FENCED_BUCKETS = (s.BUCKET_LEASES, s.BUCKET_LEADERS, s.BUCKET_RUNS)
 """Buckets whose revisions are fencing tokens (jetcron.bus.lease; a run's `assigned` write, wire AssignRun.token):
 they must only grow, also across a bucket deleted and made again, which would otherwise start its sequence at 1
 again under runs still holding tokens of the one before. A runs bucket made from the floor also hands out
-revisions above every lease token of its cluster, so an attempt's token may be either (jetcron.core.leases.claims_late);
-one made before (its sequence from 1) is left as it is, and its attempts keep the claim's revision."""
+revisions above every lease token of its cluster, so an attempt's token may be either
+(jetcron.core.lifecycle.leases.claims_late); one made before (its sequence from 1) is left as it is, and its attempts
+keep the claim's revision."""
 _ALREADY_IN_USE = 10058  # "stream name already in use with a different configuration"
 _MAX_CONSUMERS = 10026  # "maximum consumers limit reached"
 

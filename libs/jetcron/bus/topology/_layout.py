@@ -28,7 +28,7 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
                      max_msgs=limits.place_msgs, max_consumers=limits.agents_max,
                      description="assignments, one subject and one durable consumer per agent", **common),  # type: ignore[arg-type]
         # Each event and output chunk carries its run's retention as a per-message TTL
-        # (jetcron.core.retention.stream_ttl); max_age is the ceiling of every retention.
+        # (jetcron.core.lifecycle.retention.stream_ttl); max_age is the ceiling of every retention.
         StreamConfig(name=s.STREAM_EVENTS, subjects=[s.EVENTS_ALL], retention=RetentionPolicy.LIMITS,
                      max_age=limits.events_age, max_bytes=limits.events_bytes or -1, allow_msg_ttl=True,
                      description="run events and audit trail", **common),  # type: ignore[arg-type]
@@ -62,14 +62,14 @@ def stream_configs(replicas: int, limits: Limits) -> list[StreamConfig]:
 def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
     common = dict(storage=StorageType.FILE, replicas=replicas, max_value_size=MAX_MSG)
     return [
-        # A job that ends (a fired one-shot job, a deleted one: jetcron.core.retention.job_ttl) leaves a delete marker
-        # when the server removes it, so every watcher drops it from its index. (An ended job is no longer planned
-        # whether or not the server has removed it: jetcron_services.trigger.warm.Warm.fireable.)
+        # A job that ends (a fired one-shot job, a deleted one: jetcron.core.lifecycle.retention.job_ttl) leaves a
+        # delete marker when the server removes it, so every watcher drops it from its index. (An ended job is no longer
+        # planned whether or not the server has removed it: jetcron_services.trigger.warm.Warm.fireable.)
         KeyValueConfig(bucket=s.BUCKET_JOBS, history=16, max_bytes=limits.jobs_bytes,
                        limit_marker_ttl=limits.job_marker_age,
                        description="job definitions (history kept for audit)", **common),  # type: ignore[arg-type]
         # No max_age: a run that has not ended must stay however long it takes; an ended one is written with its
-        # own TTL (jetcron.core.retention.record_ttl).
+        # own TTL (jetcron.core.lifecycle.retention.record_ttl).
         KeyValueConfig(bucket=s.BUCKET_RUNS, history=1, max_bytes=limits.runs_bytes or -1,
                        description="one record per run; ended runs age out by their own TTL", **common),  # type: ignore[arg-type]
         KeyValueConfig(bucket=s.BUCKET_CURSORS, history=1, description="last recorded fire time per job",
@@ -116,8 +116,8 @@ def bucket_configs(replicas: int, limits: Limits) -> list[KeyValueConfig]:
                        description="named calendars (dates, rules, windows) jobs skip or keep to; history kept",
                        **common),  # type: ignore[arg-type]
         # A few keys per job of a flow, each written when its value changes and read in one step
-        # (jetcron.core.join_marks): no TTL, since a mark that aged out would be read again from a job's newest runs
-        # only.
+        # (jetcron.core.lifecycle.join_marks): no TTL, since a mark that aged out would be read again from a job's
+        # newest runs only.
         KeyValueConfig(bucket=s.BUCKET_JOINS, history=1,
                        description="flows: each latest join's marks (an upstream's last success, when a dependent "
                                    "last ran, its waiting run) and each job's dependents",

@@ -54,8 +54,8 @@ FINISHED_TENANT = "tenant"
 
 
 def finished_key(tenant: str | None, stamp: str) -> str:
-    """jc_finished: the runs that finished in one minute (`stamp`, jetcron.core.finished.stamp), the whole cluster's
-    (tenant None: `all.<stamp>`) or one tenant's (`tenant.<tenant>.<stamp>`; a tenant name has no dot)."""
+    """jc_finished: the runs that finished in one minute (`stamp`, jetcron.core.lifecycle.finished.stamp), the whole
+    cluster's (tenant None: `all.<stamp>`) or one tenant's (`tenant.<tenant>.<stamp>`; a tenant name has no dot)."""
     return f"{FINISHED_CLUSTER}.{stamp}" if tenant is None else f"{FINISHED_TENANT}.{tenant}.{stamp}"
 
 

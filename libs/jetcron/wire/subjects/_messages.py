@@ -41,7 +41,7 @@ def report_subject(kind: str, agent_id: str) -> str:
 REPORT_ALL = f"{PREFIX}.report.>"
 REPORT_BATCH = "finishes"
 """The kind of a request that hands the trackers several finish reports at once (a JSON array of RunFinished),
-answered with one `1` or `0` per report (jetcron.core.handoff.answer_each)."""
+answered with one `1` or `0` per report (jetcron.core.lifecycle.handoff.answer_each)."""
 
 
 def assign_consumer(agent_id: str) -> str:

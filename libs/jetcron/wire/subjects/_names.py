@@ -34,7 +34,8 @@ BUCKET_NOTIFY = "jc_notify"
 BUCKET_FINISHED = "jc_finished"
 BUCKET_CALENDARS = "jc_calendars"
 BUCKET_JOINS = "jc_joins"
-"""What flows read in one step (jetcron.core.join_marks): each `latest` join's marks, and each job's dependents."""
+"""What flows read in one step (jetcron.core.lifecycle.join_marks): each `latest` join's marks, and each job's
+dependents."""
 OBJECT_CHECKPOINTS = "jc_checkpoints"
 """The object store checkpoints were kept in before JC_CKPT: no longer written or read (docs/security.md)."""
 

@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 
-from jetcron.core.launch_plan import LABEL_AGENT
+from jetcron.core.host.launch_plan import LABEL_AGENT
 
 RUNTIMES = ("docker", "podman")
 

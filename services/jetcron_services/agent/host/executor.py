@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from jetcron.core.job_view import ChildView
+from jetcron.core.host.job_view import ChildView
 from jetcron_services.agent.host import launch
 from jetcron_services.agent.host.limits import RunLimits
 from jetcron_services.agent.host.process_group import kill_group
@@ -67,7 +67,7 @@ class Execution:
                  launcher: str | None = None) -> None:
         self.argv = argv
         self.view = view
-        """What the child sees of the host: a private /tmp, its file size limit (jetcron.core.job_view); None: the
+        """What the child sees of the host: a private /tmp, its file size limit (jetcron.core.host.job_view); None: the
         agent's view, in the agent's working directory."""
         self.scratch = scratch
         """The attempt's scratch directory on the host: the child's working directory."""

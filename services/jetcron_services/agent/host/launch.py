@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from jetcron.core.job_view import ChildView
+from jetcron.core.host.job_view import ChildView
 from jetcron_services.agent.host import jetcron_launch
 from jetcron_services.agent.host.limits import RLIMIT_AS_FACTOR, RunLimits
 

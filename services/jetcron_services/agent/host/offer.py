@@ -12,8 +12,8 @@ from pathlib import Path
 
 from jetcron.config import Settings
 from jetcron.core.errors import Misconfigured
+from jetcron.core.host.launch_plan import runtime_name
 from jetcron.core.ids import AGENT_ID_RE
-from jetcron.core.launch_plan import runtime_name
 from jetcron.core.models import AgentInfo
 from jetcron.core.validate import LABEL_RE
 from jetcron_services.agent.host import capacity, launch

@@ -2,7 +2,7 @@
 TMPDIR), a private /tmp where the agent may make one, and a uid of its own wherever the agent can switch users
 (from JETCRON_AGENT_JOB_UIDS, or a free range of its own where that is unset). Made before the child starts,
 removed once it has ended, and what an earlier life left is removed at the agent's start. The decisions are
-jetcron.core.job_view's and jetcron.core.uid_pool's; this module does their I/O.
+jetcron.core.host.job_view's and jetcron.core.host.uid_pool's; this module does their I/O.
 
 Layout: `<scratch root>/<agent id>/<random name>`, the root and the agent's folder owned by the agent, mode 0711
 (a job reaches the one it is told of and lists none), each scratch 0700 and owned by the job's user. The root is
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from jetcron.config import Settings
 from jetcron.core.errors import Misconfigured
-from jetcron.core.job_view import (
+from jetcron.core.host.job_view import (
     PRIVATE_TMP,
     SCRATCH_MODE,
     SCRATCH_PARENT_MODE,
@@ -37,7 +37,7 @@ from jetcron.core.job_view import (
     first_blocked,
     plan,
 )
-from jetcron.core.uid_pool import (
+from jetcron.core.host.uid_pool import (
     LOCAL_RANGES,
     UidPool,
     format_uid_range,
@@ -346,8 +346,8 @@ class Scratches:
 
 def job_uid_range(settings: Settings, job_user: JobUser) -> tuple[range, str | None]:
     """The uids an agent that switches users gives its attempts (empty: none, every job runs as `job_user`), and
-    what to say of it at start. Unset, a range of the agent's own: the first of jetcron.core.uid_pool.LOCAL_RANGES that
-    no user or group of this host reaches into and that holds the agent's slots."""
+    what to say of it at start. Unset, a range of the agent's own: the first of jetcron.core.host.uid_pool.LOCAL_RANGES
+    that no user or group of this host reaches into and that holds the agent's slots."""
     if settings.agent_job_uids is not None:
         ids = parse_uid_range(settings.agent_job_uids)
         if ids:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from jetcron.core.ids import JOB_KEY_RE, QUEUE_RE, TENANT_RE
+from jetcron.core.lifecycle.notify import DELIVERY_ID_RE, Delivery
 from jetcron.core.models import AgentInfo, JobRecord, JobSpec, Run, TenantPolicy
-from jetcron.core.notify import DELIVERY_ID_RE, Delivery
 from jetcron.wire.api import CalendarPreview, ClusterStatus, FireTime, Page
 from jetcron_services.gateway import status as words
 from jetcron_services.gateway.admin import TenantPolicyBody

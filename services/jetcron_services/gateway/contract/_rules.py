@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jetcron.core.calendars import MAX_DATES, MAX_DESCRIPTION, MAX_WINDOWS, CalendarRule
-from jetcron.core.ics import MAX_ICS_BYTES
 from jetcron.core.ids import JOB_NAME_RE, QUEUE_RE, TENANT_RE
+from jetcron.core.timing.calendars import MAX_DATES, MAX_DESCRIPTION, MAX_WINDOWS, CalendarRule
+from jetcron.core.timing.ics import MAX_ICS_BYTES
 from jetcron.core.validate import MAX_MEMORY_MB
 from jetcron_services.gateway import status as words
 from jetcron_services.gateway.contract._rows import NO_NUL

@@ -1,4 +1,4 @@
-"""What the dashboard shows, computed without I/O: schedules in words (jetcron.core.schedule_words, the CLI's
+"""What the dashboard shows, computed without I/O: schedules in words (jetcron.core.timing.schedule_words, the CLI's
 too), state labels, small SVG charts, a DAG.
 
 Everything returns plain values or escaped markup (markupsafe), so templates only place it and the unit tests
@@ -16,13 +16,13 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from jetcron.core import cron
-from jetcron.core.calendars import CalendarSpec
-from jetcron.core.dag import Graph
-from jetcron.core.finished import FinishedMinute
+from jetcron.core.lifecycle.dag import Graph
+from jetcron.core.lifecycle.finished import FinishedMinute
+from jetcron.core.lifecycle.run_state import RunState
 from jetcron.core.models import JobRecord, Run, Schedule, ScheduleKind
-from jetcron.core.run_state import RunState
-from jetcron.core.schedule_words import schedule_words as schedule_words
+from jetcron.core.timing import cron
+from jetcron.core.timing.calendars import CalendarSpec
+from jetcron.core.timing.schedule_words import schedule_words as schedule_words
 from jetcron.wire.api import FireTime
 
 # One colour family per outcome; the template always prints the state as text too (colour is never the only cue).
@@ -87,7 +87,7 @@ def _moment(at: datetime, zone_name: str) -> str:
 
 def fire_rows(schedule: Schedule, fires: Iterable[FireTime]) -> list[FireRow]:
     """A job's next fire times as its page shows them: read, in its zone and in UTC, each with why it is skipped
-    (and until when) or what a DST change does to it (jetcron.core.cron.dst_note)."""
+    (and until when) or what a DST change does to it (jetcron.core.timing.cron.dst_note)."""
     zone = cron.zone(schedule.tz)
     rows = []
     for fire in fires:
@@ -261,7 +261,7 @@ def layers(graph: Graph) -> list[Node]:
     depth: dict[str, int] = {}
 
     def deep(job: str) -> int:
-        # Iterative: a long chain must not exhaust the recursion limit (jetcron.core.dag does the same).
+        # Iterative: a long chain must not exhaust the recursion limit (jetcron.core.lifecycle.dag does the same).
         stack = [job]
         while stack:
             top = stack[-1]

@@ -8,7 +8,7 @@ from typing import Any
 from litestar import Request, get
 from litestar.response import Template
 
-from jetcron.core.run_state import RunState
+from jetcron.core.lifecycle.run_state import RunState
 from jetcron.sdk.errors import ApiError
 from jetcron_services.gateway.ui import present
 from jetcron_services.gateway.ui.pages._kit import PAGE, page_context, tolerant

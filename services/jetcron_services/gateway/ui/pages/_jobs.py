@@ -13,8 +13,8 @@ from litestar import Request, Response, get, post
 from litestar.response import Template
 
 from jetcron.core.errors import InvalidSpec
+from jetcron.core.lifecycle.run_state import RunState
 from jetcron.core.models import JobRecord, JobSpec
-from jetcron.core.run_state import RunState
 from jetcron.core.validate import decode_as
 from jetcron.sdk.client import Client
 from jetcron.wire.codec import plain

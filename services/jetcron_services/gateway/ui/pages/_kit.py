@@ -12,10 +12,10 @@ from litestar.datastructures import UploadFile
 from litestar.response import Redirect, Template
 
 from jetcron.auth.tokens import TokenRecord
-from jetcron.core.calendars import CalendarSpec
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import job_key
 from jetcron.core.models import JobSpec, Run
+from jetcron.core.timing.calendars import CalendarSpec
 from jetcron.sdk.client import Client
 from jetcron.sdk.errors import ApiError
 from jetcron_services.gateway.gate import Gate

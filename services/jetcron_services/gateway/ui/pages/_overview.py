@@ -9,8 +9,8 @@ from typing import Any
 from litestar import Request, Response, get, post
 from litestar.response import Redirect, Template
 
-from jetcron.core.finished import dense
-from jetcron.core.run_state import RunState
+from jetcron.core.lifecycle.finished import dense
+from jetcron.core.lifecycle.run_state import RunState
 from jetcron.sdk.errors import ApiError
 from jetcron.wire.api import ClusterStatus
 from jetcron_services.gateway.gate import gate_of

@@ -13,7 +13,7 @@ from litestar.response import ServerSentEvent, Template
 from litestar.response.sse import ServerSentEventMessage
 
 from jetcron.core.ids import replay_of, stamp_of
-from jetcron.core.run_state import RunState
+from jetcron.core.lifecycle.run_state import RunState
 from jetcron.sdk.client import Client
 from jetcron_services.gateway.gate import held
 from jetcron_services.gateway.ui import present
