@@ -318,7 +318,13 @@ async def test_a_trickling_receiver_is_cut_at_the_deadline_and_an_endless_answer
         # Then the healthy receiver gets its notice
         await wait_for(lambda: receiver.events("dead"), 60, what="the healthy delivery")
         # and each try at the trickling receiver is cut at the deadline, which the owner reads, then parked
-        (parked,) = await wait_for(lambda: _deliveries(admin, "trickled", "parked"), 60, what="trickle parked")
+        try:
+            (parked,) = await wait_for(lambda: _deliveries(admin, "trickled", "parked"), 60, what="trickle parked")
+        except AssertionError as exc:  # say where it stood: its delivery's tries, its run's state
+            tries = [(d["state"], [a["error"] for a in d["attempts"]]) for d in await _deliveries(admin, "trickled")]
+            runs = [(r["state"], r["attempt"]) for r in (await admin.call("runs.list", {"job": "trickled"}))["items"]]
+            raise AssertionError(f"{exc}; deliveries: {tries}; runs: {runs}; trickle connections "
+                                 f"{trickle.connections}, ended {trickle.ended}") from None
         assert [a["error"] for a in parked["attempts"]] == ["timed out after 2 s"] * 2
         await wait_for(lambda: trickle.ended == 2, 10, what="the notifier to close both trickling connections")
         # and the endless answer is taken by its status at the first try, its connection ended by the notifier
