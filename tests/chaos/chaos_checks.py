@@ -122,10 +122,17 @@ async def all_terminal(url: str, prefix: str, count: int, timeout: float) -> tup
     """Wait until `count` runs of the prefix are terminal; the runs and the seconds it took."""
     started = time.monotonic()
     last: dict[str, Run] = {}
+    failed: list[str] = []
+    """Why the last read failed, if it did (a failure must say whether the runs or the reads were stuck)."""
 
     async def done() -> bool:
         nonlocal last
-        last = await read_runs(url, prefix)
+        try:
+            last = await read_runs(url, prefix)
+        except Exception as exc:
+            failed[:] = [repr(exc)]
+            raise
+        failed.clear()
         return len(last) >= count and all(r.state.terminal for r in last.values())
 
     try:
@@ -134,7 +141,9 @@ async def all_terminal(url: str, prefix: str, count: int, timeout: float) -> tup
                        what=f"{count} runs of {prefix} to end")
     except AssertionError:
         pending = {k: (r.state, r.attempt, r.reason) for k, r in last.items() if not r.state.terminal}
-        raise AssertionError(f"runs not terminal after {timeout:g}s: {len(last)} seen, pending {pending}") from None
+        read = f"; the last read failed: {failed[0]}" if failed else ""
+        raise AssertionError(f"runs not terminal after {timeout:g}s: {len(last)} seen, pending {pending}{read}") \
+            from None
     return last, time.monotonic() - started
 
 
