@@ -17,6 +17,8 @@ from jetcron.sdk.once import claim_key, commit_key
 from jetcron.wire import subjects as s
 
 AT = datetime(2026, 12, 5, tzinfo=UTC)
+PATIENCE = {"reads": once_module.OWN_CLAIM_READS, "commits": once_module.COMMIT_RETRIES}
+"""As the module has them, before any test makes them zeros."""
 
 
 class AckLost(MemoryPublisher):
@@ -133,3 +135,34 @@ async def test_a_commit_the_storage_never_answers_fails_as_it_said() -> None:
         await commit_key(keys, "once.k", DONE, 3600, revision)
     stored = await keys.get("once.k")
     assert stored is not None and stored[0].state == "claimed"
+
+
+class ReadsDown(MemoryStreams):
+    """Reads that the storage does not answer for the first `down` of them (a store that filled, a partition)."""
+
+    down = 0
+
+    async def last(self, stream: str, subject: str) -> Any:
+        if self.down > 0:
+            self.down -= 1
+            raise Unavailable(f"read {stream} {subject}: storage did not answer (TimeoutError)")
+        return await super().last(stream, subject)
+
+
+def test_unknown_outcomes_are_waited_on_for_about_a_minute() -> None:
+    # Shorter, a store that fills for a few seconds leaves a claim nobody holds, and every later attempt of the
+    # run waits on it for claim_ttl (600 s): what a chaos run saw as a run `running` at its fourth attempt.
+    assert {what: 45 <= sum(waits) <= 120 for what, waits in PATIENCE.items()} == {"reads": True, "commits": True}
+
+
+async def test_a_claim_whose_ack_was_lost_is_found_after_the_reads_come_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(once_module, "OWN_CLAIM_READS", (0.0,) * 8)
+    streams = ReadsDown(lambda: AT)
+    streams.add(s.kv_stream(s.BUCKET_IDEMPOTENCY), [s.kv_subject(s.BUCKET_IDEMPOTENCY, ">")], per_subject=1)
+    keys = IdempotencyKeys(AckLost(streams, lost=1), streams)
+    # Given a claim stored while its ack was lost, and the next six reads unanswered
+    streams.down = 6
+    revision = await claim_key(keys, "once.k", KeyRecord(state="claimed", at=AT, owner="n1"), 600, None)
+    # Then it is still found as ours once a read answers
+    stored = await keys.get("once.k")
+    assert stored is not None and revision == stored[1] and stored[0].owner == "n1"

@@ -30,11 +30,13 @@ if TYPE_CHECKING:  # imported where used: a job that imports jetcron to call onc
 
 DEFAULT_TTL = 7 * 86400.0
 CLAIM_TTL = 600.0
-OWN_CLAIM_READS = (0.0, 0.5, 1.0, 2.0)
+STORAGE_PATIENCE = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+"""Waits between tries while the storage does not answer: about a minute in all, longer than a partition's
+election, a node's restart or a full store's relief takes."""
+OWN_CLAIM_READS = (0.0, *STORAGE_PATIENCE)
 """Waits before each read for our own claim after its write's outcome was unknown (claim_key)."""
-COMMIT_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
-"""Waits before each new try of a commit the storage did not answer (commit_key): about a minute in all, longer
-than a partition's election or a node's restart takes."""
+COMMIT_RETRIES = STORAGE_PATIENCE
+"""Waits before each new try of a commit the storage did not answer (commit_key)."""
 
 
 class AlreadyClaimed(Conflict):
@@ -102,10 +104,10 @@ async def claim_key(keys: IdempotencyKeys, key: str, claim: KeyRecord, claim_ttl
                     existing: tuple[KeyRecord, int] | None) -> int | None:
     """Write `claim` (a create, or over a released record); its revision, None if another attempt wrote first.
 
-    A claim whose write landed while its acknowledgement was lost (a connection reset: the outcome is unknown)
-    would otherwise stand against every later attempt for `claim_ttl`, though no effect was done under it. So
-    the key is read again, a few times while the storage does not answer: carrying this claim's nonce, it is
-    ours."""
+    A claim whose write landed while its acknowledgement was lost (a connection reset, a store that filled: the
+    outcome is unknown) would otherwise stand against every later attempt for `claim_ttl`, though no effect was
+    done under it. So the key is read again, for about a minute while the storage does not answer: carrying
+    this claim's nonce, it is ours."""
     try:
         if existing is not None:  # released by an attempt whose effect failed: take over from its record
             return await keys.take_over(key, claim, claim_ttl, existing[1])
