@@ -60,6 +60,8 @@ async def _fill_with_history(js: JetStreamContext) -> dict[str, int]:
                                        return_exceptions=True)
         refused = False
         for run, result in zip(runs, results, strict=True):
+            if isinstance(result, nats.errors.TimeoutError):
+                continue  # its ack did not come in time under load: unknown, not a refusal; later batches tell
             if isinstance(result, BaseException):
                 assert isinstance(result, nats.js.errors.APIError), result
                 assert result.err_code in (10023, 10047, 10048, 10054) or "maximum" in str(result.description)
