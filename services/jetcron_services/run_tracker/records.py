@@ -3,29 +3,33 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from jetcron.core.lifecycle import retry
 from jetcron.core.lifecycle.notify import with_missed
 from jetcron.core.lifecycle.runs import Change, apply
 from jetcron.core.models import Run, RunState
-from jetcron.telemetry import metrics
-from jetcron.wire import subjects as s
-from jetcron.wire.codec import encode
-from jetcron.wire.messages import DeadLettered
-from jetcron_services.run_tracker.deadlines import announce_missed
+from jetcron_services.run_tracker.hooks import RunHook
+from jetcron_services.run_tracker.hooks.dead_letters import DeadLetters
+from jetcron_services.run_tracker.hooks.deadlines import MissedDeadlines
+from jetcron_services.run_tracker.hooks.run_metrics import RunMetrics
 from jetcron_services.runtime import Context
 
 MAX_CAS_TRIES = 8
 
 
-class Records:
-    """Every tracker write goes through here: read, decide with apply(), CAS, then side effects."""
+def standard_hooks(ctx: Context) -> list[RunHook]:
+    """What follows every write, in any tracker: misses announced, metrics counted, dead letters published."""
+    return [MissedDeadlines(ctx), RunMetrics(), DeadLetters(ctx)]
 
-    def __init__(self, ctx: Context, rng: random.Random, on_terminal: Callable[[Run], object] | None = None) -> None:
+
+class Records:
+    """Every tracker write goes through here: read, decide with apply(), CAS, then the hooks."""
+
+    def __init__(self, ctx: Context, rng: random.Random, hooks: Sequence[RunHook] | None = None) -> None:
         self.ctx = ctx
         self.rng = rng
-        self.on_terminal = on_terminal
+        self.hooks = list(standard_hooks(ctx) if hooks is None else hooks)
         self.known: Callable[[str], tuple[Run, int] | None] = lambda _: None
         """The record and revision the runs watch last delivered, if this replica keeps it (the reconciler)."""
 
@@ -64,19 +68,6 @@ class Records:
         return new
 
     async def after(self, old: Run, new: Run) -> None:
-        """Side effects that follow a successful write; each is idempotent (message ids, KV create)."""
-        if len(new.missed) > len(old.missed):
-            await announce_missed(self.ctx, new, new.missed[len(old.missed):])
-        if new.state is RunState.SCHEDULED and new.attempt > old.attempt:
-            metrics.RETRIES.inc()  # its `scheduled` record is its hand-off to placement
-        if new.state is RunState.DEAD:
-            metrics.DEAD_LETTERED.inc()
-            await self.ctx.publisher.publish(s.dlq_subject(new.job), DeadLettered(
-                run_id=new.run_id, job=new.job, reason=new.reason, run=encode(new), at=self.ctx.clock.now()),
-                msg_id=s.msg_id(new.run_id, new.attempt, "dlq"))
-        if new.state.terminal and not old.state.terminal:
-            metrics.child(metrics.RUNS_FINISHED, outcome=new.state.value).inc()
-            if self.on_terminal is not None:
-                result = self.on_terminal(new)
-                if hasattr(result, "__await__"):
-                    await result
+        """What follows a successful write: each hook in order (jetcron_services.run_tracker.hooks)."""
+        for hook in self.hooks:
+            await hook.changed(old, new)

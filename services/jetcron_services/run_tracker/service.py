@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from jetcron.bus.lease import HeldLease
 from jetcron.core.errors import JetcronError
 from jetcron.core.lifecycle.finished import FinishedMinute
-from jetcron.core.models import Run
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron_services.run_tracker.agents import AgentLosses
@@ -22,9 +21,11 @@ from jetcron_services.run_tracker.events import EventHandler, report_router
 from jetcron_services.run_tracker.finished import FinishedCounts
 from jetcron_services.run_tracker.flows import Flows
 from jetcron_services.run_tracker.history import Pruner, StorageKeeper
+from jetcron_services.run_tracker.hooks.flows import FlowSteps
+from jetcron_services.run_tracker.hooks.retention import Retention
 from jetcron_services.run_tracker.listing import serve_listing
 from jetcron_services.run_tracker.reconciler import Reconciler
-from jetcron_services.run_tracker.records import Records
+from jetcron_services.run_tracker.records import Records, standard_hooks
 from jetcron_services.runtime import Context, background
 
 SWEEP_SECONDS = 0.25
@@ -113,11 +114,7 @@ async def main(ctx: Context) -> None:
     flows = Flows(ctx)
     pruner = Pruner(ctx)
 
-    async def ended(run: Run) -> None:
-        pruner.noted(run)
-        await flows.on_terminal(run)
-
-    records = Records(ctx, random.Random(), on_terminal=ended)
+    records = Records(ctx, random.Random(), hooks=[*standard_hooks(ctx), Retention(pruner), FlowSteps(flows)])
     handler = EventHandler(records)
     reconciler = Reconciler(ctx, records)
     records.known = reconciler.known

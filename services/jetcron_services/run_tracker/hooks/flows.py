@@ -1,0 +1,15 @@
+"""A run ended: the flows it belongs to move on (its dependents released, blocked or left waiting)."""
+
+from __future__ import annotations
+
+from jetcron.core.models import Run
+from jetcron_services.run_tracker.flows import Flows
+
+
+class FlowSteps:
+    def __init__(self, flows: Flows) -> None:
+        self.flows = flows
+
+    async def changed(self, old: Run, new: Run) -> None:
+        if new.state.terminal and not old.state.terminal:
+            await self.flows.on_terminal(new)
