@@ -101,7 +101,7 @@ def _structures() -> dict[str, int]:
     agent = next((o for o in gc.get_objects() if isinstance(o, Agent)), None)
     if agent is None:
         return {}
-    nc: Any = agent.ctx.nc
+    nc: Any = getattr(agent.ctx.link, "nc", None)  # jetcron.bus.link.NatsLink's connection
     return {"ended": len(agent.ended), "attempts": len(agent.attempts), "live": len(agent.live),
             "taking": len(agent._takes), "tasks": len(agent._tasks), "waiting": len(agent.waiting),
             "handoff_tasks": len(agent.handoffs._tasks), "asyncio_tasks": len(asyncio.all_tasks()),

@@ -50,7 +50,6 @@ import nats
 
 from bench.common import System, emit, submit_now_jobs, system
 from jetcron.auth.local import LocalCreds
-from jetcron.bus import rpc
 from jetcron.config import Settings
 from jetcron.core.host.sim import SimExecution
 from jetcron.core.models import Run
@@ -156,7 +155,7 @@ class VirtualAgent:
             await _serve(ctx, agent, self.setup, None)
         finally:
             ready.cancel()
-            await rpc.close(ctx.nc, drain=1.0 if rpc.is_connected(ctx.nc) else None, timeout=0.5)
+            await ctx.link.close(drain=1.0 if ctx.link.connected() else None, timeout=0.5)
 
     def _hold(self) -> None:
         """The loop's own thread, frozen: it runs nothing until thawed (or killed)."""

@@ -26,23 +26,14 @@ from jetcron.bus import rpc
 from jetcron.bus.cluster import record_verdict
 from jetcron.bus.connect import cluster_size, connect
 from jetcron.bus.consume import ServerConsumers
+from jetcron.bus.handles import JetStream
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import (
-    Buckets,
-    Connection,
-    ConnectionClosed,
-    Consumers,
-    JetStream,
-    Publisher,
-    Records,
-    Rpc,
-    Streams,
-)
+from jetcron.bus.link import NatsLink
+from jetcron.bus.ports import Buckets, Consumers, Link, Publisher, Records, Rpc, ServiceRegistry, Streams
 from jetcron.bus.publish import StreamPublisher
-from jetcron.bus.registry import Registry, add_ping_service
 from jetcron.bus.streams import ServerStreams
-from jetcron.bus.topology import ensure_topology, missing_parts
+from jetcron.bus.topology import ensure_topology
 from jetcron.config import Settings
 from jetcron.core.clock import Clock
 from jetcron.core.errors import JetcronError, Misconfigured, Unauthorized, UnsafeServer
@@ -87,8 +78,9 @@ class Context:
 
     name: str
     settings: Settings
-    nc: Connection
-    js: JetStream
+    link: Link
+    """Its own connection, as the runtime minds it (up or not, the topology check, its registry entry, the
+    close): the other ports are built on it (jetcron.bus.link.NatsLink; twin: an absent one)."""
     jobs: Records[JobRecord]
     runs: Records[Run]
     cursors: Records[Cursor]
@@ -133,7 +125,7 @@ class Context:
         return re.sub(r"[^A-Za-z0-9_-]", "-", raw)
 
     def readiness(self) -> str | None:
-        if not rpc.is_connected(self.nc):
+        if not self.link.connected():
             return "not connected to NATS"
         if not self.ready.is_set():
             return "starting: consumers not ready yet"
@@ -161,7 +153,8 @@ async def boot(name: str, settings: Settings) -> Context:
                               ping_interval=settings.nats_ping_interval,
                               allow_unsafe=settings.allow_unsafe_storage, identity=settings.identity)
     nc, warnings = connected.nc, connected.warnings
-    js = rpc.jetstream(nc, timeout=10)
+    link = NatsLink(nc)
+    js = link.js
     replicas = settings.replicas or (3 if cluster_size(nc) >= 3 else 1)
     # A short timeout for setup: a request a busy cluster leaves unanswered is retried, not waited out.
     # Agents never make the topology (their credential may not): a core service or `jetcron up` does.
@@ -174,7 +167,7 @@ async def boot(name: str, settings: Settings) -> Context:
     clock, history = SystemClock(settings.clock_skew), settings.history
     tenants = await Store.open(js, s.BUCKET_TENANTS, TenantPolicy)
     ctx = Context(
-        name=name, settings=settings, nc=nc, js=js,
+        name=name, settings=settings, link=link,
         jobs=await Store.open(js, s.BUCKET_JOBS, JobRecord, lambda record: job_ttl(record, clock.now())),
         runs=await Store.open(js, s.BUCKET_RUNS, Run, lambda run: record_ttl(run, clock.now(), history)),
         cursors=await Store.open(js, s.BUCKET_CURSORS, Cursor),
@@ -192,7 +185,7 @@ async def boot(name: str, settings: Settings) -> Context:
     return ctx
 
 
-async def _announce(ctx: Context, registry: Registry, started: datetime) -> None:
+async def _announce(ctx: Context, registry: ServiceRegistry, started: datetime) -> None:
     """Keep this instance's entry in the services bucket fresh (it ages out a few heartbeats after a crash)."""
     every = min(5.0, max(0.5, ctx.settings.heartbeat * 2))
     while not ctx.stop.is_set():
@@ -219,7 +212,7 @@ async def keep_topology(ctx: Context) -> None:
             return
         missing: list[str] = []
         try:
-            missing = await missing_parts(ctx.nc, ctx.js)
+            missing = await ctx.link.missing_parts()
             if missing:
                 await ctx.remake_topology()
         except Exception as exc:  # a cluster electing a leader answers nothing for a while: look again later
@@ -238,10 +231,10 @@ async def run(ctx: Context, main: Callable[[Context], Awaitable[None]]) -> None:
     await http.start()
     ctx.metrics_url = http.url
     started = ctx.clock.now()
-    registry = await Registry.open(ctx.js)
+    registry = await ctx.link.registry()
     me = ServiceInstance(service=ctx.name, instance=ctx.instance, host=socket.gethostname(), pid=os.getpid(),
                          metrics_url=ctx.metrics_url, started_at=started, heartbeat_at=started)
-    ping = await add_ping_service(ctx.nc, me, __version__)
+    ping = await ctx.link.answer_pings(me, __version__)
     announcer = asyncio.create_task(_announce(ctx, registry, started))
     keeper = asyncio.create_task(keep_topology(ctx)) if ctx.remake_topology is not None else None
     ctx.log.info("serving health", metrics_url=ctx.metrics_url, instance=ctx.instance)
@@ -288,7 +281,7 @@ def background(ctx: Context, coro: Coroutine[Any, Any, None]) -> asyncio.Task[No
 
 def _report_end(ctx: Context, task: asyncio.Task[None]) -> None:
     if not task.cancelled() and (exc := task.exception()) is not None:
-        if isinstance(exc, ConnectionClosed) and ctx.stop.is_set():
+        if ctx.link.closed(exc) and ctx.stop.is_set():
             return  # the connection closed under it as the service stops: its end, not a failure
         name = getattr(task.get_coro(), "__qualname__", task.get_name())
         ctx.log.error("background task failed", task=name, error=repr(exc), exc_info=exc)
@@ -346,7 +339,7 @@ async def ends_within(ctx: Context, futures: set[asyncio.Future[Any]], limit: fl
         _, pending = await asyncio.wait(futures, timeout=min(left, STOP_POLL))
         if not pending:
             return "ended"
-        if not rpc.is_connected(ctx.nc) and cut_off():
+        if not ctx.link.connected() and cut_off():
             return "cut off"
     return "late"
 
@@ -369,7 +362,7 @@ async def _disconnect(ctx: Context) -> None:
     """Drain what is buffered, briefly: a server that is gone or frozen gets a close, not a wait. A server that
     does not answer the flush is said to be so: a stop that ended before its client noticed (a frozen server is
     noticed within 8 s, a stop takes less) would otherwise say nothing of it."""
-    if not await rpc.close(ctx.nc, drain=1.0 if rpc.is_connected(ctx.nc) else None, timeout=TEARDOWN_STEP):
+    if not await ctx.link.close(drain=1.0 if ctx.link.connected() else None, timeout=TEARDOWN_STEP):
         stopping_without_nats(ctx, ACKNOWLEDGED)
 
 

@@ -60,7 +60,7 @@ async def system(nats_server: EmbeddedNats, tmp_path: Path, spans: InMemorySpanE
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 20)
         for ctx in contexts:
             with contextlib.suppress(Exception):
-                await ctx.nc.close()
+                await ctx.link.close(drain=None, timeout=5)
 
 
 def _service(span: ReadableSpan) -> str:

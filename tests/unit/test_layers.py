@@ -179,20 +179,20 @@ def test_the_guard_sees_a_cycle_behind_type_checking() -> None:
 
 
 RAW_HANDLES = {"js", "nc"}
-"""A Context's NATS connection and JetStream context: runtime.py builds the ports from them."""
-RAW_TYPES = {"Connection", "JetStream"}
+"""nats-py's connection and JetStream context, as a Context held them once: the runtime builds the ports from them."""
 
 
 def raw_reaches(path: Path) -> list[str]:
-    """Where a module reads a context's raw NATS handles (`ctx.js`, `self.ctx.nc`) or names their types."""
+    """Where a module reads raw NATS handles off a context (`ctx.js`, `self.ctx.nc`) or imports nats-py's handles
+    (jetcron.bus.handles)."""
     found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if (isinstance(node, ast.Attribute) and node.attr in RAW_HANDLES
                 and ((isinstance(node.value, ast.Name) and node.value.id == "ctx")
                      or (isinstance(node.value, ast.Attribute) and node.value.attr == "ctx"))):
             found.append(f"{path.name}:{node.lineno} reads ctx.{node.attr}")
-        if isinstance(node, ast.ImportFrom) and node.module == "jetcron.bus.ports":
-            found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name in RAW_TYPES]
+        if isinstance(node, ast.ImportFrom) and node.module == "jetcron.bus.handles":
+            found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names]
     return sorted(found, key=lambda line: int(line.split(":")[1].split()[0]))
 
 
@@ -204,7 +204,15 @@ def test_services_reach_nats_only_through_the_ports_of_their_context() -> None:
 
 def test_the_ports_guard_sees_a_raw_handle(tmp_path: Path) -> None:
     path = tmp_path / "sample.py"
-    path.write_text("from jetcron.bus.ports import JetStream, Publisher\n"
+    path.write_text("from jetcron.bus.handles import JetStream\n"
                     "async def f(ctx):\n    await g(ctx.js)\n    return self.ctx.nc, ctx.publisher\n")
     assert raw_reaches(path) == ["sample.py:1 imports JetStream", "sample.py:3 reads ctx.js",
                                  "sample.py:4 reads ctx.nc"]
+
+
+def test_the_ports_name_no_nats_type() -> None:
+    """Every port is a jetcron Protocol or struct: ports.py imports nothing of nats-py."""
+    tree = ast.parse((ROOT / "libs" / "jetcron" / "bus" / "ports.py").read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert [m for m in imported if m == "nats" or m.startswith("nats.")] == []

@@ -8,6 +8,7 @@ from typing import Any
 
 import nats.errors
 
+from jetcron.bus.link import NatsLink
 from jetcron_services.runtime import background, ends_within
 
 
@@ -23,13 +24,20 @@ class Log:
         self.warnings.append(event)
 
 
-class Conn:
+class Link:
+    """ports.Link's answers a stop asks for: whether the connection is up, and what a closed one raises."""
+
     is_connected = True
+
+    def connected(self) -> bool:
+        return self.is_connected
+
+    closed = NatsLink.closed  # the adapter's own test of an error
 
 
 class Ctx:
     def __init__(self) -> None:
-        self.nc = Conn()
+        self.link = Link()
         self.log = Log()
         self.stop = asyncio.Event()
         self.stopping_without_nats = False
@@ -54,7 +62,7 @@ async def test_work_waiting_on_a_server_that_answers_is_waited_for_its_limit() -
 
 async def test_work_waiting_on_a_server_that_does_not_answer_is_not_waited_for() -> None:
     ctx = Ctx()
-    ctx.nc.is_connected = False
+    ctx.link.is_connected = False
     stuck = asyncio.ensure_future(_forever())
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -66,7 +74,7 @@ async def test_work_waiting_on_a_server_that_does_not_answer_is_not_waited_for()
 async def test_busy_work_is_waited_for_even_without_a_server() -> None:
     # (an agent's running children: they finish, or their leases fence them, without the server)
     ctx = Ctx()
-    ctx.nc.is_connected = False
+    ctx.link.is_connected = False
     stuck = asyncio.ensure_future(_forever())
     assert await ends_within(ctx, {stuck}, 0.3, cut_off=lambda: False) == "late"  # type: ignore[arg-type]
     stuck.cancel()
@@ -154,13 +162,13 @@ async def test_a_stop_says_once_that_its_server_did_not_answer_and_nothing_when_
     from jetcron_services import runtime
 
     answering = Ctx()
-    answering.nc = Answering()  # type: ignore[assignment]
+    answering.link = NatsLink(Answering())  # type: ignore[assignment,arg-type]
     await runtime._disconnect(answering)  # type: ignore[arg-type]
-    assert (answering.nc.calls, answering.log.warnings) == (["flush", "drain"], [])  # type: ignore[attr-defined]
+    assert (answering.link.nc.calls, answering.log.warnings) == (["flush", "drain"], [])  # type: ignore[attr-defined]
 
     # The stop ended before the client noticed the frozen server: the unanswered flush says it
     frozen = Ctx()
-    frozen.nc = FrozenConnected()  # type: ignore[assignment]
+    frozen.link = NatsLink(FrozenConnected())  # type: ignore[assignment,arg-type]
     await asyncio.wait_for(runtime._disconnect(frozen), timeout=5)  # type: ignore[arg-type]
     said = ["stopping without NATS: the server does not answer (gone, frozen or unreachable); "
             "what was acknowledged is in JetStream"]
@@ -168,7 +176,7 @@ async def test_a_stop_says_once_that_its_server_did_not_answer_and_nothing_when_
 
     # What said it first (the connection lost, an agent's tasks cut short) is not repeated by the flush
     first = Ctx()
-    first.nc = FrozenConnected()  # type: ignore[assignment]
+    first.link = NatsLink(FrozenConnected())  # type: ignore[assignment,arg-type]
     runtime.stopping_without_nats(first, "this agent's entry expires by itself")  # type: ignore[arg-type]
     await asyncio.wait_for(runtime._disconnect(first), timeout=5)  # type: ignore[arg-type]
     assert first.log.warnings == ["stopping without NATS: the server does not answer (gone, frozen or "

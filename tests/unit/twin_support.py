@@ -1,5 +1,5 @@
 """A service Context on the bus's in-memory twins (jetcron.bus.memory): for tests of a verb's logic that need no
-server. Anything that would reach NATS itself (nc, js) is absent, so a test that strays there fails; so are the
+server. Anything that would reach NATS itself (its link) is absent, so a test that strays there fails; so are the
 leases unless the test gives them a lease log (`twin_context(lease_log=...)`)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from jetcron_services.runtime import Context, SystemClock
 
 
 class _Absent:
-    """Stands in for the NATS connection, JetStream and leases: any use says so."""
+    """Stands in for the NATS connection and the leases: any use says so."""
 
     def __init__(self, what: str) -> None:
         self._what = what
@@ -52,7 +52,7 @@ def twin_context(name: str = "api", *, before_write: BeforeWrite | None = None,
     clock = clock or SystemClock()
     tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)
     return Context(
-        name=name, settings=settings, nc=cast(Any, _Absent("NATS connection")), js=cast(Any, _Absent("JetStream")),
+        name=name, settings=settings, link=cast(Any, _Absent("NATS connection")),
         jobs=MemoryRecords(s.BUCKET_JOBS, JobRecord, before_write=before_write),
         runs=MemoryRecords(s.BUCKET_RUNS, Run, before_write=before_write,
                            ttl_of=lambda run: record_ttl(run, clock.now(), settings.history)),

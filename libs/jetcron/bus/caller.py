@@ -12,7 +12,8 @@ import nats
 import nats.errors
 
 from jetcron.bus.connect import Identity
-from jetcron.bus.ports import Connection, Request, Rpc
+from jetcron.bus.handles import Connection
+from jetcron.bus.ports import Request, Rpc
 from jetcron.core.errors import Unauthorized, Unavailable, Untrusted
 
 CONNECT_SECONDS = 8.0

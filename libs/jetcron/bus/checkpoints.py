@@ -22,7 +22,8 @@ from typing import Any
 
 import msgspec
 
-from jetcron.bus.ports import Connection, JetStream, Streams
+from jetcron.bus.handles import Connection, JetStream
+from jetcron.bus.ports import Streams
 from jetcron.bus.publish import publish
 from jetcron.bus.scoped import last_by_subject
 from jetcron.core.errors import Conflict, JetcronError, WriteConflict

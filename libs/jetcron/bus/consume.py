@@ -14,8 +14,9 @@ import structlog
 from nats.js.api import Header
 from nats.js.errors import NotFoundError
 
+from jetcron.bus.handles import JetStream
 from jetcron.bus.natspy import api_prefix, connection_of
-from jetcron.bus.ports import Durable, Handler, JetStream, Message, WorkQueue
+from jetcron.bus.ports import Durable, Handler, Message, WorkQueue
 from jetcron.bus.topology import ensure_durable
 from jetcron.core.errors import JetcronError, Unavailable
 

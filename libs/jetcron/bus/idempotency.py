@@ -8,7 +8,8 @@ from typing import Protocol
 
 import msgspec
 
-from jetcron.bus.ports import JetStream, Publisher, Stored, StreamState
+from jetcron.bus.handles import JetStream
+from jetcron.bus.ports import Publisher, Stored, StreamState
 from jetcron.bus.publish import StreamPublisher
 from jetcron.bus.streams import ServerStreams
 from jetcron.core.errors import IdempotencyStoreFull, InvalidSpec, StorageFull, WriteConflict

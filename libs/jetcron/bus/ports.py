@@ -1,9 +1,10 @@
 """What services may ask of the bus, as small Protocols: the real adapters (kv.Store, nats-py's messages) and
 the in-memory twins (jetcron.bus.memory) both satisfy them, and tests/contract runs one suite against both.
 
-Services name these, never nats-py's classes, and reach them through their Context; `Connection` and `JetStream`
-are opaque handles that services/jetcron_services/runtime.py builds the ports from and the clients (SDK, CLI) hold, so
-bus stays the only package that imports nats (tests/unit/test_core_purity.py and tests/unit/test_layers.py check it).
+Services name these, never nats-py's classes, and reach them through their Context; nats-py's own handles
+(jetcron.bus.handles) stay with the adapters and the composition roots that build these from them, so bus stays the
+only package that imports nats (tests/unit/test_core_purity.py and tests/unit/test_layers.py check it), and nothing
+here is a nats-py type.
 """
 
 from __future__ import annotations
@@ -14,20 +15,10 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import msgspec
-import nats.errors
-from nats.aio.client import Client
-from nats.js import JetStreamContext
+
+from jetcron.wire.messages import ServiceInstance
 
 T = TypeVar("T", bound=msgspec.Struct)
-
-Connection = Client
-"""A connection to NATS, as bus.connect made it."""
-
-JetStream = JetStreamContext
-"""A JetStream context of a Connection."""
-
-ConnectionClosed = nats.errors.ConnectionClosedError
-"""What a use of a Connection raises once it is closed."""
 
 
 class Position(Protocol):
@@ -357,4 +348,38 @@ class Consumers(Protocol):
     async def ensure(self, stream: str, durable: Durable) -> str:
         """Make the durable consumer unless it is there as asked; its name. A stream not made yet (by whoever makes
         the topology) is waited for, within a deadline."""
+        ...
+
+
+class ServiceRegistry(Protocol):
+    """The services bucket as one instance uses it: its entry written (and refreshed), and withdrawn at a stop."""
+
+    async def announce(self, instance: ServiceInstance) -> None: ...
+
+    async def withdraw(self, instance: ServiceInstance) -> None: ...
+
+
+class Link(Protocol):
+    """A service's own connection, as its runtime minds it (the other ports are built on it): whether it is up,
+    what of the topology is gone, its registry entry and $SRV.PING, and its close at a stop."""
+
+    def connected(self) -> bool: ...
+
+    def closed(self, exc: BaseException) -> bool:
+        """Whether `exc` is a use of the connection after its close."""
+        ...
+
+    async def missing_parts(self) -> list[str]:
+        """The streams, buckets and consumers of jetcron's topology not on the server."""
+        ...
+
+    async def registry(self) -> ServiceRegistry: ...
+
+    async def answer_pings(self, instance: ServiceInstance, version: str) -> Endpoints:
+        """Answer `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` as this instance until stopped."""
+        ...
+
+    async def close(self, *, drain: float | None, timeout: float) -> bool:
+        """Drain for `drain` seconds (None: close at once), waiting at most `timeout` for the server; True if
+        it answered the flush before the drain."""
         ...

@@ -8,8 +8,8 @@ from nats import micro
 from nats.js import JetStreamContext
 from nats.micro.service import Service
 
+from jetcron.bus.handles import Connection
 from jetcron.bus.kv import Store
-from jetcron.bus.ports import Connection
 from jetcron.core.errors import JetcronError
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import ServiceInstance

@@ -13,7 +13,8 @@ from nats import micro
 from nats.aio.subscription import Subscription
 from nats.micro.service import Service
 
-from jetcron.bus.ports import Connection, Endpoint, Endpoints, Handler, JetStream, Message, Request, Subscribed
+from jetcron.bus.handles import Connection, JetStream
+from jetcron.bus.ports import Endpoint, Endpoints, Handler, Message, Request, Subscribed
 from jetcron.core.errors import Unavailable
 
 CANCELS = 3

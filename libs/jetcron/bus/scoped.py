@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from jetcron.bus.handles import Connection
 from jetcron.bus.kv import translate, value_of
-from jetcron.bus.ports import Connection, Stored, StreamState
+from jetcron.bus.ports import Stored, StreamState
 from jetcron.core.errors import Unavailable
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode

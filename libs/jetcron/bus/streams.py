@@ -17,9 +17,10 @@ import nats.js.errors as jse
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from jetcron.bus.handles import JetStream
 from jetcron.bus.kv import drop_subscription, read_value, stored_size, translate, value_of
 from jetcron.bus.ordered import in_order
-from jetcron.bus.ports import ConsumerState, JetStream, Request, Stored, StreamState
+from jetcron.bus.ports import ConsumerState, Request, Stored, StreamState
 from jetcron.core.errors import NotFound
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode

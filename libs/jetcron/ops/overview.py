@@ -14,9 +14,10 @@ import msgspec
 from jetcron.bus import lease as lease_store
 from jetcron.bus import rpc
 from jetcron.bus.cluster import pinned_shards
+from jetcron.bus.handles import Connection, JetStream
 from jetcron.bus.kv import ServerBuckets, Store
 from jetcron.bus.lease import Leases
-from jetcron.bus.ports import Buckets, Connection, JetStream, Streams
+from jetcron.bus.ports import Buckets, Streams
 from jetcron.bus.registry import Registry
 from jetcron.bus.storage import Usage, server_usage, stream_usages
 from jetcron.bus.streams import ServerStreams

@@ -12,8 +12,9 @@ import msgspec
 
 from jetcron.bus.caller import Denials, ask, connect_client
 from jetcron.bus.connect import Identity
+from jetcron.bus.handles import Connection
 from jetcron.bus.logs import read_chunks
-from jetcron.bus.ports import Connection, Rpc
+from jetcron.bus.ports import Rpc
 from jetcron.bus.rpc import NatsRpc, NoAnswer, jetstream
 from jetcron.bus.rpc import close as close_connection
 from jetcron.bus.streams import ServerStreams
