@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from jetcron.bus.link import NatsLink
 from jetcron_services.runtime import background
 
 
@@ -16,9 +17,14 @@ class Log:
         self.errors.append((event, fields))
 
 
+class Link:
+    closed = NatsLink.closed  # the adapter's own test of an error
+
+
 class Ctx:
     def __init__(self) -> None:
         self.log = Log()
+        self.link = Link()
 
 
 async def test_a_task_that_raises_is_logged_when_it_ends() -> None:

@@ -35,3 +35,23 @@ def test_each_listed_command_loads_with_its_own_line(name: str) -> None:
     assert command.name == name
     line = (GROUPS.get(name) or COMMANDS[name])[2]
     assert (command.help or "").startswith(line), (command.help, line)
+
+
+LISTING = """
+import sys
+from jetcron.cli.main import main
+sys.argv = ["jetcron", "--nats", "nats://127.0.0.1:1", "jobs", "list"]
+try:
+    main()
+except SystemExit:
+    pass
+print(sorted({m.split(".")[0] for m in sys.modules} & {"pydantic", "croniter", "cron_descriptor", "icalendar",
+                                                        "jetcron_services", "structlog"}))
+"""
+
+
+def test_jobs_list_imports_no_schedule_maths_and_no_pydantic() -> None:
+    """What `jobs list` needs is the SDK, nats and a table: croniter, pydantic (typer's adapters from 0.29 on)
+    and the rest are a tenth of a second of its start (bench/cli_start.py measures it)."""
+    done = subprocess.run([sys.executable, "-c", LISTING], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr

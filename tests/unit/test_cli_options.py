@@ -221,12 +221,12 @@ class Invoker:
             return SAMPLE_FOR[(command, name)]
         if name in SAMPLES:
             return SAMPLES[name]
-        kind = option.bare_type()  # typer's name of the option's type: 'int', 'float', 'Path', 'str', ...
-        if kind == "int":
+        kind = option.type.name  # the option's parameter type: 'int', 'int range', 'float', 'path', 'str', ...
+        if kind in ("int", "int range"):
             return ["7"]
         if kind == "float":
             return ["2.5"]
-        if kind == "Path":
+        if kind == "path":
             path = self.tmp / name.strip("-")
             path.write_text(FILES.get(name) or FILES[command.split()[0]])
             return [str(path)]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from jetcron.cli.parse import split_names
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.timing.calendars import CalendarRule, parse_window
 
@@ -28,11 +29,6 @@ class CalendarFlags:
     tz: str | None = None
     description: str | None = None
     tenant: str | None = None
-
-
-def split_names(texts: list[str]) -> list[str]:
-    """`--exclude a,b --exclude c` as [a, b, c]; `--exclude ''` as [] (update: clears the list)."""
-    return [name.strip() for text in texts for name in text.split(",") if name.strip()]
 
 
 def parse_dates(texts: list[str]) -> list[str]:

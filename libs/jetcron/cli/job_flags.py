@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jetcron.cli.calendar_flags import split_names
-from jetcron.cli.parse import duration, instant
+from jetcron.cli.parse import duration, instant, split_names
 from jetcron.core.errors import InvalidSpec
 
 # Each kind's own schedule fields: switching kinds drops the old kind's, keeps the zone and DST policies.

@@ -7,25 +7,24 @@ import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import typer
 
-from jetcron.cli.calendar_flags import split_names
 from jetcron.cli.connection import client
 from jetcron.cli.job_flags import JobFlags, apply_flags, new_spec
 from jetcron.cli.output import emit, fail, given, output_option, run_view, usage
-from jetcron.cli.parse import duration, instant
+from jetcron.cli.parse import duration, instant, split_names
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.lifecycle import dag
 from jetcron.core.models import RetryPolicy, Schedule
-from jetcron.core.timing import cron, exclusions
-from jetcron.core.timing.calendar_time import Compiled, compile_calendar
-from jetcron.core.timing.exclusions import JobCalendars
 from jetcron.core.timing.schedule_words import schedule_words
 from jetcron.sdk.errors import ApiError
 from jetcron.wire.codec import plain
+
+if TYPE_CHECKING:
+    from jetcron.core.timing.calendar_time import Compiled
+    from jetcron.core.timing.exclusions import JobCalendars
 
 app = typer.Typer(no_args_is_help=True)
 schedule_app = typer.Typer(no_args_is_help=True)
@@ -233,6 +232,8 @@ def _fire_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 
 def _noted(schedule: Schedule, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each fire time with what a DST change does to it (a wall time that happens twice, or does not exist)."""
+    from jetcron.core.timing import cron  # croniter: imported by the commands that compute fire times alone
+
     return [{**row, "note": None if row.get("skipped") else cron.dst_note(schedule, datetime.fromisoformat(row["utc"]))}
             for row in rows]
 
@@ -292,6 +293,8 @@ def graph(ctx: typer.Context, name: str) -> None:
     edges = {r["spec"]["name"]: list(r["spec"].get("depends_on", [])) for r in page["items"]}
     if name not in edges:
         fail(RuntimeError(f"job {name!r} not found"))
+    from jetcron.core.lifecycle import dag
+
     typer.echo(dag.render(edges, name))
 
 
@@ -326,11 +329,14 @@ def preview(
         )
         schedule = msgspec.convert({**raw, "tz": tz, "on_gap": on_gap, "on_fold": on_fold}, Schedule, strict=False)
         from jetcron.config import Settings  # pydantic's settings: a tenth of a second, for this command alone
+        from jetcron.core.timing import cron
 
         cron.validate_schedule(schedule, created_at=after, min_interval_seconds=Settings().min_interval)
     except (InvalidSpec, msgspec.ValidationError) as exc:
         usage(str(exc))
     calendars = _calendars(ctx, split_names(exclude), split_names(only)) if exclude or only else None
+    from jetcron.core.timing import exclusions
+
     rows = exclusions.preview(schedule, after, count, calendars=calendars)
     if output == "json":
         emit([r["local"] for r in rows if r["skipped"] is None], output)
@@ -341,6 +347,9 @@ def preview(
 
 def _calendars(ctx: typer.Context, exclude: list[str], only: list[str]) -> JobCalendars:
     """The named calendars, read through the API (the caller's own tenant's)."""
+    from jetcron.core.timing.calendar_time import compile_calendar
+    from jetcron.core.timing.exclusions import JobCalendars
+
     with client(ctx) as c:
         def compiled(flag: str, name: str) -> tuple[str, Compiled | None]:
             try:

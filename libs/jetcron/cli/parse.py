@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.timing.cron import check_instant
+from jetcron.core.timing.schedule_text import check_instant
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -49,3 +49,8 @@ def instant(text: str, now: datetime, field: str = "at") -> datetime:
         raise InvalidSpec(field, text, "needs a UTC offset, e.g. 2026-12-01T09:00:00Z")
     check_instant(parsed, field)
     return parsed.astimezone(UTC)
+
+
+def split_names(texts: list[str]) -> list[str]:
+    """`--exclude a,b --exclude c` as [a, b, c]; `--exclude ''` as [] (update: clears the list)."""
+    return [name.strip() for text in texts for name in text.split(",") if name.strip()]

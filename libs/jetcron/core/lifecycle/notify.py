@@ -27,8 +27,6 @@ from jetcron.core.models import (
     Schedule,
     ScheduleKind,
 )
-from jetcron.core.timing import cron
-from jetcron.core.timing.exclusions import CALENDAR
 
 MAX_RULES = 10
 MAX_URL = 2048
@@ -309,6 +307,9 @@ def period_seconds(schedule: Schedule) -> float | None:
     if schedule.kind is ScheduleKind.EVERY:
         return schedule.every_seconds
     if schedule.kind is ScheduleKind.CRON:
+        # croniter on first use: the SDK imports this module for its Delivery struct, and the CLI starts without it
+        from jetcron.core.timing import cron
+
         return float(cron.parse_cron(schedule.cron or "").shortest_gap_seconds)
     return None
 
@@ -332,6 +333,8 @@ def check_deadlines(spec: JobSpec) -> None:
 
 def _paused_skip(run: Run) -> bool:
     """Skipped on purpose: it came due while the job was paused, or on a day one of its calendars skips."""
+    from jetcron.core.timing.exclusions import CALENDAR
+
     return run.state is RunState.SKIPPED and run.reason.startswith(("paused", CALENDAR))
 
 

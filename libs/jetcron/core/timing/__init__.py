@@ -42,6 +42,7 @@ _HOME = {
     "WALK_PAST_FULL": "pacing",
     "Window": "calendars",
     "apply": "exclusions",
+    "check_instant": "schedule_text",
     "check_job_calendar_names": "calendars",
     "check_year": "exclusions",
     "compile_calendar": "calendar_time",
@@ -49,7 +50,7 @@ _HOME = {
     "decide_overlap": "triggers",
     "dst_note": "cron",
     "every_index": "cron",
-    "expand_alias": "cron",
+    "expand_alias": "schedule_text",
     "extra_lead": "herds",
     "interval_words": "schedule_words",
     "jitter_offset": "triggers",
@@ -71,7 +72,7 @@ _HOME = {
     "validate_calendar": "calendars",
     "validate_schedule": "cron",
     "walk_on_when_full": "pacing",
-    "zone": "cron",
+    "zone": "schedule_text",
 }
 """Where each re-exported name is defined, by module of jetcron.core.timing."""
 

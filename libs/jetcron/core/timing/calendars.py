@@ -12,7 +12,7 @@ import msgspec
 
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import JOB_NAME_RE, job_key
-from jetcron.core.timing.cron import check_instant, zone
+from jetcron.core.timing.schedule_text import check_instant, zone
 
 __all__ = ["MAX_DATES", "MAX_JOB_CALENDARS", "MAX_WINDOWS", "CalendarRecord", "CalendarRule", "CalendarSpec", "Window",
            "check_job_calendar_names", "parse_window", "validate_calendar"]

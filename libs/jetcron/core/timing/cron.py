@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from itertools import islice, pairwise
 from zoneinfo import ZoneInfo
 
@@ -16,12 +14,12 @@ from croniter import CroniterBadDateError, CroniterError, croniter
 
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import FoldPolicy, GapPolicy, Schedule, ScheduleKind
+from jetcron.core.timing.schedule_text import ALIASES as _ALIASES
+from jetcron.core.timing.schedule_text import check_instant, expand_alias, zone
 
 __all__ = ["CronExpr", "Occurrence", "dst_note", "every_index", "expand_alias", "next_fires", "occurrences",
            "parse_cron", "validate_schedule", "zone"]
 
-_ALIASES = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
-            "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *"}
 _MAX_CRON_CHARS = 200
 # Enough to reach Feb 29 across a skipped century leap year (2096 -> 2104) and any nth weekday.
 _MAX_YEARS_BETWEEN_MATCHES = 30
@@ -66,35 +64,8 @@ class CronExpr(msgspec.Struct, frozen=True, kw_only=True):
         return min(gaps)
 
 
-# Zones come from the tzdata package pinned in pyproject.toml, never the host's /usr/share/zoneinfo (which
-# ZoneInfo(name) prefers): every process of a cluster answers DST questions alike, and an OS update changes no
-# schedule. Upgrading tzdata is a jetcron release (docs/decisions-trigger.md).
-_known_zones = functools.cache(lambda: frozenset(
-    resources.files("tzdata").joinpath("zones").read_text().split()))
-
-
-@functools.cache
-def _load(tz: str) -> ZoneInfo:
-    with resources.files("tzdata").joinpath("zoneinfo", *tz.split("/")).open("rb") as data:
-        return ZoneInfo.from_file(data, key=tz)
-
-
-def zone(tz: str, field: str = "schedule.tz") -> ZoneInfo:
-    """An IANA zone of the pinned tzdata; ZoneInfo alone would accept 'Factory' and 'localtime'."""
-    if not isinstance(tz, str) or tz != tz.strip() or not tz or ".." in tz or tz.startswith("/"):
-        raise InvalidSpec(field, tz, "not an IANA time zone name")
-    if tz in ("Factory", "localtime") or tz not in _known_zones():
-        raise InvalidSpec(field, tz, "unknown time zone (expected an IANA name such as 'Europe/Berlin')")
-    return _load(tz)
-
-
 def _values(field: Sequence[object], full: range) -> tuple[int, ...]:
     return tuple(full) if field == ["*"] else tuple(sorted(v for v in field if isinstance(v, int)))
-
-
-def expand_alias(expr: str) -> str:
-    """`@daily` as the five fields it stands for; any other expression as given."""
-    return _ALIASES.get(expr.strip().lower(), expr)
 
 
 def parse_cron(expr: str, field: str = "schedule.cron") -> CronExpr:
@@ -115,18 +86,6 @@ def parse_cron(expr: str, field: str = "schedule.cron") -> CronExpr:
     seconds = _values(expanded[5], range(60)) if len(parts) == 6 else (0,)
     minutes, hours = _values(expanded[0], range(60)), _values(expanded[1], range(24))
     return CronExpr(text=expr, croniter_form=form, seconds=seconds, minutes=minutes, hours=hours)
-
-
-def check_instant(value: datetime | None, field: str) -> None:
-    """An instant a user gave: with a UTC offset, between the years 2000 and 2200 (InvalidSpec otherwise)."""
-    if value is None or value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidSpec(field, value, "must be an ISO 8601 instant with a UTC offset")
-    try:
-        year = value.astimezone(UTC).year
-    except OverflowError:  # 9999-12-31T23:59:59-01:00 and 0001-01-01T00:00:00+01:00 have no UTC datetime
-        year = value.year
-    if not 2000 <= year <= 2200:
-        raise InvalidSpec(field, value, "must lie between the years 2000 and 2200")
 
 
 # (required, optional) fields per kind; any other kind's field set is a mistake worth reporting.

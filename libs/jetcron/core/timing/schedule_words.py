@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from jetcron.core.models import Schedule, ScheduleKind
-from jetcron.core.timing import cron
+from jetcron.core.timing.schedule_text import expand_alias
 
 _UNITS = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
 
@@ -32,7 +32,7 @@ def schedule_words(schedule: Schedule) -> str:
     from cron_descriptor import get_description  # a twentieth of a second to import: only for cron schedules
 
     expr = schedule.cron or ""
-    expanded = cron.expand_alias(expr)
+    expanded = expand_alias(expr)
     try:
         words = get_description(expanded)
     except Exception:  # the library's own parse errors: the expression was validated by ours, so show it bare

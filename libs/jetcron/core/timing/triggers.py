@@ -13,8 +13,9 @@ import msgspec
 from jetcron.core.errors import InvalidSpec
 from jetcron.core.ids import run_id, stable_fraction
 from jetcron.core.models import JitterPolicy, JobSpec, MisfireKind, OverlapPolicy, Schedule, ScheduleKind
-from jetcron.core.timing.cron import Occurrence, check_instant, every_index, occurrences
+from jetcron.core.timing.cron import Occurrence, every_index, occurrences
 from jetcron.core.timing.exclusions import JobCalendars, apply
+from jetcron.core.timing.schedule_text import check_instant
 
 __all__ = ["BackfillRun", "FirePlan", "OverlapAction", "PlannedFire", "decide_overlap", "jitter_offset",
            "next_wake", "pace_backfill", "plan_backfill", "plan_fires", "staging_horizon"]
