@@ -19,7 +19,8 @@ from jetcron.core.models import AgentInfo, JobSpec, Priority, Resources, Run, Ru
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, place_run_for
-from jetcron_services.placement.service import TAKE_UP_BATCH, Placer
+from jetcron_services.placement.held import TAKE_UP_BATCH
+from jetcron_services.placement.service import Placer
 from jetcron_services.placement.view import View
 from jetcron_services.runtime import Context
 
