@@ -19,7 +19,7 @@ from jetcron.core.lifecycle.join_marks import JoinMark, Mark, from_newest, mark_
 from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, Schedule, ScheduleKind
 from jetcron.wire import subjects as s
-from jetcron_services.run_tracker import flows as flows_module
+from jetcron_services.run_tracker import join_mark_upkeep
 from jetcron_services.run_tracker.flows import Flows
 from jetcron_services.runtime import Context
 from jetcron_services.trigger.firing import Firer
@@ -208,7 +208,7 @@ async def test_a_mark_a_writer_died_before_raising_is_repaired_from_the_record_b
 async def test_a_tracker_that_could_not_keep_every_early_record_reads_the_marks_of_the_flows_jobs_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a tracker that keeps one early mark, and more records than that delivered before its jobs watch caught up
-    monkeypatch.setattr(flows_module, "EARLY_AT_MOST", 1)
+    monkeypatch.setattr(join_mark_upkeep, "EARLY_AT_MOST", 1)
     ctx = twin_context("run_tracker", clock=ManualClock(T0))
     plain = ended(JobSpec(name="plain", command=["true"]), T0)
     load = ended(LOAD, T0 + timedelta(minutes=1))

@@ -16,7 +16,8 @@ from jetcron.core.ids import run_id
 from jetcron.core.lifecycle.dag import DEFAULT_WAIT_SECONDS
 from jetcron.core.lifecycle.runs import new_run
 from jetcron.core.models import JobRecord, JobSpec, JoinPolicy, RunState, Schedule, ScheduleKind
-from jetcron_services.run_tracker.flows import Flows, consulted
+from jetcron_services.run_tracker.flow_jobs import consulted
+from jetcron_services.run_tracker.flows import Flows
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 NOW = Schedule(kind=ScheduleKind.NOW)

@@ -198,7 +198,7 @@ def _grant(role: Role, *, agent_id: str = "", tenant: str = "") -> Grant:
         return Grant(
             reads=(*_kvr(s.BUCKET_LEASES, s.BUCKET_RUNS, s.BUCKET_SECRETS, s.BUCKET_CLUSTER), s.STREAM_ASSIGN),
             # Lease claims under its own name only (subjects.lease_subject): it cannot renew, release or overwrite
-            # another agent's; a claim on a run placed elsewhere is taken away by the tracker (reconciler.py).
+            # another agent's; a claim on a run placed elsewhere is taken away by the tracker (reconcile_actions.py).
             writes=(s.kv_subject(s.BUCKET_AGENTS, agent_id), s.lease_subject(s.run_lease_key(">"), agent_id),
                     s.kv_subject(s.BUCKET_LEASES, s.gang_lease_key(">", agent_id)), f"{s.PREFIX}.event.*.{agent_id}",
                     s.report_subject("*", agent_id),

@@ -23,7 +23,7 @@ from jetcron.wire import subjects as s
 from jetcron_services.runtime import Context
 
 READ_AT_MOST = 1000
-"""Jobs read for one check, upstream and downstream together (the cycle check's bound: Jobs._graph)."""
+"""Jobs read for one check, upstream and downstream together (the cycle check's bound: JobValidation._graph)."""
 BACKFILLED = f"{DEPENDENTS}._backfilled"
 """Written once every job stored before the edges were kept has had its edges written."""
 BACKFILL_BATCH = 256

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from jetcron.core.errors import InvalidSpec
-from jetcron.core.timing import cron
+from jetcron.core.timing.schedule_text import check_instant
 from jetcron.core.validate import parse_json_object
 
 
@@ -72,5 +72,5 @@ def instant(data: dict[str, Any], key: str) -> datetime:
         raise InvalidSpec(key, value, "is not an ISO 8601 instant") from None
     if parsed.tzinfo is None:
         raise InvalidSpec(key, value, "needs a UTC offset (e.g. 2026-01-01T00:00:00Z)")
-    cron.check_instant(parsed, key)
+    check_instant(parsed, key)
     return parsed

@@ -1,12 +1,12 @@
 """DAG release: when a run ends, start the downstream jobs it allows. Joined on the same occurrence, a downstream
 runs once its upstreams' runs of one flow all succeeded (blocked when one failed for good); joined on the latest,
 once each upstream has succeeded since it last ran (jetcron.core.lifecycle.dag.join_of, libs/jetcron/ops/joins.py),
-whose marks every replica repairs from its runs watch (`seen`). A run that waits longer than its job's wait timeout
-(jetcron.core.lifecycle.dag.wait_timeout: its own, else the default) is blocked."""
+whose marks every replica repairs from its runs watch (`seen`, jetcron_services.run_tracker.join_mark_upkeep). A run
+that waits longer than its job's wait timeout (jetcron.core.lifecycle.dag.wait_timeout: its own, else the default) is
+blocked. The jobs it consults are jetcron_services.run_tracker.flow_jobs."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -16,25 +16,20 @@ import msgspec
 from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.ids import run_id, stamp_of
 from jetcron.core.lifecycle.dag import join_of, took_at, wait_timeout
-from jetcron.core.lifecycle.join_marks import JoinMark, Mark, mark_key, marks_of, raised
 from jetcron.core.lifecycle.retention import stream_ttl
 from jetcron.core.lifecycle.run_state import RunEvent
 from jetcron.core.lifecycle.runs import Change, apply, new_run
-from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Run, RunState, ScheduleKind
+from jetcron.core.models import JobRecord, JoinPolicy, Run, RunState, ScheduleKind
 from jetcron.ops import joins
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
+from jetcron_services.run_tracker.flow_jobs import FlowJobs
+from jetcron_services.run_tracker.join_mark_upkeep import JoinMarkUpkeep
 from jetcron_services.runtime import Context
 
 WAIT_SWEEP_EVERY = 1.0
 """Seconds between the leader's looks for runs waiting past their job's wait timeout."""
-REPAIR_RETRY = 1.0
-"""Seconds before marks that could not be raised are tried again."""
-EARLY_AT_MOST = 10_000
-"""Marks kept from the records the runs watch delivers before the jobs watch has caught up (`Flows.seen`). Past
-it, the marks of every job in a flow are read again from its newest records once it has (a bounded read each),
-rather than holding one entry per job of a cluster whose runs came in first."""
 
 
 def flow_stamp(run: Run) -> str:
@@ -42,145 +37,38 @@ def flow_stamp(run: Run) -> str:
     return stamp_of(run.flow_id or run.run_id)
 
 
-def consulted(spec: JobSpec) -> bool:
-    """Whether the tracker ever looks a job up: a downstream job (its upstreams' ends release it), or one with a
-    deadline (Deadlines) or a wait timeout. It holds no other job: most are not (a day's `now` jobs, kept days)."""
-    return bool(spec.depends_on) or spec.wait_timeout_seconds is not None \
-        or spec.start_deadline_seconds is not None or spec.finish_deadline_seconds is not None
-
-
-def _latest(record: JobRecord | None) -> bool:
-    return record is not None and bool(record.spec.depends_on) and join_of(record.spec) is JoinPolicy.LATEST
-
-
 class Flows:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.joins = joins.Joins(ctx.runs, ctx.buckets, ctx.log)
-        self.jobs: dict[str, JobRecord] = {}
-        """The active jobs the tracker consults (consulted()), by key."""
-        self.downstream: dict[str, set[str]] = {}
-        self.latest_downstream: dict[str, set[str]] = {}
-        """Upstream job key -> its active dependents joined on the latest: the jobs whose successes are marked."""
+        self.index = FlowJobs()
+        # The index's parts by their own names: the deadlines read `jobs`.
+        self.jobs = self.index.jobs
+        self.downstream = self.index.downstream
+        self.latest_downstream = self.index.latest_downstream
+        self.marks = JoinMarkUpkeep(ctx, self.joins, self.index)
+        self._repairs = self.marks.repairs  # the marks queued and not yet raised (empty: the repairs are done)
         self._expired_at = 0.0
-        self.jobs_synced = asyncio.Event()
-        self._repairs: dict[str, tuple[Mark, str, JoinMark | None]] = {}
-        """Marks to raise from the records the runs watch delivered, by mark key (the highest seen; None: read it
-        again from the job's newest records)."""
-        self._early: dict[str, tuple[Mark, str, JoinMark | None]] = {}
-        """Marks from records delivered before the jobs watch said which jobs are in flows (see `seen`)."""
-        self._early_overflowed = False
-        self._wake = asyncio.Event()
 
     async def watch_jobs(self) -> None:
         async for name, record, _ in self.ctx.jobs.watch():
             if not name:
-                if not self.jobs_synced.is_set():
-                    self.jobs_synced.set()
-                    self._judge_early()
+                if not self.index.synced.is_set():
+                    self.index.synced.set()
+                    self.marks.judge_early()
                 continue
-            old = self.jobs.pop(name, None)
-            if old is not None:
-                for up in old.spec.upstream_keys():
-                    self.downstream.get(up, set()).discard(name)
-                    self.latest_downstream.get(up, set()).discard(name)
-            if record is not None and record.status is JobStatus.ACTIVE and consulted(record.spec):
-                self.jobs[name] = record
-                for up in record.spec.upstream_keys():
-                    self.downstream.setdefault(up, set()).add(name)
-                    if _latest(record):
-                        self.latest_downstream.setdefault(up, set()).add(name)
-            if self.jobs_synced.is_set():
-                await self._forget_left(name, old, self.jobs.get(name), record)
-
-    async def _forget_left(self, name: str, old: JobRecord | None, new: JobRecord | None,
-                           stored: JobRecord | None) -> None:
-        """Drop the marks no one raises any more: when a job stops being an active `latest` join (paused, deleted,
-        changed), its RAN, and an upstream's OK once it is left without one. Kept, they would go stale while it is out
-        and be read as current if it came back; dropped, they are made again from its newest records when it does.
-        A WAITING mark stays until the job is deleted: it only names a run, whose record says whether it still
-        waits, and one older than a job's newest records could not be found again."""
-        gone: list[tuple[Mark, str]] = []
-        if _latest(old) and not _latest(new):
-            gone.append((Mark.RAN, name))
-        deleted = stored is None or stored.status is JobStatus.DELETED
-        if deleted and (_latest(old) or _latest(stored)):  # a paused job deleted was not held: its record says
-            gone.append((Mark.WAITING, name))
-        if _latest(old):
-            assert old is not None
-            gone += [(Mark.OK, up) for up in old.spec.upstream_keys() if not self.latest_downstream.get(up)]
-        for mark, job in gone:
-            try:
-                await self.joins.forget(mark, job)
-            except JetcronError as exc:
-                self.ctx.log.warning("join mark not dropped", job=job, mark=mark.value, error=str(exc))
+            old = self.index.on_record(name, record)
+            if self.index.synced.is_set():
+                await self.marks.forget_left(name, old, self.jobs.get(name), record)
 
     def seen(self, run: Run) -> None:
-        """A run record from the runs watch (every replica sees each): a mark it gives that this replica has not
-        seen raised is queued to be raised, so that a service that stored the record and died before raising the
-        mark is made good by whichever replica sees the record. Before the jobs watch has said which jobs are in
-        flows, the marks are kept (the highest of each) and judged once it has."""
-        synced = self.jobs_synced.is_set()
-        if synced:
-            upstream, dependent = bool(self.latest_downstream.get(run.job)), _latest(self.jobs.get(run.job))
-        else:  # any success may be an upstream's; a dependent's run says so in its own copy of the spec
-            upstream, dependent = True, run.spec is not None and bool(run.spec.depends_on)
-        if not (upstream or dependent):
-            return
-        for mark, value in marks_of(run, upstream=upstream, dependent=dependent):
-            if raised(mark, self.joins.known.get(mark_key(mark, run.job)), value) is None:
-                continue
-            if synced:
-                self._queue(self._repairs, mark, run.job, value)
-                self._wake.set()
-            elif len(self._early) < EARLY_AT_MOST or mark_key(mark, run.job) in self._early:
-                self._queue(self._early, mark, run.job, value)
-            else:
-                self._early_overflowed = True
-
-    @staticmethod
-    def _queue(queue: dict[str, tuple[Mark, str, JoinMark | None]], mark: Mark, job: str,
-               value: JoinMark | None) -> None:
-        key = mark_key(mark, job)
-        queued = queue.get(key)
-        if queued is None or value is None or (queued[2] is not None and raised(mark, queued[2], value) is not None):
-            queue[key] = (mark, job, value)
-
-    def _judge_early(self) -> None:
-        """The jobs watch has caught up: queue the early marks of the jobs in flows, drop the rest; past
-        EARLY_AT_MOST, read every flow job's marks again from its records instead."""
-        if self._early_overflowed:
-            for up, dependents in self.latest_downstream.items():
-                if dependents:
-                    self._queue(self._repairs, Mark.OK, up, None)
-            for job in [key for key, record in self.jobs.items() if _latest(record)]:
-                self._queue(self._repairs, Mark.RAN, job, None)
-                self._queue(self._repairs, Mark.WAITING, job, None)
-        else:
-            for mark, job, value in self._early.values():
-                if bool(self.latest_downstream.get(job)) if mark is Mark.OK else _latest(self.jobs.get(job)):
-                    self._queue(self._repairs, mark, job, value)
-        self._early, self._early_overflowed = {}, False
-        self._wake.set()
+        """A run record from the runs watch: the join marks it gives are raised where this replica has not seen
+        them raised (JoinMarkUpkeep.seen)."""
+        self.marks.seen(run)
 
     async def repair(self) -> None:
-        """Raise the marks `seen` queued (for ever; each raise is a compare-and-set, a no-op where one stands)."""
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._repairs:
-                key = next(iter(self._repairs))
-                mark, job, value = self._repairs.pop(key)
-                try:
-                    if value is None:
-                        await self.joins.refresh(mark, job)
-                    else:
-                        await self.joins.raise_to(mark, job, value)
-                except JetcronError as exc:
-                    self.ctx.log.warning("join mark not repaired; trying again", job=job, mark=mark.value,
-                                         error=str(exc))
-                    self._repairs.setdefault(key, (mark, job, value))
-                    await asyncio.sleep(REPAIR_RETRY)
+        """Raise the marks `seen` queued, for ever."""
+        await self.marks.repair()
 
     async def on_terminal(self, run: Run) -> None:
         if run.state is RunState.SUCCEEDED and self.latest_downstream.get(run.job):

@@ -19,7 +19,7 @@ from jetcron.wire import subjects as s
 from jetcron.wire.api import Page, Reply, error_reply
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import ActiveRunsQuery
-from jetcron_services.run_tracker.reconciler import ActiveRuns
+from jetcron_services.run_tracker.run_index import ActiveRuns
 from jetcron_services.runtime import Context
 
 
