@@ -7,22 +7,19 @@ import contextlib
 import random
 import secrets
 from collections import deque
-from datetime import datetime, timedelta
-
-import msgspec
+from datetime import timedelta
 
 from jetcron.bus.cluster import shard_layout
-from jetcron.core.errors import JetcronError, NotFound, WriteConflict
+from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.models import ShardLayout
-from jetcron.core.timing import triggers
-from jetcron.core.timing.fire_marks import covers, mark_key, mark_shard
-from jetcron.core.timing.herds import Herds
-from jetcron.wire.messages import Cursor
+from jetcron.core.timing.fire_marks import mark_shard
 from jetcron.wire.subjects import BUCKET_CLUSTER
 from jetcron_services.runtime import Context, background
 from jetcron_services.trigger.calendars import CalendarView
 from jetcron_services.trigger.firing import Firer
+from jetcron_services.trigger.marks import MarkKeeper
 from jetcron_services.trigger.shards import ShardOwner
+from jetcron_services.trigger.wakes import Wakes
 from jetcron_services.trigger.warm import Warm
 
 FIRES_IN_FLIGHT = 1024
@@ -33,15 +30,18 @@ often, and at most this much of a shard's fired `now` jobs that a new holder pla
 
 
 class Trigger:
+    """One trigger replica: watches jobs, cursors and calendars into its warm state, holds its share of the shards
+    (their fire marks kept by `marks`, their jobs' wakes set by `wakes`) and fires what comes due."""
+
     def __init__(self, ctx: Context, replica: str) -> None:
         self.ctx = ctx
         self.replica = replica
         self.warm = Warm(ctx.settings.trigger_shards)
-        settings = ctx.settings
-        self.herds = Herds(horizon=settings.trigger_horizon, rate=settings.trigger_herd_rate,
-                           max_lead=settings.trigger_herd_max_lead)
         self.index, self.jobs, self.cursors = self.warm.index, self.warm.jobs, self.warm.cursors
         self.owner = ShardOwner(ctx.leases, replica, ctx.settings.trigger_shards, ctx.settings.trigger_lease_ttl)
+        self.wakes = Wakes(self.warm, self.owner, ctx.settings)
+        self.herds = self.wakes.herds
+        self.marks = MarkKeeper(ctx, self.warm, self.owner, self.herds)
         self.calendars = CalendarView()
         self.firer = Firer(ctx, random.Random(), self.calendars)
         self.wake = asyncio.Event()
@@ -64,7 +64,7 @@ class Trigger:
             self.warm.job_changed(name, record, self.ctx.clock.now(), revision)
             if name not in self.jobs:
                 self.herds.leave(name)
-            self._park(name)
+            self.wakes.park(name)
             self.wake.set()
 
     async def watch_cursors(self) -> None:
@@ -73,47 +73,15 @@ class Trigger:
                 self.cursors_synced.set()
             elif cursor is not None:
                 if (shard := mark_shard(name)) is not None:
-                    self._marked(shard, cursor.fired_through)
+                    self.marks.noted(shard, cursor.fired_through)
                 else:
                     self.warm.cursor_changed(name, cursor, revision)
-                    self._park(name)
-
-    def _marked(self, shard: int, mark: int) -> None:
-        for name in self.warm.mark_noted(shard, mark):
-            self.herds.leave(name)
+                    self.wakes.park(name)
 
     async def keep_marks(self) -> None:
         while not self.ctx.stop.is_set():
             await _sleep_or(self.ctx.stop, MARK_SECONDS)
-            await self.write_marks()
-
-    async def write_marks(self) -> None:
-        """Move the fire mark of each shard we hold on to what has fired (jetcron.core.timing.fire_marks)."""
-        for shard in sorted(self.owner.owned):
-            mark = self.warm.marks.advance(shard)
-            if mark is None:
-                continue
-            try:
-                await self._write_mark(shard, mark)
-            except JetcronError as exc:
-                self.ctx.log.warning("fire mark not written; trying again", shard=shard, error=str(exc))
-
-    async def _write_mark(self, shard: int, mark: int) -> None:
-        """Raise the shard's mark to `mark`, revision-checked; never lower it (a replica that held the shard
-        before may have written a higher one: each is true of what it saw)."""
-        key = mark_key(shard)
-
-        def decide(current: Cursor) -> Cursor | None:
-            return None if covers(current.fired_through, mark) else msgspec.structs.replace(current, fired_through=mark)
-
-        try:
-            await self.ctx.cursors.change(key, decide)
-        except NotFound:
-            try:
-                await self.ctx.cursors.create(key, Cursor(job=key, fired_through=mark))
-            except WriteConflict:
-                return  # written meanwhile by another replica: the next round raises it
-        self._marked(shard, mark)
+            await self.marks.write()
 
     async def watch_calendars(self) -> None:
         """Every calendar, compiled as it changes: applied from the next occurrence each job plans."""
@@ -123,24 +91,6 @@ class Trigger:
             else:
                 self.calendars.changed(key, record)
 
-    def _park(self, name: str) -> None:
-        """A job of a shard another replica holds waits in our index for its next work as its holder's cursor
-        says: a takeover then wakes only the jobs that are due, not every job of the shard at once."""
-        if name in self.jobs and self.index.shard(name) not in self.owner.owned:
-            self._queue(name, self.warm.standby_wake(name, self.ctx.settings.trigger_horizon))
-
-    def _queue(self, name: str, wake: datetime | None) -> None:
-        """Wake `name` for its next occurrence (`wake`: its due time less the staging horizon), earlier when
-        that occurrence's second is crowded (jetcron.core.timing.herds)."""
-        record = self.jobs.get(name)
-        if wake is None or record is None:
-            self.herds.leave(name)
-            self.index.set(name, wake)
-            return
-        horizon = triggers.staging_horizon(record.spec, self.ctx.settings.trigger_horizon)
-        extra = self.herds.enter(name, wake + timedelta(seconds=horizon)) if horizon > 0 else 0.0
-        self.index.set(name, wake - timedelta(seconds=extra))
-
     async def keep_shards(self) -> None:
         while not self.ctx.stop.is_set():
             try:
@@ -149,7 +99,7 @@ class Trigger:
             except JetcronError as exc:
                 self.ctx.log.warning("shard balance failed", error=str(exc))
             await _sleep_or(self.ctx.stop, self.ctx.settings.trigger_lease_ttl / 3)
-        await self.write_marks()  # what fired since the last round: the next holders need not plan it again
+        await self.marks.write()  # what fired since the last round: the next holders need not plan it again
         await self.owner.release_all()
 
     async def _fire(self, name: str) -> None:
@@ -204,7 +154,7 @@ class Trigger:
             if plan.done and record.fired_by_mark and revision is not None:
                 self.warm.fired(name, revision)
             if not plan.done and plan.next_wake is not None:
-                self._queue(name, plan.next_wake)
+                self.wakes.queue(name, plan.next_wake)
             return
 
     async def _reload_cursor(self, name: str) -> None:
