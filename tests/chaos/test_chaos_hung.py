@@ -44,7 +44,7 @@ RECOVER_S = 30.0
 STOP_S = 10.0
 """Compose's default stop grace: SIGTERM to exit, whatever the server does."""
 WITHOUT_NATS = "stopping without NATS: the server does not answer (gone, frozen or unreachable)"
-"""What a process says when it stops without its server (services/jetcron_services/runtime.py,
+"""What a process says when it stops without its server (services/jetcron_services/runtime/stopping.py,
 services/jetcron_services/agent/service.py)."""
 LOST = "NATS connection lost (the server is gone, frozen or unreachable): reconnecting"
 """What a process says when its client gives the connection up (jetcron.bus.connect)."""
