@@ -125,7 +125,7 @@ class Paths:
         return spare
 
     async def _run(self, launcher: str | None, spare: Spare | None) -> float:
-        """As an attempt starts its child (attempt.py): its room (the spare's scratch if it took one), its env."""
+        """As an attempt starts its child (child.py): its room (the spare's scratch if it took one), its env."""
         scratches = self.scratches[launcher]
         room = await scratches.open_soon(run_as_root=False, path=spare.hand_over() if spare is not None else None)
         env = {"PATH": "/usr/bin:/bin", **room.view.env(str(room.path), {})}

@@ -70,7 +70,7 @@ async def pool(tmp_path: Path, scratches: Scratches, launcher: str | None) -> As
 
 async def run(scratches: Scratches, root: LimitRoot, argv: list[str], spare: Spare | None = None,
               launcher: str | None = None) -> tuple[Outcome, str, Room, int]:
-    """As an attempt starts its child (attempt.py): the room (a spare's scratch if it took one), its env, its user."""
+    """As an attempt starts its child (child.py): the room (a spare's scratch if it took one), its env, its user."""
     room = await scratches.open_soon(run_as_root=False, path=spare.hand_over() if spare is not None else None)
     env = {"PATH": "/usr/bin:/bin", **room.view.env(str(room.path), {})}
     out: list[bytes] = []

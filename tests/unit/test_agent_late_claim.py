@@ -23,7 +23,8 @@ from jetcron.core.models import JobSpec
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, RunFinished, RunStarted
-from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.attempt import Attempt
+from jetcron_services.agent.attempt_deps import AttemptDeps
 from jetcron_services.agent.host.offer import HostSetup
 from jetcron_services.agent.host.strays import StrayGuard
 from jetcron_services.runtime import Context
@@ -102,7 +103,7 @@ async def test_a_run_that_goes_on_writes_its_claim_bound_to_its_agent_before_its
     claim = await ctx.leases.read(KEY)
     assert claim is not None
     assert (claim.value.holder, claim.value.attempt, claim.value.bound, claim.writer) == ("a", 1, NONCE, "a")
-    assert attempt.lease.token == claim.token  # renewed (and released) from here as any claim
+    assert attempt.claim.lease.token == claim.token  # renewed (and released) from here as any claim
     await asyncio.wait_for(task, 5)
     [started], [finished] = _reports(ctx)
     assert (started.token, finished.token, finished.outcome) == (TOKEN, TOKEN, "succeeded")

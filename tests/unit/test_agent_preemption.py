@@ -40,7 +40,7 @@ async def _running_attempt(**kw: Any) -> tuple[Attempt, _Child]:
     for event in (E.LAUNCH, E.SPAWN):
         attempt._apply(event)
     child = _Child()
-    attempt.execution = child  # type: ignore[assignment]
+    attempt.child.execution = child  # type: ignore[assignment]
     return attempt, child
 
 
@@ -81,7 +81,7 @@ def _on(agent: Any, run_id: str, gpus: list[int], attempt: int = 1) -> Attempt:
                     scheduled_at=agent.ctx.clock.now(), due_at=agent.ctx.clock.now(), gpu_indices=gpus)
     made = Attempt(agent.ctx, agent.deps, cmd, Lease(key=f"run.{run_id}", token=1, value=LeaseValue(holder="a")),
                    dict, TraceContext())
-    agent._live(made, True)
+    agent.held.index(made, True)
     return made
 
 
@@ -101,9 +101,9 @@ async def test_an_attempt_on_the_devices_of_a_stopping_one_spawns_once_that_one_
     # Then the high run waits for the preempted one to end, and only for that
     assert not waits.done()
     stopping.done.set()
-    agent._live(stopping, False)
+    agent.held.index(stopping, False)
     await asyncio.wait_for(waits, 1)
-    assert agent.live.keys() == {"other", "high", "beside"} and 0 not in agent.on_devices
+    assert agent.live.keys() == {"other", "high", "beside"} and 0 not in agent.held.on_devices
 
 
 async def test_a_runs_next_attempt_here_waits_for_its_stopping_one() -> None:

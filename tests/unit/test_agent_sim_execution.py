@@ -21,7 +21,8 @@ from jetcron.core.models import JobSpec
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import AssignRun, RunFinished
-from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.attempt import Attempt
+from jetcron_services.agent.attempt_deps import AttemptDeps
 from jetcron_services.agent.host.offer import HostSetup
 from jetcron_services.agent.host.strays import StrayGuard
 from jetcron_services.runtime import Context

@@ -19,7 +19,8 @@ from jetcron.config import Settings
 from jetcron.core.clock import ManualClock
 from jetcron.core.models import JobSpec
 from jetcron.wire.messages import AssignRun
-from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.attempt import Attempt
+from jetcron_services.agent.attempt_deps import AttemptDeps
 from jetcron_services.agent.host.offer import HostSetup
 from jetcron_services.agent.host.spares import SparePool
 from jetcron_services.agent.host.strays import StrayGuard

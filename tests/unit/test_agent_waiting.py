@@ -18,7 +18,8 @@ from jetcron.core.clock import ManualClock
 from jetcron.core.lifecycle.attempt_state import AttemptEvent, AttemptPhase
 from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.wire.messages import AssignRun
-from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent.attempt import Attempt
+from jetcron_services.agent.attempt_deps import AttemptDeps
 from jetcron_services.agent.gang import GangMember
 from jetcron_services.agent.host.offer import HostSetup
 from jetcron_services.agent.host.strays import StrayGuard
@@ -263,7 +264,7 @@ async def _keeper_turns(attempt: Attempt, leases: _Renewals) -> None:
     for _ in range(20):
         await asyncio.sleep(0)
     attempt.done.set()
-    attempt._rewake.set()
+    attempt.claim.wake.set()
     await asyncio.wait_for(keeper, timeout=5)
 
 
@@ -294,11 +295,11 @@ async def test_a_gang_attempt_still_renews_while_it_reports() -> None:
 async def test_the_end_of_the_child_stops_a_keeper_that_has_not_started() -> None:
     leases = _Renewals()
     attempt = attempt_due_for_renewal(leases)
-    attempt._keeper_timer = asyncio.get_running_loop().call_later(0.01, attempt._start_keeper)
+    attempt.claim.arm(attempt)
     attempt._apply(AttemptEvent.LAUNCH)
     attempt._exited()
     await asyncio.sleep(0.05)
-    assert (attempt.keeper, leases.asked) == (None, [])
+    assert (attempt.claim.keeper, leases.asked) == (None, [])
 
 
 @pytest.mark.parametrize(("left", "wait"), [(5.0, 4.95), (0.05, 0.05), (0.01, 0.01), (0.0, 0.0), (-1.0, 0.0)],

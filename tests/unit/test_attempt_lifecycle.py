@@ -36,8 +36,9 @@ from jetcron.core.models import JobSpec, Run, RunState
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import AssignRun, CancelRun
-from jetcron_services.agent import attempt as attempt_module
-from jetcron_services.agent.attempt import Attempt, AttemptDeps
+from jetcron_services.agent import claim as claim_module
+from jetcron_services.agent.attempt import Attempt
+from jetcron_services.agent.attempt_deps import AttemptDeps
 from jetcron_services.agent.gang import GangLeader, GangMember
 from jetcron_services.agent.host.offer import HostSetup
 from jetcron_services.agent.host.strays import StrayGuard
@@ -383,7 +384,7 @@ async def test_a_run_claim_is_bound_to_the_agent_lease_and_renewed_only_at_a_thi
     assert stored is not None and stored.value.bound == agent.liveness.nonce != ""
     # Its liveness is the agent lease's: its own TTL is the long one, first renewed (from its due time, an hour
     # ahead) a third of that TTL on, where a claim of its own would be renewed every 10 s / 3
-    assert (attempt.bound, attempt.lease_ttl, log.ttl_of(s.run_lease_key("r1"))) == (
+    assert (attempt.claim.bound, attempt.claim.ttl, log.ttl_of(s.run_lease_key("r1"))) == (
         agent.liveness.nonce, 600.0, 3600.0 + 600.0)
     assert attempt.keeper_delay() > 3600 + 600 / 3 - 5
 
@@ -444,7 +445,7 @@ def _fail_first_write(log: Log) -> None:
 
 async def test_a_bound_claims_release_is_tried_again_until_it_lands(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given an attempt staged on agent a, handed back (a drain) while the storage does not answer its first write
-    monkeypatch.setattr(attempt_module, "RELEASE_RETRY", 0.0)
+    monkeypatch.setattr(claim_module, "RELEASE_RETRY", 0.0)
     agent, log = await _agent()
     [attempt] = await _staged(agent, "r1")
     _fail_first_write(log)
@@ -464,7 +465,7 @@ async def test_a_claim_of_its_own_whose_release_fails_is_left_to_lapse() -> None
     # handed back while staged and the storage does not answer its first write
     ctx, log = _ctx()
     attempt = await _attempt(ctx, due=T0 + timedelta(hours=1))
-    assert attempt.bound == ""
+    assert attempt.claim.bound == ""
     _fail_first_write(log)
     await attempt.hand_back("agent draining")
     await asyncio.wait_for(attempt.run(), 5)

@@ -1,7 +1,7 @@
 """How an attempt's child is to start, decided before anything is done: in a container the engine limits, or as a
 process under the agent's own limits; as which user; in a scratch of its own; in a spare child already in its
 groups. And a container run's command line (docker or podman), which never holds a value of the environment.
-Pure: the host's facts come in as values, and the agent (services/jetcron_services/agent/attempt.py) carries the plan
+Pure: the host's facts come in as values, and the agent (services/jetcron_services/agent/child.py) carries the plan
 out."""
 
 from __future__ import annotations

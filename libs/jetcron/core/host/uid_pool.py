@@ -3,7 +3,7 @@
 Jobs that share a user share everything that user owns: a running job's working directory and /tmp are open to
 any other process of its user (`/proc/PID/cwd`, `/proc/PID/root`), and so are its signals, its memory (ptrace)
 and its environment, secrets included. A mode of 0700 separates users, not jobs; so each attempt runs as a uid
-no other running attempt has. The agent locks each uid it gives out (services/jetcron_services/agent/host/scratch.py) so
+no other running attempt has. The agent locks each uid it gives out (jetcron_services.agent.host.uid_locks) so
 that agents of one host never give out the same one; this module is the choice, and that of the range `jetcron up` gives
 its local agents when none is set (local_range).
 """

@@ -2,7 +2,8 @@
 TMPDIR), a private /tmp where the agent may make one, and a uid of its own wherever the agent can switch users
 (from JETCRON_AGENT_JOB_UIDS, or a free range of its own where that is unset). Made before the child starts,
 removed once it has ended, and what an earlier life left is removed at the agent's start. The decisions are
-jetcron.core.host.job_view's and jetcron.core.host.uid_pool's; this module does their I/O.
+jetcron.core.host.job_view's and jetcron.core.host.uid_pool's; this module does their I/O (the uids' host-wide locks:
+uid_locks.py).
 
 Layout: `<scratch root>/<agent id>/<random name>`, the root and the agent's folder owned by the agent, mode 0711
 (a job reaches the one it is told of and lists none), each scratch 0700 and owned by the job's user. The root is
@@ -13,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import grp
 import os
 import pwd
 import secrets
 import shutil
-import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,11 +44,8 @@ from jetcron.core.host.uid_pool import (
     parse_uid_range,
     usable_uids,
 )
-from jetcron_services.agent.host import launch
+from jetcron_services.agent.host import launch, uid_locks
 from jetcron_services.agent.host.confine import JobUser
-
-KILL_ROUNDS = 5
-"""/proc scans that kill a uid's processes: a process forking while one scan runs is caught by the next."""
 
 
 class NoRoom(Exception):
@@ -65,31 +61,6 @@ class Room:
     uid_lock: int | None = None
     """The file descriptor holding the lock on the attempt's uid: the lock lasts as long as it is open, and ends
     with the agent whatever way it dies."""
-
-
-def _processes_of(uids: set[int]) -> list[tuple[int, int]]:
-    """(pid, uid) of every process whose /proc entry (its effective uid) is one of `uids`."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (uid := entry.stat(follow_symlinks=False).st_uid) in uids:
-                    found.append((int(entry.name), uid))
-    return found
-
-
-def _kill_uid_processes(uids: set[int]) -> list[int]:
-    """SIGKILL every process of `uids`, scanning again while any was found (one that forked meanwhile)."""
-    killed: list[int] = []
-    for _ in range(KILL_ROUNDS):
-        found = [pid for pid, _ in _processes_of(uids)]
-        for pid in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        killed += found
-        if not found:
-            break
-    return killed
 
 
 def remove_tree(path: Path) -> bool:
@@ -145,6 +116,7 @@ class Scratches:
         self.max_file_mb = max_file_mb
         self.uids = uids
         self.lock_dir = lock_dir
+        """Where the uids' locks are (host/uid_locks.py)."""
 
     @property
     def switches(self) -> bool:
@@ -189,7 +161,12 @@ class Scratches:
         view = self.view(run_as_root)
         if not view.own_uid:
             return view, None
-        uid, uid_lock = self._take_uid()
+        assert self.uids is not None
+        taken = uid_locks.take(self.uids, self.lock_dir)
+        if taken is None:
+            raise NoRoom(f"no free uid in JETCRON_AGENT_JOB_UIDS ({len(self.uids)} uids, {len(self.uids.in_use)} "
+                         "in use by this agent, the rest by other agents of this host)")
+        uid, uid_lock = taken
         return view.with_uid(uid), uid_lock
 
     def _furnish(self, view: ChildView, path: Path | None) -> Path:
@@ -208,7 +185,7 @@ class Scratches:
 
     def _give_back(self, view: ChildView, uid_lock: int | None) -> None:
         if uid_lock is not None:
-            self._give_uid(view, uid_lock)
+            uid_locks.give(self.uids, view.user[0] if view.user is not None else None, uid_lock)
 
     def close(self, room: Room) -> bool:
         """Once the child has ended (blocking): kill what is left of its uid (a uid of its own: nothing else runs
@@ -227,38 +204,12 @@ class Scratches:
 
     def _clean(self, room: Room) -> bool:
         if room.uid_lock is not None and room.view.user is not None:
-            _kill_uid_processes({room.view.user[0]})
+            uid_locks.kill_processes_of({room.view.user[0]})
         return remove_tree(room.path)
 
     def _release(self, room: Room) -> None:
         self._give_back(room.view, room.uid_lock)
         room.uid_lock = None
-
-    def _take_uid(self) -> tuple[int, int]:
-        assert self.uids is not None
-        for uid in self.uids.candidates():
-            if (fd := self._lock(uid)) is not None:
-                self.uids.claim(uid)
-                return uid, fd
-        raise NoRoom(f"no free uid in JETCRON_AGENT_JOB_UIDS ({len(self.uids)} uids, {len(self.uids.in_use)} in use "
-                     "by this agent, the rest by other agents of this host)")
-
-    def _lock(self, uid: int) -> int | None:
-        """The uid's lock, held by the descriptor returned; None if another agent of this host holds it."""
-        assert self.lock_dir is not None
-        fd = os.open(self.lock_dir / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return None
-        return fd
-
-    def _give_uid(self, view: ChildView, fd: int) -> None:
-        if self.uids is not None and view.user is not None:
-            self.uids.release(view.user[0])
-        with contextlib.suppress(OSError):
-            os.close(fd)  # closing it releases the lock
 
     # --- the agent's start ---------------------------------------------------------------------------------
 
@@ -305,19 +256,7 @@ class Scratches:
         for left in self.dir.iterdir():
             remove_tree(left)
             removed.append(left.name)
-        return removed, self.kill_free_uids() if self.uids is not None else []
-
-    def kill_free_uids(self) -> list[int]:
-        """Kill the processes an earlier life left under the pool's uids (those no other agent holds now)."""
-        assert self.uids is not None
-        killed = []
-        for uid in sorted({uid for _, uid in _processes_of(set(self.uids.candidates()))}):
-            if (fd := self._lock(uid)) is not None:
-                try:
-                    killed += _kill_uid_processes({uid})
-                finally:
-                    os.close(fd)
-        return killed
+        return removed, uid_locks.kill_free(self.uids, self.lock_dir) if self.uids is not None else []
 
     def _close_data_dir(self, data_dir: Path) -> list[str]:
         """Nothing of the data dir readable to job users; searchable only where a job must pass through it to its
