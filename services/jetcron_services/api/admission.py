@@ -21,7 +21,7 @@ from jetcron.core.placing import admission
 from jetcron.core.timing.pacing import TokenBucket
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import QueueDepths
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import AdmissionPorts
 
 CACHE_SECONDS = 1.0
 T = TypeVar("T")
@@ -58,7 +58,7 @@ class _Cached:
 
 
 class Admission:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: AdmissionPorts) -> None:
         self.ctx = ctx
         self.buckets: dict[str, TokenBucket] = {}
         self.cache = _Cached()

@@ -6,15 +6,15 @@ from jetcron.core.models import AgentInfo
 from jetcron.wire import verbs as v
 from jetcron.wire.api import Page
 from jetcron_services.api.call import Call
+from jetcron_services.api.ports import AgentsPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, integer, text
-from jetcron_services.runtime import Context
 
 
 class Agents(Noun):
     noun = "agents"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: AgentsPorts) -> None:
         self.ctx = ctx
 
     @verb

@@ -24,9 +24,9 @@ from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
 from jetcron.wire.api import CalendarPreview, FireTime, Page
 from jetcron_services.api.call import Call, job_named, visible
+from jetcron_services.api.ports import CalendarsPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, integer, text
-from jetcron_services.runtime import Context
 
 _SCAN_BATCH = 256
 ICS_READERS = 2
@@ -66,7 +66,7 @@ def fire_times(rows: list[dict[str, str | None]]) -> list[FireTime]:
 class Calendars(Noun):
     noun = "calendars"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: CalendarsPorts) -> None:
         self.ctx = ctx
         self._readers = asyncio.Semaphore(ICS_READERS)
 

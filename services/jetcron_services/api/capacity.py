@@ -8,14 +8,14 @@ from jetcron.bus.ports import Records
 from jetcron.core.models import JobSpec
 from jetcron.core.placing.capacity import CapacitySummary, unsatisfiable
 from jetcron.wire import subjects as s
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import CapacityCheckPorts
 
 REFRESH = 2.0
 STALE = 300.0  # the leader rewrites the summary at least every 30 s
 
 
 class CapacityCheck:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: CapacityCheckPorts) -> None:
         self.ctx = ctx
         self._store: Records[CapacitySummary] | None = None
         self._summary: CapacitySummary | None = None

@@ -6,15 +6,15 @@ from jetcron.ops.overview import cluster_status
 from jetcron.wire import verbs as v
 from jetcron.wire.api import ClusterStatus
 from jetcron_services.api.call import Call
+from jetcron_services.api.ports import ClusterPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body
-from jetcron_services.runtime import Context
 
 
 class Cluster(Noun):
     noun = "cluster"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: ClusterPorts) -> None:
         self.ctx = ctx
 
     @verb

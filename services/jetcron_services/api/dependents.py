@@ -20,7 +20,7 @@ from jetcron.core.lifecycle import dag
 from jetcron.core.lifecycle.join_marks import DEPENDENTS, JoinMark, dependent_key, dependents_filter
 from jetcron.core.models import JobRecord, JobSpec, JobStatus, JoinPolicy, Schedule, ScheduleKind
 from jetcron.wire import subjects as s
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import DependentsPorts
 
 READ_AT_MOST = 1000
 """Jobs read for one check, upstream and downstream together (the cycle check's bound: JobValidation._graph)."""
@@ -42,7 +42,7 @@ def describe(schedule: Schedule) -> str:
 
 
 class Dependents:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: DependentsPorts) -> None:
         self.ctx = ctx
         self._store: Records[JoinMark] | None = None
 

@@ -13,16 +13,16 @@ from jetcron.wire.api import Page
 from jetcron.wire.codec import decode
 from jetcron_services.api.admission import Admission
 from jetcron_services.api.call import Call, visible
+from jetcron_services.api.ports import DlqPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, integer, text
 from jetcron_services.api.runs import run_id_of, visible_run
-from jetcron_services.runtime import Context
 
 
 class Dlq(Noun):
     noun = "dlq"
 
-    def __init__(self, ctx: Context, admission: Admission) -> None:
+    def __init__(self, ctx: DlqPorts, admission: Admission) -> None:
         self.ctx = ctx
         self.admission = admission
 

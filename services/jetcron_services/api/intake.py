@@ -22,7 +22,7 @@ from jetcron.wire.api import error_reply
 from jetcron.wire.messages import Submission
 from jetcron_services.api.call import Call
 from jetcron_services.api.jobs import Jobs
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import IntakePorts
 
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 MAX_DELIVERIES = 5
@@ -35,7 +35,7 @@ def submission_key(tenant: str, request_id: str) -> str:
 
 
 class Intake:
-    def __init__(self, ctx: Context, jobs: Jobs) -> None:
+    def __init__(self, ctx: IntakePorts, jobs: Jobs) -> None:
         self.ctx = ctx
         self.jobs = jobs
         self.outcomes: Records[Submission] | None = None

@@ -11,11 +11,11 @@ from jetcron.core.models import JobRecord, Run, RunState
 from jetcron.core.timing import triggers
 from jetcron.telemetry.tracing import current_trace_id
 from jetcron_services.api.calendars import job_calendars
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import ManualRunsPorts
 
 
 class ManualRuns:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: ManualRunsPorts) -> None:
         self.ctx = ctx
 
     async def trigger(self, record: JobRecord, key: str, *, keyed: bool) -> Run:

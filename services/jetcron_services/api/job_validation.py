@@ -17,11 +17,11 @@ from jetcron.wire.codec import encode, with_defaults
 from jetcron_services.api import priorities
 from jetcron_services.api.calendars import job_calendars
 from jetcron_services.api.dependents import Dependents, describe, refusal
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import JobValidationPorts
 
 
 class JobValidation:
-    def __init__(self, ctx: Context, dependents: Dependents) -> None:
+    def __init__(self, ctx: JobValidationPorts, dependents: Dependents) -> None:
         self.ctx = ctx
         self.dependents = dependents
 

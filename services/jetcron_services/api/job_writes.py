@@ -21,11 +21,11 @@ from jetcron.wire import subjects as s
 from jetcron_services.api import priorities
 from jetcron_services.api.capacity import CapacityCheck
 from jetcron_services.api.dependents import Dependents
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import JobWritesPorts
 
 
 class JobWrites:
-    def __init__(self, ctx: Context, dependents: Dependents) -> None:
+    def __init__(self, ctx: JobWritesPorts, dependents: Dependents) -> None:
         self.ctx = ctx
         self.dependents = dependents
         self.keys = IdempotencyKeys(ctx.publisher, ctx.streams)

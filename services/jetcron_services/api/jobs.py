@@ -22,15 +22,15 @@ from jetcron_services.api.job_runs import ManualRuns
 from jetcron_services.api.job_validation import JobValidation
 from jetcron_services.api.job_writes import JobWrites
 from jetcron_services.api.key_listing import KeyListing
+from jetcron_services.api.ports import JobsPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, flag, instant, integer, text
-from jetcron_services.runtime import Context
 
 
 class Jobs(Noun):
     noun = "jobs"
 
-    def __init__(self, ctx: Context, admission: Admission) -> None:
+    def __init__(self, ctx: JobsPorts, admission: Admission) -> None:
         self.ctx = ctx
         self.admission = admission
         self.listing = KeyListing(ctx.jobs)

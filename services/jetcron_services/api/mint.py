@@ -14,7 +14,7 @@ from jetcron.core.models import Run
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode, encode
 from jetcron.wire.messages import MintRunCredential, RunCredential
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import MinterPorts, ServeMintPorts
 
 MARGIN_SECONDS = 600.0
 
@@ -37,7 +37,7 @@ def refusal(run: Run, agent: str, attempt: int) -> str:
 
 
 class Minter:
-    def __init__(self, ctx: Context, seed_file: str) -> None:
+    def __init__(self, ctx: MinterPorts, seed_file: str) -> None:
         self.ctx = ctx
         self.key = jwt.key_from_seed(Path(seed_file).read_text().strip())
         self.account = _account_of(ctx.settings.nats_creds or "")
@@ -62,7 +62,7 @@ class Minter:
         await msg.respond(encode(answer))
 
 
-async def serve_mint(ctx: Context) -> object | None:
+async def serve_mint(ctx: ServeMintPorts) -> object | None:
     """Answer jc.mint.* (in the api's queue group) when this api holds the job signing key."""
     if not ctx.settings.job_signing_key_file or not ctx.settings.nats_creds:
         return None

@@ -13,9 +13,9 @@ from jetcron.wire import verbs as v
 from jetcron.wire.api import Page
 from jetcron.wire.messages import Redeliver
 from jetcron_services.api.call import Call, job_named, visible
+from jetcron_services.api.ports import NotificationsPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, integer, text
-from jetcron_services.runtime import Context
 
 STATES = (PENDING, DELIVERED, PARKED)
 
@@ -23,7 +23,7 @@ STATES = (PENDING, DELIVERED, PARKED)
 class Notifications(Noun):
     noun = "notifications"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: NotificationsPorts) -> None:
         self.ctx = ctx
         self.store: Records[Delivery] | None = None
 

@@ -11,7 +11,7 @@ from jetcron.core.lifecycle.runs import priority_allowed, reprioritized
 from jetcron.core.models import Priority, Run
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import RunReprioritized
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import CheckCeilingPorts, MovePorts
 
 SOURCE = "api"
 
@@ -25,7 +25,7 @@ def parse(priority: object, queue: object) -> tuple[Priority, str | None]:
     return wanted, queue
 
 
-async def check_ceiling(ctx: Context, tenant: str, priority: Priority, caller: str | None) -> None:
+async def check_ceiling(ctx: CheckCeilingPorts, tenant: str, priority: Priority, caller: str | None) -> None:
     """A tenant's own request may not go above its policy's ceiling (the admin's may)."""
     if caller is None:
         return
@@ -39,7 +39,7 @@ def by(caller: str | None) -> str:
     return "admin" if caller is None else f"tenant:{caller}"
 
 
-async def move(ctx: Context, run_id: str, priority: Priority, queue: str | None, caller: str | None) -> Run:
+async def move(ctx: MovePorts, run_id: str, priority: Priority, queue: str | None, caller: str | None) -> Run:
     """CAS the run to the new priority and queue (Conflict once it has started), then tell the audit trail."""
     done = await ctx.runs.change(run_id, lambda run: reprioritized(run, priority, queue))
     assert done is not None  # reprioritized() changes the run or raises

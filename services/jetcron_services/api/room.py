@@ -19,7 +19,7 @@ from jetcron.core.errors import JetcronError
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import IdempotencyRoom
-from jetcron_services.runtime import Context
+from jetcron_services.api.ports import ServeRoomPorts
 
 FRESH = 1.0
 """Seconds a reading is answered without another being taken."""
@@ -70,7 +70,7 @@ class RoomGauge:
         return found
 
 
-async def serve_room(ctx: Context) -> object:
+async def serve_room(ctx: ServeRoomPorts) -> object:
     """Answer jc.room.* in the api's queue group."""
     gauge = RoomGauge(ctx.streams)
 

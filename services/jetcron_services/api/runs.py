@@ -24,9 +24,9 @@ from jetcron.wire.messages import ActiveRunsQuery
 from jetcron_services.api import priorities
 from jetcron_services.api.call import Call, job_named, visible
 from jetcron_services.api.key_listing import KeyListing
+from jetcron_services.api.ports import RunsPorts, VisibleRunPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, flag, integer, text
-from jetcron_services.runtime import Context
 
 STATES = {st.value for st in RunState}
 ACTIVE_TIMEOUT = 5.0
@@ -40,7 +40,7 @@ def run_id_of(value: str | None) -> str:
     return value
 
 
-async def visible_run(ctx: Context, run_id: str, tenant: str | None) -> Run:
+async def visible_run(ctx: VisibleRunPorts, run_id: str, tenant: str | None) -> Run:
     """A run the caller may see: another tenant's reads exactly like a missing one."""
     run, _ = await ctx.runs.get(run_id)
     if not visible(run.tenant, tenant):
@@ -119,7 +119,7 @@ async def across_jobs(runs: Records[Run], jobs: Sequence[str], after: str, newes
 class Runs(Noun):
     noun = "runs"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: RunsPorts) -> None:
         self.ctx = ctx
         self.job_keys = KeyListing(ctx.jobs, order=job_order)
 

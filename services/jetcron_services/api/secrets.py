@@ -10,9 +10,9 @@ from jetcron.core.validate import validate_secrets
 from jetcron.ops.secrets import Secrets as Store
 from jetcron.wire import verbs as v
 from jetcron_services.api.call import Call
+from jetcron_services.api.ports import SecretsPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, text
-from jetcron_services.runtime import Context
 
 MAX_VALUE = 64 * 1024
 
@@ -43,7 +43,7 @@ def _name(req: dict[str, Any]) -> str:
 class Secrets(Noun):
     noun = "secrets"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: SecretsPorts) -> None:
         self.ctx = ctx
         self.store = Store(ctx.publisher, ctx.streams, ctx.settings.secrets_key_file)
 

@@ -25,6 +25,7 @@ from jetcron_services.api.intake import Intake
 from jetcron_services.api.jobs import Jobs
 from jetcron_services.api.mint import serve_mint
 from jetcron_services.api.notifications import Notifications
+from jetcron_services.api.ports import NounsPorts
 from jetcron_services.api.registry import Handler, Noun, served
 from jetcron_services.api.room import serve_room
 from jetcron_services.api.runs import Runs
@@ -80,7 +81,7 @@ def endpoint(verb: str, op: Handler) -> Callable[[Request], Awaitable[None]]:
     return handle
 
 
-def nouns(ctx: Context, jobs: Jobs) -> list[Noun]:
+def nouns(ctx: NounsPorts, jobs: Jobs) -> list[Noun]:
     """Every noun whose verbs the api answers (registry.served checks them against the contract)."""
     return [jobs, Runs(ctx), Dlq(ctx, jobs.admission), Agents(ctx), Cluster(ctx), Tenants(ctx), Secrets(ctx),
             Submissions(ctx), Notifications(ctx), Tokens(ctx), Calendars(ctx)]

@@ -11,15 +11,15 @@ from jetcron.wire import verbs as v
 from jetcron.wire.messages import Submission
 from jetcron_services.api.call import Call
 from jetcron_services.api.intake import REQUEST_ID_RE, submission_key
+from jetcron_services.api.ports import SubmissionsPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, text
-from jetcron_services.runtime import Context
 
 
 class Submissions(Noun):
     noun = "submissions"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: SubmissionsPorts) -> None:
         self.ctx = ctx
         self.outcomes: Records[Submission] | None = None
 

@@ -15,15 +15,15 @@ from jetcron.core.placing.preemption import validate_preemption
 from jetcron.wire import verbs as v
 from jetcron.wire.api import Page
 from jetcron_services.api.call import Call
+from jetcron_services.api.ports import TenantsPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body
-from jetcron_services.runtime import Context
 
 
 class Tenants(Noun):
     noun = "tenants"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: TenantsPorts) -> None:
         self.ctx = ctx
 
     @verb

@@ -13,9 +13,9 @@ from jetcron.core.ids import TENANT_RE
 from jetcron.wire import subjects as s
 from jetcron.wire import verbs as v
 from jetcron_services.api.call import Call
+from jetcron_services.api.ports import TokensPorts
 from jetcron_services.api.registry import Noun, verb
 from jetcron_services.api.requests import body, text
-from jetcron_services.runtime import Context
 
 
 def _shown(record: TokenRecord, token: str | None = None) -> v.TokenInfo:
@@ -26,7 +26,7 @@ def _shown(record: TokenRecord, token: str | None = None) -> v.TokenInfo:
 class Tokens(Noun):
     noun = "tokens"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: TokensPorts) -> None:
         self.ctx = ctx
         self.store: Records[TokenRecord] | None = None
 

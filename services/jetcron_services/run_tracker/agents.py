@@ -11,7 +11,7 @@ from jetcron.core.lifecycle import departures
 from jetcron.core.lifecycle.departures import Found
 from jetcron.core.lifecycle.reconcile import Beat, beat_seen
 from jetcron.telemetry import metrics
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import AgentLossesPorts
 
 
 class AgentLosses:
@@ -19,7 +19,7 @@ class AgentLosses:
     the agents whose record stood still and counts the lost ones. A standby forgets them without a count: the
     leader counted them, and a new leader wins within a lease TTL, long before an entry ages out."""
 
-    def __init__(self, ctx: Context, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ctx: AgentLossesPorts, clock: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
         self.beats: dict[str, Beat] = {}
         """Agent -> its record's revision and when we first saw it (our monotonic clock)."""

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from jetcron.bus.checkpoints import remove_run, saved_runs
 from jetcron.core.errors import JetcronError
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import CheckpointJanitorPorts
 
 MAX_EVERY = 60.0
 
@@ -15,7 +15,7 @@ class CheckpointJanitor:
     """Run by the tracker leader. It lists the checkpoint records (only runs that saved one, not all runs) and
     reads each one's run; the state lives in JetStream, so a restarted or new leader carries on."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: CheckpointJanitorPorts) -> None:
         self.ctx = ctx
         self.retention = timedelta(seconds=ctx.settings.checkpoint_retention)
         self.every = timedelta(seconds=min(MAX_EVERY, max(0.5, ctx.settings.checkpoint_retention / 2)))

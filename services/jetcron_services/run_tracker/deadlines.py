@@ -22,7 +22,7 @@ from jetcron.core.timing import cron
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import AnnounceMissedPorts, DeadlinesPorts
 
 SWEEP_EVERY = 0.5
 LOOKBACK = timedelta(minutes=15)
@@ -33,7 +33,7 @@ MAX_PER_PASS = 100
 
 
 class Deadlines:
-    def __init__(self, ctx: Context, active: Mapping[str, Run], jobs: Mapping[str, JobRecord]) -> None:
+    def __init__(self, ctx: DeadlinesPorts, active: Mapping[str, Run], jobs: Mapping[str, JobRecord]) -> None:
         self.ctx = ctx
         self.active = active
         self.jobs = jobs
@@ -122,7 +122,7 @@ class Deadlines:
             self.ctx.log.info("deadline missed", run_id=rid, deadlines=new.missed[len(old.missed):])
 
 
-async def announce_missed(ctx: Context, run: Run, deadlines: list[str]) -> None:
+async def announce_missed(ctx: AnnounceMissedPorts, run: Run, deadlines: list[str]) -> None:
     """Count each newly recorded miss and put it on the events stream (the audit trail, like `blocked`); the
     record already holds it, so the notifier needs neither, and a lost publish loses no notice."""
     for deadline in deadlines:

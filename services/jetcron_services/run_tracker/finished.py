@@ -11,7 +11,7 @@ from jetcron.core.errors import JetcronError, WriteConflict
 from jetcron.core.lifecycle.finished import FinishedMinute, Scope, Tally, merged, minute_of, stamp
 from jetcron.core.models import Run
 from jetcron.wire import subjects as s
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import FinishedCountsPorts
 
 FLUSH_SECONDS = 1.0
 FLUSH_MAX = 500
@@ -24,7 +24,7 @@ class FinishedCounts:
     """The tally of one replica (fed by the reconciler's runs watch) and, on the leader, its writes to
     jc_finished: each minute's record raised to what this replica counted (jetcron.core.lifecycle.finished.merged)."""
 
-    def __init__(self, ctx: Context, store: Records[FinishedMinute], tally: Tally | None = None) -> None:
+    def __init__(self, ctx: FinishedCountsPorts, store: Records[FinishedMinute], tally: Tally | None = None) -> None:
         self.ctx = ctx
         self.store = store
         self.tally = tally or Tally()

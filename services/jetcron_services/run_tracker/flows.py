@@ -26,7 +26,7 @@ from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron_services.run_tracker.flow_jobs import FlowJobs
 from jetcron_services.run_tracker.join_mark_upkeep import JoinMarkUpkeep
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import FlowsPorts
 
 WAIT_SWEEP_EVERY = 1.0
 """Seconds between the leader's looks for runs waiting past their job's wait timeout."""
@@ -38,7 +38,7 @@ def flow_stamp(run: Run) -> str:
 
 
 class Flows:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: FlowsPorts) -> None:
         self.ctx = ctx
         self.joins = joins.Joins(ctx.runs, ctx.buckets, ctx.log)
         self.index = FlowJobs()

@@ -18,7 +18,7 @@ from jetcron.core.lifecycle.retention import Ended, counts, gate_seconds, may_sh
 from jetcron.core.models import JobSpec, Run
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import PrunerPorts, StorageKeeperPorts
 
 PRUNE_AFTER = 5.0
 """Seconds a job waits after one of its runs ended before its count limits are applied: a job whose runs end
@@ -35,7 +35,7 @@ class Pruner:
     """Applies a job's count limits after its runs end (on the replica that recorded the end). Ended runs never
     change, so each is read once and remembered until it is gone."""
 
-    def __init__(self, ctx: Context, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ctx: PrunerPorts, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
         self._monotonic = monotonic
         self._due: dict[str, float] = {}
@@ -134,7 +134,7 @@ class StorageKeeper:
     """Run by the tracker leader: every storage_check_seconds, each stream's and the server's headroom as metrics;
     at or above storage_shed_at, history let go oldest first."""
 
-    def __init__(self, ctx: Context, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ctx: StorageKeeperPorts, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
         self.monotonic = monotonic
         self.every = timedelta(seconds=ctx.settings.storage_check_seconds)

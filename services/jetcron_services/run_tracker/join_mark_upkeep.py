@@ -10,7 +10,7 @@ from jetcron.core.lifecycle.join_marks import JoinMark, Mark, mark_key, marks_of
 from jetcron.core.models import JobRecord, JobStatus, Run
 from jetcron.ops.joins import Joins
 from jetcron_services.run_tracker.flow_jobs import FlowJobs, latest_join
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import JoinMarkUpkeepPorts
 
 REPAIR_RETRY = 1.0
 """Seconds before marks that could not be raised are tried again."""
@@ -23,7 +23,7 @@ Queued = dict[str, tuple[Mark, str, JoinMark | None]]
 
 
 class JoinMarkUpkeep:
-    def __init__(self, ctx: Context, joins: Joins, flows: FlowJobs) -> None:
+    def __init__(self, ctx: JoinMarkUpkeepPorts, joins: Joins, flows: FlowJobs) -> None:
         self.ctx = ctx
         self.joins = joins
         self.flows = flows

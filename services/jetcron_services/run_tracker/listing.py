@@ -19,8 +19,8 @@ from jetcron.wire import subjects as s
 from jetcron.wire.api import Page, Reply, error_reply
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import ActiveRunsQuery
+from jetcron_services.run_tracker.ports import ServeListingPorts
 from jetcron_services.run_tracker.run_index import ActiveRuns
-from jetcron_services.runtime import Context
 
 
 def select(active: Iterable[tuple[Run, str]], query: ActiveRunsQuery) -> Page[Run]:
@@ -48,7 +48,7 @@ async def whole_page(page: Page[Run], runs: Records[Run]) -> Page[Run]:
     return Page(items=items, next_cursor=page.next_cursor)
 
 
-async def serve_listing(ctx: Context, active: ActiveRuns, synced: asyncio.Event) -> None:
+async def serve_listing(ctx: ServeListingPorts, active: ActiveRuns, synced: asyncio.Event) -> None:
     """Answer queries once the watch has caught up (before, a replica would answer with a partial index)."""
     await synced.wait()
 

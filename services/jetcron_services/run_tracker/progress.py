@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.lifecycle.reconcile import Beat, beat_seen, first_sight, may_still_report
 from jetcron.wire import subjects as s
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import ProgressPorts
 
 
 class Progress:
-    def __init__(self, ctx: Context, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ctx: ProgressPorts, clock: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
         self.read_up_to = -1
         """The tracker consumer's ack floor at the start of this sweep (-1: unknown, so nobody is lost)."""

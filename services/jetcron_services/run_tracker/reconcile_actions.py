@@ -18,14 +18,14 @@ from jetcron.core.models import Run
 from jetcron.ops.dispatch import redrive
 from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, tracer
+from jetcron_services.run_tracker.ports import ReconcileActionsPorts
 from jetcron_services.run_tracker.records import Records
-from jetcron_services.runtime import Context
 
 _tracer = tracer("run_tracker")
 
 
 class ReconcileActions:
-    def __init__(self, ctx: Context, records: Records, timing: Timing) -> None:
+    def __init__(self, ctx: ReconcileActionsPorts, records: Records, timing: Timing) -> None:
         self.ctx = ctx
         self.records = records
         self.timing = timing

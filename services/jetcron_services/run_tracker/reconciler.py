@@ -19,11 +19,11 @@ from jetcron.core.lifecycle import reconcile_steps as step
 from jetcron.core.lifecycle.reconcile import Timing, Tracked, judge
 from jetcron.core.models import Run
 from jetcron.wire import subjects as s
+from jetcron_services.run_tracker.ports import ReconcilerPorts
 from jetcron_services.run_tracker.progress import Progress
 from jetcron_services.run_tracker.reconcile_actions import ReconcileActions
 from jetcron_services.run_tracker.records import Records
 from jetcron_services.run_tracker.run_index import ActiveRuns, RunIndex
-from jetcron_services.runtime import Context
 
 SWEEP_CONCURRENCY = 64
 REDRIVES_PER_SWEEP = 16
@@ -36,7 +36,7 @@ run finished (bench/longlife.py). Four sweeps a second: 64 re-drives/s at most, 
 class Reconciler:
     """Keeps an index of non-terminal runs from the runs watch (no scans) and checks each on its own clock."""
 
-    def __init__(self, ctx: Context, records: Records) -> None:
+    def __init__(self, ctx: ReconcilerPorts, records: Records) -> None:
         self.ctx = ctx
         settings = ctx.settings
         self.timing = Timing(lease_ttl=settings.run_lease_ttl, assign_stall=settings.assign_stall,

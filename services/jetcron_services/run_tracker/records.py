@@ -13,12 +13,12 @@ from jetcron_services.run_tracker.hooks import RunHook
 from jetcron_services.run_tracker.hooks.dead_letters import DeadLetters
 from jetcron_services.run_tracker.hooks.deadlines import MissedDeadlines
 from jetcron_services.run_tracker.hooks.run_metrics import RunMetrics
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import RecordsPorts, StandardHooksPorts
 
 MAX_CAS_TRIES = 8
 
 
-def standard_hooks(ctx: Context) -> list[RunHook]:
+def standard_hooks(ctx: StandardHooksPorts) -> list[RunHook]:
     """What follows every write, in any tracker: misses announced, metrics counted, dead letters published."""
     return [MissedDeadlines(ctx), RunMetrics(), DeadLetters(ctx)]
 
@@ -26,7 +26,7 @@ def standard_hooks(ctx: Context) -> list[RunHook]:
 class Records:
     """Every tracker write goes through here: read, decide with apply(), CAS, then the hooks."""
 
-    def __init__(self, ctx: Context, rng: random.Random, hooks: Sequence[RunHook] | None = None) -> None:
+    def __init__(self, ctx: RecordsPorts, rng: random.Random, hooks: Sequence[RunHook] | None = None) -> None:
         self.ctx = ctx
         self.rng = rng
         self.hooks = list(standard_hooks(ctx) if hooks is None else hooks)

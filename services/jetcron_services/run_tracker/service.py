@@ -24,6 +24,7 @@ from jetcron_services.run_tracker.history import Pruner, StorageKeeper
 from jetcron_services.run_tracker.hooks.flows import FlowSteps
 from jetcron_services.run_tracker.hooks.retention import Retention
 from jetcron_services.run_tracker.listing import serve_listing
+from jetcron_services.run_tracker.ports import ReconcileAsLeaderPorts, StandbyRoundPorts, SweeperPorts
 from jetcron_services.run_tracker.reconciler import Reconciler
 from jetcron_services.run_tracker.records import Records, standard_hooks
 from jetcron_services.runtime import Context, background
@@ -31,7 +32,7 @@ from jetcron_services.runtime import Context, background
 SWEEP_SECONDS = 0.25
 
 
-async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: CheckpointJanitor,
+async def reconcile_as_leader(ctx: ReconcileAsLeaderPorts, reconciler: Reconciler, janitor: CheckpointJanitor,
                               deadlines: Deadlines, keeper: StorageKeeper, flows: Flows,
                               losses: AgentLosses, finished: FinishedCounts) -> None:
     """Every replica keeps the index; only the lease holder sweeps (a second sweeper only wastes work). The lease
@@ -67,7 +68,7 @@ async def reconcile_as_leader(ctx: Context, reconciler: Reconciler, janitor: Che
     await leader.release()
 
 
-def _sweeper(ctx: Context, leader: HeldLease, reconciler: Reconciler, janitor: CheckpointJanitor,
+def _sweeper(ctx: SweeperPorts, leader: HeldLease, reconciler: Reconciler, janitor: CheckpointJanitor,
              deadlines: Deadlines, keeper: StorageKeeper, flows: Flows, losses: AgentLosses,
              finished: FinishedCounts) -> Callable[[], Awaitable[None]]:
     """One leader's round of sweeps, for the time it holds the lease just won."""
@@ -97,7 +98,7 @@ def _sweeper(ctx: Context, leader: HeldLease, reconciler: Reconciler, janitor: C
     return sweep
 
 
-async def _standby_round(ctx: Context, losses: AgentLosses, finished: FinishedCounts) -> None:
+async def _standby_round(ctx: StandbyRoundPorts, losses: AgentLosses, finished: FinishedCounts) -> None:
     """A replica that does not lead still follows the agents' heartbeats and the finished tallies (writing
     nothing), so that it can take over warm."""
     try:

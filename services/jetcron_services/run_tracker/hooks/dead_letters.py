@@ -6,11 +6,11 @@ from jetcron.core.models import Run, RunState
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import DeadLettered
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import DeadLettersPorts
 
 
 class DeadLetters:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: DeadLettersPorts) -> None:
         self.ctx = ctx
 
     async def changed(self, old: Run, new: Run) -> None:

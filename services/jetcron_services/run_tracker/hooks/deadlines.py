@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from jetcron.core.models import Run
 from jetcron_services.run_tracker.deadlines import announce_missed
-from jetcron_services.runtime import Context
+from jetcron_services.run_tracker.ports import MissedDeadlinesPorts
 
 
 class MissedDeadlines:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: MissedDeadlinesPorts) -> None:
         self.ctx = ctx
 
     async def changed(self, old: Run, new: Run) -> None:
