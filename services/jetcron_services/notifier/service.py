@@ -37,6 +37,7 @@ from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import Redeliver
+from jetcron_services.notifier.ports import NotifierPorts
 from jetcron_services.notifier.targets import Targets, describe
 from jetcron_services.runtime import Context, background
 
@@ -55,7 +56,7 @@ class _RulesOfRun(msgspec.Struct):
 
 
 class Notifier:
-    def __init__(self, ctx: Context, log: Records[Delivery], targets: Targets) -> None:
+    def __init__(self, ctx: NotifierPorts, log: Records[Delivery], targets: Targets) -> None:
         self.ctx = ctx
         self.log = log
         self.targets = targets

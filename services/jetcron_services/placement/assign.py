@@ -22,8 +22,8 @@ from jetcron.telemetry.tracing import context_from_trace_id, messaging_span, tra
 from jetcron.wire import subjects as s
 from jetcron.wire.codec import encode
 from jetcron.wire.messages import AssignRun, PlaceRun
+from jetcron_services.placement.ports import AssignerPorts
 from jetcron_services.placement.view import View
-from jetcron_services.runtime import Context
 
 ASSIGN_CONCURRENCY = 128
 _tracer = tracer("placement")
@@ -32,7 +32,7 @@ _tracer = tracer("placement")
 class Assigner:
     """Writes the placement leader's decisions to the run records and hands its assignments to their agents."""
 
-    def __init__(self, ctx: Context, view: View, reason: Callable[[str], str], *, record_tokens: bool) -> None:
+    def __init__(self, ctx: AssignerPorts, view: View, reason: Callable[[str], str], *, record_tokens: bool) -> None:
         self.ctx = ctx
         self.view = view
         self.reason = reason

@@ -16,14 +16,14 @@ from jetcron.core.placing.suspects import Suspects
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import QueueDepths
 from jetcron_services.placement.board import Board
-from jetcron_services.runtime import Context
+from jetcron_services.placement.ports import ClusterViewPorts
 
 
 class ClusterView(ABC):
     """The agents side of placement's view (View adds the reservations its run records hold): the cluster's books
     and the fair queue both sides share, every agent seen, the suspects, and what the leader publishes of them."""
 
-    def __init__(self, ctx: Context, board: Board | None = None) -> None:
+    def __init__(self, ctx: ClusterViewPorts, board: Board | None = None) -> None:
         self.ctx = ctx
         self.board = board
         self.cluster = Cluster()

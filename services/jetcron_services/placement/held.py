@@ -15,8 +15,8 @@ from jetcron.core.placing.placement import Demand
 from jetcron.telemetry import metrics
 from jetcron.wire.codec import decode
 from jetcron.wire.messages import PlaceRun
+from jetcron_services.placement.ports import HeldRunsPorts
 from jetcron_services.placement.view import View
-from jetcron_services.runtime import Context
 
 TAKE_UP_BATCH = 2_000
 """Waiting records a new leader takes up between two turns of the event loop (follow_records)."""
@@ -31,7 +31,7 @@ None for a run taken up from its record at takeover (its message is still pendin
 class HeldRuns:
     """The leader's held runs by run id, and their demands in the view's fair queue."""
 
-    def __init__(self, ctx: Context, view: View) -> None:
+    def __init__(self, ctx: HeldRunsPorts, view: View) -> None:
         self.ctx = ctx
         self.view = view
         self.runs: dict[str, HeldRun] = {}

@@ -23,14 +23,14 @@ from jetcron.ops.control import preempt_run
 from jetcron.telemetry import metrics
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import RunPreempted
+from jetcron_services.placement.ports import PreemptorPorts
 from jetcron_services.placement.view import Held, View
-from jetcron_services.runtime import Context
 
 
 class Preemptor:
     """Plans, tries and carries out preemptions for one placement leader's passes."""
 
-    def __init__(self, ctx: Context, view: View) -> None:
+    def __init__(self, ctx: PreemptorPorts, view: View) -> None:
         self.ctx = ctx
         self.view = view
         settings = ctx.settings

@@ -23,6 +23,7 @@ from jetcron.wire.messages import PlaceRun
 from jetcron_services.placement.assign import Assigner
 from jetcron_services.placement.held import HeldRun, HeldRuns
 from jetcron_services.placement.pass_decision import decide
+from jetcron_services.placement.ports import LeadPorts, PlacerPorts, RecordTokensPorts, TakeUpPorts
 from jetcron_services.placement.preempt import Preemptor
 from jetcron_services.placement.view import View, open_board
 from jetcron_services.runtime import Context, background
@@ -39,7 +40,7 @@ class Placer:
     """The placement leader's passes: each decides in memory where the held runs go (pass_decision.py), then writes
     the assignments and waiting reasons it decided (assign.py)."""
 
-    def __init__(self, ctx: Context, view: View, over: asyncio.Event | None = None,
+    def __init__(self, ctx: PlacerPorts, view: View, over: asyncio.Event | None = None,
                  acted: Callable[[datetime], None] | None = None, *, record_tokens: bool = False,
                  timer: Callable[[], float] = time.monotonic,
                  pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
@@ -166,7 +167,7 @@ class Placer:
                 await asyncio.wait_for(self.view.changed.wait(), timeout=delay)
 
 
-async def lead(ctx: Context, view: View) -> None:
+async def lead(ctx: LeadPorts, view: View) -> None:
     """Hold the leader lease; while held, consume and place. A standby keeps its view warm meanwhile."""
     me = f"placement-{secrets.token_hex(4)}"
     ctx.log.info("placement ready (standby until it holds the leader lease)", replica=me)
@@ -213,7 +214,7 @@ async def lead(ctx: Context, view: View) -> None:
         placer.preemptor.put_back()  # after the waiting runs' places are given back: their victims count again
 
 
-async def record_tokens(ctx: Context) -> bool:
+async def record_tokens(ctx: RecordTokensPorts) -> bool:
     """Whether assignments carry their fencing tokens (AssignRun.token), so that an agent may start a run before
     its claim (jetcron.core.lifecycle.leases.claims_late): only where the runs bucket was made from the fencing floor
     (jetcron.bus.topology.FENCED_BUCKETS), whose revisions lie above every lease token its cluster handed out. A
@@ -235,7 +236,7 @@ async def record_tokens(ctx: Context) -> bool:
             await asyncio.wait_for(ctx.stop.wait(), timeout=1.0)
 
 
-async def _take_up(ctx: Context, placer: Placer) -> None:
+async def _take_up(ctx: TakeUpPorts, placer: Placer) -> None:
     began = time.monotonic()
     waiting = await placer.follow_records()
     ctx.log.info("placement leader took up the waiting records", waiting=waiting,

@@ -23,7 +23,7 @@ from jetcron.wire.codec import decode
 from jetcron.wire.messages import PlaceRun, QueueDepths, RunFinished, RunHandedBack, place_run_for
 from jetcron_services.placement.board import Board, SuspectMark
 from jetcron_services.placement.cluster_view import ClusterView
-from jetcron_services.runtime import Context
+from jetcron_services.placement.ports import OpenBoardPorts, ViewPorts
 
 RECORDS_KEPT = 20_000
 """Waiting records the view keeps decoded, the first to come: an assignment of one of them CASes on the copy, with
@@ -59,7 +59,9 @@ def demand_of(run: Run, enqueued: Run | None = None) -> Demand:
 class View(ClusterView):
     """Placement's live view: the cluster (ClusterView), and the reservations and waiting runs its run records say."""
 
-    def __init__(self, ctx: Context, board: Board | None = None) -> None:
+    ctx: ViewPorts  # ClusterView's ports, and those its run records' side reads
+
+    def __init__(self, ctx: ViewPorts, board: Board | None = None) -> None:
         super().__init__(ctx, board)
         self.placed: dict[str, Held] = {}
         self.active: dict[str, Run] = {}
@@ -239,7 +241,7 @@ class View(ClusterView):
                 self.finished[ended.run_id] = ended.attempt
 
 
-async def open_board(ctx: Context) -> Board:
+async def open_board(ctx: OpenBoardPorts) -> Board:
     return Board(await ctx.buckets.open(s.BUCKET_PLACEMENT, CapacitySummary),
                  await ctx.buckets.open(s.BUCKET_PLACEMENT, SuspectMark),
                  await ctx.buckets.open(s.BUCKET_PLACEMENT, QueueDepths))

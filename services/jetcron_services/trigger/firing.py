@@ -25,8 +25,8 @@ from jetcron.telemetry import metrics
 from jetcron.telemetry.tracing import context_from_trace_id, current_trace_id, link_to, messaging_span, tracer
 from jetcron.wire import subjects as s
 from jetcron.wire.messages import Cursor
-from jetcron_services.runtime import Context
 from jetcron_services.trigger.calendars import CalendarView
+from jetcron_services.trigger.ports import FirerPorts
 
 log = structlog.get_logger("jetcron.trigger")
 # How long after an occurrence's time a replica that meets its fire gate still supersedes the run before it, in
@@ -36,7 +36,7 @@ _tracer = tracer("trigger")
 
 
 class Firer:
-    def __init__(self, ctx: Context, rng: random.Random, calendars: CalendarView | None = None) -> None:
+    def __init__(self, ctx: FirerPorts, rng: random.Random, calendars: CalendarView | None = None) -> None:
         self.ctx = ctx
         self.rng = rng
         self.calendars = calendars or CalendarView()

@@ -9,7 +9,7 @@ from jetcron.core.errors import JetcronError, NotFound, WriteConflict
 from jetcron.core.timing.fire_marks import covers, mark_key
 from jetcron.core.timing.herds import Herds
 from jetcron.wire.messages import Cursor
-from jetcron_services.runtime import Context
+from jetcron_services.trigger.ports import MarkKeeperPorts
 from jetcron_services.trigger.shards import ShardOwner
 from jetcron_services.trigger.warm import Warm
 
@@ -17,7 +17,7 @@ from jetcron_services.trigger.warm import Warm
 class MarkKeeper:
     """Writes the marks of the shards `owner` holds, and lets go of the jobs a mark covers (they have fired)."""
 
-    def __init__(self, ctx: Context, warm: Warm, owner: ShardOwner, herds: Herds) -> None:
+    def __init__(self, ctx: MarkKeeperPorts, warm: Warm, owner: ShardOwner, herds: Herds) -> None:
         self.ctx = ctx
         self.warm = warm
         self.owner = owner

@@ -18,6 +18,7 @@ from jetcron_services.runtime import Context, background
 from jetcron_services.trigger.calendars import CalendarView
 from jetcron_services.trigger.firing import Firer
 from jetcron_services.trigger.marks import MarkKeeper
+from jetcron_services.trigger.ports import TriggerPorts
 from jetcron_services.trigger.shards import ShardOwner
 from jetcron_services.trigger.wakes import Wakes
 from jetcron_services.trigger.warm import Warm
@@ -33,7 +34,7 @@ class Trigger:
     """One trigger replica: watches jobs, cursors and calendars into its warm state, holds its share of the shards
     (their fire marks kept by `marks`, their jobs' wakes set by `wakes`) and fires what comes due."""
 
-    def __init__(self, ctx: Context, replica: str) -> None:
+    def __init__(self, ctx: TriggerPorts, replica: str) -> None:
         self.ctx = ctx
         self.replica = replica
         self.warm = Warm(ctx.settings.trigger_shards)
