@@ -216,3 +216,36 @@ def test_the_ports_name_no_nats_type() -> None:
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert [m for m in imported if m == "nats" or m.startswith("nats.")] == []
+
+
+WIRING = {"main", "_serve"}
+"""A service's wiring: it builds the parts from the whole Context (and the runtime's own functions)."""
+
+
+def whole_context_takers(path: Path) -> list[str]:
+    """The functions of a module with a parameter typed as the whole Context, but a service's wiring."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name not in WIRING:
+            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            if any(isinstance(a.annotation, ast.Name) and a.annotation.id == "Context" for a in args):
+                found.append(f"{path.name}:{node.lineno} {node.name}")
+    return sorted(found, key=lambda line: int(line.split(":")[1].split()[0]))
+
+
+def test_each_part_of_a_service_takes_the_ports_it_uses_not_the_whole_context() -> None:
+    """Each part names what it reads of its Context as a Protocol (the service's ports.py), and mypy holds it to
+    them; only the wiring (and the runtime that builds the Context) takes it whole. The gateway's pages have a
+    Context of their own (gateway/ui/pages/_kit.py), not the runtime's."""
+    services = ROOT / "services" / "jetcron_services"
+    skipped = (services / "runtime", services / "gateway" / "ui")
+    assert [line for path in sorted(services.rglob("*.py")) if not any(s in path.parents for s in skipped)
+            for line in whole_context_takers(path)] == []
+
+
+def test_the_context_guard_sees_a_part_taking_it_whole(tmp_path: Path) -> None:
+    path = tmp_path / "sample.py"
+    path.write_text("class A:\n    def __init__(self, ctx: Context) -> None: ...\n"
+                    "async def main(ctx: Context) -> None: ...\n"
+                    "def helper(x: int, *, ctx: Context) -> None: ...\n")
+    assert whole_context_takers(path) == ["sample.py:2 __init__", "sample.py:4 helper"]

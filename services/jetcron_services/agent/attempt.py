@@ -23,7 +23,7 @@ from jetcron_services.agent.attempt_reports import AttemptReports
 from jetcron_services.agent.child import Child
 from jetcron_services.agent.claim import RunClaim
 from jetcron_services.agent.host.executor import Outcome
-from jetcron_services.runtime import Context
+from jetcron_services.agent.ports import AttemptPorts, SleepUntilPorts
 
 # A run that ends sooner than this reports once: its finish carries the start (one write instead of two).
 START_REPORT_DELAY = 0.25
@@ -41,7 +41,7 @@ async def _no_wait(_attempt: Attempt) -> None:
     pass
 
 
-async def sleep_until(ctx: Context, at: datetime) -> None:
+async def sleep_until(ctx: SleepUntilPorts, at: datetime) -> None:
     """Coarse sleep to ~50 ms before, then a short precise one (jetcron.core.clock.next_wait).
 
     Already due (a herd's attempts, started as they come due): one clock read, no sleep."""
@@ -61,7 +61,7 @@ class Attempt:
     """Whether it may wait for its due time as an entry in the agent's index, with no task: its first lease
     covers the wait (first_grant). A gang member must watch its run record meanwhile (gang.py)."""
 
-    def __init__(self, ctx: Context, deps: AttemptDeps, cmd: AssignRun, lease: Lease,
+    def __init__(self, ctx: AttemptPorts, deps: AttemptDeps, cmd: AssignRun, lease: Lease,
                  env: Callable[[], dict[str, str]], parent: TraceContext, granted: float | None = None,
                  asked_at: float | None = None) -> None:
         self.ctx, self.deps, self.cmd = ctx, deps, cmd

@@ -16,7 +16,7 @@ from jetcron.wire import subjects as s
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack, RunStarted
 from jetcron_services.agent.attempt_deps import AttemptDeps
 from jetcron_services.agent.host.executor import Outcome
-from jetcron_services.runtime import Context
+from jetcron_services.agent.ports import AttemptReportsPorts
 
 TRUNCATED = b"\n[jetcron: output truncated at the per-run cap]\n"
 _tracer = tracer("agent")
@@ -30,7 +30,7 @@ class AttemptReports:
     # One per attempt, and a staged herd holds tens of thousands of attempts.
     __slots__ = ("cmd", "ctx", "deps", "parent", "publishing", "sent", "start", "token", "ttl")
 
-    def __init__(self, ctx: Context, deps: AttemptDeps, cmd: AssignRun, *, token: int, ttl: int,
+    def __init__(self, ctx: AttemptReportsPorts, deps: AttemptDeps, cmd: AssignRun, *, token: int, ttl: int,
                  parent: TraceContext) -> None:
         self.ctx, self.deps, self.cmd, self.token, self.ttl = ctx, deps, cmd, token, ttl
         self.parent = parent

@@ -19,9 +19,9 @@ from jetcron_services.agent.host.confine import root_refusal
 from jetcron_services.agent.host.executor import Execution, Outcome
 from jetcron_services.agent.host.limits import RunLimits
 from jetcron_services.agent.host.scratch import NoRoom, Room
+from jetcron_services.agent.ports import ChildPorts
 from jetcron_services.agent.run_creds import run_credential
 from jetcron_services.agent.secrets import resolve_secrets
-from jetcron_services.runtime import Context
 
 P = AttemptPhase
 
@@ -48,7 +48,7 @@ class Child:
     # One per attempt, and a staged herd holds tens of thousands of attempts.
     __slots__ = ("cmd", "ctx", "deps", "env", "execution", "room", "sim_end")
 
-    def __init__(self, ctx: Context, deps: AttemptDeps, cmd: AssignRun, env: Callable[[], dict[str, str]]) -> None:
+    def __init__(self, ctx: ChildPorts, deps: AttemptDeps, cmd: AssignRun, env: Callable[[], dict[str, str]]) -> None:
         self.ctx, self.deps, self.cmd = ctx, deps, cmd
         self.env = env
         """Builds the child's environment when it starts: held from assignment, tens of thousands of staged

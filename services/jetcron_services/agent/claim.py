@@ -16,7 +16,7 @@ from jetcron.core.lifecycle import leases
 from jetcron.core.lifecycle.attempt_state import AttemptPhase
 from jetcron.telemetry import metrics
 from jetcron.wire.messages import AssignRun
-from jetcron_services.runtime import Context
+from jetcron_services.agent.ports import RunClaimPorts
 
 RELEASE_RETRY = 1.0
 """Seconds between tries to release a bound claim while the storage does not answer (RunClaim.release), and to
@@ -94,7 +94,7 @@ class RunClaim:
         if self.keeper is not None:
             await self.keeper
 
-    async def keep(self, ctx: Context, attempt: Kept, *, over: Callable[[], bool]) -> None:
+    async def keep(self, ctx: RunClaimPorts, attempt: Kept, *, over: Callable[[], bool]) -> None:
         """Renew at TTL/3 until `over()` (checked again whenever `wake` is set); fence the attempt if the lease is
         taken or cannot be renewed in time.
 
@@ -134,7 +134,7 @@ class RunClaim:
                     attempt.fence("lease could not be renewed in time")
                     return
 
-    async def write_late(self, ctx: Context, attempt: Kept) -> bool:
+    async def write_late(self, ctx: RunClaimPorts, attempt: Kept) -> bool:
         """Write the claim of an attempt that started without one (jetcron.core.lifecycle.leases.claims_late), before
         its start report says it runs; an older attempt's claim is taken over as at any take. Whether it holds it: one
         held for this attempt elsewhere or for a newer one, or not written in time
@@ -162,7 +162,7 @@ class RunClaim:
             return True
         return False
 
-    async def release(self, ctx: Context, agent_nonce: Callable[[], str]) -> None:
+    async def release(self, ctx: RunClaimPorts, agent_nonce: Callable[[], str]) -> None:
         """Give the claim up: the run can be judged (and run again) without waiting for its TTL.
 
         A claim of its own lapses within the run lease TTL if this fails. A bound claim lives as long as the

@@ -33,6 +33,7 @@ from jetcron.wire import subjects as s
 from jetcron.wire.messages import AssignRun, RunFinished, RunHandedBack
 from jetcron_services.agent.attempt import Attempt
 from jetcron_services.agent.host.executor import Outcome
+from jetcron_services.agent.ports import GangPorts
 
 
 def gang_env(cmd: AssignRun) -> dict[str, str]:
@@ -52,6 +53,8 @@ def member_kind(cmd: AssignRun, agent_id: str) -> type[Attempt]:
 class _GangWatch(Attempt):
     """An attempt that also watches the run record and stops when the gang's attempt is over."""
 
+    ctx: GangPorts
+    """Made, as every attempt, by the intake, whose ports hold the run records too (IntakePorts)."""
     renews_while_reporting = True
     may_stage = False  # its keeper watches the record from the start (keeper_delay), also while it waits
 

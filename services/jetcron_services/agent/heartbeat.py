@@ -16,15 +16,16 @@ from jetcron_services.agent.host.confine import JobUser
 from jetcron_services.agent.host.gpu_health import GpuHealth
 from jetcron_services.agent.host.offer import HostSetup, describe
 from jetcron_services.agent.host.scratch import Scratches
+from jetcron_services.agent.ports import HeartbeatPorts
 from jetcron_services.agent.reports import ReportWindow
-from jetcron_services.runtime import Context
 
 
 class Heartbeat:
     """Beats until the agent stops (`run`), and once more as it starts to drain."""
 
-    def __init__(self, ctx: Context, agent_id: str, setup: HostSetup, *, held: HeldAttempts, reports: ReportWindow,
-                 job_user: JobUser, scratches: Scratches | None, draining: Callable[[], bool]) -> None:
+    def __init__(self, ctx: HeartbeatPorts, agent_id: str, setup: HostSetup, *, held: HeldAttempts,
+                 reports: ReportWindow, job_user: JobUser, scratches: Scratches | None,
+                 draining: Callable[[], bool]) -> None:
         self.ctx, self.agent_id, self.setup = ctx, agent_id, setup
         self.held, self.reports, self.job_user, self.scratches = held, reports, job_user, scratches
         self.draining = draining

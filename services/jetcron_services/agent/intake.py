@@ -25,8 +25,8 @@ from jetcron_services.agent.attempt_deps import AttemptDeps
 from jetcron_services.agent.held import HeldAttempts
 from jetcron_services.agent.host.confine import JobUser, job_env
 from jetcron_services.agent.liveness import AgentLiveness
+from jetcron_services.agent.ports import IntakePorts
 from jetcron_services.agent.waiting import Waiting
-from jetcron_services.runtime import Context
 
 LEASE_WRITES = 64
 """Lease acquisitions in flight: the leader and shard leases share their bucket's write queue, and a thousand
@@ -48,7 +48,7 @@ class Intake:
     """Takes each assignment in a slot of the agent's (`slots`, given back by the agent when its attempt ends, or
     here when none starts)."""
 
-    def __init__(self, ctx: Context, agent_id: str, agent: Starter, *, held: HeldAttempts, slots: asyncio.Semaphore,
+    def __init__(self, ctx: IntakePorts, agent_id: str, agent: Starter, *, held: HeldAttempts, slots: asyncio.Semaphore,
                  waiting: Waiting[Attempt], liveness: AgentLiveness, deps: AttemptDeps, job_user: JobUser) -> None:
         self.ctx, self.agent_id, self.agent = ctx, agent_id, agent
         self.held, self.slots, self.waiting, self.liveness = held, slots, waiting, liveness

@@ -21,7 +21,7 @@ from jetcron.bus.lease import Lease, Stop
 from jetcron.core.errors import JetcronError, LeaseLost
 from jetcron.core.lifecycle import leases
 from jetcron.telemetry import metrics
-from jetcron_services.runtime import Context
+from jetcron_services.agent.ports import AgentLivenessPorts
 
 RETAKE_EVERY = 0.5
 """Seconds between tries to take the lease while an earlier life's claim is still live."""
@@ -30,7 +30,7 @@ RETAKE_EVERY = 0.5
 class AgentLiveness:
     """Holds the agent's lease from before its first assignment until its attempts have drained."""
 
-    def __init__(self, ctx: Context, agent_id: str, *, lost: Callable[[str, str], None],
+    def __init__(self, ctx: AgentLivenessPorts, agent_id: str, *, lost: Callable[[str, str], None],
                  stops: Callable[[tuple[Stop, ...]], None]) -> None:
         self.ctx, self.agent_id = ctx, agent_id
         self.lost = lost

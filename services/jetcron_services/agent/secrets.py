@@ -5,10 +5,10 @@ from __future__ import annotations
 from jetcron.core.errors import JetcronError, NotFound
 from jetcron.core.models import JobSpec
 from jetcron.ops.secrets import Secrets, from_file
-from jetcron_services.runtime import Context
+from jetcron_services.agent.ports import ResolveSecretsPorts
 
 
-async def resolve_secrets(ctx: Context, spec: JobSpec) -> tuple[dict[str, str], str]:
+async def resolve_secrets(ctx: ResolveSecretsPorts, spec: JobSpec) -> tuple[dict[str, str], str]:
     """The values by name, or ({}, why not): the reason names the secret, never a value."""
     store = Secrets(ctx.publisher, ctx.streams, ctx.settings.secrets_key_file)
     values: dict[str, str] = {}

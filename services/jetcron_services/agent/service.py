@@ -35,6 +35,7 @@ from jetcron_services.agent.host.spares import SparePool
 from jetcron_services.agent.host.strays import StrayGuard
 from jetcron_services.agent.intake import Intake
 from jetcron_services.agent.liveness import AgentLiveness
+from jetcron_services.agent.ports import AgentPorts
 from jetcron_services.agent.reports import FinishBatches, ReportWindow
 from jetcron_services.agent.waiting import Settled, Waiting
 from jetcron_services.runtime import Context, background, ends_within, stopping_without_nats
@@ -50,7 +51,7 @@ class Agent:
     (waiting.py); stops them when cancelled, when its own lease is lost (liveness.py) or as it drains; its heartbeat
     advertises it (heartbeat.py)."""
 
-    def __init__(self, ctx: Context, agent_id: str, setup: HostSetup, scratches: Scratches | None = None,
+    def __init__(self, ctx: AgentPorts, agent_id: str, setup: HostSetup, scratches: Scratches | None = None,
                  sim: SimExecution | None = None) -> None:
         self.ctx = ctx
         self.scratches = scratches

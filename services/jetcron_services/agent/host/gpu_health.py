@@ -6,22 +6,32 @@ import asyncio
 import contextlib
 import shlex
 from datetime import datetime
+from typing import Protocol
 
 import msgspec
+import structlog
 
+from jetcron.config import Settings
+from jetcron.core.clock import Clock
 from jetcron.core.models import AgentInfo
 from jetcron_services.agent.host.offer import discover_gpus
-from jetcron_services.runtime import Context
 
 TIMEOUT = 30.0
 DETAIL = 200
+
+
+class GpuHealthPorts(Protocol):
+    settings: Settings
+    clock: Clock
+    log: structlog.stdlib.BoundLogger
+    stop: asyncio.Event
 
 
 class GpuHealth:
     """The last check's result; placement keeps a host that came back from missing heartbeats off GPU
     work until a pass newer than its loss shows up here."""
 
-    def __init__(self, ctx: Context, gpus: int) -> None:
+    def __init__(self, ctx: GpuHealthPorts, gpus: int) -> None:
         self.ctx = ctx
         self.gpus = gpus
         self.ok: bool | None = None
