@@ -50,7 +50,7 @@ def service_context(name: str) -> Any:
     settings, clock = Settings(), SystemClock()
     tenants = MemoryRecords(s.BUCKET_TENANTS, TenantPolicy)
     return Context(
-        name=name, settings=settings, nc=cast(Any, None), js=cast(Any, None),
+        name=name, settings=settings, link=cast(Any, None),
         jobs=MemoryRecords(s.BUCKET_JOBS, JobRecord), runs=MemoryRecords(s.BUCKET_RUNS, Run),
         cursors=MemoryRecords(s.BUCKET_CURSORS, Cursor), agents=MemoryRecords(s.BUCKET_AGENTS, AgentInfo),
         tenants=tenants, calendars=MemoryRecords(s.BUCKET_CALENDARS, CalendarRecord),
