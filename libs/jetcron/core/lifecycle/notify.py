@@ -27,6 +27,7 @@ from jetcron.core.models import (
     Schedule,
     ScheduleKind,
 )
+from jetcron.core.timing.schedule_text import CALENDAR
 
 MAX_RULES = 10
 MAX_URL = 2048
@@ -333,8 +334,6 @@ def check_deadlines(spec: JobSpec) -> None:
 
 def _paused_skip(run: Run) -> bool:
     """Skipped on purpose: it came due while the job was paused, or on a day one of its calendars skips."""
-    from jetcron.core.timing.exclusions import CALENDAR
-
     return run.state is RunState.SKIPPED and run.reason.startswith(("paused", CALENDAR))
 
 

@@ -12,7 +12,7 @@ _HOME = {
     "AHEAD": "ics",
     "BUDGET_S": "ics",
     "BackfillRun": "triggers",
-    "CALENDAR": "exclusions",
+    "CALENDAR": "schedule_text",
     "CalendarRecord": "calendars",
     "CalendarRule": "calendars",
     "CalendarSpec": "calendars",

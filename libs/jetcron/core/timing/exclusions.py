@@ -16,10 +16,10 @@ from jetcron.core.errors import InvalidSpec
 from jetcron.core.models import JobSpec, Schedule
 from jetcron.core.timing.calendar_time import Compiled
 from jetcron.core.timing.cron import Occurrence, occurrences, zone
+from jetcron.core.timing.schedule_text import CALENDAR
 
 __all__ = ["CALENDAR", "JobCalendars", "apply", "check_year", "preview", "skip_kind"]
 
-CALENDAR = "calendar "
 """Every skip reason a calendar gives starts with this, then the calendar's name."""
 _ONLY = ": outside it (only)"
 _UNKNOWN = ": unknown (deleted after the job was stored)"

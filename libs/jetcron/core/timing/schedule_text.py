@@ -11,6 +11,9 @@ from zoneinfo import ZoneInfo
 
 from jetcron.core.errors import InvalidSpec
 
+CALENDAR = "calendar "
+"""How the reason of an occurrence a calendar skips begins (`calendar <name>`)."""
+
 ALIASES = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
            "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *"}
 

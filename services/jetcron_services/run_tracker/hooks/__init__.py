@@ -12,6 +12,11 @@ from typing import Protocol
 from jetcron.core.models import Run
 
 
+def ended(old: Run, new: Run) -> bool:
+    """This write ended the run (terminal now, not before)."""
+    return new.state.terminal and not old.state.terminal
+
+
 class RunHook(Protocol):
     async def changed(self, old: Run, new: Run) -> None:
         """`old` became `new` in the runs bucket (already written)."""

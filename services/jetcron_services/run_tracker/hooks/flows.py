@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jetcron.core.models import Run
 from jetcron_services.run_tracker.flows import Flows
+from jetcron_services.run_tracker.hooks import ended
 
 
 class FlowSteps:
@@ -11,5 +12,5 @@ class FlowSteps:
         self.flows = flows
 
     async def changed(self, old: Run, new: Run) -> None:
-        if new.state.terminal and not old.state.terminal:
+        if ended(old, new):
             await self.flows.on_terminal(new)

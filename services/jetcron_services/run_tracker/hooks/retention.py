@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jetcron.core.models import Run
 from jetcron_services.run_tracker.history import Pruner
+from jetcron_services.run_tracker.hooks import ended
 
 
 class Retention:
@@ -11,5 +12,5 @@ class Retention:
         self.pruner = pruner
 
     async def changed(self, old: Run, new: Run) -> None:
-        if new.state.terminal and not old.state.terminal:
+        if ended(old, new):
             self.pruner.noted(new)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jetcron.core.models import Run, RunState
 from jetcron.telemetry import metrics
+from jetcron_services.run_tracker.hooks import ended
 
 
 class RunMetrics:
@@ -12,5 +13,5 @@ class RunMetrics:
             metrics.RETRIES.inc()  # its `scheduled` record is its hand-off to placement
         if new.state is RunState.DEAD:
             metrics.DEAD_LETTERED.inc()
-        if new.state.terminal and not old.state.terminal:
+        if ended(old, new):
             metrics.child(metrics.RUNS_FINISHED, outcome=new.state.value).inc()
